@@ -1,0 +1,3 @@
+from skiff.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""See docs/ and DESIGN.md for what this package holds."""

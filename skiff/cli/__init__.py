@@ -1,0 +1,1 @@
+"""The `skiff` command: server launchers, admin commands and benchmarks."""

@@ -1,0 +1,40 @@
+"""Every limit in one place, so a reader can see what Skiff refuses and why.
+
+Values that tests or operators need to change are configuration (see the
+broker and store configs); these are the defaults and the hard ceilings.
+"""
+
+FRAME_MAX_BYTES = 16 * 1024 * 1024
+"""Largest remoting frame accepted, as RocketMQ's `frameMaxLength`."""
+
+MESSAGE_MAX_BYTES = 4 * 1024 * 1024
+"""Default `maxMessageSize`: the largest message body a broker stores."""
+
+TOPIC_MAX_CHARS = 127
+"""A V1 stored record keeps the topic length in one signed byte."""
+
+GROUP_MAX_CHARS = 255
+
+PROPERTIES_MAX_BYTES = 32767
+"""The stored record keeps the properties length in a signed 16-bit field."""
+
+COMPRESS_BODY_OVER_BYTES = 4096
+"""Clients zlib-compress bodies of at least this size (RocketMQ's default)."""
+
+PULL_MAX_MESSAGES = 1024
+"""Most messages one pull answer carries, whatever the client asks."""
+
+PULL_MAX_BYTES = 4 * 1024 * 1024
+"""Most body bytes one pull answer carries (the transfer limit)."""
+
+CONNECTION_WRITE_HIGH_BYTES = 8 * 1024 * 1024
+"""Output buffered on one connection before its reader is paused."""
+
+CONNECTION_PENDING_REQUESTS = 65536
+"""Requests in flight on one connection before new ones are refused."""
+
+BATCH_MAX_MESSAGES = 4096
+"""Most messages in one batch send."""
+
+LONG_POLL_MAX_SUSPENDED = 100_000
+"""Most pull requests a broker holds at once."""
