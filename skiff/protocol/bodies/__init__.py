@@ -1,0 +1,1 @@
+"""JSON bodies (routes, heartbeats, registrations, admin tables), one module per family."""

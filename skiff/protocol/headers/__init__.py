@@ -1,0 +1,1 @@
+"""Custom headers (extFields) of each request family, one module per family."""
