@@ -36,6 +36,12 @@ $(CPP_STAMP):
 java:
 	@command -v java >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq default-jre-headless; }
 
+# Side-by-side benchmark against RabbitMQ, Redis and NATS (Debian packages),
+# not part of `make test`.
+bench-compare: $(STAMP)
+	$(PY) -m pip install --quiet -e '.[spark,dev,bench]'
+	$(PY) bench/compare/run.py $(BENCH_ARGS)
+
 lint: $(STAMP)
 	$(VENV)/bin/lint-imports
 
