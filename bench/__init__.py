@@ -1,0 +1,1 @@
+"""Benchmarks run outside the test suite (see docs/benchmarks.md)."""

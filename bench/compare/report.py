@@ -1,0 +1,186 @@
+"""Tables, the issue's bar lines, the docs section and the JSON file of one run."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from bench.compare.results import Mode, QueuesPoint, Row, RunResult, Workload
+
+SECTION_TITLE = "## Side by side"
+SKIFF = "skiff"
+MIB = 1 << 20
+
+
+def _num(value: float | None, digits: int = 0) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    return f"{value:,.{digits}f}"
+
+
+def markdown_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+ROW_HEADERS = ("system", "workload", "size B", "messages", "msg/s", "MB/s", "p50 ms", "p99 ms",
+               "broker CPU s / M msgs", "broker peak RSS MiB", "note")
+WORKLOAD_ORDER = {w: i for i, w in enumerate(Workload)}
+
+
+def rows_table(rows: Sequence[Row]) -> str:
+    ordered = sorted(rows, key=lambda r: (WORKLOAD_ORDER[r.workload], r.size_bytes, r.system))
+    return markdown_table(ROW_HEADERS, (
+        (r.system, r.workload.value, str(r.size_bytes), f"{r.messages:,}", _num(r.msgs_per_s), _num(r.mb_per_s, 1),
+         _num(r.p50_ms, 2), _num(r.p99_ms, 2), _num(r.cpu_s_per_million, 1), _num(r.peak_rss_bytes / MIB),
+         r.note or ("" if r.ok else "incomplete"))
+        for r in ordered
+    ))
+
+
+def queues_table(points: Sequence[QueuesPoint]) -> str:
+    base = points[0].msgs_per_s if points else 0.0
+    return markdown_table(("queues", "topics", "messages", "msg/s", "vs first", "note"), (
+        (f"{p.queues:,}", str(p.topics), f"{p.messages:,}", _num(p.msgs_per_s),
+         f"{p.msgs_per_s / base * 100:.0f} %" if base else "–", p.note)
+        for p in points
+    ))
+
+
+def ceilings_table(result: RunResult) -> str:
+    c = result.ceilings
+    if c is None:
+        return "(not measured)"
+    size = f"{c.disk_write_bytes // MIB} MiB"
+    return markdown_table(("ceiling", "value"), (
+        (f"sequential write of the data directory, {size} in 1 MiB blocks, no fsync", f"{c.disk_write_mb_per_s:,.0f} MB/s"),
+        (f"the same with an fsync at the end, counted in the time", f"{c.disk_write_fsync_mb_per_s:,.0f} MB/s"),
+        ("fsyncs per second (128 B append + fsync, looped)", f"{c.fsyncs_per_s:,.0f} /s"),
+        ("loopback TCP, one connection, 1 MiB sends", f"{c.loopback_mb_per_s:,.0f} MB/s"),
+    ))
+
+
+def _ok_rows(rows: Iterable[Row], mode: Mode, workload: Workload | None = None) -> list[Row]:
+    return [r for r in rows if r.mode == mode and r.ok and (workload is None or r.workload == workload)]
+
+
+def e2e_ratio(rows: Sequence[Row], size: int) -> tuple[float | None, str]:
+    """Skiff's end-to-end msg/s over the best peer's, and that peer's name."""
+    e2e = [r for r in _ok_rows(rows, Mode.NORMAL, Workload.E2E) if r.size_bytes == size]
+    ours = [r for r in e2e if r.system == SKIFF]
+    peers = [r for r in e2e if r.system != SKIFF]
+    if not ours or not peers:
+        return None, max(peers, key=lambda r: r.msgs_per_s).system if peers else "–"
+    best = max(peers, key=lambda r: r.msgs_per_s)
+    return ours[0].msgs_per_s / best.msgs_per_s, best.system
+
+
+def cpu_per_million_by_system(rows: Sequence[Row]) -> dict[str, float]:
+    """Broker CPU seconds over all normal-mode workloads, per million messages they moved."""
+    totals: dict[str, tuple[float, int]] = {}
+    for r in _ok_rows(rows, Mode.NORMAL):
+        cpu, msgs = totals.get(r.system, (0.0, 0))
+        totals[r.system] = (cpu + r.broker_cpu_s, msgs + r.messages)
+    return {s: cpu / msgs * 1e6 for s, (cpu, msgs) in totals.items() if msgs}
+
+
+def queues_drop_percent(points: Sequence[QueuesPoint]) -> float | None:
+    done = [p for p in points if p.ok]
+    if len(done) < 2 or done[0].msgs_per_s <= 0:
+        return None
+    return (done[0].msgs_per_s - done[-1].msgs_per_s) / done[0].msgs_per_s * 100
+
+
+def bar_lines(result: RunResult, sizes: Sequence[int]) -> list[str]:
+    lines = []
+    for size in sizes:
+        ratio, peer = e2e_ratio(result.rows, size)
+        label = "100 B" if size == 100 else ("1 KiB" if size == 1024 else f"{size} B")
+        shown = f"{ratio:.2f} (best peer: {peer})" if ratio is not None else f"n/a (no complete Skiff/peer e2e row; best peer: {peer})"
+        lines.append(f"end-to-end ratio Skiff / best peer ({label}): {shown}")
+    cpu = cpu_per_million_by_system(result.rows)
+    if cpu:
+        lowest = min(cpu, key=cpu.__getitem__)
+        each = ", ".join(f"{s} {v:.1f}" for s, v in sorted(cpu.items(), key=lambda kv: kv[1]))
+        lines.append(f"broker CPU per million: lowest = {lowest} ({each} CPU s / M msgs)")
+    else:
+        lines.append("broker CPU per million: lowest = n/a (no complete rows)")
+    drop = queues_drop_percent(result.many_queues)
+    span = (f"{result.many_queues[0].queues}→{result.many_queues[-1].queues}" if result.many_queues else "8→16384")
+    lines.append(f"many-queues drop {span}: " + (f"{drop:.1f} %" if drop is not None else "n/a (not measured)"))
+    return lines
+
+
+def render(result: RunResult, sizes: Sequence[int]) -> str:
+    """The whole report as Markdown: printed to the terminal and written into the docs."""
+    meta = result.meta
+    parts = [
+        f"Command: `{meta.get('command', '')}`",
+        "",
+        f"Machine: {meta.get('cores')} cores ({meta.get('cpu_model')}), {meta.get('memory_gib')} GiB, "
+        f"{meta.get('python')}, load average {meta.get('load_start')} at the start and "
+        f"{meta.get('load_end')} at the end; run of {meta.get('started')} ({meta.get('wall_s', 0):.0f} s).",
+        "",
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items()) + ".",
+        "",
+        f"Load: every producer sends batches of {meta.get('batch')} messages with up to {meta.get('window')} "
+        f"batches unacknowledged, every consumer reads {meta.get('batch')} at a time; an e2e run and a durable "
+        f"produce run move {meta.get('count', 0):,} messages, the produce-only run writes a backlog of "
+        f"{meta.get('backlog', 0):,} that the drain reads back; producers stop after {meta.get('duration_s')} s. "
+        f"Skiff topics have {meta.get('queues')} queues; each peer uses one stream or queue. MB = 10^6 bytes "
+        "of message bodies; broker CPU and RSS are the broker's whole process tree.",
+        "",
+        "### The bar",
+        "",
+        *[f"    {line}" for line in bar_lines(result, sizes)],
+        "",
+        "### Normal mode (acknowledged by the broker, each peer's default flushing)",
+        "",
+        rows_table([r for r in result.rows if r.mode == Mode.NORMAL]),
+        "",
+        "### Durable mode (acknowledged after fsync where the system offers it)",
+        "",
+        rows_table([r for r in result.rows if r.mode == Mode.DURABLE]),
+        "",
+        "### Many queues (Skiff, produce only)",
+        "",
+        queues_table(result.many_queues) if result.many_queues else "(not measured in this run)",
+        "",
+        "### Ceilings of this machine (same run)",
+        "",
+        ceilings_table(result),
+        "",
+        "### Settings and how each client was driven",
+        "",
+        *[f"- **{name}**: {text}" for name, text in result.settings.items()],
+    ]
+    if result.failures:
+        parts += ["", "### Failures", "", *[f"- {f}" for f in result.failures]]
+    return "\n".join(parts) + "\n"
+
+
+def replace_section(document: str, body: str, title: str = SECTION_TITLE) -> str:
+    """Put ``body`` under ``title``, replacing only that section (up to the next `## `)."""
+    section = f"{title}\n\n{body.rstrip()}\n"
+    lines = document.splitlines(keepends=True)
+    start = next((i for i, line in enumerate(lines) if line.rstrip() == title), None)
+    if start is None:
+        sep = "" if not document or document.endswith("\n\n") else ("\n" if document.endswith("\n") else "\n\n")
+        return document + sep + section
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+    tail = "".join(lines[end:])
+    return "".join(lines[:start]) + section + ("\n" + tail if tail else "")
+
+
+def write_docs(path: Path, body: str) -> None:
+    current = path.read_text() if path.exists() else "# Performance\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(replace_section(current, body))
+
+
+def write_json(path: Path, result: RunResult) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result.to_json(), indent=2, default=str) + "\n")

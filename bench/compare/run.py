@@ -1,0 +1,160 @@
+"""Skiff side by side with RabbitMQ, Redis and NATS on this machine, in one run.
+
+    make bench-compare BENCH_ARGS="--systems skiff,redis --sizes 100"
+    build/venv/bin/python bench/compare/run.py --help
+
+Installs the peers from Debian's packages if missing, starts every broker on
+127.0.0.1 with its data in a temporary directory, runs the workloads with
+each system's Python client, stops everything, prints the tables and the
+issue's bar, and writes docs/performance.md ("## Side by side") and a JSON
+file. See docs/benchmarks.md for what each workload means.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shlex
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from bench.compare import ceilings, report  # noqa: E402
+from bench.compare.install import ensure_installed  # noqa: E402
+from bench.compare.phases import PhaseOptions  # noqa: E402
+from bench.compare.procs import CHILDREN, install_cleanup  # noqa: E402
+from bench.compare.results import RunResult  # noqa: E402
+from bench.compare.servers import REPO_ROOT, command_output  # noqa: E402
+from bench.compare.suite import SuiteOptions, run_all  # noqa: E402
+from bench.compare.systems import SYSTEMS, System, parse_systems  # noqa: E402
+
+DEFAULT_DOCS = REPO_ROOT / "docs" / "performance.md"
+DEFAULT_JSON = REPO_ROOT / "bench" / "compare" / "results" / "latest.json"
+QUEUE_POINTS = (8, 256, 4096, 16384)
+SMOKE_QUEUE_POINTS = (8, 64)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="bench/compare/run.py", description=__doc__.splitlines()[0])
+    p.add_argument("--systems", default=",".join(SYSTEMS), help="comma list; 'rabbitmq' means stream and quorum")
+    p.add_argument("--sizes", default="100,1024", help="message sizes in bytes, comma list")
+    p.add_argument("--count", type=int, default=200_000, help="messages of an e2e and of a durable produce run")
+    p.add_argument("--backlog", type=int, default=1_000_000, help="messages produced, then drained")
+    p.add_argument("--duration-s", type=float, default=60.0, help="time bound of every producer")
+    p.add_argument("--batch", type=int, default=256, help="messages per publish/pipeline/fetch")
+    p.add_argument("--window", type=int, default=8, help="batches in flight per producer")
+    p.add_argument("--queues", type=int, default=8, help="queues per Skiff topic in the main workloads")
+    p.add_argument("--queue-points", default=",".join(map(str, QUEUE_POINTS)),
+                   help="Skiff many-queues curve ('' to skip)")
+    p.add_argument("--queues-batch", type=int, default=16, help="messages per send in the many-queues curve")
+    p.add_argument("--smoke", action="store_true", help="tiny counts, one size, small ceilings; writes no docs "
+                   "or JSON unless --docs/--json are given")
+    p.add_argument("--json", type=Path, help=f"default {DEFAULT_JSON.relative_to(REPO_ROOT)}")
+    p.add_argument("--docs", type=Path, help=f"default {DEFAULT_DOCS.relative_to(REPO_ROOT)}")
+    p.add_argument("--no-install", action="store_true", help="never call apt-get; skip missing peers")
+    p.add_argument("--keep-dir", action="store_true", help="keep the temporary directory (logs, data)")
+    args = p.parse_args(argv)
+    if args.smoke:
+        args.sizes, args.count, args.backlog = args.sizes.split(",")[0], min(args.count, 2000), min(args.backlog, 2000)
+        args.duration_s = min(args.duration_s, 15.0)
+        args.queue_points = ",".join(map(str, SMOKE_QUEUE_POINTS)) if args.queue_points else ""
+    elif args.json is None or args.docs is None:
+        args.json, args.docs = args.json or DEFAULT_JSON, args.docs or DEFAULT_DOCS
+    return args
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(w) for w in text.split(",") if w.strip())
+
+
+def machine_facts() -> dict[str, object]:
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                  if line.startswith("model name")), platform.processor())
+    mem_kib = next((int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                    if line.startswith("MemTotal")), 0)
+    return {"cores": os.cpu_count(), "cpu_model": model, "memory_gib": round(mem_kib / (1 << 20)),
+            "python": f"Python {platform.python_version()}", "kernel": platform.release()}
+
+
+def versions(systems: Sequence[System]) -> dict[str, str]:
+    out = {"skiff": _skiff_version()} if any(s.name == "skiff" for s in systems) else {}
+    for system in systems:
+        if system.package and system.package not in out:
+            out[system.package] = system.server.version()
+    return out
+
+
+def _skiff_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        pkg = version("skiffmq")
+    except PackageNotFoundError:
+        pkg = "unknown"
+    commit = command_output(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"])
+    return f"{pkg} (git {commit or 'unknown'})"
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def select_installed(systems: list[System], allow_install: bool) -> tuple[list[System], list[str]]:
+    packages = sorted({s.package for s in systems if s.package})
+    missing = set(ensure_installed(packages, allow_install))
+    skipped = [f"{s.name}: Debian package {s.package} is not installed" for s in systems if s.package in missing]
+    return [s for s in systems if s.package not in missing], skipped
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    install_cleanup()
+    systems, skipped = select_installed(parse_systems(args.systems), not args.no_install)
+    sizes = _ints(args.sizes)
+    result = RunResult(failures=list(skipped))
+    started = time.monotonic()
+    result.meta = {**machine_facts(), "command": "build/venv/bin/python bench/compare/run.py "
+                   + shlex.join(sys.argv[1:] if argv is None else list(argv)),
+                   "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_start": _load(),
+                   "versions": versions(systems), "smoke": args.smoke, "batch": args.batch,
+                   "window": args.window, "count": args.count, "backlog": args.backlog,
+                   "duration_s": args.duration_s, "queues": args.queues}
+    print(f"load average at start: {result.meta['load_start']}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="skiff-bench-") as tmp:
+        work = Path(tmp)
+        try:
+            print("measuring the ceilings", flush=True)
+            sizes_c = ceilings.CeilingSizes.smoke() if args.smoke else ceilings.CeilingSizes.full()
+            result.ceilings = ceilings.measure(work / "ceilings", sizes_c)
+            phase = PhaseOptions(batch=args.batch, window=args.window, queues=args.queues,
+                                 duration_s=args.duration_s, work_dir=work)
+            opts = SuiteOptions(sizes=sizes, count=args.count, backlog=args.backlog, phase=phase,
+                                queue_points=_ints(args.queue_points), queues_batch=args.queues_batch, work_root=work)
+            run_all(systems, opts, result)
+        finally:
+            CHILDREN.stop_all()
+            if args.keep_dir:
+                kept = Path(tempfile.mkdtemp(prefix="skiff-bench-kept-"))
+                os.rename(work, kept / "run")
+                os.mkdir(work)
+                print(f"kept logs and data in {kept / 'run'}", flush=True)
+    result.meta.update(load_end=_load(), wall_s=time.monotonic() - started)
+    print(f"load average at end: {result.meta['load_end']}", flush=True)
+    text = report.render(result, sizes)
+    print(text)
+    if args.docs:
+        report.write_docs(args.docs, text)
+    if args.json:
+        report.write_json(args.json, result)
+    print("\n".join(report.bar_lines(result, sizes)))
+    return 0 if not result.failures and all(r.ok for r in result.rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

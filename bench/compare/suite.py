@@ -1,0 +1,152 @@
+"""The order of a run: per server, the normal workloads, then the durable ones.
+
+A phase that fails becomes a row marked failed with the reason, and the run
+goes on with the next one; a server that does not start is noted and skipped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.compare.drivers import driver_class
+from bench.compare.phases import PhaseOptions, failed_row, run_drain, run_e2e, run_produce
+from bench.compare.results import Mode, QueuesPoint, Row, RunResult, Workload
+from bench.compare.servers import Server, SkiffServer
+from bench.compare.systems import System, by_server
+
+MANY_QUEUES_TOPICS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteOptions:
+    sizes: tuple[int, ...]
+    count: int
+    """Messages of an end-to-end run and of a durable produce run."""
+    backlog: int
+    """Messages written by the produce-only run and read back by the drain."""
+    phase: PhaseOptions
+    queue_points: tuple[int, ...]
+    queues_batch: int
+    work_root: Path
+
+
+def _guard(result: RunResult, what: str, fallback: Callable[[BaseException], Row | None],
+           fn: Callable[[], Row]) -> Row | None:
+    """Run one phase; on failure keep a failed row and the reason, and go on."""
+    try:
+        row = fn()
+    except Exception as exc:  # any phase failure is reported, never fatal to the run
+        result.failures.append(f"{what}: {str(exc).strip() or traceback.format_exc(limit=2)}")
+        row = fallback(exc)
+    if row is not None:
+        result.rows.append(row)
+        print(f"  {what}: {row.msgs_per_s:,.0f} msg/s" + (f" ({row.note})" if row.note else ""), flush=True)
+    return row
+
+
+def _start(cls: type[Server], work_dir: Path, durable: bool, result: RunResult) -> Server | None:
+    server = cls(work_dir, durable)
+    try:
+        server.start()
+    except Exception as exc:  # noted in the report; its systems are skipped
+        server.stop()
+        result.failures.append(f"{cls.name} ({'durable' if durable else 'normal'}) did not start: {exc}")
+        print(f"{cls.name} did not start: {exc}", flush=True)
+        return None
+    return server
+
+
+def _normal_phases(system: System, server: Server, opts: SuiteOptions, result: RunResult) -> None:
+    for size in opts.sizes:
+        name, ph = system.name, opts.phase
+        _guard(result, f"{name} e2e {size} B", lambda e: failed_row(name, Mode.NORMAL, Workload.E2E, size, e),
+               lambda: run_e2e(name, server, Mode.NORMAL, f"bench_e2e_{size}", size, opts.count, ph))
+        produced = _guard(
+            result, f"{name} produce {size} B", lambda e: failed_row(name, Mode.NORMAL, Workload.PRODUCE, size, e),
+            lambda: run_produce(name, server, Mode.NORMAL, f"bench_backlog_{size}", size, opts.backlog, ph))
+        if produced is None or produced.messages == 0:
+            continue
+        _guard(result, f"{name} drain {size} B", lambda e: failed_row(name, Mode.NORMAL, Workload.DRAIN, size, e),
+               lambda: run_drain(name, server, f"bench_backlog_{size}", size, produced.messages, ph))
+
+
+def _durable_phases(system: System, server: Server, opts: SuiteOptions, result: RunResult) -> None:
+    for size in opts.sizes:
+        name, ph = system.name, opts.phase
+        _guard(result, f"{name} durable e2e {size} B",
+               lambda e: failed_row(name, Mode.DURABLE, Workload.E2E, size, e),
+               lambda: run_e2e(name, server, Mode.DURABLE, f"bench_durable_e2e_{size}", size, opts.count, ph))
+        _guard(result, f"{name} durable produce {size} B",
+               lambda e: failed_row(name, Mode.DURABLE, Workload.PRODUCE, size, e),
+               lambda: run_produce(name, server, Mode.DURABLE, f"bench_durable_{size}", size, opts.count, ph))
+
+
+def _reuse_as_durable(systems: Sequence[System], why: str, result: RunResult) -> None:
+    """The same configuration is not measured twice: copy its rows into the durable table."""
+    names = {s.name for s in systems}
+    for row in [r for r in result.rows if r.system in names and r.mode == Mode.NORMAL
+                and r.workload in (Workload.E2E, Workload.PRODUCE)]:
+        note = "same configuration as normal mode: " + why
+        result.rows.append(dataclasses.replace(row, mode=Mode.DURABLE, note="; ".join(filter(None, [row.note, note]))))
+
+
+def many_queues(server: Server, opts: SuiteOptions, result: RunResult) -> None:
+    """Skiff's produce rate with the same traffic spread over more and more queues."""
+    size = opts.sizes[0]
+    phase = opts.phase
+    for queues in opts.queue_points:
+        per_topic = max(1, queues // MANY_QUEUES_TOPICS)
+        topics = ",".join(f"bench_q{queues}_t{i}" for i in range(MANY_QUEUES_TOPICS))
+        messages = max(opts.count, queues * opts.queues_batch)
+        ph = dataclasses.replace(phase, batch=opts.queues_batch, queues=per_topic)
+        what = f"skiff {queues} queues"
+        row = _guard(result, what, lambda e: None,
+                     lambda: run_produce("skiff", server, Mode.NORMAL, topics, size, messages, ph))
+        if row is not None:
+            result.rows.remove(row)  # the curve is its own table
+            result.many_queues.append(QueuesPoint(queues, MANY_QUEUES_TOPICS, row.messages, row.seconds,
+                                                  ok=row.ok, note=row.note))
+        else:
+            result.many_queues.append(QueuesPoint(queues, MANY_QUEUES_TOPICS, 0, 0.0, ok=False, note="failed"))
+
+
+def run_all(systems: Sequence[System], opts: SuiteOptions, result: RunResult) -> None:
+    for cls, members in by_server(list(systems)):
+        result.settings[f"{cls.name} server"] = _settings(cls)
+        for system in members:
+            result.settings[f"{system.name} client"] = driver_class(system.name).how
+        print(f"== {cls.name}: normal mode", flush=True)
+        server = _start(cls, opts.work_root / f"{cls.name}-normal", False, result)
+        if server is not None:
+            try:
+                for system in members:
+                    _normal_phases(system, server, opts, result)
+                if cls is SkiffServer and opts.queue_points:
+                    many_queues(server, opts, result)
+            finally:
+                server.stop()
+        why = cls.same_when_durable()
+        if why:
+            _reuse_as_durable(members, why, result)
+            continue
+        print(f"== {cls.name}: durable mode", flush=True)
+        server = _start(cls, opts.work_root / f"{cls.name}-durable", True, result)
+        if server is None:
+            continue
+        try:
+            for system in members:
+                _durable_phases(system, server, opts, result)
+        finally:
+            server.stop()
+
+
+def _settings(cls: type[Server]) -> str:
+    normal, durable = cls(Path("."), False).settings(), cls(Path("."), True).settings()
+    why = cls.same_when_durable()
+    if why:
+        return f"{normal} (durable table: {why})"
+    return normal if normal == durable else f"{normal}; durable table: {durable}"

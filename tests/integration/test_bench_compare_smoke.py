@@ -1,0 +1,68 @@
+"""The side-by-side harness (bench/compare) end to end in --smoke mode against a real Redis.
+
+Starts the harness as a user would; it starts its own redis-server on a free
+loopback port, runs every workload with real worker processes, and writes
+the docs section and the JSON file to temporary paths.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+REDIS = shutil.which("redis-server", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin"]))
+
+pytestmark = pytest.mark.skipif(
+    REDIS is None, reason="redis-server is not installed (make bench-compare installs it from Debian's packages)"
+)
+
+DOC_BEFORE = "# Performance\n\n## Before\n\nkeep me\n\n## Side by side\n\nstale table\n\n## After\n\nkeep me too\n"
+EXPECTED_ROWS = {("normal", "e2e"), ("normal", "produce"), ("normal", "drain"), ("durable", "e2e"), ("durable", "produce")}
+
+
+def _bench_children() -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        if any("skiff-bench-" in part for part in proc.info["cmdline"] or []):
+            found.append(proc)
+    return found
+
+
+def test_smoke_run_against_redis_fills_rows_docs_and_json(tmp_path: Path) -> None:
+    docs, out = tmp_path / "performance.md", tmp_path / "result.json"
+    docs.write_text(DOC_BEFORE)
+    argv = [sys.executable, "bench/compare/run.py", "--smoke", "--systems", "redis", "--no-install",
+            "--json", str(out), "--docs", str(docs)]
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+    data = json.loads(out.read_text())
+    rows = data["rows"]
+    assert {(r["mode"], r["workload"]) for r in rows} == EXPECTED_ROWS
+    for row in rows:
+        assert row["system"] == "redis" and row["ok"], row
+        assert row["messages"] == 2000, row
+        assert row["msgs_per_s"] > 0 and row["peak_rss_bytes"] > 0, row
+    for row in (r for r in rows if r["workload"] == "e2e"):
+        assert 0 < row["p50_ms"] <= row["p99_ms"], row
+    assert all(v > 0 for v in data["ceilings"].values())
+    assert "appendfsync everysec" in data["settings"]["redis server"]
+    assert "appendfsync always" in data["settings"]["redis server"]
+    assert data["meta"]["versions"]["redis-server"] != "unknown"
+
+    text = docs.read_text()
+    assert "keep me\n" in text and "keep me too" in text and "stale table" not in text
+    assert text.count("## Side by side") == 1
+    assert text.index("## Before") < text.index("## Side by side") < text.index("## After")
+    assert "| redis | e2e | 100 | 2,000 |" in text
+    assert "end-to-end ratio Skiff / best peer (100 B): n/a" in proc.stdout
+    assert "broker CPU per million: lowest = redis" in proc.stdout
+    assert _bench_children() == [], "the harness left a child process running"
