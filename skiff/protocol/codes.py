@@ -1,4 +1,8 @@
-"""Request, response and language codes, with RocketMQ's numeric values."""
+"""Request, response and language codes, with RocketMQ's numeric values.
+
+Checked against RocketMQ 4.9.7's RequestCode.java, ResponseCode.java and
+RemotingSysResponseCode.java: every code there is here, with the same value.
+"""
 
 from enum import IntEnum
 
@@ -35,6 +39,11 @@ class RequestCode(IntEnum):
     GET_ALL_CONSUMER_OFFSET = 43
     GET_ALL_DELAY_OFFSET = 45
     CHECK_CLIENT_CONFIG = 46
+    UPDATE_AND_CREATE_ACL_CONFIG = 50
+    DELETE_ACL_CONFIG = 51
+    GET_BROKER_CLUSTER_ACL_INFO = 52
+    UPDATE_GLOBAL_WHITE_ADDRS_CONFIG = 53
+    GET_BROKER_CLUSTER_ACL_CONFIG = 54
     PUT_KV_CONFIG = 100
     GET_KV_CONFIG = 101
     DELETE_KV_CONFIG = 102
@@ -67,6 +76,8 @@ class RequestCode(IntEnum):
     GET_TOPICS_BY_CLUSTER = 224
     QUERY_TOPIC_CONSUME_BY_WHO = 300
     QUERY_CONSUME_TIME_SPAN = 303
+    REGISTER_FILTER_SERVER = 301
+    REGISTER_MESSAGE_FILTER_CLASS = 302
     GET_SYSTEM_TOPIC_LIST_FROM_NS = 304
     GET_SYSTEM_TOPIC_LIST_FROM_BROKER = 305
     CLEAN_EXPIRED_CONSUMEQUEUE = 306
@@ -91,6 +102,8 @@ class RequestCode(IntEnum):
     SEND_REPLY_MESSAGE_V2 = 325
     PUSH_REPLY_MESSAGE_TO_CLIENT = 326
     ADD_WRITE_PERM_OF_BROKER = 327
+    GET_ALL_PRODUCER_INFO = 328
+    DELETE_EXPIRED_COMMITLOG = 329
 
 
 class ResponseCode(IntEnum):
@@ -127,6 +140,9 @@ class ResponseCode(IntEnum):
     CONSUMER_NOT_ONLINE = 206
     CONSUME_MSG_TIMEOUT = 207
     NO_MESSAGE = 208
+    UPDATE_AND_CREATE_ACL_CONFIG_FAILED = 209
+    DELETE_ACL_CONFIG_FAILED = 210
+    UPDATE_GLOBAL_WHITE_ADDRS_CONFIG_FAILED = 211
     FLOW_CONTROL = 215
 
 
