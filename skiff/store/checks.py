@@ -1,0 +1,92 @@
+"""Checks a message or batch must pass before anything is written.
+
+A failure is a `PutResult` with MESSAGE_ILLEGAL or PROPERTIES_SIZE_EXCEEDED and
+a reason a client can read; nothing is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from skiff.common.limits import BATCH_MAX_MESSAGES, PROPERTIES_MAX_BYTES
+from skiff.common.names import topic_error
+from skiff.common.record import HOST_V4_BYTES, HOST_V6_BYTES, record_size
+from skiff.store.commitlog import BLANK_MIN_BYTES
+from skiff.store.results import MessageInput, PutResult, PutStatus
+
+_INT32_MAX = 2**31 - 1
+_TOPIC_CACHE_MAX = 65536
+
+
+class Checked(NamedTuple):
+    topic_raw: bytes
+    sizes: list[int]
+    total: int
+
+
+def _illegal(reason: str, status: PutStatus = PutStatus.MESSAGE_ILLEGAL) -> PutResult:
+    return PutResult(status, reason)
+
+
+class MessageChecker:
+    """Validates appends; remembers topics that passed so the name check runs once per topic."""
+
+    def __init__(self, max_body_bytes: int, file_size: int, store_host_bytes: int) -> None:
+        self.max_body_bytes = max_body_bytes
+        self.file_size = file_size
+        self.store_host_bytes = store_host_bytes
+        self._topics: dict[str, bytes] = {}
+
+    def topic_bytes(self, topic: str) -> bytes | str:
+        """The UTF-8 topic, or why the name is refused."""
+        raw = self._topics.get(topic)
+        if raw is not None:
+            return raw
+        error = topic_error(topic)
+        if error is not None:
+            return error
+        if len(self._topics) >= _TOPIC_CACHE_MAX:
+            self._topics.clear()
+        raw = self._topics[topic] = topic.encode()
+        return raw
+
+    def check(self, msgs: Sequence[MessageInput]) -> Checked | PutResult:
+        if not msgs:
+            return _illegal("the batch is empty")
+        if len(msgs) > BATCH_MAX_MESSAGES:
+            return _illegal(f"the batch has {len(msgs)} messages, more than the {BATCH_MAX_MESSAGES} allowed")
+        first = msgs[0]
+        topic_raw = self.topic_bytes(first.topic)
+        if isinstance(topic_raw, str):
+            return _illegal(topic_raw)
+        if not 0 <= first.queue_id <= _INT32_MAX:
+            return _illegal(f"queue id {first.queue_id} is out of range")
+        sizes = []
+        base = record_size(0, len(topic_raw), 0, HOST_V4_BYTES, self.store_host_bytes)
+        for m in msgs:
+            bad = self._check_one(m, first)
+            if bad is not None:
+                return bad
+            sizes.append(base + len(m.body) + len(m.properties) + len(m.born_host) - HOST_V4_BYTES)
+        total = sum(sizes)
+        if total != self.file_size and total > self.file_size - BLANK_MIN_BYTES:
+            return _illegal(
+                f"the records take {total} bytes, more than a CommitLog file holds "
+                f"(mappedFileSizeCommitLog={self.file_size}, less {BLANK_MIN_BYTES} for an end-of-file record)"
+            )
+        return Checked(topic_raw, sizes, total)
+
+    def _check_one(self, m: MessageInput, first: MessageInput) -> PutResult | None:
+        if m.topic != first.topic or m.queue_id != first.queue_id:
+            return _illegal("a batch must go to one topic and queue")
+        if len(m.body) > self.max_body_bytes:
+            return _illegal(f"the body is {len(m.body)} bytes, more than maxMessageSize={self.max_body_bytes}")
+        if len(m.properties) > PROPERTIES_MAX_BYTES:
+            return _illegal(
+                f"the properties take {len(m.properties)} bytes, more than {PROPERTIES_MAX_BYTES}",
+                PutStatus.PROPERTIES_SIZE_EXCEEDED,
+            )
+        if len(m.born_host) not in (HOST_V4_BYTES, HOST_V6_BYTES):
+            return _illegal(f"the born host is {len(m.born_host)} bytes, not a packed IPv4 or IPv6 address")
+        return None

@@ -1,0 +1,293 @@
+"""The CommitLog: every message of every topic, appended to one sequence of files.
+
+Files are `mappedFileSizeCommitLog` bytes, named by their 20-digit start offset
+(`commitlog/00000000000000000000`, `commitlog/00000000001073741824`, ...), and
+hold records in RocketMQ's stored-message format (`skiff.common.record`), back
+to back. A record never spans two files: when the next record (or batch) does
+not fit, the rest of the file is covered by one blank record and writing moves
+on to the next file. A record may fill its file exactly; otherwise at least the
+8 bytes of a blank record stay free.
+
+Blank (end-of-file) record:
+
+| offset | size | field                                   |
+|--------|------|-----------------------------------------|
+| 0      | 4    | TOTALSIZE: the bytes left in the file   |
+| 4      | 4    | MAGICCODE 0xCBD43194 (BLANK_MAGIC)      |
+| 8      | ...  | zeros up to the end of the file         |
+
+Bytes after the last record of the last file are zeros; a record header of
+zeros therefore marks the end of the written data.
+
+Appends happen under the store's put lock; reads take no lock (a record is laid
+down completely before ``write_pos`` moves past it).
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import threading
+from collections.abc import Iterator, Sequence
+from typing import NamedTuple
+
+from skiff.common.errors import DecodeError
+from skiff.common.record import (
+    BLANK_HEAD,
+    BLANK_MAGIC,
+    FIXED_BYTES_V4,
+    MAGIC_V1,
+    body_crc,
+    read_head,
+    read_tail,
+    write_record,
+)
+from skiff.store.mapped_file import MappedFile, MappedFileQueue
+from skiff.store.results import MessageInput
+
+BLANK_MIN_BYTES = BLANK_HEAD.size
+assert BLANK_MIN_BYTES == 8
+
+
+class Slot(enum.Enum):
+    """What a position in the CommitLog holds."""
+
+    RECORD = 0
+    BLANK = 1
+    END = 2
+    INVALID = 3
+
+
+class Inspection(NamedTuple):
+    kind: Slot
+    size: int
+    reason: str = ""
+
+
+def inspect_record(buf: memoryview | bytes, pos: int, phys: int, room: int) -> Inspection:
+    """Validate what starts at ``buf[pos]`` (CommitLog offset ``phys``, ``room`` bytes to the
+    end of its file or buffer): magic, size, structure, stored offset and body CRC."""
+    if room < BLANK_MIN_BYTES:
+        return Inspection(Slot.INVALID, 0, f"{room} bytes left at offset {phys}, too few for a record")
+    total, magic = BLANK_HEAD.unpack_from(buf, pos)
+    if total == 0 and magic == 0:
+        return Inspection(Slot.END, 0)
+    if magic == BLANK_MAGIC:
+        if total != room:
+            return Inspection(Slot.INVALID, 0, f"blank record at offset {phys} is {total} bytes, not the {room} left")
+        return Inspection(Slot.BLANK, total)
+    if magic != MAGIC_V1:
+        return Inspection(Slot.INVALID, 0, f"bad magic {magic & 0xFFFFFFFF:#010x} at offset {phys}")
+    if not FIXED_BYTES_V4 < total <= room:
+        return Inspection(Slot.INVALID, 0, f"record size {total} at offset {phys} does not fit in {room} bytes")
+    try:
+        head = read_head(buf, pos)
+        tail = read_tail(buf, pos, head)
+    except DecodeError as exc:
+        return Inspection(Slot.INVALID, 0, f"malformed record at offset {phys}: {exc}")
+    if head.physical_offset != phys or head.queue_id < 0 or not tail.topic:
+        return Inspection(Slot.INVALID, 0, f"record at offset {phys} names offset {head.physical_offset}")
+    if body_crc(buf[tail.body_pos : tail.body_pos + tail.body_length]) != head.body_crc:
+        return Inspection(Slot.INVALID, 0, f"bad body CRC in the record at offset {phys}")
+    return Inspection(Slot.RECORD, total)
+
+
+class CommitLog:
+    """Appends and reads records; see the module docstring for the file layout."""
+
+    def __init__(self, directory: str, file_size: int, store_host: bytes) -> None:
+        self.files = MappedFileQueue(directory, file_size, reserve_on_create=file_size)
+        self.file_size = file_size
+        self.store_host = store_host
+        self.write_pos = 0
+        """CommitLog offset where the next record goes (the max physical offset)."""
+        self.flushed = 0
+        self.fsync_count = 0
+        self._flush_lock = threading.Lock()
+
+    # -- loading and recovery -------------------------------------------------
+
+    def load(self) -> list[str]:
+        notes = self.files.load()
+        self.write_pos = self.flushed = self.min_offset
+        return notes
+
+    @property
+    def min_offset(self) -> int:
+        first = self.files.min_offset
+        return 0 if first is None else first
+
+    @property
+    def files_end(self) -> int:
+        last = self.files.last()
+        return 0 if last is None else last.end
+
+    def scan_valid(self, start: int) -> tuple[int, str]:
+        """Walk validated records from ``start``; return where valid data ends and why."""
+        pos = start
+        while True:
+            f = self.files.find(pos)
+            if f is None:
+                return pos, ""
+            rel = pos - f.start
+            found = inspect_record(f.mm, rel, pos, f.size - rel)
+            if found.kind is Slot.END:
+                return pos, ""
+            if found.kind is Slot.INVALID:
+                return pos, found.reason
+            pos += found.size
+
+    def truncate(self, end: int) -> tuple[int, int]:
+        """Make ``end`` the end of the data: zero what follows it and delete the files that
+        start at or after it. Return (non-zero bytes removed, files deleted)."""
+        dirty = sum(f.zero_from(max(0, end - f.start)) for f in self.files.files if f.end > end)
+        removed = self.files.remove_from(end)
+        self.write_pos = self.flushed = end
+        return dirty, removed
+
+    def iter_records(self, start: int, end: int) -> Iterator[tuple[int, memoryview]]:
+        """(offset, file mapping) of each record in [start, end), blanks skipped; the data
+        must have been validated."""
+        pos = start
+        while pos < end:
+            f = self.files.find(pos)
+            if f is None:
+                return
+            rel = pos - f.start
+            total, magic = BLANK_HEAD.unpack_from(f.mm, rel)
+            if magic == MAGIC_V1:
+                yield pos, memoryview(f.mm)[rel : rel + total]
+            pos += total
+
+    # -- appending ------------------------------------------------------------
+
+    def append(
+        self,
+        msgs: Sequence[MessageInput],
+        topic_raw: bytes,
+        queue_offsets: Sequence[int],
+        sizes: Sequence[int],
+        total: int,
+        store_timestamp: int,
+    ) -> int:
+        """Write the records of ``msgs`` back to back in one file; return the first one's
+        offset. ``total`` must not exceed the file size. Raises OSError when a new file
+        cannot be created or reserved (the disk is full)."""
+        f = self._file_with_room(total)
+        rel = self.write_pos - f.start
+        f.ensure_reserved(rel + total, f.size)
+        mm = f.mm
+        first = phys = self.write_pos
+        host = self.store_host
+        for m, queue_offset, size in zip(msgs, queue_offsets, sizes):
+            write_record(
+                mm, rel, queue_id=m.queue_id, flag=m.flag, queue_offset=queue_offset,
+                physical_offset=phys, sys_flag=m.sys_flag, born_timestamp=m.born_timestamp,
+                born_host=m.born_host, store_timestamp=store_timestamp, store_host=host,
+                reconsume_times=m.reconsume_times,
+                prepared_transaction_offset=m.prepared_transaction_offset, body=m.body,
+                topic=topic_raw, properties=m.properties,
+            )
+            rel += size
+            phys += size
+        self.write_pos = phys
+        return first
+
+    def _file_with_room(self, total: int) -> MappedFile:
+        f = self.files.find(self.write_pos) or self.files.get_or_create(self.write_pos)
+        room = f.end - self.write_pos
+        if total == room or total + BLANK_MIN_BYTES <= room:
+            return f
+        rel = self.write_pos - f.start
+        f.ensure_reserved(f.size, f.size)
+        BLANK_HEAD.pack_into(f.mm, rel, room, BLANK_MAGIC)
+        self.write_pos = f.end
+        return self.files.get_or_create(self.write_pos)
+
+    def check_raw(self, data: memoryview, start: int) -> list[tuple[int, int]]:
+        """Validate replicated bytes that would be written at ``start``: whole records and
+        blanks that end exactly at a file boundary. Return (offset in data, size) of each
+        record; raise DecodeError naming the first bad one."""
+        records = []
+        pos = 0
+        while pos < len(data):
+            phys = start + pos
+            room = min(self.file_size - phys % self.file_size, len(data) - pos)
+            found = inspect_record(data, pos, phys, room)
+            if found.kind is Slot.BLANK and (phys + found.size) % self.file_size:
+                raise DecodeError(f"replicated blank record at {phys} does not end its file")
+            if found.kind in (Slot.END, Slot.INVALID):
+                raise DecodeError(f"replicated data: {found.reason or f'zeros at offset {phys}'}")
+            if found.kind is Slot.RECORD:
+                records.append((pos, found.size))
+            pos += found.size
+        return records
+
+    def append_raw(self, data: memoryview) -> None:
+        """Write already-validated bytes at ``write_pos``, file by file. Raises OSError."""
+        done = 0
+        while done < len(data):
+            f = self.files.get_or_create(self.write_pos)
+            rel = self.write_pos - f.start
+            n = min(len(data) - done, f.size - rel)
+            f.ensure_reserved(f.size, f.size)
+            f.mm[rel : rel + n] = data[done : done + n]
+            done += n
+            self.write_pos += n
+
+    # -- reading --------------------------------------------------------------
+
+    def record_view(self, phys: int) -> memoryview | None:
+        """A zero-copy slice of the record that starts at ``phys``, or None."""
+        if not self.min_offset <= phys < self.write_pos:
+            return None
+        f = self.files.find(phys)
+        if f is None:
+            return None
+        rel = phys - f.start
+        try:
+            total, magic = BLANK_HEAD.unpack_from(f.mm, rel)
+            if magic != MAGIC_V1 or total <= 0 or phys + total > min(self.write_pos, f.end):
+                return None
+            return f.view(rel, total)
+        except (ValueError, struct.error):
+            return None  # the file was closed by retention meanwhile
+
+    def views(self, start: int, end: int) -> list[memoryview]:
+        """Zero-copy slices covering [start, end), one per file touched."""
+        out = []
+        while start < end:
+            f = self.files.find(start)
+            if f is None:
+                raise ValueError(f"no CommitLog file holds offset {start}")
+            stop = min(end, f.end)
+            out.append(f.view(start - f.start, stop - start))
+            start = stop
+        return out
+
+    def store_timestamp(self, phys: int) -> int | None:
+        view = self.record_view(phys)
+        if view is None:
+            return None
+        return read_head(view).store_timestamp
+
+    def first_store_timestamp(self, f: MappedFile) -> int | None:
+        """Store time of the first record in ``f`` (None when it has none yet)."""
+        if f.start >= self.write_pos:
+            return None
+        return self.store_timestamp(f.start)
+
+    # -- flushing -------------------------------------------------------------
+
+    def flush(self) -> int:
+        """fsync everything written so far; return the new flushed offset."""
+        with self._flush_lock:
+            target = self.write_pos
+            if target > self.flushed:
+                self.fsync_count += self.files.sync_range(self.flushed, target)
+                self.flushed = target
+            return self.flushed
+
+    def close(self) -> None:
+        self.files.close()
+

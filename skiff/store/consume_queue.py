@@ -1,0 +1,341 @@
+"""ConsumeQueues: per topic and queue id, the index of that queue's records in the CommitLog.
+
+Files are `consumequeue/<topic>/<queueId>/<20-digit start>`, where the start is
+the byte position of the file's first entry (entry n lives at byte 20·n, so the
+lookup of entry n is O(1)); each file is `mappedFileSizeConsumeQueue` bytes.
+Entry layout (big-endian, ``ENTRY``):
+
+| offset | size | field                                             |
+|--------|------|---------------------------------------------------|
+| 0      | 8    | CommitLog offset of the record (int64)            |
+| 8      | 4    | record size in bytes (int32)                      |
+| 12     | 8    | tag code, `skiff.common.hashing.tag_hash` (int64) |
+
+A size of 0 marks an entry that was never written. Files are sparse and reserve
+blocks ahead of the write position (see `skiff.store.mapped_file`), so a full
+disk shows up as an OSError before the CommitLog write, never as SIGBUS. Reads
+view many entries at once as a numpy array over the mapping.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+import threading
+from collections.abc import Sequence
+
+import numpy as np
+
+from skiff.common.errors import CorruptionError
+from skiff.store.config import CQ_ENTRY_BYTES
+from skiff.store.mapped_file import MappedFile, MappedFileQueue
+
+ENTRY = struct.Struct(">qiq")
+assert ENTRY.size == CQ_ENTRY_BYTES
+ENTRY_DTYPE = np.dtype([("offset", ">i8"), ("size", ">i4"), ("tag", ">i8")])
+assert ENTRY_DTYPE.itemsize == CQ_ENTRY_BYTES
+
+Entry = tuple[int, int, int]
+"""(CommitLog offset, size, tag code)."""
+
+
+def _entries_of(f: MappedFile, lo: int, hi: int) -> np.ndarray:
+    """Entries with logical offsets [lo, hi) of file ``f``, as a view over its mapping."""
+    return np.frombuffer(f.mm, ENTRY_DTYPE, hi - lo, lo * CQ_ENTRY_BYTES - f.start)
+
+
+_SCAN_BYTES = 3276 * CQ_ENTRY_BYTES
+
+
+def _written_span(f: MappedFile) -> tuple[int, int] | None:
+    """[first, end) entry numbers within ``f`` that hold written entries, or None.
+
+    Entries are written back to back, so the first and last entries of non-zero
+    size bound them; only the file system's data extent is read."""
+    extent = f.data_extent()
+    if extent is None:
+        return None
+    lo = extent[0] - extent[0] % CQ_ENTRY_BYTES
+    hi = extent[1] - extent[1] % CQ_ENTRY_BYTES
+    first = None
+    for pos in range(lo, hi, _SCAN_BYTES):
+        found = _written_in(f, pos, min(hi, pos + _SCAN_BYTES))
+        if len(found):
+            first = pos // CQ_ENTRY_BYTES + int(found[0])
+            break
+    if first is None:
+        return None
+    end = hi
+    while end > first * CQ_ENTRY_BYTES:
+        pos = max(first * CQ_ENTRY_BYTES, end - _SCAN_BYTES)
+        found = _written_in(f, pos, end)
+        if len(found):
+            return first, pos // CQ_ENTRY_BYTES + int(found[-1]) + 1
+        end = pos
+    return None
+
+
+def _written_in(f: MappedFile, lo: int, hi: int) -> np.ndarray:
+    """Indexes (from ``lo``) of the entries of non-zero size in file bytes [lo, hi)."""
+    return np.flatnonzero(np.frombuffer(f.pread(lo, hi - lo), ENTRY_DTYPE)["size"])
+
+
+class ConsumeQueue:
+    """One queue's entries; logical offsets [min_offset, max_offset) are readable."""
+
+    def __init__(self, directory: str, topic: str, queue_id: int, file_size: int) -> None:
+        self.topic = topic
+        self.queue_id = queue_id
+        self.files = MappedFileQueue(directory, file_size, reserve_on_create=0)
+        self.per_file = file_size // CQ_ENTRY_BYTES
+        self.min_offset = 0
+        self.max_offset = 0
+        self._flushed_to = 0
+
+    # -- loading ----------------------------------------------------------------
+
+    def load(self) -> list[str]:
+        """Find the written entries of the files on disk (with `pread`: see mapped_file)."""
+        notes = self.files.load()
+        files = self.files.files
+        if not files:
+            return notes
+        self.min_offset = self.max_offset = files[0].start // CQ_ENTRY_BYTES
+        for f in files:
+            span = _written_span(f)
+            if span is not None:
+                self.min_offset = f.start // CQ_ENTRY_BYTES + span[0]
+                break
+        for f in reversed(files):
+            span = _written_span(f)
+            if span is not None:
+                self.max_offset = f.start // CQ_ENTRY_BYTES + span[1]
+                f.reserved = span[1] * CQ_ENTRY_BYTES
+                break
+        self._flushed_to = self.max_offset
+        return notes
+
+    def _span(self, f: MappedFile) -> tuple[int, int]:
+        lo = f.start // CQ_ENTRY_BYTES
+        return lo, lo + self.per_file
+
+    def correct_min(self, min_phys: int) -> None:
+        """Move ``min_offset`` to the first written entry whose record is at or above ``min_phys``."""
+        offset = self.min_offset
+        while offset < self.max_offset:
+            f = self.files.find(offset * CQ_ENTRY_BYTES)
+            if f is None:
+                break
+            hi = min(self._span(f)[1], self.max_offset)
+            arr = _entries_of(f, offset, hi)
+            good = np.flatnonzero((arr["size"] > 0) & (arr["offset"] >= min_phys))
+            if len(good):
+                self.min_offset = offset + int(good[0])
+                return
+            offset = hi
+        self.min_offset = self.max_offset
+
+    # -- writing ----------------------------------------------------------------
+
+    def ensure_room(self, count: int) -> None:
+        """Create and reserve what ``count`` more entries need. Raises OSError (disk full)."""
+        pos = self.max_offset * CQ_ENTRY_BYTES
+        end = pos + count * CQ_ENTRY_BYTES
+        while pos < end:
+            f = self.files.get_or_create(pos)
+            f.ensure_reserved(min(end, f.end) - f.start)
+            pos = f.end
+
+    def append(self, first_offset: int, entries: Sequence[Entry]) -> None:
+        """Write ``entries`` at logical offsets from ``first_offset`` on.
+
+        Entries already present (a dispatch repeated after a failure) are skipped; an
+        empty queue may start at any offset; any other gap is corruption.
+        """
+        if first_offset != self.max_offset:
+            entries = self._reconcile(first_offset, entries)
+            if not entries:
+                return
+        self.ensure_room(len(entries))
+        pos = self.max_offset * CQ_ENTRY_BYTES
+        f = self.files.find(pos)
+        rel = pos - f.start  # type: ignore[union-attr]
+        for entry in entries:
+            if rel == f.size:  # type: ignore[union-attr]
+                f = self.files.find(pos)
+                rel = 0
+            ENTRY.pack_into(f.mm, rel, *entry)  # type: ignore[union-attr]
+            rel += CQ_ENTRY_BYTES
+            pos += CQ_ENTRY_BYTES
+        self.max_offset += len(entries)
+
+    def _reconcile(self, first_offset: int, entries: Sequence[Entry]) -> Sequence[Entry]:
+        if first_offset > self.max_offset:
+            if self.max_offset != self.min_offset:
+                raise CorruptionError(
+                    f"ConsumeQueue {self.topic}:{self.queue_id}: entry {first_offset} after {self.max_offset}"
+                )
+            self.min_offset = self.max_offset = first_offset
+            return entries
+        skip = self.max_offset - first_offset
+        present = self.entry(first_offset)
+        if present is None or present[0] != entries[0][0]:
+            raise CorruptionError(
+                f"ConsumeQueue {self.topic}:{self.queue_id}: entry {first_offset} already holds {present}"
+            )
+        return entries[skip:]
+
+    def truncate_phys(self, phys_end: int) -> int:
+        """Remove the entries whose records start at or after ``phys_end``; return how many."""
+        new_max = self.max_offset
+        for f in reversed(self.files.files):
+            lo, hi = self._span(f)
+            lo, hi = max(lo, self.min_offset), min(hi, self.max_offset)
+            if hi <= lo:
+                continue
+            k = int(np.searchsorted(_entries_of(f, lo, hi)["offset"].astype(np.int64), phys_end))
+            new_max = lo + k
+            if k:
+                break
+        removed = self.max_offset - new_max
+        if removed:
+            self._cut(new_max)
+        return removed
+
+    def _cut(self, new_max: int) -> None:
+        pos = new_max * CQ_ENTRY_BYTES
+        end = self.max_offset * CQ_ENTRY_BYTES
+        self.max_offset = new_max
+        self.min_offset = min(self.min_offset, new_max)
+        self._flushed_to = min(self._flushed_to, new_max)
+        while pos < end:
+            f = self.files.find(pos)
+            if f is None:
+                break
+            stop = min(end, f.end)
+            f.mm[pos - f.start : stop - f.start] = bytes(stop - pos)
+            pos = stop
+        holder = self.files.find(new_max * CQ_ENTRY_BYTES)
+        if holder is not None:
+            self.files.remove_from(holder.end)
+
+    # -- reading ----------------------------------------------------------------
+
+    def read(self, offset: int, max_count: int) -> np.ndarray | None:
+        """Up to ``max_count`` entries from ``offset``, within one file, as a numpy view;
+        None when that file is gone."""
+        f = self.files.find(offset * CQ_ENTRY_BYTES)
+        if f is None:
+            return None
+        hi = min(offset + max_count, self.max_offset, self._span(f)[1])
+        try:
+            return _entries_of(f, offset, hi)
+        except ValueError:
+            return None  # closed by retention or topic deletion meanwhile
+
+    def entry(self, offset: int) -> Entry | None:
+        if not self.min_offset <= offset < self.max_offset:
+            return None
+        f = self.files.find(offset * CQ_ENTRY_BYTES)
+        if f is None:
+            return None
+        try:
+            return ENTRY.unpack_from(f.mm, offset * CQ_ENTRY_BYTES - f.start)
+        except ValueError:
+            return None
+
+    # -- retention and durability -------------------------------------------------
+
+    def delete_below_phys(self, min_phys: int) -> int:
+        """Delete files whose entries all point below ``min_phys`` (never the last file);
+        move ``min_offset`` forward. Return the number of files deleted."""
+        files = self.files.files
+        count = 0
+        for f in files[:-1]:
+            last_phys = ENTRY.unpack_from(f.mm, f.size - CQ_ENTRY_BYTES)[0]
+            if last_phys >= min_phys:
+                break
+            count += 1
+        if count:
+            self.files.remove_head(count)
+            self.min_offset = max(self.min_offset, self.files.files[0].start // CQ_ENTRY_BYTES)
+        self.correct_min(min_phys)
+        return count
+
+    def flush(self) -> bool:
+        """fsync entries written since the last flush; True if there were any."""
+        target = self.max_offset
+        if target <= self._flushed_to:
+            return False
+        self.files.sync_range(self._flushed_to * CQ_ENTRY_BYTES, target * CQ_ENTRY_BYTES)
+        self._flushed_to = target
+        return True
+
+
+class ConsumeQueueTable:
+    """All ConsumeQueues of the store, by (topic, queue id)."""
+
+    def __init__(self, directory: str, file_size: int) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self._lock = threading.Lock()
+        self.flush_count = 0
+
+    def load(self) -> list[str]:
+        notes: list[str] = []
+        if not os.path.isdir(self.directory):
+            return notes
+        for topic in sorted(os.listdir(self.directory)):
+            topic_dir = os.path.join(self.directory, topic)
+            for qid in sorted(os.listdir(topic_dir)) if os.path.isdir(topic_dir) else ():
+                if qid.isdigit():
+                    cq = self._new(topic, int(qid))
+                    notes += cq.load()
+                    self.queues[(topic, int(qid))] = cq
+        return notes
+
+    def _new(self, topic: str, queue_id: int) -> ConsumeQueue:
+        return ConsumeQueue(os.path.join(self.directory, topic, str(queue_id)), topic, queue_id, self.file_size)
+
+    def get(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self.queues.get((topic, queue_id))
+
+    def get_or_create(self, topic: str, queue_id: int) -> ConsumeQueue:
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            with self._lock:
+                cq = self.queues.setdefault((topic, queue_id), self._new(topic, queue_id))
+        return cq
+
+    def all(self) -> list[ConsumeQueue]:
+        return list(self.queues.values())
+
+    def topics(self) -> list[str]:
+        return sorted({topic for topic, _ in list(self.queues)})
+
+    def queue_ids(self, topic: str) -> list[int]:
+        return sorted(qid for t, qid in list(self.queues) if t == topic)
+
+    def delete_topic(self, topic: str) -> int:
+        """Remove the topic's queues and their files; return how many queues there were."""
+        with self._lock:
+            gone = [self.queues.pop(key) for key in [k for k in self.queues if k[0] == topic]]
+        for cq in gone:
+            cq.files.destroy()
+        shutil.rmtree(os.path.join(self.directory, topic), ignore_errors=True)
+        return len(gone)
+
+    def truncate_phys(self, phys_end: int) -> int:
+        return sum(cq.truncate_phys(phys_end) for cq in self.all())
+
+    def delete_below_phys(self, min_phys: int) -> int:
+        return sum(cq.delete_below_phys(min_phys) for cq in self.all())
+
+    def flush(self) -> None:
+        self.flush_count += sum(cq.flush() for cq in self.all())
+
+    def close(self) -> None:
+        for cq in self.all():
+            cq.files.close()

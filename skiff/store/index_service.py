@@ -1,0 +1,152 @@
+"""The set of IndexFiles under `index/`: which file takes new keys, and queries across files.
+
+Files are named by their creation time, ``yyyyMMddHHmmssSSS`` in local time as
+RocketMQ names them (bumped by 1 ms when two would share a name), so name order
+is creation order. The newest file takes new keys until it holds `maxIndexNum`
+entries; then a new file starts.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from skiff.common.clock import Clock
+from skiff.common.hashing import index_key_hash
+from skiff.common.properties import KEY_SEPARATOR
+from skiff.common.sysflag import MessageSysFlag, transaction_type
+from skiff.store.index_file import IndexFile
+
+if TYPE_CHECKING:
+    from skiff.store.dispatcher import DispatchRequest
+
+log = logging.getLogger(__name__)
+
+_NAME = re.compile(r"^\d{17}$")
+
+
+def _time_name(now_ms: int) -> str:
+    return time.strftime("%Y%m%d%H%M%S", time.localtime(now_ms // 1000)) + f"{now_ms % 1000:03d}"
+
+
+class IndexService:
+    def __init__(self, directory: str, slots: int, capacity: int, clock: Clock) -> None:
+        self.directory = directory
+        self.slots = slots
+        self.capacity = capacity
+        self.clock = clock
+        self.files: tuple[IndexFile, ...] = ()
+        self._unsynced: list[IndexFile] = []
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        if not os.path.isdir(self.directory):
+            return
+        names = sorted(n for n in os.listdir(self.directory) if _NAME.match(n))
+        self.files = tuple(
+            IndexFile.open(os.path.join(self.directory, n), self.slots, self.capacity) for n in names
+        )
+
+    @property
+    def end_phy_offset(self) -> int:
+        files = self.files
+        return files[-1].end_phy_offset if files and files[-1].index_count > 1 else -1
+
+    def _roll(self) -> IndexFile:
+        """Start a new file. Raises OSError when the disk has no room for it."""
+        os.makedirs(self.directory, exist_ok=True)
+        name = _time_name(self.clock.now_ms())
+        if self.files and name <= self.files[-1].name:
+            name = str(int(self.files[-1].name) + 1)
+        new = IndexFile.create(os.path.join(self.directory, name), self.slots, self.capacity)
+        with self._lock:
+            if self.files:
+                self._unsynced.append(self.files[-1])
+            self.files = (*self.files, new)
+        return new
+
+    def ensure_room(self, keys: int) -> None:
+        """Make sure the next ``keys`` keys have reserved room. Raises OSError (disk full)."""
+        current = self.files[-1] if self.files else None
+        if current is None or current.room() < min(keys, self.capacity - 1):
+            current = self._roll()
+        current.ensure_room(keys)
+
+    def add(self, requests: Sequence[DispatchRequest]) -> None:
+        """Index the KEYS words and the UNIQ_KEY of each request (rolled-back transactions
+        excepted). Requests below the newest indexed offset were indexed before and are skipped."""
+        if not self.files:
+            self._roll()
+        current = self.files[-1]
+        end_phys = self.end_phy_offset
+        for req in requests:
+            phys = req.physical_offset
+            if phys < end_phys or transaction_type(req.sys_flag) == MessageSysFlag.TRANSACTION_ROLLBACK:
+                continue
+            if req.uniq_key:
+                current = self._put(current, req.topic, req.uniq_key, phys, req.store_timestamp)
+            if req.keys:
+                for key in req.keys.split(KEY_SEPARATOR):
+                    if key:
+                        current = self._put(current, req.topic, key, phys, req.store_timestamp)
+        current.write_header()
+
+    def _put(self, current: IndexFile, topic: str, key: str, phys: int, store_timestamp: int) -> IndexFile:
+        if current.full:
+            current.write_header()
+            current = self._roll()
+            current.ensure_room(1)
+        current.put(index_key_hash(topic, key), phys, store_timestamp)
+        return current
+
+    def query(self, topic: str, key: str, begin_ms: int, end_ms: int) -> Iterator[int]:
+        """CommitLog offsets that may hold ``key``, newest first (hash matches: verify them)."""
+        key_hash = index_key_hash(topic, key)
+        for f in reversed(self.files):
+            if f.overlaps(begin_ms, end_ms):
+                yield from f.offsets(key_hash, begin_ms, end_ms)
+
+    def truncate_phys(self, phys_end: int) -> int:
+        """Remove entries at or past ``phys_end``: whole files, then the tail of the last kept one."""
+        removed = 0
+        with self._lock:
+            keep = tuple(f for f in self.files if f.index_count <= 1 or f.begin_phy_offset < phys_end)
+            gone = [f for f in self.files if f not in keep]
+            self.files = keep
+        for f in gone:
+            removed += f.index_count - 1
+            f.destroy()
+        if keep:
+            removed += keep[-1].truncate_phys(phys_end)
+        return removed
+
+    def delete_below_phys(self, min_phys: int) -> int:
+        """Delete files (never the newest) whose entries all point below ``min_phys``."""
+        with self._lock:
+            files = self.files
+            count = 0
+            while count < len(files) - 1 and files[count].end_phy_offset < min_phys:
+                count += 1
+            gone, self.files = files[:count], files[count:]
+            self._unsynced = [f for f in self._unsynced if f not in gone]
+        for f in gone:
+            f.destroy()
+        return len(gone)
+
+    def flush(self) -> None:
+        with self._lock:
+            pending, self._unsynced = self._unsynced, []
+            files = self.files
+        for f in [*pending, *files[-1:]]:
+            f.sync()
+
+    def close(self) -> None:
+        with self._lock:
+            files, self.files = self.files, ()
+        for f in files:
+            f.close()

@@ -1,0 +1,289 @@
+"""Fixed-size memory-mapped files and ordered queues of them.
+
+Every store file (CommitLog, ConsumeQueue, index) is a `MappedFile`: a file of a
+fixed size, mapped whole, written through the mapping. Writing through a mapping
+into a block the file system has not allocated yet kills the process with SIGBUS
+when the disk is full, so nothing is written before `MappedFile.ensure_reserved`
+has allocated the blocks with ``posix_fallocate``. That call fails with ENOSPC
+instead, and the caller turns it into a DISK_FULL status. CommitLog files reserve
+their whole size when they are created; ConsumeQueue and index files are sparse
+and reserve `RESERVE_CHUNK_BYTES` ahead of their write position, so a thousand
+idle queues do not hold a thousand full files of disk.
+
+Reading a hole through a shared mapping is no safer: on tmpfs the read fault
+allocates a page and raises SIGBUS when none is left. So a mapping is only ever
+touched below the reserved or written part of its file; code that must look at
+a file's unknown extent (loading a ConsumeQueue) uses `data_extent` and `pread`,
+which never allocate.
+
+A mapping whose slices are still referenced (a pull answer on its way to a
+socket) cannot be unmapped; `close` then leaves it to Python, which unmaps it
+when the last slice is released. The file is unlinked at once either way.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import mmap
+import os
+import re
+import threading
+
+import numpy as np
+
+from skiff.common.errors import CorruptionError
+
+log = logging.getLogger(__name__)
+
+RESERVE_CHUNK_BYTES = 1 << 20
+"""Blocks sparse files allocate ahead of their write position, so most appends need no syscall."""
+
+_NAME = re.compile(r"^\d{20}$")
+_ZERO_SCAN_BYTES = 1 << 20
+
+
+def file_name(offset: int) -> str:
+    """The 20-digit, zero-padded start offset that names a CommitLog or ConsumeQueue file."""
+    return f"{offset:020d}"
+
+
+class MappedFile:
+    """One fixed-size file mapped into memory, covering offsets [start, start + size)."""
+
+    __slots__ = ("path", "start", "size", "mm", "reserved", "_fd", "_lock", "closed")
+
+    def __init__(self, path: str, start: int, size: int, fd: int, reserved: int) -> None:
+        self.path = path
+        self.start = start
+        self.size = size
+        self._fd = fd
+        self.mm = mmap.mmap(fd, size)
+        self.reserved = reserved
+        self._lock = threading.Lock()
+        self.closed = False
+
+    @classmethod
+    def create(cls, path: str, start: int, size: int, *, reserve_bytes: int) -> MappedFile:
+        """Make a new file; reserve its first ``reserve_bytes``. Raises OSError (ENOSPC)."""
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.ftruncate(fd, size)
+            if reserve_bytes:
+                os.posix_fallocate(fd, 0, reserve_bytes)
+            return cls(path, start, size, fd, reserve_bytes)
+        except BaseException:
+            os.close(fd)
+            os.unlink(path)
+            raise
+
+    @classmethod
+    def open(cls, path: str, start: int, size: int) -> MappedFile:
+        """Map an existing file; a file of another size is resized first (the caller decides if that is allowed)."""
+        fd = os.open(path, os.O_RDWR)
+        try:
+            if os.fstat(fd).st_size != size:
+                os.ftruncate(fd, size)
+            return cls(path, start, size, fd, 0)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @property
+    def end(self) -> int:
+        return self.start + self.size
+
+    def ensure_reserved(self, upto: int, chunk: int = RESERVE_CHUNK_BYTES) -> None:
+        """Allocate blocks so that writes below file position ``upto`` cannot SIGBUS."""
+        if upto <= self.reserved:
+            return
+        new = min(self.size, max(upto, self.reserved + chunk))
+        os.posix_fallocate(self._fd, self.reserved, new - self.reserved)
+        self.reserved = new
+
+    def view(self, pos: int, length: int) -> memoryview:
+        """A zero-copy slice at file position ``pos``; ValueError once the file is closed."""
+        return memoryview(self.mm)[pos : pos + length]
+
+    def pread(self, pos: int, length: int) -> bytes:
+        """Read without the mapping: holes read as zeros and allocate nothing."""
+        return os.pread(self._fd, length, pos)
+
+    def data_extent(self) -> tuple[int, int] | None:
+        """[first, end) of the first run of data the file system reports (holes skipped),
+        or None when the file is all hole."""
+        try:
+            lo = os.lseek(self._fd, 0, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:
+                return None
+            raise
+        return lo, min(self.size, os.lseek(self._fd, lo, os.SEEK_HOLE))
+
+    def sync(self) -> bool:
+        """fdatasync the file (the kernel writes the mapping's dirty pages); False if closed."""
+        with self._lock:
+            if self.closed:
+                return False
+            os.fdatasync(self._fd)
+            return True
+
+    def zero_from(self, pos: int) -> int:
+        """Zero every non-zero byte from ``pos`` to the end; return how many bytes were dirty.
+
+        Only chunks that hold data are written, so a sparse or fresh tail stays unallocated.
+        """
+        dirty = 0
+        lo = pos
+        while lo < self.size:
+            hi = min(self.size, (lo // _ZERO_SCAN_BYTES + 1) * _ZERO_SCAN_BYTES)
+            chunk = np.frombuffer(self.mm, np.uint8, hi - lo, lo)
+            nonzero = np.flatnonzero(chunk)
+            if len(nonzero):
+                dirty = lo + int(nonzero[-1]) + 1 - pos
+                chunk[:] = 0
+            del chunk
+            lo = hi
+        return dirty
+
+    def close(self) -> None:
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            try:
+                self.mm.close()
+            except BufferError:
+                log.debug("%s: slices still referenced; unmapped when they are released", self.path)
+            os.close(self._fd)
+
+    def destroy(self) -> None:
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path!r}, start={self.start})"
+
+
+class MappedFileQueue:
+    """Files of one size named by their start offset, back to back: a CommitLog or one ConsumeQueue.
+
+    ``files`` is replaced, never changed in place, so a reader that took it keeps a
+    consistent list while retention removes files or the writer adds one.
+    """
+
+    def __init__(self, directory: str, file_size: int, *, reserve_on_create: int) -> None:
+        self.directory = directory
+        self.file_size = file_size
+        self.reserve_on_create = reserve_on_create
+        self.files: tuple[MappedFile, ...] = ()
+        self._lock = threading.Lock()
+
+    def load(self) -> list[str]:
+        """Map the files on disk. A last file of the wrong size (torn or foreign) is resized
+        and noted; any other misfit is corruption."""
+        if not os.path.isdir(self.directory):
+            return []
+        names = sorted(n for n in os.listdir(self.directory) if _NAME.match(n))
+        notes: list[str] = []
+        files: list[MappedFile] = []
+        for i, name in enumerate(names):
+            path = os.path.join(self.directory, name)
+            start = int(name)
+            self._check_place(path, start, files)
+            actual = os.path.getsize(path)
+            if actual != self.file_size:
+                if i != len(names) - 1:
+                    raise CorruptionError(
+                        f"{path} is {actual} bytes, not {self.file_size}; only the last file may be short"
+                    )
+                notes.append(f"{path}: {actual} bytes resized to {self.file_size}")
+            files.append(MappedFile.open(path, start, self.file_size))
+        self.files = tuple(files)
+        return notes
+
+    def _check_place(self, path: str, start: int, files: list[MappedFile]) -> None:
+        if start % self.file_size:
+            raise CorruptionError(f"{path}: start offset is not a multiple of the file size {self.file_size}")
+        if files and start != files[-1].end:
+            raise CorruptionError(f"{path}: expected the file after {files[-1].path} to start at {files[-1].end}")
+
+    @property
+    def min_offset(self) -> int | None:
+        files = self.files
+        return files[0].start if files else None
+
+    def last(self) -> MappedFile | None:
+        files = self.files
+        return files[-1] if files else None
+
+    def find(self, offset: int) -> MappedFile | None:
+        """The file holding ``offset``, or None."""
+        files = self.files
+        if not files:
+            return None
+        i = (offset - files[0].start) // self.file_size
+        if 0 <= i < len(files):
+            return files[i]
+        return None
+
+    def get_or_create(self, offset: int) -> MappedFile:
+        """The file holding ``offset``, created (with any files between) when missing. Raises OSError."""
+        f = self.find(offset)
+        if f is not None:
+            return f
+        start = offset - offset % self.file_size
+        last = self.last()
+        if last is not None and start < last.start:
+            raise CorruptionError(f"{self.directory}: offset {offset} is below the first file")
+        os.makedirs(self.directory, exist_ok=True)
+        next_start = start if last is None else last.end
+        while True:
+            path = os.path.join(self.directory, file_name(next_start))
+            new = MappedFile.create(path, next_start, self.file_size, reserve_bytes=self.reserve_on_create)
+            with self._lock:
+                self.files = (*self.files, new)
+            if new.start == start:
+                return new
+            next_start = new.end
+
+    def sync_range(self, lo: int, hi: int) -> int:
+        """fsync every file overlapping [lo, hi); return how many were synced."""
+        return sum(1 for f in self.files if f.end > lo and f.start < hi and f.sync())
+
+    def remove_from(self, offset: int) -> int:
+        """Delete every file that starts at or after ``offset``; return how many."""
+        with self._lock:
+            keep = tuple(f for f in self.files if f.start < offset)
+            gone = self.files[len(keep):]
+            self.files = keep
+        for f in gone:
+            f.destroy()
+        return len(gone)
+
+    def remove_head(self, count: int) -> list[MappedFile]:
+        """Delete the first ``count`` files (retention)."""
+        with self._lock:
+            gone, self.files = self.files[:count], self.files[count:]
+        for f in gone:
+            f.destroy()
+        return list(gone)
+
+    def close(self) -> None:
+        with self._lock:
+            files, self.files = self.files, ()
+        for f in files:
+            f.close()
+
+    def destroy(self) -> None:
+        with self._lock:
+            files, self.files = self.files, ()
+        for f in files:
+            f.destroy()
+        try:
+            os.rmdir(self.directory)
+        except OSError:
+            pass

@@ -1,0 +1,419 @@
+"""The message store: the CommitLog, its ConsumeQueues and index, and the threads that
+flush, checkpoint and clean them.
+
+Threading: appends (`put_message`, `put_messages`, `append_replicated`) take one
+lock and do one write and one dispatch call per batch; they may come from any
+thread (the broker's event loop, benchmark threads). Reads take no lock. fsyncs
+run on the flush threads; a SYNC_FLUSH append returns at once with a future in
+`PutResult.flushed` that the broker awaits with ``asyncio.wrap_future``.
+
+Files under ``storePathRootDir``: ``commitlog/``, ``consumequeue/<topic>/<queueId>/``,
+``index/``, ``checkpoint``, ``abort`` and ``lock`` (see docs/store.md).
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+
+from skiff.common.clock import SYSTEM_CLOCK, Clock
+from skiff.common.errors import DecodeError
+from skiff.common.hashing import tag_hash
+from skiff.common.limits import PULL_MAX_BYTES
+from skiff.common.msgid import decode_offset_msg_id
+from skiff.common.service import PeriodicThread
+from skiff.store.checkpoint import StoreLock
+from skiff.store.checks import Checked, MessageChecker
+from skiff.store.commitlog import CommitLog
+from skiff.store.config import FlushDiskType, StoreConfig
+from skiff.store.consume_queue import ConsumeQueueTable
+from skiff.store.dispatcher import (
+    DispatchRequest,
+    Dispatcher,
+    QueueTouch,
+    consumable,
+    request_from_record,
+    requests_between,
+)
+from skiff.store.flush import CommitLogFlusher
+from skiff.store.index_service import IndexService
+from skiff.store.reads import Reader, RecordFilter
+from skiff.store.recovery import ABORT, make_durable, recover
+from skiff.store.results import (
+    GetResult,
+    MessageInput,
+    PutResult,
+    PutStatus,
+    RecoveryReport,
+    RetentionReport,
+    StoreStats,
+)
+from skiff.store.retention import Retention
+
+log = logging.getLogger(__name__)
+
+DispatchListener = Callable[[Sequence[QueueTouch]], None]
+
+_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+
+
+class MessageStore:
+    def __init__(self, config: StoreConfig, *, store_host: bytes, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.config = config
+        self.clock = clock
+        self.store_host = store_host
+        self.root = config.root
+        self.commitlog = CommitLog(os.path.join(self.root, "commitlog"), config.mapped_file_size_commit_log, store_host)
+        self.queues = ConsumeQueueTable(os.path.join(self.root, "consumequeue"), config.mapped_file_size_consume_queue)
+        self.index = (
+            IndexService(os.path.join(self.root, "index"), config.max_hash_slot_num, config.max_index_num, clock)
+            if config.message_index_enable else None
+        )
+        self.dispatcher = Dispatcher(self.queues, self.index)
+        self.reader = Reader(self.commitlog, self.queues, config.max_filter_message_count)
+        self.retention = Retention(config, clock, self.commitlog, self.queues, self.index, self._safe_offset)
+        self._checker = MessageChecker(config.max_message_size, config.mapped_file_size_commit_log, len(store_host))
+        self._host_hex = store_host.hex().upper()
+        self._put_lock = threading.Lock()
+        self._queue_offsets: dict[tuple[str, int], int] = {}
+        self._listeners: list[DispatchListener] = []
+        self._dispatched = 0
+        self._running = False
+        self._lock = StoreLock(self.root)
+        self._flusher = CommitLogFlusher(
+            self.commitlog.flush, interval_ms=config.flush_interval_commit_log,
+            sync=config.flush_disk_type is FlushDiskType.SYNC_FLUSH, timeout_ms=config.sync_flush_timeout,
+        )
+        self._threads = [
+            PeriodicThread("skiff-store-checkpoint", config.flush_interval_consume_queue / 1000, self._checkpoint),
+            PeriodicThread("skiff-store-clean", config.clean_resource_interval / 1000, self._housekeeping),
+        ]
+        self._puts = self._put_bytes = self._put_failures = 0
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def start(self) -> RecoveryReport:
+        """Load and recover the files, then start the flush, checkpoint and clean threads."""
+        if self._running:
+            raise RuntimeError("the store is already started")
+        os.makedirs(self.root, exist_ok=True)
+        self._lock.acquire()
+        try:
+            report = recover(self.root, self.commitlog, self.queues, self.index, self.dispatcher, self.clock)
+        except BaseException:
+            self._close_files()
+            raise
+        self._dispatched = self.commitlog.write_pos
+        self._queue_offsets = {(cq.topic, cq.queue_id): cq.max_offset for cq in self.queues.all()}
+        self.retention.check_disk()
+        self._flusher.start()
+        for t in self._threads:
+            t.start()
+        self._running = True
+        log.info("store %s started: %s", self.root, report)
+        return report
+
+    def shutdown(self) -> None:
+        """Flush everything, write the checkpoint, remove the abort marker, close the files."""
+        if not self._running:
+            return
+        self._running = False
+        for t in self._threads:
+            t.stop()
+        self._flusher.stop()
+        with self._put_lock:
+            clean = self._make_durable(flush_commitlog=True)
+            if clean:
+                os.unlink(os.path.join(self.root, ABORT))
+            self._close_files()
+
+    def _close_files(self) -> None:
+        self.commitlog.close()
+        self.queues.close()
+        if self.index is not None:
+            self.index.close()
+        self._lock.release()
+
+    def _make_durable(self, *, flush_commitlog: bool) -> bool:
+        return make_durable(
+            self.root, self.commitlog, self.queues, self.index, self._dispatched, self.clock,
+            flush_commitlog=flush_commitlog,
+        )
+
+    def _checkpoint(self) -> None:
+        self._make_durable(flush_commitlog=False)
+
+    def _housekeeping(self) -> None:
+        self.run_retention()
+        if self._dispatched < self.commitlog.write_pos:
+            with self._put_lock:
+                self._catch_up()
+
+    def _safe_offset(self) -> int:
+        return min(self._dispatched, self.commitlog.flushed)
+
+    # -- appends ------------------------------------------------------------------
+
+    def put_message(self, msg: MessageInput) -> PutResult:
+        return self.put_messages((msg,))
+
+    def put_messages(self, msgs: Sequence[MessageInput]) -> PutResult:
+        """Append a batch (same topic and queue) in one write with consecutive queue offsets."""
+        checked = self._precheck(msgs)
+        if isinstance(checked, PutResult):
+            self._put_failures += 1
+            return checked
+        with self._put_lock:
+            result, touched = self._append(msgs, checked)
+        if touched:
+            self._notify(touched)
+        return result
+
+    def _precheck(self, msgs: Sequence[MessageInput]) -> Checked | PutResult:
+        if not self._running:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, "the store is not running")
+        if self.retention.disk_full:
+            return PutResult(PutStatus.DISK_FULL, self._disk_full_reason())
+        return self._checker.check(msgs)
+
+    def _append(self, msgs: Sequence[MessageInput], checked: Checked) -> tuple[PutResult, list[QueueTouch]]:
+        first = msgs[0]
+        key = (first.topic, first.queue_id)
+        next_offset = self._queue_offsets.get(key, 0)
+        queue_offsets = []
+        for m in msgs:
+            if consumable(m.sys_flag):
+                queue_offsets.append(next_offset)
+                next_offset += 1
+            else:
+                queue_offsets.append(0)
+        try:
+            self._catch_up()
+            self.dispatcher.reserve({key: next_offset - self._queue_offsets.get(key, 0)}, _key_count(msgs))
+            store_ts = self.clock.now_ms()
+            phys = self.commitlog.append(msgs, checked.topic_raw, queue_offsets, checked.sizes, checked.total, store_ts)
+        except OSError as exc:
+            self._put_failures += 1
+            return self._disk_error(exc), []
+        offsets = list(itertools.accumulate(checked.sizes[:-1], initial=phys))
+        touched = self._dispatch([
+            DispatchRequest(m.topic, m.queue_id, qo, off, size, tag_hash(m.tags), store_ts, m.sys_flag, m.keys, m.uniq_key)
+            for m, qo, off, size in zip(msgs, queue_offsets, offsets, checked.sizes)
+        ])
+        self._queue_offsets[key] = next_offset
+        self._puts += len(msgs)
+        self._put_bytes += checked.total
+        flushed = self._flusher.request(phys + checked.total) if self._flusher.sync else None
+        ids = tuple(f"{self._host_hex}{off:016X}" for off in offsets)
+        return PutResult(
+            PutStatus.PUT_OK, "", phys, ids, queue_offsets[0], len(msgs), store_ts, checked.total, flushed
+        ), touched
+
+    def _dispatch(self, requests: Sequence[DispatchRequest]) -> list[QueueTouch]:
+        """Dispatch under the put lock. A failure is logged and left for `_catch_up`, which
+        re-dispatches from the CommitLog; the records themselves are stored."""
+        try:
+            touched = self.dispatcher.dispatch(requests)
+        except Exception:
+            log.exception("dispatch failed at CommitLog offset %d; it will be retried", self._dispatched)
+            return []
+        self._dispatched = self.commitlog.write_pos
+        return touched
+
+    def _catch_up(self) -> None:
+        """Re-dispatch records written after the last successful dispatch (put lock held)."""
+        if self._dispatched >= self.commitlog.write_pos:
+            return
+        for chunk in requests_between(self.commitlog, self._dispatched, self.commitlog.write_pos):
+            self.dispatcher.dispatch(chunk)
+            self._dispatched = chunk[-1].physical_offset + chunk[-1].size
+        self._dispatched = self.commitlog.write_pos
+        self._queue_offsets.update({(cq.topic, cq.queue_id): cq.max_offset for cq in self.queues.all()})
+
+    def _disk_error(self, exc: OSError) -> PutResult:
+        if exc.errno in _DISK_FULL_ERRNOS:
+            return PutResult(PutStatus.DISK_FULL, f"no room on disk for new store files: {exc.strerror}")
+        log.error("cannot create a store file: %s", exc)
+        return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, f"cannot create a store file: {exc}")
+
+    def _disk_full_reason(self) -> str:
+        return (f"the disk is {self.retention.disk_used:.1f}% full, above "
+                f"diskSpaceWarningLevelRatio={self.config.disk_space_warning_level_ratio}")
+
+    def append_replicated(self, data: bytes | memoryview, physical_offset: int) -> int:
+        """Append raw records (a slave copying its master) at the end and dispatch them.
+
+        ``data`` must hold whole records, starting at ``physical_offset`` == the current
+        max offset. Raises ValueError for a wrong offset, DecodeError for bad records
+        (nothing is written then) and OSError when the disk is full. Returns the new
+        max physical offset."""
+        view = memoryview(data)
+        with self._put_lock:
+            if physical_offset != self.commitlog.write_pos:
+                raise ValueError(f"replicated data starts at {physical_offset}, the CommitLog ends at {self.commitlog.write_pos}")
+            self._catch_up()
+            requests = [request_from_record(view, pos) for pos, _ in self.commitlog.check_raw(view, physical_offset)]
+            self._reserve_for(requests)
+            self.commitlog.append_raw(view)
+            touched = self._dispatch(requests)
+            self._queue_offsets.update({(t, q): m for t, q, m in touched})
+            end = self.commitlog.write_pos
+        if touched:
+            self._notify(touched)
+        return end
+
+    def _reserve_for(self, requests: Sequence[DispatchRequest]) -> None:
+        counts: dict[tuple[str, int], int] = {}
+        for r in requests:
+            if consumable(r.sys_flag):
+                counts[(r.topic, r.queue_id)] = counts.get((r.topic, r.queue_id), 0) + 1
+        self.dispatcher.reserve(counts, _key_count(requests))
+
+    def add_dispatch_listener(self, fn: DispatchListener) -> None:
+        """Call ``fn`` after each dispatched append with (topic, queue id, new max offset)
+        of each queue it grew, on the appending thread, outside the put lock."""
+        self._listeners.append(fn)
+
+    def _notify(self, touched: list[QueueTouch]) -> None:
+        for fn in self._listeners:
+            try:
+                fn(touched)
+            except Exception:
+                log.exception("dispatch listener %r failed", fn)
+
+    # -- reads --------------------------------------------------------------------
+
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        *,
+        tag_codes: frozenset[int] | None = None,
+        record_filter: RecordFilter | None = None,
+        max_bytes: int = PULL_MAX_BYTES,
+    ) -> GetResult:
+        """Up to ``max_count`` records of a queue from ``offset`` as CommitLog slices.
+
+        ``tag_codes`` keeps entries whose tag code is in the set (tested on the
+        ConsumeQueue, many entries at once); ``record_filter`` is then asked about
+        each remaining raw record. The first record is returned even if it is larger
+        than ``max_bytes``."""
+        return self.reader.get_messages(topic, queue_id, offset, max_count, tag_codes, record_filter, max_bytes)
+
+    def get_max_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        return 0 if cq is None else cq.max_offset
+
+    def get_min_offset(self, topic: str, queue_id: int) -> int:
+        cq = self.queues.get(topic, queue_id)
+        return 0 if cq is None else cq.min_offset
+
+    def get_offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
+        """The first offset stored at or after ``timestamp_ms`` (the max offset if none)."""
+        cq = self.queues.get(topic, queue_id)
+        return 0 if cq is None else self.reader.offset_by_time(cq, timestamp_ms)
+
+    def get_earliest_store_time(self, topic: str, queue_id: int) -> int:
+        """Store time of the queue's first message, or -1 when it has none."""
+        cq = self.queues.get(topic, queue_id)
+        t = None if cq is None else self.reader.store_time(cq, cq.min_offset)
+        return -1 if t is None else t
+
+    def get_store_time(self, topic: str, queue_id: int, offset: int) -> int | None:
+        cq = self.queues.get(topic, queue_id)
+        return None if cq is None else self.reader.store_time(cq, offset)
+
+    def read_record(self, physical_offset: int) -> bytes | None:
+        """The raw stored record at ``physical_offset``, or None."""
+        view = self.commitlog.record_view(physical_offset)
+        return None if view is None else bytes(view)
+
+    def read_record_by_msg_id(self, offset_msg_id: str) -> bytes | None:
+        try:
+            return self.read_record(decode_offset_msg_id(offset_msg_id).physical_offset)
+        except DecodeError:
+            return None
+
+    def query_by_key(self, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int) -> list[bytes]:
+        """Records of ``topic`` with ``key`` among their KEYS or as UNIQ_KEY, stored within
+        [begin_ms, end_ms], newest first, at most ``max_num`` (and maxMsgsNumBatch)."""
+        if self.index is None:
+            return []
+        limit = max(0, min(max_num, self.config.max_msgs_num_batch))
+        return self.reader.query_by_key(self.index, topic, key, limit, begin_ms, end_ms)
+
+    # -- topics and administration ------------------------------------------------
+
+    def topics(self) -> list[str]:
+        return self.queues.topics()
+
+    def queue_ids(self, topic: str) -> list[int]:
+        return self.queues.queue_ids(topic)
+
+    def delete_topic(self, topic: str) -> None:
+        """Drop the topic's ConsumeQueues (its records stay in the CommitLog until they
+        expire) and checkpoint at once, so recovery never resurrects them."""
+        with self._put_lock:
+            self.queues.delete_topic(topic)
+            for key in [k for k in self._queue_offsets if k[0] == topic]:
+                del self._queue_offsets[key]
+            self._make_durable(flush_commitlog=True)
+
+    def run_retention(self, *, manual: bool = False) -> RetentionReport:
+        """One retention pass now; ``manual`` deletes expired files whatever the hour."""
+        return self.retention.run(manual=manual)
+
+    def flush(self) -> int:
+        """fsync the CommitLog now; return the flushed offset."""
+        return self.commitlog.flush()
+
+    # -- state --------------------------------------------------------------------
+
+    @property
+    def max_physical_offset(self) -> int:
+        return self.commitlog.write_pos
+
+    @property
+    def min_physical_offset(self) -> int:
+        return self.commitlog.min_offset
+
+    @property
+    def flushed_offset(self) -> int:
+        return self.commitlog.flushed
+
+    @property
+    def dispatched_offset(self) -> int:
+        return self._dispatched
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    def stats(self) -> StoreStats:
+        return StoreStats(
+            put_messages=self._puts,
+            put_bytes=self._put_bytes,
+            put_failures=self._put_failures,
+            fsync_count=self.commitlog.fsync_count,
+            consume_queue_flushes=self.queues.flush_count,
+            commitlog_files=len(self.commitlog.files.files),
+            consume_queues=len(self.queues.queues),
+            index_files=0 if self.index is None else len(self.index.files),
+            min_physical_offset=self.min_physical_offset,
+            max_physical_offset=self.max_physical_offset,
+            flushed_offset=self.flushed_offset,
+            dispatched_offset=self._dispatched,
+            disk_used_percent=self.retention.disk_used,
+            writable=self._running and not self.retention.disk_full,
+        )
+
+
+def _key_count(items: Sequence[MessageInput] | Sequence[DispatchRequest]) -> int:
+    """Index keys the items will add, at most (KEYS words and UNIQ_KEYs)."""
+    return sum((m.uniq_key is not None) + (m.keys.count(" ") + 1 if m.keys else 0) for m in items)

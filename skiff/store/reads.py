@@ -1,0 +1,190 @@
+"""Pulls and lookups over ConsumeQueues: the read side of the store.
+
+`get_messages` follows RocketMQ's DefaultMessageStore.getMessage (statuses and
+next offsets as in remoting-protocol.md §2.6). ConsumeQueue entries are viewed
+many at once as numpy arrays; filters, limits and the grouping of back-to-back
+records into one slice are array operations, so a pull does no per-message
+Python work unless a ``record_filter`` asks for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from skiff.common.limits import PULL_MAX_MESSAGES
+from skiff.common.properties import Prop, decode_properties, split_keys
+from skiff.common.record import read_head, read_tail
+from skiff.store.commitlog import CommitLog
+from skiff.store.consume_queue import ConsumeQueue, ConsumeQueueTable
+from skiff.store.index_service import IndexService
+from skiff.store.results import GetResult, GetStatus
+
+RecordFilter = Callable[[memoryview], bool]
+
+
+class Reader:
+    def __init__(self, commitlog: CommitLog, queues: ConsumeQueueTable, filter_scan_max: int) -> None:
+        self.commitlog = commitlog
+        self.queues = queues
+        self.filter_scan_max = filter_scan_max
+
+    def get_messages(
+        self,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        tag_codes: frozenset[int] | None,
+        record_filter: RecordFilter | None,
+        max_bytes: int,
+    ) -> GetResult:
+        cq = self.queues.get(topic, queue_id)
+        if cq is None:
+            return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
+        lo, hi = cq.min_offset, cq.max_offset
+        if hi == 0:
+            return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
+        if offset < lo:
+            return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
+        if offset == hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, hi)
+        if offset > hi:
+            return GetResult(GetStatus.OFFSET_OVERFLOW_BADLY, hi, lo, hi)
+        max_count = max(1, min(max_count, PULL_MAX_MESSAGES))
+        filtered = tag_codes is not None or record_filter is not None
+        entries = cq.read(offset, max(self.filter_scan_max, max_count) if filtered else max_count)
+        if entries is None:
+            next_file = (offset // cq.per_file + 1) * cq.per_file
+            return GetResult(GetStatus.OFFSET_FOUND_NULL, next_file, lo, hi)
+        try:
+            return self._select(entries, offset, lo, hi, max_count, tag_codes, record_filter, max_bytes)
+        except ValueError:  # a CommitLog file was deleted under us
+            return GetResult(GetStatus.MESSAGE_WAS_REMOVING, offset, lo, hi)
+
+    def _select(
+        self,
+        entries: np.ndarray,
+        offset: int,
+        lo: int,
+        hi: int,
+        max_count: int,
+        tag_codes: frozenset[int] | None,
+        record_filter: RecordFilter | None,
+        max_bytes: int,
+    ) -> GetResult:
+        phys = entries["offset"].astype(np.int64)
+        sizes = entries["size"].astype(np.int64)
+        scanned = len(phys)
+        present = phys >= self.commitlog.min_offset
+        wanted = present if tag_codes is None else present & np.isin(entries["tag"], list(tag_codes))
+        del entries
+        candidates = np.flatnonzero(wanted)
+        if record_filter is None:
+            take, stop = _within_limits(candidates, sizes, max_count, max_bytes)
+        else:
+            take, stop = self._filter_records(candidates, phys, sizes, max_count, max_bytes, record_filter)
+        next_offset = offset + (scanned if stop is None else stop)
+        if not len(take):
+            status = GetStatus.NO_MATCHED_MESSAGE if present.all() else GetStatus.MESSAGE_WAS_REMOVING
+            return GetResult(status, next_offset, lo, hi)
+        starts, ends = phys[take], phys[take] + sizes[take]
+        return GetResult(
+            GetStatus.FOUND, next_offset, lo, hi, self._slices(starts, ends), len(take),
+            int(sizes[take].sum()),
+            (offset + take).tolist(),
+        )
+
+    def _filter_records(
+        self,
+        candidates: np.ndarray,
+        phys: np.ndarray,
+        sizes: np.ndarray,
+        max_count: int,
+        max_bytes: int,
+        record_filter: RecordFilter,
+    ) -> tuple[np.ndarray, int | None]:
+        take: list[int] = []
+        total = 0
+        for i in candidates.tolist():
+            size = int(sizes[i])
+            if len(take) >= max_count or (take and total + size > max_bytes):
+                return np.array(take, dtype=np.int64), i
+            view = self.commitlog.record_view(int(phys[i]))
+            if view is not None and record_filter(view):
+                take.append(i)
+                total += size
+        return np.array(take, dtype=np.int64), None
+
+    def _slices(self, starts: np.ndarray, ends: np.ndarray) -> list[memoryview]:
+        """One slice per run of back-to-back records (split where a CommitLog file ends)."""
+        breaks = np.flatnonzero(starts[1:] != ends[:-1]) + 1
+        out: list[memoryview] = []
+        first = 0
+        for stop in [*breaks.tolist(), len(starts)]:
+            out += self.commitlog.views(int(starts[first]), int(ends[stop - 1]))
+            first = stop
+        return out
+
+    # -- lookups ----------------------------------------------------------------
+
+    def store_time(self, cq: ConsumeQueue, offset: int) -> int | None:
+        entry = cq.entry(offset)
+        return None if entry is None else self.commitlog.store_timestamp(entry[0])
+
+    def offset_by_time(self, cq: ConsumeQueue, timestamp_ms: int) -> int:
+        """The first offset whose store time is at or after ``timestamp_ms`` (the max
+        offset when every message is older): a binary search over store times."""
+        lo, hi = cq.min_offset, cq.max_offset
+        while lo < hi:
+            mid = (lo + hi) // 2
+            t = self.store_time(cq, mid)
+            if t is None or t < timestamp_ms:
+                lo = mid + 1
+            else:
+                hi = mid
+        return lo
+
+    def query_by_key(
+        self, index: IndexService, topic: str, key: str, max_num: int, begin_ms: int, end_ms: int
+    ) -> list[bytes]:
+        """Stored records of ``topic`` whose KEYS or UNIQ_KEY is ``key``, stored within
+        [begin_ms, end_ms], newest first; index hits are checked on the record itself."""
+        out: list[bytes] = []
+        seen: set[int] = set()
+        for phys in index.query(topic, key, begin_ms, end_ms):
+            if len(out) >= max_num:
+                break
+            if phys in seen:
+                continue
+            seen.add(phys)
+            view = self.commitlog.record_view(phys)
+            if view is not None and _record_has_key(view, topic, key, begin_ms, end_ms):
+                out.append(bytes(view))
+        return out
+
+
+def _within_limits(
+    candidates: np.ndarray, sizes: np.ndarray, max_count: int, max_bytes: int
+) -> tuple[np.ndarray, int | None]:
+    """The candidates that fit ``max_count`` and ``max_bytes`` (the first always does),
+    and the entry index where the limits stopped the scan (None: nothing left out)."""
+    keep = candidates[:max_count]
+    if len(keep) > 1:
+        fits = int(np.searchsorted(np.cumsum(sizes[keep]), max_bytes, side="right"))
+        keep = keep[: max(1, fits)]
+    if len(keep) < len(candidates):
+        return keep, int(candidates[len(keep)])
+    return keep, None
+
+
+def _record_has_key(view: memoryview, topic: str, key: str, begin_ms: int, end_ms: int) -> bool:
+    head = read_head(view)
+    if not begin_ms <= head.store_timestamp <= end_ms:
+        return False
+    tail = read_tail(view, 0, head)
+    if tail.topic != topic:
+        return False
+    props = decode_properties(tail.properties_raw)
+    return props.get(Prop.UNIQ_KEY) == key or key in split_keys(props.get(Prop.KEYS))
