@@ -38,3 +38,12 @@ BATCH_MAX_MESSAGES = 4096
 
 LONG_POLL_MAX_SUSPENDED = 100_000
 """Most pull requests a broker holds at once."""
+
+FILTER_EXPRESSION_MAX_CHARS = 16384
+"""Longest tag or SQL92 subscription expression a broker or client compiles."""
+
+FILTER_NESTING_MAX_DEPTH = 100
+"""Deepest SQL92 expression tree accepted; compiling and printing recurse this deep."""
+
+FILTER_CACHE_MAX_ENTRIES = 1024
+"""Compiled filters kept per process, keyed by (expression type, expression)."""
