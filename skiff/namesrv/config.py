@@ -1,0 +1,43 @@
+"""NamesrvConfig: RocketMQ's NameServer keys, from ``namesrv.conf`` and the command line."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from skiff.common.errors import ConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class NamesrvConfig:
+    """A NameServer's settings; keys are RocketMQ's camelCase names.
+
+    The two broker-expiry intervals take RocketMQ's key names (which carry no
+    unit) and are milliseconds.
+    """
+
+    ALIASES: ClassVar[dict[str, str]] = {
+        "scanNotActiveBrokerInterval": "scan_not_active_broker_interval_ms",
+        "brokerChannelExpiredTime": "broker_channel_expired_time_ms",
+    }
+
+    listen_host: str = "0.0.0.0"
+    listen_port: int = 9876
+    scan_not_active_broker_interval_ms: int = 10_000
+    """How often brokers that stopped registering are looked for."""
+    broker_channel_expired_time_ms: int = 120_000
+    """A broker silent this long is dropped with its queues."""
+    server_channel_max_idle_time_seconds: int = 120
+    """Connections with no traffic this long are closed (0 keeps them)."""
+    kv_config_path: str = ""
+    """Where KV configs (ORDER_TOPIC_CONFIG, ...) persist; empty keeps them in memory."""
+
+    def validate(self) -> None:
+        if not 0 <= self.listen_port <= 65535:
+            raise ConfigError(f"listenPort: {self.listen_port} is not a port (0-65535)")
+        if self.scan_not_active_broker_interval_ms <= 0:
+            raise ConfigError("scanNotActiveBrokerInterval: must be more than 0 ms")
+        if self.broker_channel_expired_time_ms <= 0:
+            raise ConfigError("brokerChannelExpiredTime: must be more than 0 ms")
+        if self.server_channel_max_idle_time_seconds < 0:
+            raise ConfigError("serverChannelMaxIdleTimeSeconds: must be 0 (never) or more")

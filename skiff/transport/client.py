@@ -1,0 +1,140 @@
+"""The dialling side: one connection per address, opened on first use and again
+after it closes, with handlers for the requests servers send back."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+
+from skiff.common.errors import ConfigError
+from skiff.common.record import parse_host_port
+from skiff.protocol.command import RemotingCommand
+from skiff.transport.connection import CloseListener, CloseReason, Connection, Handler
+from skiff.protocol.errors import ConnectionClosed, RequestTimeout
+from skiff.transport.errors import ConnectFailed
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CONNECT_TIMEOUT_MS = 3000
+"""RocketMQ's `connectTimeoutMillis`."""
+
+CLOSE_WAIT_S = 1.0
+"""How long `RemotingClient.close` waits for sockets to finish closing."""
+
+
+def parse_addr(addr: str) -> tuple[str, int]:
+    """Split ``host:port`` (``[v6 host]:port`` too); `ConfigError` names a bad one."""
+    try:
+        host, port = parse_host_port(addr.strip())
+    except ValueError:
+        host, port = "", 0
+    if not host or not 0 < port < 65536:
+        raise ConfigError(f"{addr!r} is not a host:port address")
+    return host, port
+
+
+class RemotingClient:
+    """Requests to many addresses over one connection each.
+
+    ``handlers`` answer requests a server sends on those connections
+    (NOTIFY_CONSUMER_IDS_CHANGED, CHECK_TRANSACTION_STATE, ...).
+    """
+
+    def __init__(
+        self,
+        handlers: Mapping[int, Handler] | None = None,
+        *,
+        connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS,
+        on_connection_close: CloseListener | None = None,
+    ) -> None:
+        self._handlers = dict(handlers or {})
+        self._connect_timeout_ms = connect_timeout_ms
+        self._on_connection_close = on_connection_close
+        self._connections: dict[str, Connection] = {}
+        self._connecting: dict[str, asyncio.Future[Connection]] = {}
+        self._closed = False
+
+    @property
+    def connections(self) -> dict[str, Connection]:
+        """Open connections by address (a copy)."""
+        return dict(self._connections)
+
+    async def connection(self, addr: str) -> Connection:
+        """The open connection to ``addr``, dialling it if there is none.
+
+        Concurrent callers share one connect attempt; a failed one raises
+        `ConnectFailed` (retriable) and the next call dials again.
+        """
+        conn = self._connections.get(addr)
+        if conn is not None and not conn.is_closed:
+            return conn
+        if self._closed:
+            raise ConnectionClosed(addr, "the remoting client is closed")
+        attempt = self._connecting.get(addr)
+        if attempt is None:
+            attempt = asyncio.ensure_future(self._dial(addr))
+            self._connecting[addr] = attempt
+            attempt.add_done_callback(lambda _: self._connecting.pop(addr, None))
+        return await asyncio.shield(attempt)
+
+    async def invoke(self, addr: str, cmd: RemotingCommand, timeout_ms: int) -> RemotingCommand:
+        """Send ``cmd`` to ``addr`` and return the response; the timeout covers the connect."""
+        conn = self._connections.get(addr)
+        if conn is None or conn.is_closed:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            conn = await self.connection(addr)
+            remaining_ms = timeout_ms - int((loop.time() - started) * 1000)
+            if remaining_ms <= 0:
+                raise RequestTimeout(cmd.code, addr, timeout_ms)
+            return await conn.request(cmd, remaining_ms)
+        return await conn.request(cmd, timeout_ms)
+
+    async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
+        (await self.connection(addr)).send_oneway(cmd)
+
+    def close_connection(self, addr: str) -> None:
+        """Close the connection to ``addr`` (the next call dials again)."""
+        conn = self._connections.pop(addr, None)
+        if conn is not None:
+            conn.close(CloseReason.LOCAL_CLOSE)
+
+    async def close(self) -> None:
+        """Close every connection; later calls raise `ConnectionClosed`."""
+        self._closed = True
+        for attempt in list(self._connecting.values()):
+            attempt.cancel()
+        connections = list(self._connections.values())
+        self._connections.clear()
+        for conn in connections:
+            conn.close(CloseReason.LOCAL_CLOSE)
+        if connections:
+            await asyncio.wait([asyncio.ensure_future(c.wait_closed()) for c in connections], timeout=CLOSE_WAIT_S)
+
+    async def _dial(self, addr: str) -> Connection:
+        host, port = parse_addr(addr)
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(self._connect_timeout_ms / 1000.0):
+                _, conn = await loop.create_connection(
+                    lambda: Connection(self._handlers, serving=False), host, port
+                )
+        except TimeoutError:
+            raise ConnectFailed(addr, f"no connection within {self._connect_timeout_ms} ms") from None
+        except OSError as exc:
+            raise ConnectFailed(addr, exc.strerror or str(exc)) from None
+        if self._closed:
+            conn.close(CloseReason.LOCAL_CLOSE)
+            raise ConnectionClosed(addr, "the remoting client is closed")
+        conn.add_close_listener(lambda c, reason: self._forget(addr, c, reason))
+        self._connections[addr] = conn
+        log.debug("connected to %s from %s", addr, conn.local_addr)
+        return conn
+
+    def _forget(self, addr: str, conn: Connection, reason: CloseReason) -> None:
+        if self._connections.get(addr) is conn:
+            del self._connections[addr]
+        log.debug("connection to %s closed: %s", addr, reason.value)
+        if self._on_connection_close is not None:
+            self._on_connection_close(conn, reason)

@@ -1,0 +1,434 @@
+"""One remoting connection, the same class on the server and the client side.
+
+Either side may send requests on a connection: a client asks a broker, and a
+broker asks a client back (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED).
+Responses find their request by opaque, which each connection counts on its own.
+
+Requests from the peer go to a handler table keyed by request code. A handler
+returns a response, None (no answer), or an awaitable of either; only an
+awaitable costs a task, so the synchronous handlers of the send path answer in
+the same loop iteration that read the request.
+
+Backpressure, in both directions:
+- a peer that sends requests but does not read the answers makes this side's
+  output buffer grow; past the high mark a serving connection stops reading
+  from that peer until the buffer drains below the low mark (and also while it
+  has `max_pending` handlers still running);
+- requests this side sends while the buffer is above the high mark wait in an
+  in-order queue until it drains; `max_pending` bounds them.
+A client connection never stops reading on its own output: the answers it reads
+are what lets the server drain, so stopping would deadlock both ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import enum
+import logging
+import socket
+import typing
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Union
+
+from skiff.common.errors import SkiffError
+from skiff.common.limits import CONNECTION_PENDING_REQUESTS, CONNECTION_WRITE_HIGH_BYTES, FRAME_MAX_BYTES
+from skiff.protocol.codes import ResponseCode
+from skiff.protocol.command import RPC_ONEWAY, RPC_TYPE_RESPONSE, Buffer, RemotingCommand
+from skiff.protocol.frame import FrameDecoder, FrameError, encode_frame
+from skiff.protocol.errors import ConnectionClosed, RequestTimeout
+from skiff.transport.errors import TooManyPendingRequests
+from skiff.transport.output import GatheredOutput
+
+log = logging.getLogger(__name__)
+
+HandlerResult = Union[RemotingCommand, None, Awaitable[Union[RemotingCommand, None]]]
+Handler = Callable[["Connection", RemotingCommand], HandlerResult]
+"""Answers one request: a response, None for no answer, or an awaitable of either."""
+
+CloseListener = Callable[["Connection", "CloseReason"], None]
+
+WRITE_LOW_DIVISOR = 4
+"""The low mark, below which reading resumes, is the high mark divided by this."""
+
+_PAUSED_BY_WRITES = 1
+_PAUSED_BY_HANDLERS = 2
+_PAUSED_BY_OWNER = 4
+
+
+class CloseReason(enum.StrEnum):
+    """Why a connection closed; kept on the connection, given to close listeners,
+    and carried as ``reason`` by the `ConnectionClosed` of its pending requests."""
+
+    PEER_CLOSED = "the peer closed the connection"
+    LOCAL_CLOSE = "closed by this side"
+    SHUTDOWN = "the server is shutting down"
+    FRAME_ERROR = "the peer sent a malformed frame"
+    IDLE_TIMEOUT = "no traffic within the idle timeout"
+    WRITE_ERROR = "writing to the socket failed"
+    SOCKET_ERROR = "the socket failed"
+
+
+def _format_addr(addr: object) -> str:
+    if isinstance(addr, tuple) and len(addr) >= 2:
+        host = str(addr[0])
+        return f"[{host}]:{addr[1]}" if ":" in host else f"{host}:{addr[1]}"
+    return str(addr) if addr else "?"
+
+
+def _reason_of(exc: BaseException | None) -> CloseReason:
+    if exc is None:
+        return CloseReason.PEER_CLOSED
+    if isinstance(exc, BrokenPipeError):
+        return CloseReason.WRITE_ERROR
+    return CloseReason.SOCKET_ERROR
+
+
+class Connection(asyncio.Protocol):
+    """A framed remoting connection: requests out by opaque, requests in by code."""
+
+    def __init__(
+        self,
+        handlers: Mapping[int, Handler],
+        *,
+        serving: bool = True,
+        max_pending: int = CONNECTION_PENDING_REQUESTS,
+        write_high_bytes: int = CONNECTION_WRITE_HIGH_BYTES,
+        max_frame_bytes: int = FRAME_MAX_BYTES,
+    ) -> None:
+        self._handlers = handlers
+        self._serving = serving
+        self._max_pending = max_pending
+        self._write_high_bytes = write_high_bytes
+        self._decoder = FrameDecoder(max_frame_bytes)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._transport: asyncio.Transport | None = None
+        self._pending: dict[int, tuple[asyncio.Future[RemotingCommand], asyncio.TimerHandle]] = {}
+        self._unsent: collections.deque[list[Buffer]] = collections.deque()
+        self._output: GatheredOutput  # made with the transport, in connection_made
+        self._backlog: collections.deque[RemotingCommand] = collections.deque()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._listeners: list[CloseListener] = []
+        self._opaque = 0
+        self._write_paused = False
+        self._read_paused = 0
+        self._last_read_s = 0.0
+        self._lost = asyncio.Event()
+        self.peer: tuple[str, int] = ("?", 0)
+        self.local: tuple[str, int] = ("?", 0)
+        self.peer_addr = "?"
+        self.local_addr = "?"
+        self.close_reason: CloseReason | None = None
+        self.close_detail: str | None = None
+
+    def __repr__(self) -> str:
+        state = f"closed: {self.close_reason.name}" if self.close_reason else "open"
+        return f"<Connection {self.local_addr} -> {self.peer_addr} {state}>"
+
+    # ----------------------------------------------------------------- state
+
+    @property
+    def is_closed(self) -> bool:
+        return self.close_reason is not None
+
+    @property
+    def socket_closed(self) -> bool:
+        """True once the socket itself is gone (``is_closed`` turns true earlier, on close())."""
+        return self._lost.is_set()
+
+    @property
+    def pending_requests(self) -> int:
+        return len(self._pending)
+
+    @property
+    def running_handlers(self) -> int:
+        return len(self._tasks)
+
+    @property
+    def reading_paused(self) -> bool:
+        return bool(self._read_paused)
+
+    @property
+    def write_buffer_bytes(self) -> int:
+        return self._transport.get_write_buffer_size() if self._transport is not None else 0
+
+    @property
+    def idle_s(self) -> float:
+        """Seconds since bytes last arrived from the peer."""
+        return self._loop.time() - self._last_read_s if self._loop is not None else 0.0
+
+    def add_close_listener(self, listener: CloseListener) -> None:
+        """Call ``listener(connection, reason)`` once when the connection closes."""
+        if self.close_reason is not None:
+            listener(self, self.close_reason)
+        else:
+            self._listeners.append(listener)
+
+    # ------------------------------------------------------ asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        transport = typing.cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        self._transport = transport
+        self._loop = asyncio.get_running_loop()
+        self._output = GatheredOutput(transport, self._loop)
+        self._last_read_s = self._loop.time()
+        self.peer = transport.get_extra_info("peername") or ("?", 0)
+        self.local = transport.get_extra_info("sockname") or ("?", 0)
+        self.peer_addr = _format_addr(self.peer)
+        self.local_addr = _format_addr(self.local)
+        transport.set_write_buffer_limits(
+            high=self._write_high_bytes, low=self._write_high_bytes // WRITE_LOW_DIVISOR
+        )
+        sock = transport.get_extra_info("socket")
+        if sock is not None and sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._mark_closed(_reason_of(exc), str(exc) if exc else None)
+        self._lost.set()
+
+    def data_received(self, data: bytes) -> None:
+        self._last_read_s = self._loop.time()  # type: ignore[union-attr]
+        try:
+            commands = self._decoder.feed(data)
+        except FrameError as exc:
+            log.warning("closing the connection from %s: malformed frame: %s", self.peer_addr, exc)
+            self.close(CloseReason.FRAME_ERROR, str(exc))
+            return
+        if self._backlog:
+            self._backlog.extend(commands)
+        else:
+            self._dispatch(commands)
+
+    def _dispatch(self, commands: Iterable[RemotingCommand]) -> None:
+        """Handle commands in order until reading pauses; the rest wait in the backlog.
+
+        Answers written meanwhile go out together when the batch ends.
+        """
+        output = self._output
+        output.hold()
+        try:
+            it = iter(commands)
+            for cmd in it:
+                if self.close_reason is not None:
+                    return
+                if cmd.flag & RPC_TYPE_RESPONSE:
+                    self._on_response(cmd)
+                else:
+                    self._on_request(cmd)
+                if self._read_paused:
+                    self._backlog.extend(it)
+                    return
+        finally:
+            output.release()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        if self._serving:
+            self._pause_reading(_PAUSED_BY_WRITES)
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._resume_reading(_PAUSED_BY_WRITES)
+        while self._unsent and not self._write_paused and self.close_reason is None:
+            self._output.write(self._unsent.popleft())
+
+    # ---------------------------------------------------------- sending side
+
+    def request(self, cmd: RemotingCommand, timeout_ms: int) -> asyncio.Future[RemotingCommand]:
+        """Send a request and return the future of its response.
+
+        The future fails with `RequestTimeout` after ``timeout_ms`` and with
+        `ConnectionClosed` if the connection closes first. Awaiting it right
+        away is the usual use; holding many of them pipelines requests without
+        a task each. Raises `ConnectionClosed` or `TooManyPendingRequests` at once.
+        """
+        self._check_open()
+        if len(self._pending) >= self._max_pending:
+            raise TooManyPendingRequests(
+                f"{len(self._pending)} requests already wait for responses from {self.peer_addr}"
+            )
+        loop = self._loop
+        assert loop is not None
+        cmd.opaque = self._next_opaque()
+        cmd.flag &= ~(RPC_ONEWAY | RPC_TYPE_RESPONSE)
+        frames = encode_frame(cmd)
+        future: asyncio.Future[RemotingCommand] = loop.create_future()
+        timer = loop.call_later(timeout_ms / 1000.0, self._expire, cmd.opaque, cmd.code, timeout_ms)
+        self._pending[cmd.opaque] = (future, timer)
+        self._send_request(frames)
+        return future
+
+    def send_oneway(self, cmd: RemotingCommand) -> None:
+        """Send a request that gets no response; raises `ConnectionClosed` when closed."""
+        self._check_open()
+        cmd.opaque = self._next_opaque()
+        cmd.flag = (cmd.flag | RPC_ONEWAY) & ~RPC_TYPE_RESPONSE
+        self._send_request(encode_frame(cmd))
+
+    def send(self, response: RemotingCommand) -> None:
+        """Write a response (its opaque already set); dropped if the connection closed."""
+        if self.close_reason is not None:
+            log.debug("dropping response %d to %s: connection closed", response.opaque, self.peer_addr)
+            return
+        try:
+            frames = encode_frame(response)
+        except FrameError as exc:
+            log.error("cannot encode the response to request %d from %s: %s", response.opaque, self.peer_addr, exc)
+            frames = encode_frame(RemotingCommand(
+                code=ResponseCode.SYSTEM_ERROR, opaque=response.opaque, flag=RPC_TYPE_RESPONSE, ext_fields={},
+                remark=f"the response could not be encoded: {exc}", serialize_type=response.serialize_type))
+        self._output.write(frames)
+
+    def close(self, reason: CloseReason = CloseReason.LOCAL_CLOSE, detail: str | None = None, *, abort: bool = False) -> None:
+        """Close with ``reason``: pending requests fail now, buffered output is
+        flushed first unless ``abort``."""
+        self._mark_closed(reason, detail)
+        transport = self._transport
+        if transport is not None:
+            if abort:
+                transport.abort()
+            elif not transport.is_closing():
+                self._output.flush()
+                transport.close()
+
+    async def wait_closed(self) -> None:
+        await self._lost.wait()
+
+    def stop_reading(self) -> None:
+        """Take no more requests from the peer (used while a server drains)."""
+        self._pause_reading(_PAUSED_BY_OWNER)
+
+    async def wait_handlers(self) -> None:
+        """Wait until every handler still running on this connection has answered."""
+        while self._tasks:
+            await asyncio.wait(list(self._tasks))
+
+    def cancel_handlers(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+
+    # ------------------------------------------------------------- internals
+
+    def _check_open(self) -> None:
+        if self.close_reason is not None:
+            raise ConnectionClosed(self.peer_addr, self.close_reason)
+        if self._transport is None:
+            raise ConnectionClosed(self.peer_addr, "the connection is not open yet")
+
+    def _next_opaque(self) -> int:
+        opaque = self._opaque
+        while True:
+            opaque = (opaque + 1) & 0x7FFFFFFF
+            if opaque and opaque not in self._pending:
+                self._opaque = opaque
+                return opaque
+
+    def _send_request(self, frames: list[Buffer]) -> None:
+        if self._write_paused or self._unsent:
+            self._unsent.append(frames)
+        else:
+            self._output.write(frames)
+
+    def _expire(self, opaque: int, code: int, timeout_ms: int) -> None:
+        entry = self._pending.pop(opaque, None)
+        if entry is not None and not entry[0].done():
+            entry[0].set_exception(
+                RequestTimeout(code, self.peer_addr, timeout_ms)
+            )
+
+    def _on_response(self, cmd: RemotingCommand) -> None:
+        entry = self._pending.pop(cmd.opaque, None)
+        if entry is None:
+            log.debug("dropping a response with unknown opaque %d from %s", cmd.opaque, self.peer_addr)
+            return
+        future, timer = entry
+        timer.cancel()
+        if not future.done():
+            future.set_result(cmd)
+
+    def _on_request(self, cmd: RemotingCommand) -> None:
+        handler = self._handlers.get(cmd.code)
+        if handler is None:
+            self._reply(cmd, cmd.response(
+                ResponseCode.REQUEST_CODE_NOT_SUPPORTED, f"request code {cmd.code} is not supported"))
+            return
+        try:
+            result = handler(self, cmd)
+        except Exception as exc:
+            self._reply(cmd, self._error_response(cmd, exc))
+            return
+        if result is None or type(result) is RemotingCommand:
+            self._reply(cmd, result)
+        else:
+            self._spawn(cmd, result)  # type: ignore[arg-type]
+
+    def _spawn(self, cmd: RemotingCommand, awaitable: Awaitable[RemotingCommand | None]) -> None:
+        task = asyncio.ensure_future(self._finish(cmd, awaitable))
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        if len(self._tasks) >= self._max_pending:
+            self._pause_reading(_PAUSED_BY_HANDLERS)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if len(self._tasks) < self._max_pending:
+            self._resume_reading(_PAUSED_BY_HANDLERS)
+
+    async def _finish(self, cmd: RemotingCommand, awaitable: Awaitable[RemotingCommand | None]) -> None:
+        try:
+            response = await awaitable
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            response = self._error_response(cmd, exc)
+        self._reply(cmd, response)
+
+    def _error_response(self, cmd: RemotingCommand, exc: Exception) -> RemotingCommand:
+        text = str(exc) or type(exc).__name__
+        if isinstance(exc, SkiffError):
+            log.warning("request code %d from %s failed: %s", cmd.code, self.peer_addr, text)
+        else:
+            log.exception("handler of request code %d from %s failed: %s", cmd.code, self.peer_addr, text)
+        return cmd.response(ResponseCode.SYSTEM_ERROR, text)
+
+    def _reply(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
+        if response is None or request.flag & RPC_ONEWAY:
+            return
+        response.opaque = request.opaque
+        response.flag |= RPC_TYPE_RESPONSE
+        self.send(response)
+
+    def _pause_reading(self, why: int) -> None:
+        if not self._read_paused and self._transport is not None and not self._transport.is_closing():
+            self._transport.pause_reading()
+        self._read_paused |= why
+
+    def _resume_reading(self, why: int) -> None:
+        if not self._read_paused & why:
+            return
+        self._read_paused &= ~why
+        if self._backlog and not self._read_paused:
+            backlog, self._backlog = self._backlog, collections.deque()
+            self._dispatch(backlog)
+        if not self._read_paused and self._transport is not None and not self._transport.is_closing():
+            self._transport.resume_reading()
+
+    def _mark_closed(self, reason: CloseReason, detail: str | None) -> None:
+        if self.close_reason is not None:
+            return
+        self.close_reason = reason
+        self.close_detail = detail
+        self._unsent.clear()
+        self._backlog.clear()
+        pending, self._pending = self._pending, {}
+        for future, timer in pending.values():
+            timer.cancel()
+            if not future.done():
+                future.set_exception(ConnectionClosed(self.peer_addr, reason))
+        listeners, self._listeners = self._listeners, []
+        for listener in listeners:
+            try:
+                listener(self, reason)
+            except Exception:
+                log.exception("close listener of %r failed", self)

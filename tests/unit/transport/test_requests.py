@@ -1,0 +1,237 @@
+"""Requests and responses over loopback: matching by opaque, timeouts, oneway,
+handler errors, server-to-client requests, body_parts."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+
+import pytest
+
+from skiff.protocol.codes import ResponseCode
+from skiff.protocol.command import RPC_ONEWAY, RemotingCommand
+from skiff.protocol.frame import encode_frame_bytes
+from skiff.testing.processes import free_port
+from skiff.transport import (
+    CloseReason,
+    ConnectFailed,
+    ConnectionClosed,
+    RemotingClient,
+    RequestTimeout,
+    TooManyPendingRequests,
+)
+from skiff.transport.connection import Connection
+from skiff.transport.loop import run_coroutine
+
+from ._support import ThreadedServer, connect, read_command, serving, wait_until
+
+ECHO, SLOW, BOOM, ABOOM, SILENT, PARTS = 1, 2, 3, 4, 5, 6
+
+
+def echo(conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    return req.response(ext_fields={"id": req.ext("id"), "peer": conn.peer_addr}, body=req.body)
+
+
+async def slow(conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    await asyncio.sleep(float(req.ext("delay_s", "0")))
+    return req.response(ext_fields={"id": req.ext("id")})
+
+
+def boom(conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    raise RuntimeError("the handler broke")
+
+
+async def aboom(conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    await asyncio.sleep(0)
+    raise KeyError("async handler broke")
+
+
+async def silent(conn: Connection, req: RemotingCommand) -> None:
+    await asyncio.sleep(30)
+
+
+def parts(conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    backing = bytearray(b"..hello, ..world!")
+    view = memoryview(backing)
+    return req.response(body_parts=[view[2:8], b" ", view[11:], bytearray(b"")])
+
+
+HANDLERS = {ECHO: echo, SLOW: slow, BOOM: boom, ABOOM: aboom, SILENT: silent, PARTS: parts}
+
+
+def test_request_response_carries_header_and_body():
+    async def main():
+        async with serving(HANDLERS) as (server, client, addr):
+            resp = await client.invoke(addr, RemotingCommand.request(ECHO, {"id": 7}, b"payload"), 2000)
+            assert (resp.code, resp.ext("id"), resp.body) == (ResponseCode.SUCCESS, "7", b"payload")
+            conn = await client.connection(addr)
+            (server_side,) = server.connections
+            assert resp.ext("peer") == conn.local_addr == server_side.peer_addr
+            assert conn.peer_addr == server_side.local_addr == addr
+
+    run_coroutine(main())
+
+
+def test_many_concurrent_requests_are_matched_by_opaque():
+    async def main():
+        async with serving(HANDLERS) as (_, client, addr):
+            conn = await client.connection(addr)
+            rng = random.Random(3)
+            cmds = [RemotingCommand.request(SLOW, {"id": i, "delay_s": rng.random() / 50}) for i in range(300)]
+            futures = [conn.request(cmd, 5000) for cmd in cmds]
+            responses = await asyncio.gather(*futures)
+            assert [r.ext("id") for r in responses] == [str(i) for i in range(300)]
+            assert len({cmd.opaque for cmd in cmds}) == 300
+            assert conn.pending_requests == 0
+
+    run_coroutine(main())
+
+
+def test_timeout_is_retriable_and_frees_the_pending_slot():
+    async def main():
+        async with serving(HANDLERS) as (_, client, addr):
+            conn = await client.connection(addr)
+            started = time.monotonic()
+            with pytest.raises(RequestTimeout, match="no answer in 100 ms") as info:
+                await client.invoke(addr, RemotingCommand.request(SILENT), 100)
+            assert 0.09 <= time.monotonic() - started < 3
+            assert info.value.retriable and conn.pending_requests == 0
+            resp = await client.invoke(addr, RemotingCommand.request(ECHO, {"id": 1}), 2000)
+            assert resp.ext("id") == "1"
+
+    run_coroutine(main())
+
+
+def test_unknown_code_and_handler_failures_answer_without_closing():
+    async def main():
+        async with serving(HANDLERS) as (server, client, addr):
+            resp = await client.invoke(addr, RemotingCommand.request(4321), 2000)
+            assert resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and "4321" in resp.remark
+            resp = await client.invoke(addr, RemotingCommand.request(BOOM), 2000)
+            assert (resp.code, resp.remark) == (ResponseCode.SYSTEM_ERROR, "the handler broke")
+            resp = await client.invoke(addr, RemotingCommand.request(ABOOM), 2000)
+            assert resp.code == ResponseCode.SYSTEM_ERROR and "async handler broke" in resp.remark
+            resp = await client.invoke(addr, RemotingCommand.request(ECHO, {"id": 2}), 2000)
+            assert resp.ext("id") == "2" and len(server.connections) == 1
+
+    run_coroutine(main())
+
+
+def test_body_parts_are_written_in_order():
+    async def main():
+        async with serving(HANDLERS) as (_, client, addr):
+            resp = await client.invoke(addr, RemotingCommand.request(PARTS), 2000)
+            assert resp.body == b"hello, world!"
+
+    run_coroutine(main())
+
+
+def test_oneway_request_runs_the_handler_and_gets_no_response():
+    seen = []
+
+    def record(conn, req):
+        seen.append(req.ext("n"))
+        return req.response(remark="must not be sent")
+
+    server = ThreadedServer({ECHO: echo, 9: record})
+    try:
+        with connect(server.port) as sock:
+            oneway = RemotingCommand(code=9, opaque=100, flag=RPC_ONEWAY, ext_fields={"n": "1"})
+            normal = RemotingCommand(code=ECHO, opaque=101, ext_fields={"id": "x"})
+            sock.sendall(encode_frame_bytes(oneway) + encode_frame_bytes(normal))
+            resp = read_command(sock)
+            assert (resp.opaque, resp.ext("id")) == (101, "x")
+            assert seen == ["1"]
+    finally:
+        server.close()
+
+
+def test_server_calls_the_client_back_on_its_connection():
+    async def main():
+        got_oneway = asyncio.Event()
+        server_conns: list[Connection] = []
+
+        def hello(conn, req):
+            server_conns.append(conn)
+            return req.response()
+
+        def client_handler(conn, req):
+            if req.is_oneway:
+                got_oneway.set()
+                return None
+            return req.response(ext_fields={"answer": int(req.ext("q")) * 2})
+
+        async with serving({1: hello}) as (_, _unused, addr):
+            client = RemotingClient({40: client_handler, 39: client_handler})
+            try:
+                await client.invoke(addr, RemotingCommand.request(1), 2000)
+                (conn,) = server_conns
+                resp = await conn.request(RemotingCommand.request(39, {"q": 21}), 2000)
+                assert resp.ext("answer") == "42"
+                conn.send_oneway(RemotingCommand.request(40))
+                await asyncio.wait_for(got_oneway.wait(), 5)
+            finally:
+                await client.close()
+
+    run_coroutine(main())
+
+
+def test_pending_requests_fail_with_the_close_reason():
+    async def main():
+        async with serving(HANDLERS) as (server, client, addr):
+            conn = await client.connection(addr)
+            future = conn.request(RemotingCommand.request(SILENT), 10_000)
+            await wait_until(lambda: server.connections and server.connections[0].running_handlers == 1)
+            conn.close()
+            with pytest.raises(ConnectionClosed) as info:
+                await future
+            assert info.value.retriable and info.value.reason is CloseReason.LOCAL_CLOSE
+            assert conn.close_reason is CloseReason.LOCAL_CLOSE
+            with pytest.raises(ConnectionClosed):
+                conn.request(RemotingCommand.request(ECHO), 1000)
+
+    run_coroutine(main())
+
+
+def test_too_many_pending_requests_are_refused():
+    async def main():
+        async with serving(HANDLERS) as (server, _, addr):
+            loop = asyncio.get_running_loop()
+            _, conn = await loop.create_connection(lambda: Connection({}, serving=False, max_pending=2),
+                                                   "127.0.0.1", server.port)
+            futures = [conn.request(RemotingCommand.request(SLOW, {"delay_s": 0.05}), 5000) for _ in range(2)]
+            with pytest.raises(TooManyPendingRequests) as info:
+                conn.request(RemotingCommand.request(ECHO), 5000)
+            assert info.value.retriable
+            await asyncio.gather(*futures)
+            assert (await conn.request(RemotingCommand.request(ECHO, {"id": 3}), 5000)).ext("id") == "3"
+            conn.close()
+
+    run_coroutine(main())
+
+
+def test_client_reconnects_after_the_connection_closes():
+    async def main():
+        closes = []
+        async with serving(HANDLERS, on_connection_close=lambda c, r: closes.append(r)) as (server, client, addr):
+            first = await client.connection(addr)
+            server.connections[0].close(CloseReason.LOCAL_CLOSE)
+            await wait_until(lambda: first.is_closed, what="client sees the close")
+            assert first.close_reason is CloseReason.PEER_CLOSED and closes == [CloseReason.LOCAL_CLOSE]
+            resp = await client.invoke(addr, RemotingCommand.request(ECHO, {"id": 5}), 2000)
+            second = await client.connection(addr)
+            assert resp.ext("id") == "5" and second is not first and not second.is_closed
+
+    run_coroutine(main())
+
+
+def test_connect_failure_is_retriable():
+    async def main():
+        client = RemotingClient(connect_timeout_ms=2000)
+        with pytest.raises(ConnectFailed, match="cannot connect to 127.0.0.1") as info:
+            await client.invoke(f"127.0.0.1:{free_port()}", RemotingCommand.request(ECHO), 1000)
+        assert info.value.retriable
+        await client.close()
+
+    run_coroutine(main())
