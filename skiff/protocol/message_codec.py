@@ -46,6 +46,9 @@ _PROPS_LEN = struct.Struct(">h")
 assert _PROPS_LEN.size == 2
 BATCH_RECORD_FIXED_BYTES = _BATCH_HEAD.size + _PROPS_LEN.size
 
+_COMPRESSED = int(MessageSysFlag.COMPRESSED)
+"""As a plain int: IntFlag arithmetic costs a microsecond per message."""
+
 ZLIB_LEVEL = 5
 """The level RocketMQ's Java and C++ clients compress with."""
 
@@ -153,7 +156,7 @@ def compress_body(
     """Compress a body of at least ``over_bytes`` and set sysFlag COMPRESSED, as clients do."""
     if len(body) < over_bytes:
         return body, sys_flag
-    return zlib.compress(body, ZLIB_LEVEL), sys_flag | MessageSysFlag.COMPRESSED
+    return zlib.compress(body, ZLIB_LEVEL), sys_flag | _COMPRESSED
 
 
 def inflate(data: bytes | bytearray | memoryview, max_bytes: int = FRAME_MAX_BYTES) -> bytes:
@@ -182,6 +185,6 @@ def decode_stored_messages(
     """
     messages = decode_records(body, decompress=False)
     return [
-        dataclasses.replace(m, body=inflate(m.body, max_body_bytes)) if m.sys_flag & MessageSysFlag.COMPRESSED else m
+        dataclasses.replace(m, body=inflate(m.body, max_body_bytes)) if m.sys_flag & _COMPRESSED else m
         for m in messages
     ]

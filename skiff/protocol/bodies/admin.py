@@ -56,6 +56,10 @@ class DataVersion(JsonBody):
     timestamp: int = 0
     counter: int = 0
 
+    def next(self, now_ms: int) -> DataVersion:
+        """The version after one more change at ``now_ms``."""
+        return DataVersion(now_ms, self.counter + 1)
+
 
 @dataclass(frozen=True, slots=True)
 class SubscriptionGroupWrapper(JsonBody):

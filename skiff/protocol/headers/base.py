@@ -193,6 +193,12 @@ def _compile_to_ext(cls: type) -> Callable[..., dict[str, str]]:
     return fn
 
 
+_FROM_EXT: dict[type, Callable[..., Any]] = {}
+_TO_EXT: dict[type, Callable[..., dict[str, str]]] = {}
+"""Compiled codecs by class; the first call also installs them on the class, so
+later calls skip this lookup (a method bound before that still finds them here)."""
+
+
 class Header:
     """Base of every custom header class (subclasses are frozen slotted dataclasses)."""
 
@@ -207,14 +213,19 @@ class Header:
     @classmethod
     def from_ext(cls: type[H], ext: Mapping[str, str] | None) -> H:
         """Parse from extFields; raise `HeaderError` naming the field on any problem."""
-        fn = _compile_from_ext(cls)
-        cls.from_ext = classmethod(fn)  # type: ignore[method-assign,assignment]
+        fn = _FROM_EXT.get(cls)
+        if fn is None:
+            fn = _FROM_EXT[cls] = _compile_from_ext(cls)
+            cls.from_ext = classmethod(fn)  # type: ignore[method-assign,assignment]
         return typing.cast(H, fn(cls, ext))
 
     def to_ext(self) -> dict[str, str]:
         """The header as extFields: every value a string, None values left out."""
-        fn = _compile_to_ext(type(self))
-        type(self).to_ext = fn  # type: ignore[method-assign]
+        cls = type(self)
+        fn = _TO_EXT.get(cls)
+        if fn is None:
+            fn = _TO_EXT[cls] = _compile_to_ext(cls)
+            cls.to_ext = fn  # type: ignore[method-assign]
         return fn(self)
 
     @classmethod

@@ -201,3 +201,7 @@ def test_fuzz_random_bytes_raise_only_body_errors(data):
             cls.from_json(data)
         except BodyError:
             pass
+
+
+def test_data_version_counts_changes():
+    assert admin.DataVersion(5, 2).next(9) == admin.DataVersion(9, 3)

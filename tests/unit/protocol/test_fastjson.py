@@ -10,11 +10,11 @@ standard_json = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False, allow_infinity=False)
     | text,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(text, inner, max_size=4),
-    max_leaves=25,
+    max_leaves=12,
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=150)
 @given(standard_json, st.booleans())
 def test_lenient_parser_agrees_with_orjson_on_standard_json(value, indent):
     raw = orjson.dumps(value, option=orjson.OPT_INDENT_2 if indent else 0)
@@ -24,10 +24,10 @@ def test_lenient_parser_agrees_with_orjson_on_standard_json(value, indent):
 
 mq_keys = st.builds(lambda t, b, q: ObjectKey.of({"brokerName": b, "queueId": q, "topic": t}),
                     text, text, st.integers(0, 1000))
-java_maps = st.dictionaries(st.integers(-5, 2**40) | mq_keys | text, standard_json, max_size=4)
+java_maps = st.dictionaries(st.integers(-5, 2**40) | mq_keys | text, standard_json, max_size=3)
 
 
-@settings(max_examples=200)
+@settings(max_examples=100)
 @given(st.dictionaries(text, java_maps, max_size=3))
 def test_fastjson_form_round_trips(value):
     assert loads(dumps(value)) == value

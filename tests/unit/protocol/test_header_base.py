@@ -84,3 +84,16 @@ def test_a_subclass_gets_its_own_codec_after_the_parent_compiled_one():
     assert type(got) is Extended and got.extra == "y"
     assert got.to_ext() == {"queueId": "1", "offset": "2", "extra": "y"}
     assert Ranged.wire_names() == ("queueId", "offset", "note", "count")
+
+
+@dataclass(frozen=True, slots=True)
+class Late(Header):
+    offset: int
+
+
+def test_a_method_bound_before_the_first_call_stays_fast_and_right():
+    bound_to_ext = Late(5).to_ext
+    parse = Late.from_ext
+    assert bound_to_ext() == {"offset": "5"} and parse({"offset": "6"}) == Late(6)
+    assert bound_to_ext() == {"offset": "5"} and parse({"offset": "7"}) == Late(7)
+    assert Late.to_ext is not Header.to_ext and "from_ext" in Late.__dict__

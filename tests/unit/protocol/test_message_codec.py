@@ -36,7 +36,7 @@ def with_wait(msg: Message) -> Message:
     return msg.with_properties(**{Prop.WAIT: msg.properties.get(Prop.WAIT, "true")})
 
 
-@settings(max_examples=200)
+@settings(max_examples=100)
 @given(st.lists(messages, min_size=1, max_size=6), st.booleans())
 def test_batch_round_trips_plain_and_compressed(msgs, compress):
     body = encode_batch(msgs)
