@@ -327,6 +327,11 @@ class ConsumeQueueTable:
         shutil.rmtree(os.path.join(self.directory, topic), ignore_errors=True)
         return len(gone)
 
+    def max_phys_end(self) -> int | None:
+        """The end of the furthest record any queue points at (None: no entries anywhere)."""
+        ends = [e[0] + e[1] for e in (cq.entry(cq.max_offset - 1) for cq in self.all()) if e is not None]
+        return max(ends, default=None)
+
     def truncate_phys(self, phys_end: int) -> int:
         return sum(cq.truncate_phys(phys_end) for cq in self.all())
 

@@ -180,6 +180,8 @@ class MappedFileQueue:
         self.file_size = file_size
         self.reserve_on_create = reserve_on_create
         self.files: tuple[MappedFile, ...] = ()
+        self.resized_start: int | None = None
+        """Start of a last file that had the wrong size at load: its contents are suspect."""
         self._lock = threading.Lock()
 
     def load(self) -> list[str]:
@@ -201,6 +203,7 @@ class MappedFileQueue:
                         f"{path} is {actual} bytes, not {self.file_size}; only the last file may be short"
                     )
                 notes.append(f"{path}: {actual} bytes resized to {self.file_size}")
+                self.resized_start = start
             files.append(MappedFile.open(path, start, self.file_size))
         self.files = tuple(files)
         return notes

@@ -147,6 +147,11 @@ class MessageStore:
     def _checkpoint(self) -> None:
         self._make_durable(flush_commitlog=False)
 
+    def checkpoint(self) -> bool:
+        """fsync every file and write the checkpoint now (the periodic thread does this
+        every flushIntervalConsumeQueue ms); False if the checkpoint could not be written."""
+        return self._make_durable(flush_commitlog=True)
+
     def _housekeeping(self) -> None:
         self.run_retention()
         if self._dispatched < self.commitlog.write_pos:

@@ -51,7 +51,7 @@ def recover(
     notes = commitlog.load() + queues.load()
     if index is not None:
         index.load()
-    start = _scan_start(commitlog, checkpoint, notes)
+    start = _scan_start(commitlog, queues, checkpoint, notes)
     end, reason = commitlog.scan_valid(start)
     dirty, files_removed = commitlog.truncate(end)
     cq_trimmed = queues.truncate_phys(end)
@@ -84,15 +84,28 @@ def recover(
     )
 
 
-def _scan_start(commitlog: CommitLog, checkpoint: Checkpoint | None, notes: list[str]) -> int:
+def _scan_start(
+    commitlog: CommitLog, queues: ConsumeQueueTable, checkpoint: Checkpoint | None, notes: list[str]
+) -> int:
+    """Where checking and re-dispatching begins: the checkpoint, or earlier when the
+    ConsumeQueues end before it (deleted queue files are rebuilt that way)."""
     lo, hi = commitlog.min_offset, commitlog.files_end
-    if checkpoint is None:
-        if hi > lo:
-            notes.append("no valid checkpoint: every CommitLog record is checked")
-        return lo
-    start = checkpoint.dispatched_offset
+    queues_end = queues.max_phys_end()
+    start = lo if checkpoint is None else checkpoint.dispatched_offset
+    if checkpoint is None and hi > lo:
+        notes.append("no valid checkpoint: every CommitLog record is checked")
     if start > hi:
         notes.append(f"checkpoint offset {start} is past the CommitLog files (end {hi})")
+    if queues_end is not None and queues_end < start:
+        notes.append(f"ConsumeQueues end at {queues_end}, before the checkpoint: rebuilding from there")
+        start = queues_end
+    elif queues_end is None and start > lo:
+        notes.append("no ConsumeQueue entries: rebuilding them from the whole CommitLog")
+        start = lo
+    resized = commitlog.files.resized_start
+    if resized is not None and resized < start:
+        notes.append(f"the last CommitLog file had the wrong size: checking it from {resized}")
+        start = resized
     return min(max(start, lo), hi)
 
 

@@ -13,7 +13,7 @@ from skiff.common.clock import ManualClock
 from skiff.common.config import build_config
 from skiff.common.properties import Prop, encode_properties
 from skiff.common.record import decode_records, pack_host
-from skiff.store import GetResult, MessageInput, MessageStore, StoreConfig
+from skiff.store import GetResult, MessageInput, MessageStore, RecoveryReport, StoreConfig
 
 STORE_HOST = pack_host("127.0.0.1", 10911)
 BORN_HOST = pack_host("10.0.0.7", 40000)
@@ -69,12 +69,13 @@ class StoreFactory:
     def __init__(self, root: Path) -> None:
         self.root = root
         self.stores: list[MessageStore] = []
+        self.last_report: RecoveryReport | None = None
 
     def __call__(self, clock: ManualClock | None = None, root: Path | None = None, **overrides: Any) -> MessageStore:
         store = MessageStore(make_config(root or self.root, **overrides), store_host=STORE_HOST,
                              clock=clock or ManualClock())
-        store.start()
         self.stores.append(store)
+        self.last_report = store.start()
         return store
 
     def crash_image(self, store: MessageStore, name: str = "image") -> Path:

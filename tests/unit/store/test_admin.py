@@ -1,0 +1,85 @@
+"""Topics, dispatch listeners, replicated appends and stats."""
+
+import pytest
+
+from skiff.common.errors import DecodeError
+from skiff.store import GetStatus
+
+from .conftest import message, records_of
+
+
+def test_topics_and_deletion(open_store):
+    store = open_store()
+    for q in (0, 1, 3):
+        store.put_message(message(q, topic="A", queue_id=q))
+    store.put_message(message(9, topic="B"))
+    assert store.topics() == ["A", "B"] and store.queue_ids("A") == [0, 1, 3]
+    store.delete_topic("A")
+    assert store.topics() == ["B"] and store.queue_ids("A") == []
+    assert store.get_messages("A", 0, 0, 32).status is GetStatus.NO_MATCHED_LOGIC_QUEUE
+    again = store.put_message(message(10, topic="A", queue_id=1))
+    assert again.queue_offset == 0
+    store.shutdown()
+    reopened = open_store(root=store.root)
+    assert reopened.topics() == ["A", "B"] and reopened.queue_ids("A") == [1]
+    assert [m.body for m in records_of(reopened.get_messages("A", 1, 0, 32))] == [b"message 10"]
+
+
+def test_listeners_hear_each_dispatch(open_store):
+    store = open_store()
+    heard = []
+    store.add_dispatch_listener(heard.append)
+    store.add_dispatch_listener(lambda touched: 1 / 0)  # a failing listener harms nobody
+    store.put_message(message(1, queue_id=2))
+    store.put_messages([message(i, queue_id=0) for i in range(3)])
+    assert heard == [[("T", 2, 1)], [("T", 0, 3)]]
+
+
+def _replicate(master, slave):
+    data = b"".join(bytes(v) for v in master.commitlog.views(slave.max_physical_offset, master.max_physical_offset))
+    return slave.append_replicated(data, slave.max_physical_offset)
+
+
+def test_replicated_appends_match_the_master(open_store, tmp_path):
+    master = open_store()
+    slave = open_store(root=tmp_path / "slave")
+    heard = []
+    slave.add_dispatch_listener(heard.extend)
+    for n in range(8):
+        master.put_messages([message(n * 10 + i, queue_id=n % 3, body=b"r" * 200, keys=f"k{n}") for i in range(4)])
+        assert _replicate(master, slave) == master.max_physical_offset
+    for q in range(3):
+        got = slave.get_messages("T", q, 0, 32)
+        assert [bytes(b) for b in got.buffers] == [bytes(b) for b in master.get_messages("T", q, 0, 32).buffers]
+    assert ("T", 1, 12) in heard
+    assert len(slave.query_by_key("T", "k5", 64, 0, 2**62)) == 4
+    slave.shutdown()
+    again = open_store(root=tmp_path / "slave")
+    assert again.get_max_offset("T", 0) == master.get_max_offset("T", 0)
+
+
+def test_bad_replicated_data_writes_nothing(open_store, tmp_path):
+    master = open_store()
+    slave = open_store(root=tmp_path / "slave")
+    r = master.put_messages([message(i) for i in range(3)])
+    data = bytearray(b"".join(bytes(v) for v in master.commitlog.views(0, master.max_physical_offset)))
+    with pytest.raises(ValueError, match="ends at 0"):
+        slave.append_replicated(bytes(data), 5)
+    with pytest.raises(DecodeError):
+        slave.append_replicated(bytes(data[:-3]), 0)
+    data[r.wrote_bytes - 5] ^= 0xFF
+    with pytest.raises(DecodeError, match="CRC"):
+        slave.append_replicated(bytes(data), 0)
+    assert slave.max_physical_offset == 0 and slave.get_max_offset("T", 0) == 0
+
+
+def test_stats_count_what_happened(open_store):
+    store = open_store(flushDiskType="SYNC_FLUSH")
+    for i in range(3):
+        store.put_message(message(i)).flushed.result(5)
+    store.put_message(message(0, topic="bad topic"))
+    stats = store.stats()
+    assert (stats.put_messages, stats.put_failures) == (3, 1)
+    assert stats.put_bytes == stats.max_physical_offset == stats.flushed_offset == stats.dispatched_offset
+    assert stats.fsync_count >= 1 and stats.commitlog_files == 1 and stats.consume_queues == 1
+    assert stats.writable and 0 < stats.disk_used_percent <= 100

@@ -1,0 +1,98 @@
+"""Flushing: group commit shares fsyncs, async flush catches up, slow fsyncs time out."""
+
+import asyncio
+import threading
+import time
+
+from skiff.store import PutStatus
+from skiff.store.flush import CommitLogFlusher
+
+from .conftest import message
+
+
+def _wait_for(predicate, timeout_s=10.0):
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.005)
+
+
+def test_sixteen_writers_share_fsyncs(open_store):
+    store = open_store(flushDiskType="SYNC_FLUSH", mappedFileSizeCommitLog=1 << 20)
+    writers, each = 16, 20
+    statuses, ends = [], []
+    start = threading.Barrier(writers)
+
+    def write(w):
+        start.wait()
+        for i in range(each):
+            r = store.put_message(message(i, queue_id=w))
+            statuses.append(r.flushed.result(10))
+            ends.append(r.physical_offset + r.wrote_bytes)
+            assert store.flushed_offset >= ends[-1]
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert statuses == [PutStatus.PUT_OK] * (writers * each)
+    fsyncs = store.stats().fsync_count
+    assert 0 < fsyncs < writers * each / 2, fsyncs
+    assert store.flushed_offset == store.max_physical_offset == max(ends)
+
+
+def test_sync_ack_can_be_awaited(open_store):
+    store = open_store(flushDiskType="SYNC_FLUSH")
+
+    async def main():
+        r = store.put_message(message(1))
+        return await asyncio.wrap_future(r.flushed), r
+
+    status, r = asyncio.run(main())
+    assert status is PutStatus.PUT_OK
+    assert store.flushed_offset >= r.physical_offset + r.wrote_bytes
+
+
+def test_async_flush_catches_up(open_store):
+    store = open_store(flushIntervalCommitLog=10)
+    for i in range(20):
+        r = store.put_message(message(i))
+        assert r.flushed is None
+    _wait_for(lambda: store.flushed_offset == store.max_physical_offset)
+    assert store.stats().fsync_count >= 1
+
+
+def test_slow_fsync_times_out_then_recovers():
+    gate = threading.Event()
+    flushed = [0]
+
+    def flush():
+        gate.wait()
+        flushed[0] = 100
+        return flushed[0]
+
+    flusher = CommitLogFlusher(flush, interval_ms=5, sync=True, timeout_ms=100)
+    flusher.start()
+    try:
+        began = time.monotonic()
+        late = flusher.request(50)
+        assert late.result(5) is PutStatus.FLUSH_DISK_TIMEOUT
+        assert time.monotonic() - began >= 0.09
+        cancelled = flusher.request(60)
+        cancelled.cancel()
+        gate.set()
+        assert flusher.request(100).result(5) is PutStatus.PUT_OK
+    finally:
+        gate.set()
+        flusher.stop()
+
+
+def test_stop_resolves_every_waiter():
+    flusher = CommitLogFlusher(lambda: 10, interval_ms=5, sync=True, timeout_ms=10_000)
+    flusher.start()
+    covered = flusher.request(10)
+    beyond = flusher.request(20)
+    flusher.stop()
+    assert covered.result(1) is PutStatus.PUT_OK
+    assert beyond.result(1) is PutStatus.FLUSH_DISK_TIMEOUT

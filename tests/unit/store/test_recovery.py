@@ -1,0 +1,141 @@
+"""Recovery from clean shutdowns and from crash images (a running store's files copied as they are)."""
+
+import os
+import shutil
+
+import pytest
+
+from skiff.common.errors import ConfigError, CorruptionError
+from skiff.common.record import decode_record
+from skiff.store.checkpoint import Checkpoint, read_checkpoint
+
+from .conftest import message, records_of
+
+EVER = (0, 2**62)
+
+
+def _fill(store, count, queues=2, first=0):
+    return [
+        store.put_message(message(i, queue_id=i % queues, keys=f"k{i}", uniq=f"U{i}"))
+        for i in range(first, first + count)
+    ]
+
+
+def _bodies(store, queue_id=0):
+    out, nxt = [], 0
+    while nxt < store.get_max_offset("T", queue_id):
+        res = store.get_messages("T", queue_id, nxt, 32)
+        out += [(r.queue_offset, r.body) for r in records_of(res)]
+        nxt = res.next_begin_offset
+    return out
+
+
+def test_clean_restart_keeps_everything(open_store):
+    store = open_store()
+    puts = _fill(store, 50)
+    before = _bodies(store, 0), _bodies(store, 1)
+    store.shutdown()
+    assert not os.path.exists(os.path.join(store.root, "abort"))
+    cp = read_checkpoint(os.path.join(store.root, "checkpoint"))
+    assert cp.dispatched_offset == cp.commitlog_flushed_offset == store.max_physical_offset
+    again = open_store(root=store.root)
+    report = open_store.last_report
+    assert report.clean_shutdown and report.truncated_from is None and report.records_redispatched == 0
+    assert report.checkpoint_offset == report.max_physical_offset == puts[-1].physical_offset + puts[-1].wrote_bytes
+    assert (_bodies(again, 0), _bodies(again, 1)) == before
+    assert again.put_message(message(99)).queue_offset == 25
+
+
+def test_crash_image_is_rebuilt_from_the_checkpoint(open_store):
+    store = open_store()
+    _fill(store, 10)
+    store.checkpoint()
+    _fill(store, 30, first=10)
+    cp = read_checkpoint(os.path.join(store.root, "checkpoint"))
+    image = open_store.crash_image(store)
+    expect = _bodies(store, 0), _bodies(store, 1)
+    again = open_store(root=image)
+    report = open_store.last_report
+    assert not report.clean_shutdown
+    assert report.checkpoint_offset == cp.dispatched_offset > 0
+    assert report.records_redispatched == 30 and report.truncated_from is None
+    assert (_bodies(again, 0), _bodies(again, 1)) == expect
+    assert len(again.query_by_key("T", "k35", 64, *EVER)) == 1
+    assert len(again.query_by_key("T", "U3", 64, *EVER)) == 1
+
+
+def test_deleted_consume_queues_are_rebuilt(open_store):
+    store = open_store()
+    _fill(store, 40)
+    expect = _bodies(store, 0), _bodies(store, 1)
+    store.shutdown()
+    shutil.rmtree(os.path.join(store.root, "consumequeue"))
+    again = open_store(root=store.root)
+    assert open_store.last_report.records_redispatched == 40
+    assert (_bodies(again, 0), _bodies(again, 1)) == expect
+
+
+def test_missing_or_damaged_checkpoint_checks_everything(open_store):
+    store = open_store()
+    _fill(store, 20)
+    image = open_store.crash_image(store)
+    with open(os.path.join(image, "checkpoint"), "r+b") as f:
+        f.seek(10)
+        f.write(b"\xff")
+    again = open_store(root=image)
+    report = open_store.last_report
+    assert report.checkpoint_offset == 0 and any("checkpoint" in n for n in report.notes)
+    assert report.records_redispatched == 20
+    assert len(_bodies(again, 0)) == 10
+
+
+def test_entries_past_a_torn_tail_are_trimmed(open_store):
+    store = open_store()
+    puts = _fill(store, 12)
+    store.checkpoint()
+    image = open_store.crash_image(store)
+    last = puts[-1]
+    path = os.path.join(image, "commitlog", f"{last.physical_offset // 4096 * 4096:020d}")
+    os.truncate(path, last.physical_offset % 4096 + 30)
+    again = open_store(root=image)
+    report = open_store.last_report
+    assert report.truncated_from == last.physical_offset and f"offset {last.physical_offset}" in report.truncated_reason
+    assert report.consume_queue_entries_trimmed == 1 and report.index_entries_trimmed == 2
+    assert any("resized" in n for n in report.notes)
+    assert again.get_max_offset("T", 1) == 5 and again.query_by_key("T", "k11", 64, *EVER) == []
+    assert again.read_record(last.physical_offset) is None
+    redo = again.put_message(message(11, queue_id=1, keys="k11"))
+    assert (redo.physical_offset, redo.queue_offset) == (last.physical_offset, 5)
+    assert [decode_record(r).body for r in again.query_by_key("T", "k11", 64, *EVER)] == [b"message 11"]
+
+
+def test_checkpoint_round_trip_and_rejects_damage():
+    cp = Checkpoint(100, 80, 123)
+    raw = cp.encode()
+    assert Checkpoint.decode(raw) == cp
+    assert Checkpoint.decode(raw[:-1]) is None
+    assert Checkpoint.decode(raw[:8] + bytes([raw[8] ^ 0xFF]) + raw[9:]) is None
+    assert Checkpoint.decode(Checkpoint(1, 2, 3).encode()) is None  # dispatched past flushed
+
+
+def test_short_file_in_the_middle_is_corruption(open_store):
+    store = open_store()
+    _fill(store, 60)
+    store.shutdown()
+    os.truncate(os.path.join(store.root, "commitlog", f"{0:020d}"), 100)
+    with pytest.raises(CorruptionError, match="only the last file may be short"):
+        open_store(root=store.root)
+
+
+def test_index_sizes_must_match_the_files(open_store):
+    store = open_store()
+    _fill(store, 3)
+    store.shutdown()
+    with pytest.raises(ConfigError, match="maxHashSlotNum"):
+        open_store(root=store.root, maxHashSlotNum=65)
+
+
+def test_one_process_per_store(open_store):
+    store = open_store()
+    with pytest.raises(ConfigError, match="in use"):
+        open_store(root=store.root)
