@@ -53,6 +53,11 @@ class FilterSyntaxError(FilterError):
         self.position = position
         self.expected = expected
 
+    def __reduce__(self) -> tuple[type[FilterSyntaxError], tuple[str, Position, tuple[str, ...]]]:
+        # Pickled with its fields (the default would replay only the message):
+        # Spark ships errors from executors to the driver this way.
+        return (type(self), (self.message, self.position, self.expected))
+
 
 @runtime_checkable
 class MessageFilter(Protocol):

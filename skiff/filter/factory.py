@@ -3,7 +3,9 @@
 Brokers see the same subscription on every heartbeat and every pull, so
 compiled filters are cached by (type, expression), as RocketMQ's
 `SelectorParser` caches its parses; the cache is bounded by
-`FILTER_CACHE_MAX_ENTRIES` and drops the least recently used.
+`FILTER_CACHE_MAX_ENTRIES` and drops the least recently used. Like RocketMQ,
+it keeps failures too: a consumer that pulls with a bad expression is told so
+on every pull, and a long bad expression must not be re-parsed each time.
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ def build_filter(
     FilterError for an unknown type; the broker answers both with
     SUBSCRIPTION_PARSE_FAILED and the error's message.
     """
-    return _build(expression_type_of(expression_type), expression)
+    result = _build(expression_type_of(expression_type), expression)
+    if isinstance(result, FilterError):
+        raise result.with_traceback(None)
+    return result
 
 
 def expression_type_of(value: str | ExpressionType | None) -> ExpressionType:
@@ -40,7 +45,10 @@ def expression_type_of(value: str | ExpressionType | None) -> ExpressionType:
 
 
 @functools.lru_cache(maxsize=FILTER_CACHE_MAX_ENTRIES)
-def _build(kind: ExpressionType, expression: str | None) -> MessageFilter:
-    if kind is ExpressionType.TAG:
-        return parse_tags(expression)
-    return SqlFilter.compile(expression or "")
+def _build(kind: ExpressionType, expression: str | None) -> MessageFilter | FilterError:
+    try:
+        if kind is ExpressionType.TAG:
+            return parse_tags(expression)
+        return SqlFilter.compile(expression or "")
+    except FilterError as e:
+        return e

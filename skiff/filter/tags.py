@@ -47,7 +47,7 @@ class TagFilter:
     def matches_raw(self, raw_properties: RawProperties) -> bool:
         if self.tags is None:
             return True
-        return _TAGS_READER.read(raw_properties).get(Prop.TAGS) in self.tags
+        return _TAGS_READER.view(raw_properties).get(Prop.TAGS) in self.tags
 
     def matches_tag(self, tags: str | None) -> bool:
         """The client's exact re-check, given a message's TAGS value."""

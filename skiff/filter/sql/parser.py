@@ -123,8 +123,10 @@ def _not_reserved(token: Token) -> Token:
 
 
 def describe(node: Expr) -> str:
-    """A node as an error message names it."""
-    shown = to_sql(node)
+    """A node as an error message names it (checks run before the depth limit,
+    so a node may be too deep to print)."""
+    too_deep = depth(node) > FILTER_NESTING_MAX_DEPTH
+    shown = f"({type(node).__name__.upper()} ...)" if too_deep else to_sql(node)
     if len(shown) > _SHOWN_CHARS:
         shown = shown[: _SHOWN_CHARS - 3] + "..."
     if isinstance(node, String):

@@ -1,5 +1,8 @@
 """build_filter: types, caching, and errors a broker can put in a remark."""
 
+import pickle
+import traceback
+
 import pytest
 
 from skiff.filter import (
@@ -11,6 +14,7 @@ from skiff.filter import (
     TagFilter,
     build_filter,
 )
+from skiff.filter.factory import _build
 
 
 @pytest.mark.parametrize("kind", [None, "", "TAG", "tag", ExpressionType.TAG])
@@ -54,3 +58,26 @@ def test_empty_sql_is_a_syntax_error():
 def test_canonical_text():
     f = build_filter("(a>1)and(b in('x','y'))", "SQL92")
     assert f.canonical == "a > 1 AND b IN ('x', 'y')"
+
+
+def test_failures_are_cached_and_raised_afresh():
+    bad = "a > 1 AND " + " OR ".join(f"b = {i}" for i in range(200)) + " OR"
+    depths = []
+    for _ in range(3):
+        hits = _build.cache_info().hits
+        with pytest.raises(FilterSyntaxError, match="SQL92 syntax error at column") as info:
+            build_filter(bad, "SQL92")
+        depths.append(len(traceback.extract_tb(info.value.__traceback__)))
+    assert _build.cache_info().hits == hits + 1  # the last two came from the cache
+    assert depths[0] == depths[1] == depths[2]  # re-raising does not grow the traceback
+
+
+def test_syntax_errors_survive_pickling():
+    with pytest.raises(FilterSyntaxError) as info:
+        build_filter("a >", "SQL92")
+    copy = pickle.loads(pickle.dumps(info.value))
+    assert (str(copy), copy.position, copy.expected) == (
+        str(info.value),
+        info.value.position,
+        info.value.expected,
+    )

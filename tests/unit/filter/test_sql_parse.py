@@ -166,6 +166,27 @@ def test_deep_nesting_is_refused_cleanly():
     assert parse_sql(ok) is not None
 
 
+WRAPPERS = [("(NOT ", ")"), ("NOT ", ""), ("(- ", ")"), ("- ", ""), ("(", ")"), ("(a = ", ")")]
+TAILS = ["", " > 1", " = 'x'", " IN ('a')", " BETWEEN 1 AND 2", " AND 5", " IS NULL", " CONTAINS 'x'"]
+
+
+@pytest.mark.parametrize("tail", TAILS)
+@pytest.mark.parametrize(("opener", "closer"), WRAPPERS)
+def test_deep_input_gives_a_syntax_error_or_a_tree_never_a_crash(opener, closer, tail):
+    text = opener * 700 + "a" + closer * 700 + tail  # deeper than Python's recursion limit
+    try:
+        tree = parse_sql(text)
+    except FilterSyntaxError as e:
+        assert 0 <= e.position.offset <= len(text)
+    else:
+        assert opener == "(" and to_sql(tree).startswith("a")
+
+
+def test_a_too_deep_operand_in_an_error_message_is_not_printed():
+    with pytest.raises(FilterSyntaxError, match=r"compares numbers, not the condition \(NOT \.\.\.\)"):
+        parse_sql("(" + "NOT " * 3000 + "a) > 1")
+
+
 def test_parentheses_alone_do_not_nest():
     assert parse_sql("(" * 5000 + "a" + ")" * 5000) == a
 
