@@ -29,7 +29,7 @@ import logging
 import socket
 import typing
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Union
+from typing import NamedTuple, Union
 
 from skiff.common.errors import SkiffError
 from skiff.common.limits import CONNECTION_PENDING_REQUESTS, CONNECTION_WRITE_HIGH_BYTES, FRAME_MAX_BYTES
@@ -37,6 +37,7 @@ from skiff.protocol.codes import ResponseCode
 from skiff.protocol.command import RPC_ONEWAY, RPC_TYPE_RESPONSE, Buffer, RemotingCommand
 from skiff.protocol.frame import FrameDecoder, FrameError, encode_frame
 from skiff.protocol.errors import ConnectionClosed, RequestTimeout
+from skiff.transport.deadlines import Deadlines
 from skiff.transport.errors import TooManyPendingRequests
 from skiff.transport.output import GatheredOutput
 
@@ -84,6 +85,13 @@ def _reason_of(exc: BaseException | None) -> CloseReason:
     return CloseReason.SOCKET_ERROR
 
 
+class _Pending(NamedTuple):
+    future: asyncio.Future[RemotingCommand]
+    code: int
+    timeout_ms: int
+    bucket: int
+
+
 class Connection(asyncio.Protocol):
     """A framed remoting connection: requests out by opaque, requests in by code."""
 
@@ -103,7 +111,8 @@ class Connection(asyncio.Protocol):
         self._decoder = FrameDecoder(max_frame_bytes)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._transport: asyncio.Transport | None = None
-        self._pending: dict[int, tuple[asyncio.Future[RemotingCommand], asyncio.TimerHandle]] = {}
+        self._pending: dict[int, _Pending] = {}
+        self._deadlines: Deadlines  # made with the loop, in connection_made
         self._unsent: collections.deque[list[Buffer]] = collections.deque()
         self._output: GatheredOutput  # made with the transport, in connection_made
         self._backlog: collections.deque[RemotingCommand] = collections.deque()
@@ -171,6 +180,7 @@ class Connection(asyncio.Protocol):
         self._transport = transport
         self._loop = asyncio.get_running_loop()
         self._output = GatheredOutput(transport, self._loop)
+        self._deadlines = Deadlines(self._loop, self._expire)
         self._last_read_s = self._loop.time()
         self.peer = transport.get_extra_info("peername") or ("?", 0)
         self.local = transport.get_extra_info("sockname") or ("?", 0)
@@ -254,8 +264,8 @@ class Connection(asyncio.Protocol):
         cmd.flag &= ~(RPC_ONEWAY | RPC_TYPE_RESPONSE)
         frames = encode_frame(cmd)
         future: asyncio.Future[RemotingCommand] = loop.create_future()
-        timer = loop.call_later(timeout_ms / 1000.0, self._expire, cmd.opaque, cmd.code, timeout_ms)
-        self._pending[cmd.opaque] = (future, timer)
+        bucket = self._deadlines.add(cmd.opaque, timeout_ms / 1000.0)
+        self._pending[cmd.opaque] = _Pending(future, cmd.code, timeout_ms, bucket)
         self._send_request(frames)
         return future
 
@@ -330,22 +340,21 @@ class Connection(asyncio.Protocol):
         else:
             self._output.write(frames)
 
-    def _expire(self, opaque: int, code: int, timeout_ms: int) -> None:
-        entry = self._pending.pop(opaque, None)
-        if entry is not None and not entry[0].done():
-            entry[0].set_exception(
-                RequestTimeout(code, self.peer_addr, timeout_ms)
-            )
+    def _expire(self, opaque: int, bucket: int) -> None:
+        entry = self._pending.get(opaque)
+        if entry is None or entry.bucket != bucket:
+            return
+        del self._pending[opaque]
+        if not entry.future.done():
+            entry.future.set_exception(RequestTimeout(entry.code, self.peer_addr, entry.timeout_ms))
 
     def _on_response(self, cmd: RemotingCommand) -> None:
         entry = self._pending.pop(cmd.opaque, None)
         if entry is None:
             log.debug("dropping a response with unknown opaque %d from %s", cmd.opaque, self.peer_addr)
             return
-        future, timer = entry
-        timer.cancel()
-        if not future.done():
-            future.set_result(cmd)
+        if not entry.future.done():
+            entry.future.set_result(cmd)
 
     def _on_request(self, cmd: RemotingCommand) -> None:
         handler = self._handlers.get(cmd.code)
@@ -422,10 +431,11 @@ class Connection(asyncio.Protocol):
         self._unsent.clear()
         self._backlog.clear()
         pending, self._pending = self._pending, {}
-        for future, timer in pending.values():
-            timer.cancel()
-            if not future.done():
-                future.set_exception(ConnectionClosed(self.peer_addr, reason))
+        if self._transport is not None:
+            self._deadlines.clear()
+        for entry in pending.values():
+            if not entry.future.done():
+                entry.future.set_exception(ConnectionClosed(self.peer_addr, reason))
         listeners, self._listeners = self._listeners, []
         for listener in listeners:
             try:

@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from skiff.common.errors import ConfigError
 from skiff.protocol.codes import ResponseCode
 from skiff.protocol.command import RPC_ONEWAY, RemotingCommand
 from skiff.protocol.frame import encode_frame_bytes
@@ -20,6 +21,7 @@ from skiff.transport import (
     RemotingClient,
     RequestTimeout,
     TooManyPendingRequests,
+    parse_addr,
 )
 from skiff.transport.connection import Connection
 from skiff.transport.loop import run_coroutine
@@ -235,3 +237,35 @@ def test_connect_failure_is_retriable():
         await client.close()
 
     run_coroutine(main())
+
+
+def test_timeouts_fire_per_request_in_their_own_time():
+    async def main():
+        async with serving(HANDLERS) as (_, client, addr):
+            conn = await client.connection(addr)
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            futures = [conn.request(RemotingCommand.request(SILENT), ms) for ms in (300, 50, 150)]
+            answered = conn.request(RemotingCommand.request(SLOW, {"id": "ok", "delay_s": 0.1}), 1000)
+            waited = {}
+            for ms, future in zip((300, 50, 150), futures):
+                with pytest.raises(RequestTimeout):
+                    await future
+                waited[ms] = loop.time() - started
+            assert (await answered).ext("id") == "ok"
+            for ms, seconds in waited.items():
+                assert ms / 1000 - 0.001 <= seconds < ms / 1000 + 2
+            assert conn.pending_requests == 0
+
+    run_coroutine(main())
+
+
+@pytest.mark.parametrize("addr", ["", "host", "host:", ":10911", "host:0", "host:70000", "host:x1"])
+def test_bad_addresses_are_config_errors(addr):
+    with pytest.raises(ConfigError, match="is not a host:port address"):
+        parse_addr(addr)
+
+
+def test_addresses_parse():
+    assert parse_addr("127.0.0.1:9876") == ("127.0.0.1", 9876)
+    assert parse_addr("[::1]:9876") == ("::1", 9876)
