@@ -1,17 +1,18 @@
 """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320) headers.
 
 Code 10 carries the V1 names; codes 310 and 320 carry V2's one-letter keys
-a..n. The broker handles one type: `decode_send_request` turns either into a
-`SendMessageRequestHeader`. Whether the body is a batch is decided by the
-``batch``/``m`` field, never by the code: the C++ client sends batches on code
-10 with ``batch`` = "1" (Java's broker reads "1" as false; Skiff reads it as
-the client means it).
+a..n. `SendMessageRequestHeaderV2` subclasses the V1 class and only renames
+the keys, so the broker handles one type: `decode_send_request` reads either.
+
+Whether the body is a batch is decided by the ``batch``/``m`` field, never by
+the code: the C++ client sends batches on code 10 with ``batch`` = "1" (Java's
+broker reads "1" as false; Skiff reads it as the client means it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from skiff.protocol.codes import RequestCode
 from skiff.protocol.headers.base import Header, Int32
@@ -41,7 +42,7 @@ class SendMessageRequestHeader(Header):
 
 
 @dataclass(frozen=True, slots=True)
-class SendMessageRequestHeaderV2(Header):
+class SendMessageRequestHeaderV2(SendMessageRequestHeader):
     """Java's SendMessageRequestHeaderV2: the same fields under one-letter keys."""
 
     WIRE_NAMES = {
@@ -61,41 +62,27 @@ class SendMessageRequestHeaderV2(Header):
         "bname": "n",
     }
 
-    producer_group: str
-    topic: str
-    default_topic: str
-    default_topic_queue_nums: Int32
-    queue_id: Int32
-    sys_flag: Int32
-    born_timestamp: int
-    flag: Int32
-    properties: str | None = None
-    reconsume_times: Int32 | None = None
-    unit_mode: bool = False
-    max_reconsume_times: Int32 | None = None
-    batch: bool = False
-    bname: str | None = None
-
     def to_v1(self) -> SendMessageRequestHeader:
-        return SendMessageRequestHeader(
-            self.producer_group, self.topic, self.default_topic, self.default_topic_queue_nums,
-            self.queue_id, self.sys_flag, self.born_timestamp, self.flag, self.properties,
-            self.reconsume_times, self.unit_mode, self.batch, self.max_reconsume_times, self.bname,
-        )
+        return SendMessageRequestHeader(*[getattr(self, name) for name in _FIELDS])
 
     @classmethod
     def from_v1(cls, v1: SendMessageRequestHeader) -> SendMessageRequestHeaderV2:
-        return cls(
-            v1.producer_group, v1.topic, v1.default_topic, v1.default_topic_queue_nums,
-            v1.queue_id, v1.sys_flag, v1.born_timestamp, v1.flag, v1.properties,
-            v1.reconsume_times, v1.unit_mode, v1.max_reconsume_times, v1.batch, v1.bname,
-        )
+        return cls(*[getattr(v1, name) for name in _FIELDS])
+
+
+_FIELDS = tuple(f.name for f in fields(SendMessageRequestHeader))
 
 
 def decode_send_request(code: int, ext: Mapping[str, str] | None) -> SendMessageRequestHeader:
-    """The send header of a request on any send code, as V1."""
+    """The send header of a request on any send code.
+
+    For V2 codes this is a `SendMessageRequestHeaderV2`, which is a
+    `SendMessageRequestHeader` with the same fields (only its wire names
+    differ), so callers handle one type at no conversion cost; ``to_v1()``
+    gives the exact V1 class when one is needed (e.g. to re-encode with V1 names).
+    """
     if code in V2_CODES:
-        return SendMessageRequestHeaderV2.from_ext(ext).to_v1()
+        return SendMessageRequestHeaderV2.from_ext(ext)
     return SendMessageRequestHeader.from_ext(ext)
 
 

@@ -67,6 +67,7 @@ def test_cpp2_send_message_v2():
     )
     cmd = decode(RequestCode.SEND_MESSAGE_V2, _RPC_HOOK + ext)
     h = decode_send_request(cmd.code, cmd.ext_fields)
+    assert isinstance(h, SendMessageRequestHeader)
     assert (h.producer_group, h.topic, h.queue_id, h.born_timestamp) == ("PG", "TopicTest", 1, 1574400000123)
     assert (h.max_reconsume_times, h.batch, h.unit_mode, h.reconsume_times) == (0, True, False, 0)
 

@@ -47,9 +47,11 @@ def test_send_v2_converts_to_v1_and_back(v1):
     v2 = SendMessageRequestHeaderV2.from_v1(v1)
     assert v2.to_v1() == v1
     assert set(v2.to_ext()) <= set("abcdefghijklmn")
-    assert decode_send_request(RequestCode.SEND_MESSAGE_V2, v2.to_ext()) == v1
-    assert decode_send_request(RequestCode.SEND_BATCH_MESSAGE, v2.to_ext()) == v1
+    for code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+        got = decode_send_request(code, v2.to_ext())
+        assert isinstance(got, SendMessageRequestHeader) and got.to_v1() == v1
     assert decode_send_request(RequestCode.SEND_MESSAGE, v1.to_ext()) == v1
+    assert type(v2.to_v1()) is SendMessageRequestHeader
 
 
 def test_v2_keys_follow_java_order_and_meaning():
