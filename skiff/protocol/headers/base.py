@@ -164,13 +164,12 @@ def _compile_from_ext(cls: type) -> Callable[..., Any]:
         src.append(f"        wire = {s.wire!r}; raw = get(wire)")
         if s.required:
             src.append("        if raw is None: raise _missing(wire)")
+            indent = " " * 8
         else:
             absent = "raw is None or raw == ''" if s.optional else "raw is None"
             src += [f"        if {absent}: v = d{i}", "        else:"]
-            src += [f"            {line}" for line in _value_lines(i, s)]
-            src.append(f"        s{i}(obj, v)")
-            continue
-        src += [f"        {line}" for line in _value_lines(i, s)]
+            indent = " " * 12
+        src += [indent + line for line in _value_lines(i, s)]
         src.append(f"        s{i}(obj, v)")
     src += [
         "    except (ValueError, TypeError, OverflowError, AttributeError):",
