@@ -139,3 +139,10 @@ TOKENS = [
 ]
 token_soup = st.lists(st.sampled_from(TOKENS), max_size=14).map(" ".join)
 """Random sequences of real tokens: reach deep parser states that random text does not."""
+
+_RAW_PIECES = [n.encode() for n in NAMES] + [
+    b"ab", b"xa", b"\x01", b"\x02", b"x", b"1", b"-2.5", b"true", b"\xc3", b"\xa9", b"\xff", b" "
+]
+raw_properties = st.lists(st.sampled_from(_RAW_PIECES), max_size=24).map(b"".join)
+"""Stored properties bytes as a careless writer might leave them: names, values,
+separators and stray bytes in any order, so duplicates and malformed pairs occur."""

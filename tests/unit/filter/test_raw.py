@@ -1,21 +1,14 @@
 """Reading named properties from raw bytes agrees with decoding them all."""
 
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from skiff.common.properties import decode_properties
 from skiff.filter.raw import PropertyReader
 
-NAMES = ["TAGS", "a", "ab", "b"]
-# Raw bytes made of names, separators, values and stray bytes, so that
-# duplicates, missing separators and malformed pairs all occur.
-pieces = st.sampled_from(
-    [b"TAGS", b"a", b"ab", b"b", b"\x01", b"\x02", b"x", b"1", b"\xc3", b"\xa9", b"\xff", b" "]
-)
-raw_properties = st.lists(pieces, max_size=24).map(b"".join)
+from tests.unit.filter.strategies import NAMES, raw_properties
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(raw_properties)
 def test_reader_agrees_with_decode_properties(raw):
     decoded = decode_properties(raw)

@@ -6,12 +6,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from skiff.common.hashing import tag_hash
-from skiff.common.properties import encode_properties
+from skiff.common.properties import decode_properties, encode_properties
 from skiff.filter import FilterSyntaxError, SqlFilter, build_filter, parse_tags
 from skiff.filter.sql.parser import parse_sql
 from skiff.filter.sql.printer import to_sql
 from tests.unit.filter.reference import ref_matches
-from tests.unit.filter.strategies import conditions, messages, token_soup
+from tests.unit.filter.strategies import conditions, messages, raw_properties, token_soup
 
 SETTINGS = settings(
     max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow]
@@ -41,6 +41,15 @@ def test_compiled_filter_agrees_with_reference_evaluator(tree, batch):
             assert tag_hash(props.get("TAGS")) in compiled.tag_codes
 
 
+@settings(max_examples=200, deadline=None)
+@given(conditions, st.lists(raw_properties, min_size=1, max_size=6))
+def test_matches_raw_agrees_with_matches_on_decoded_bytes(tree, raws):
+    """Malformed, duplicated and truncated pairs read the same both ways."""
+    compiled = SqlFilter(to_sql(tree), tree)
+    for raw in raws:
+        assert compiled.matches_raw(raw) is compiled.matches(decode_properties(raw)), raw
+
+
 def _only_syntax_errors(text: str) -> None:
     for kind in ("SQL92", "TAG"):
         try:
@@ -57,7 +66,7 @@ def test_random_text_raises_only_filter_syntax_error(text):
     _only_syntax_errors(text)
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(token_soup)
 def test_token_soup_raises_only_filter_syntax_error(text):
     _only_syntax_errors(text)
