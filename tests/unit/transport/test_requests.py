@@ -10,7 +10,7 @@ import time
 import pytest
 
 from skiff.common.errors import ConfigError
-from skiff.protocol.codes import ResponseCode
+from skiff.protocol.codes import ResponseCode, SerializeType
 from skiff.protocol.command import RPC_ONEWAY, RemotingCommand
 from skiff.protocol.frame import encode_frame_bytes
 from skiff.testing.processes import free_port
@@ -26,7 +26,7 @@ from skiff.transport import (
 from skiff.transport.connection import Connection
 from skiff.transport.loop import run_coroutine
 
-from ._support import ThreadedServer, connect, read_command, serving, wait_until
+from ._support import ThreadedServer, connect, raw_call, read_command, serving, wait_until
 
 ECHO, SLOW, BOOM, ABOOM, SILENT, PARTS = 1, 2, 3, 4, 5, 6
 
@@ -269,3 +269,17 @@ def test_bad_addresses_are_config_errors(addr):
 def test_addresses_parse():
     assert parse_addr("127.0.0.1:9876") == ("127.0.0.1", 9876)
     assert parse_addr("[::1]:9876") == ("::1", 9876)
+
+
+def test_answers_use_the_serialization_of_the_request():
+    server = ThreadedServer(HANDLERS)
+    try:
+        with connect(server.port) as sock:
+            for serialize in (SerializeType.ROCKETMQ, SerializeType.JSON):
+                cmd = RemotingCommand(code=ECHO, opaque=5, ext_fields={"id": serialize.name}, body=b"b",
+                                      serialize_type=serialize, language="JAVA")
+                resp = raw_call(sock, cmd)
+                assert (resp.serialize_type, resp.opaque, resp.ext("id"), resp.body) == (serialize, 5, serialize.name,
+                                                                                          b"b")
+    finally:
+        server.close()
