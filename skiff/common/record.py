@@ -33,14 +33,15 @@ fills the tail of a CommitLog file is TOTALSIZE (the bytes left) + the blank mag
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import struct
 import zlib
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from skiff.common.compression import inflate
 from skiff.common.errors import DecodeError
-from skiff.common.msgid import create_offset_msg_id
+from skiff.common.limits import FRAME_MAX_BYTES
 from skiff.common.properties import Prop, decode_properties, split_keys
 from skiff.common.sysflag import MessageSysFlag
 
@@ -134,7 +135,6 @@ def host_flags(born_host: bytes, store_host: bytes) -> int:
 def write_record(
     buf: bytearray | memoryview,
     pos: int,
-    *,
     queue_id: int,
     flag: int,
     queue_offset: int,
@@ -154,7 +154,9 @@ def write_record(
     """Lay one record down at ``buf[pos:]`` and return its size.
 
     The caller checks limits and room first; this function only writes. The
-    host lengths decide the IPv6 sysFlag bits, which are set here.
+    host lengths decide the IPv6 sysFlag bits, which are set here. Arguments may
+    be passed by position: the store's append loop does, as keyword passing costs
+    more than packing the record.
     """
     if not isinstance(body, bytes):
         body = bytes(body)
@@ -234,13 +236,16 @@ def read_tail(buf: bytes | memoryview | bytearray, pos: int, head: RecordHead) -
     return RecordTail(body_pos, head.body_length, topic, bytes(buf[p + 2 : p + 2 + props_len]))
 
 
-@dataclass(frozen=True, slots=True)
-class StoredMessage:
-    """A message as stored and as consumers see it (RocketMQ's MessageExt)."""
+class StoredMessage(NamedTuple):
+    """A message as stored and as consumers see it (RocketMQ's MessageExt).
+
+    A NamedTuple rather than a frozen dataclass: consumers build one per
+    message and tuple construction is several times cheaper.
+    """
 
     topic: str
     body: bytes
-    properties: dict[str, str] = field(default_factory=dict)
+    properties: dict[str, str]
     flag: int = 0
     queue_id: int = 0
     queue_offset: int = 0
@@ -269,53 +274,82 @@ class StoredMessage:
     def keys(self) -> list[str]:
         return split_keys(self.properties.get(Prop.KEYS))
 
+    def get_property(self, name: str, default: str | None = None) -> str | None:
+        return self.properties.get(name, default)
+
+
+_HOST_V6_FLAGS = int(MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6)
+_COMPRESSED = int(MessageSysFlag.COMPRESSED)
+_Q = struct.Struct(">q")
+
+
+@functools.lru_cache(maxsize=1024)
+def _host_text(packed: bytes) -> str:
+    return unpack_host(packed)
+
 
 def decode_record(
-    buf: bytes | memoryview | bytearray, pos: int = 0, *, decompress: bool = True
+    buf: bytes | memoryview | bytearray,
+    pos: int = 0,
+    *,
+    decompress: bool = True,
+    max_body_bytes: int = FRAME_MAX_BYTES,
 ) -> StoredMessage:
-    """Decode the record at ``pos`` into a `StoredMessage` (body inflated if compressed)."""
-    head = read_head(buf, pos)
-    if head.magic != MAGIC_V1:
-        raise DecodeError(f"record at {pos}: bad magic {head.magic & 0xFFFFFFFF:#x}")
-    if head.total_size <= 0 or pos + head.total_size > len(buf):
-        raise DecodeError(f"record at {pos}: size {head.total_size} overruns the buffer")
-    tail = read_tail(buf, pos, head)
-    body = bytes(buf[tail.body_pos : tail.body_pos + tail.body_length])
-    if decompress and head.sys_flag & MessageSysFlag.COMPRESSED:
-        try:
-            body = zlib.decompress(body)
-        except zlib.error as exc:
-            raise DecodeError(f"record at {pos}: compressed body does not inflate: {exc}") from exc
+    """Decode the record at ``pos`` into a `StoredMessage`.
+
+    A compressed body is inflated (to at most ``max_body_bytes``) and the
+    sysFlag keeps its COMPRESSED bit, as Java's decoder leaves it.
+    """
+    end = len(buf)
+    if pos + HEAD_V4.size > end:
+        raise DecodeError(f"record at {pos} is cut short")
+    sys_flag = _I32.unpack_from(buf, pos + _SYSFLAG_AT)[0]
+    head = HEAD_V4 if not sys_flag & _HOST_V6_FLAGS else head_struct_for(sys_flag)
+    if pos + head.size > end:
+        raise DecodeError(f"record at {pos} is cut short")
+    (total, magic, crc, queue_id, flag, queue_offset, phys, sys_flag, born_ts, born_host,
+     store_ts, store_host, reconsume, prepared, body_len) = head.unpack_from(buf, pos)
+    if magic != MAGIC_V1:
+        raise DecodeError(f"record at {pos}: bad magic {magic & 0xFFFFFFFF:#x}")
+    rec_end = pos + total
+    if total <= 0 or rec_end > end:
+        raise DecodeError(f"record at {pos}: size {total} overruns the buffer")
+    p = pos + head.size
+    q = p + body_len
+    if body_len < 0 or q + 3 > rec_end:
+        raise DecodeError(f"record at {pos}: body length {body_len} overruns the record")
+    body = bytes(buf[p:q])
+    topic_len = buf[q]
+    t = q + 1 + topic_len
+    if t + 2 > rec_end:
+        raise DecodeError(f"record at {pos}: topic overruns the record")
+    props_len = _I16.unpack_from(buf, t)[0]
+    if props_len < 0 or t + 2 + props_len != rec_end:
+        raise DecodeError(f"record at {pos}: properties length {props_len} does not fit")
+    if decompress and sys_flag & _COMPRESSED:
+        body = inflate(body, max_body_bytes)
     return StoredMessage(
-        topic=tail.topic,
-        body=body,
-        properties=decode_properties(tail.properties_raw),
-        flag=head.flag,
-        queue_id=head.queue_id,
-        queue_offset=head.queue_offset,
-        commit_log_offset=head.physical_offset,
-        sys_flag=head.sys_flag,
-        born_timestamp=head.born_timestamp,
-        born_host=unpack_host(head.born_host),
-        store_timestamp=head.store_timestamp,
-        store_host=unpack_host(head.store_host),
-        reconsume_times=head.reconsume_times,
-        prepared_transaction_offset=head.prepared_transaction_offset,
-        body_crc=head.body_crc,
-        store_size=head.total_size,
-        offset_msg_id=create_offset_msg_id(head.store_host, head.physical_offset),
+        bytes(buf[q + 1 : t]).decode("utf-8", "replace"),
+        body,
+        decode_properties(bytes(buf[t + 2 : rec_end])),
+        flag, queue_id, queue_offset, phys, sys_flag, born_ts, _host_text(born_host), store_ts,
+        _host_text(store_host), reconsume, prepared, crc, total,
+        (store_host + _Q.pack(phys)).hex().upper(),
     )
 
 
 def decode_records(
-    buf: bytes | memoryview | bytearray, *, decompress: bool = True
+    buf: bytes | memoryview | bytearray,
+    *,
+    decompress: bool = True,
+    max_body_bytes: int = FRAME_MAX_BYTES,
 ) -> list[StoredMessage]:
     """Decode a run of records back to back, as in a pull answer body."""
     out: list[StoredMessage] = []
     pos = 0
     end = len(buf)
     while pos < end:
-        msg = decode_record(buf, pos, decompress=decompress)
+        msg = decode_record(buf, pos, decompress=decompress, max_body_bytes=max_body_bytes)
         out.append(msg)
         pos += msg.store_size
     return out

@@ -26,11 +26,11 @@ runs of stored records, whose layout lives in `skiff.common.record`.
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 import zlib
 from collections.abc import Callable, Iterable, Mapping
 
+from skiff.common.compression import inflate as common_inflate
 from skiff.common.errors import DecodeError
 from skiff.common.limits import BATCH_MAX_MESSAGES, COMPRESS_BODY_OVER_BYTES, FRAME_MAX_BYTES, PROPERTIES_MAX_BYTES
 from skiff.common.message import Message
@@ -161,18 +161,10 @@ def compress_body(
 
 def inflate(data: bytes | bytearray | memoryview, max_bytes: int = FRAME_MAX_BYTES) -> bytes:
     """Inflate a zlib stream of at most ``max_bytes`` output; `MessageDecodeError` otherwise."""
-    inflater = zlib.decompressobj()
     try:
-        out = inflater.decompress(data, max_bytes + 1)
-    except zlib.error as exc:
-        raise MessageDecodeError(f"the compressed body does not inflate: {exc}") from None
-    if len(out) > max_bytes:
-        raise MessageDecodeError(f"the compressed body inflates to more than {max_bytes} bytes")
-    if not inflater.eof:
-        raise MessageDecodeError("the compressed body is cut short")
-    if inflater.unused_data:
-        raise MessageDecodeError(f"{len(inflater.unused_data)} bytes follow the compressed body")
-    return out
+        return common_inflate(data, max_bytes)
+    except DecodeError as exc:
+        raise MessageDecodeError(str(exc)) from None
 
 
 def decode_stored_messages(
@@ -183,8 +175,9 @@ def decode_stored_messages(
     Each compressed body inflates to at most ``max_body_bytes``; the sysFlag
     keeps its COMPRESSED bit, as Java's decoder leaves it.
     """
-    messages = decode_records(body, decompress=False)
-    return [
-        dataclasses.replace(m, body=inflate(m.body, max_body_bytes)) if m.sys_flag & _COMPRESSED else m
-        for m in messages
-    ]
+    try:
+        return decode_records(body, max_body_bytes=max_body_bytes)
+    except MessageDecodeError:
+        raise
+    except DecodeError as exc:
+        raise MessageDecodeError(str(exc)) from None
