@@ -23,6 +23,9 @@ SELECTIVE_SQL = "a > 90 AND region IN ('eu', 'us')"
 
 BROAD_SQL = "(a BETWEEN 10 AND 60 OR TAGS = 'TagB') AND region <> 'ap' AND price IS NULL"
 
+REPEATED_SQL = "a IS NOT NULL AND a > 50"
+"""Names a property twice, so matches_raw decodes all properties instead of searching."""
+
 
 def make_messages(count: int, seed: int = 7) -> list[bytes]:
     rng = random.Random(seed)
@@ -65,10 +68,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     tag = parse_tags("TagA || TagC")
     selective = build_filter(SELECTIVE_SQL, "SQL92")
     broad = build_filter(BROAD_SQL, "SQL92")
+    repeated = build_filter(REPEATED_SQL, "SQL92")
     cases: list[tuple[str, Callable, Sequence]] = [
         ("tag filter, matches_raw", tag.matches_raw, raws),
         ("selective SQL, matches_raw", selective.matches_raw, raws),
         ("broad SQL, matches_raw", broad.matches_raw, raws),
+        ("repeated-name SQL, matches_raw", repeated.matches_raw, raws),
         ("selective SQL, matches (decoded dict)", selective.matches, decoded),
         ("decode_properties alone (for scale)", decode_properties, raws),
         (
@@ -80,6 +85,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     print(f"{args.messages} messages of 6 properties, best of {args.rounds} rounds")
     print(f"  selective SQL: {SELECTIVE_SQL}")
     print(f"  broad SQL:     {BROAD_SQL}")
+    print(f"  repeated-name: {REPEATED_SQL}")
     for name, fn, items in cases:
         per_s, hits = rate(fn, items, args.rounds)
         matched = f"{hits / len(items):6.1%} matched" if fn is not decode_properties else ""

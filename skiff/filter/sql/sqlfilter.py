@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from skiff.common.hashing import tag_hash
-from skiff.common.properties import Prop
+from skiff.common.properties import Prop, decode_properties
 from skiff.filter.api import ExpressionType
 from skiff.filter.raw import PropertyReader, RawProperties
 from skiff.filter.sql.ast import And, Compare, CompareOp, Expr, In, Or, Property, String, walk
@@ -44,10 +44,10 @@ class SqlFilter:
         names = [n.name for n, _ in walk(self.tree) if isinstance(n, Property)]
         reader = PropertyReader(names)
         object.__setattr__(self, "_reader", reader)
-        # A name used once is read lazily, so AND/OR that stop early skip it; a
-        # name used twice is read once, up front, into a dict.
+        # Names used once are searched for lazily, so AND/OR that stop early skip
+        # them; when a name is used again, decoding everything once is cheaper.
         read_once = len(names) == len(set(names))
-        object.__setattr__(self, "_properties_of", reader.view if read_once else reader.read)
+        object.__setattr__(self, "_properties_of", reader.view if read_once else decode_properties)
 
     @classmethod
     def compile(cls, expression: str) -> SqlFilter:

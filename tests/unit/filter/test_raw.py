@@ -14,16 +14,23 @@ def test_reader_agrees_with_decode_properties(raw):
     decoded = decode_properties(raw)
     expected = {n: decoded[n] for n in NAMES if n in decoded}
     reader = PropertyReader(NAMES)
-    assert reader.read(raw) == expected
-    assert reader.read(bytearray(raw)) == expected
-    assert reader.read(memoryview(raw)) == expected
+    for form in (raw, bytearray(raw), memoryview(raw)):
+        assert read_all(reader, form) == expected
+        view = reader.view(form)
+        assert [n in view for n in NAMES] == [n in decoded for n in NAMES]
+
+
+def read_all(reader, raw):
+    view = reader.view(raw)
+    return {n: view.get(n) for n in reader.names if view.get(n) is not None}
 
 
 def test_reader_examples():
     reader = PropertyReader(["TAGS", "a"])
     assert reader.names == ("TAGS", "a")
-    assert reader.read(b"TAGS\x01t\x02a\x011\x02") == {"TAGS": "t", "a": "1"}
-    assert reader.read(b"a\x011\x02a\x012\x02") == {"a": "2"}
-    assert reader.read(b"a\x011\x02a\x012\x01x\x02") == {"a": "1"}  # last pair malformed
-    assert reader.read(b"ba\x011\x02") == {}
-    assert reader.read(b"a\x01\xc3\xa9") == {"a": "é"}
+    assert read_all(reader, b"TAGS\x01t\x02a\x011\x02") == {"TAGS": "t", "a": "1"}
+    assert read_all(reader, b"a\x011\x02a\x012\x02") == {"a": "2"}
+    assert read_all(reader, b"a\x011\x02a\x012\x01x\x02") == {"a": "1"}  # last pair malformed
+    assert read_all(reader, b"ba\x011\x02") == {}
+    assert read_all(reader, b"a\x01\xc3\xa9") == {"a": "é"}
+    assert reader.view(b"a\x01\x02").get("TAGS", "none") == "none"
