@@ -3,7 +3,7 @@
 Measures what the broker pays per candidate message at pull time: a tag
 filter and SQL92 filters on raw stored properties (`matches_raw`), the same
 SQL on an already decoded mapping (`matches`, the client's re-check), and the
-full `decode_properties` that `matches_raw` avoids. Messages carry five
+full `decode_properties` that `matches_raw` avoids. Messages carry six
 properties, as a typical producer's do (UNIQ_KEY, WAIT, TAGS, KEYS and two
 user properties). Also reports the one-off parse-and-compile cost.
 """
