@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from skiff.common.errors import SkiffError
 
-COMMAND_MODULES: tuple[str, ...] = ("skiff.cli.namesrv",)
+COMMAND_MODULES: tuple[str, ...] = ("skiff.cli.namesrv", "skiff.cli.bench")
 """Modules that register subcommands, in the order `skiff --help` lists them."""
 
 

@@ -17,6 +17,7 @@ from skiff.store.results import MessageInput, PutResult, PutStatus
 
 _INT32_MAX = 2**31 - 1
 _TOPIC_CACHE_MAX = 65536
+_HOST_BYTES = (HOST_V4_BYTES, HOST_V6_BYTES)
 
 
 class Checked(NamedTuple):
@@ -63,12 +64,14 @@ class MessageChecker:
         if not 0 <= first.queue_id <= _INT32_MAX:
             return _illegal(f"queue id {first.queue_id} is out of range")
         sizes = []
-        base = record_size(0, len(topic_raw), 0, HOST_V4_BYTES, self.store_host_bytes)
+        topic, queue_id = first.topic, first.queue_id
+        max_body, base = self.max_body_bytes, record_size(0, len(topic_raw), 0, 0, self.store_host_bytes)
         for m in msgs:
-            bad = self._check_one(m, first)
-            if bad is not None:
-                return bad
-            sizes.append(base + len(m.body) + len(m.properties) + len(m.born_host) - HOST_V4_BYTES)
+            body, props, host = len(m.body), len(m.properties), len(m.born_host)
+            if (m.topic != topic or m.queue_id != queue_id or body > max_body or props > PROPERTIES_MAX_BYTES
+                    or host not in _HOST_BYTES):
+                return self._refusal(m, first)
+            sizes.append(base + body + props + host)
         total = sum(sizes)
         if total != self.file_size and total > self.file_size - BLANK_MIN_BYTES:
             return _illegal(
@@ -77,7 +80,8 @@ class MessageChecker:
             )
         return Checked(topic_raw, sizes, total)
 
-    def _check_one(self, m: MessageInput, first: MessageInput) -> PutResult | None:
+    def _refusal(self, m: MessageInput, first: MessageInput) -> PutResult:
+        """Why ``m`` failed the checks of `check` (kept out of its loop, which is hot)."""
         if m.topic != first.topic or m.queue_id != first.queue_id:
             return _illegal("a batch must go to one topic and queue")
         if len(m.body) > self.max_body_bytes:
@@ -87,6 +91,4 @@ class MessageChecker:
                 f"the properties take {len(m.properties)} bytes, more than {PROPERTIES_MAX_BYTES}",
                 PutStatus.PROPERTIES_SIZE_EXCEEDED,
             )
-        if len(m.born_host) not in (HOST_V4_BYTES, HOST_V6_BYTES):
-            return _illegal(f"the born host is {len(m.born_host)} bytes, not a packed IPv4 or IPv6 address")
-        return None
+        return _illegal(f"the born host is {len(m.born_host)} bytes, not a packed IPv4 or IPv6 address")

@@ -180,13 +180,10 @@ class CommitLog:
         first = phys = self.write_pos
         host = self.store_host
         for m, queue_offset, size in zip(msgs, queue_offsets, sizes):
-            write_record(
-                mm, rel, queue_id=m.queue_id, flag=m.flag, queue_offset=queue_offset,
-                physical_offset=phys, sys_flag=m.sys_flag, born_timestamp=m.born_timestamp,
-                born_host=m.born_host, store_timestamp=store_timestamp, store_host=host,
-                reconsume_times=m.reconsume_times,
-                prepared_transaction_offset=m.prepared_transaction_offset, body=m.body,
-                topic=topic_raw, properties=m.properties,
+            write_record(  # positional: see write_record
+                mm, rel, m.queue_id, m.flag, queue_offset, phys, m.sys_flag, m.born_timestamp, m.born_host,
+                store_timestamp, host, m.reconsume_times, m.prepared_transaction_offset, m.body, topic_raw,
+                m.properties,
             )
             rel += size
             phys += size

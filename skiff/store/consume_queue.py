@@ -160,14 +160,15 @@ class ConsumeQueue:
         self.ensure_room(len(entries))
         pos = self.max_offset * CQ_ENTRY_BYTES
         f = self.files.find(pos)
-        rel = pos - f.start  # type: ignore[union-attr]
-        for entry in entries:
-            if rel == f.size:  # type: ignore[union-attr]
-                f = self.files.find(pos)
-                rel = 0
-            ENTRY.pack_into(f.mm, rel, *entry)  # type: ignore[union-attr]
+        assert f is not None  # ensure_room made it
+        mm, rel, pack = f.mm, pos - f.start, ENTRY.pack_into
+        for phys, size, tag in entries:
+            if rel == f.size:
+                f = self.files.find(f.end)
+                assert f is not None
+                mm, rel = f.mm, 0
+            pack(mm, rel, phys, size, tag)
             rel += CQ_ENTRY_BYTES
-            pos += CQ_ENTRY_BYTES
         self.max_offset += len(entries)
 
     def _reconcile(self, first_offset: int, entries: Sequence[Entry]) -> Sequence[Entry]:

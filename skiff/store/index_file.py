@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -53,6 +53,7 @@ assert ENTRY.size == 20
 ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("offset", ">i8"), ("time_diff", ">i4"), ("prev", ">i4")])
 assert ENTRY_DTYPE.itemsize == ENTRY.size
 _INT32_MAX = 2**31 - 1
+_SLOTS_AT, _SLOT_BYTES, _ENTRY_BYTES = HEADER.size, SLOT.size, ENTRY.size
 
 
 def index_file_size(slots: int, entries: int) -> int:
@@ -110,24 +111,38 @@ class IndexFile:
         """Reserve the blocks for ``count`` more entries (as many as fit). Raises OSError."""
         self.file.ensure_reserved(self._entry_pos(min(self.capacity, self.index_count + count)))
 
-    def put(self, key_hash: int, phys: int, store_timestamp: int) -> None:
-        """Add one key; the caller checks `full` first and calls `write_header` after a batch."""
+    def put_many(self, items: Sequence[tuple[int, int, int]]) -> None:
+        """Add (key hash, CommitLog offset, store time) items, as many as `room` allows,
+        and write the header once."""
         mm = self.file.mm
+        slots = self.slots
+        entries_at = self._entries_at
+        unpack_slot, pack_slot, pack_entry = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
         number = self.index_count
-        slot_pos = HEADER.size + (key_hash % self.slots) * SLOT.size
-        prev = SLOT.unpack_from(mm, slot_pos)[0]
-        if not 0 < prev < number:
-            prev = 0
-            self.hash_slot_count += 1
-        if number == 1:
-            self.begin_timestamp = store_timestamp
-            self.begin_phy_offset = phys
-        diff = min(_INT32_MAX, max(0, (store_timestamp - self.begin_timestamp) // 1000))
-        ENTRY.pack_into(mm, self._entry_pos(number), key_hash, phys, diff, prev)
-        SLOT.pack_into(mm, slot_pos, number)
-        self.index_count = number + 1
-        self.end_phy_offset = phys
-        self.end_timestamp = store_timestamp
+        used = self.hash_slot_count
+        if number == 1 and items:
+            self.begin_timestamp, self.begin_phy_offset = items[0][2], items[0][1]
+        begin = self.begin_timestamp
+        taken = items[: self.capacity - number]
+        for key_hash, phys, store_timestamp in taken:
+            slot_pos = _SLOTS_AT + (key_hash % slots) * _SLOT_BYTES
+            prev = unpack_slot(mm, slot_pos)[0]
+            if not 0 < prev < number:
+                prev = 0
+                used += 1
+            diff = (store_timestamp - begin) // 1000
+            if diff < 0:
+                diff = 0
+            elif diff > _INT32_MAX:
+                diff = _INT32_MAX
+            pack_entry(mm, entries_at + number * _ENTRY_BYTES, key_hash, phys, diff, prev)
+            pack_slot(mm, slot_pos, number)
+            number += 1
+        if taken:
+            self.end_phy_offset, self.end_timestamp = taken[-1][1], taken[-1][2]
+        self.index_count = number
+        self.hash_slot_count = used
+        self.write_header()
 
     def write_header(self) -> None:
         HEADER.pack_into(

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from skiff.common.clock import Clock
 from skiff.common.hashing import index_key_hash
 from skiff.common.properties import KEY_SEPARATOR
-from skiff.common.sysflag import MessageSysFlag, transaction_type
+from skiff.common.sysflag import TRANSACTION_TYPE_MASK, MessageSysFlag
 from skiff.store.index_file import IndexFile
 
 if TYPE_CHECKING:
@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^\d{17}$")
+_TX_MASK = TRANSACTION_TYPE_MASK
+_ROLLBACK = int(MessageSysFlag.TRANSACTION_ROLLBACK)
 
 
 def _time_name(now_ms: int) -> str:
@@ -80,29 +82,25 @@ class IndexService:
     def add(self, requests: Sequence[DispatchRequest]) -> None:
         """Index the KEYS words and the UNIQ_KEY of each request (rolled-back transactions
         excepted). Requests below the newest indexed offset were indexed before and are skipped."""
-        if not self.files:
-            self._roll()
-        current = self.files[-1]
+        items = []
         end_phys = self.end_phy_offset
-        for req in requests:
-            phys = req.physical_offset
-            if phys < end_phys or transaction_type(req.sys_flag) == MessageSysFlag.TRANSACTION_ROLLBACK:
+        for topic, _, _, phys, _, _, store_timestamp, sys_flag, keys, uniq_key in requests:
+            if phys < end_phys or sys_flag & _TX_MASK == _ROLLBACK:
                 continue
-            if req.uniq_key:
-                current = self._put(current, req.topic, req.uniq_key, phys, req.store_timestamp)
-            if req.keys:
-                for key in req.keys.split(KEY_SEPARATOR):
-                    if key:
-                        current = self._put(current, req.topic, key, phys, req.store_timestamp)
-        current.write_header()
-
-    def _put(self, current: IndexFile, topic: str, key: str, phys: int, store_timestamp: int) -> IndexFile:
-        if current.full:
-            current.write_header()
-            current = self._roll()
-            current.ensure_room(1)
-        current.put(index_key_hash(topic, key), phys, store_timestamp)
-        return current
+            if uniq_key:
+                items.append((index_key_hash(topic, uniq_key), phys, store_timestamp))
+            if keys:
+                items += [
+                    (index_key_hash(topic, key), phys, store_timestamp) for key in keys.split(KEY_SEPARATOR) if key
+                ]
+        while items:
+            current = self.files[-1] if self.files else None
+            if current is None or current.full:
+                current = self._roll()
+            room = current.room()
+            current.ensure_room(min(room, len(items)))
+            current.put_many(items[:room])
+            items = items[room:]
 
     def query(self, topic: str, key: str, begin_ms: int, end_ms: int) -> Iterator[int]:
         """CommitLog offsets that may hold ``key``, newest first (hash matches: verify them)."""

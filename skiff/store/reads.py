@@ -77,7 +77,10 @@ class Reader:
         phys = entries["offset"].astype(np.int64)
         sizes = entries["size"].astype(np.int64)
         scanned = len(phys)
-        present = phys >= self.commitlog.min_offset
+        cl_min = self.commitlog.min_offset
+        if tag_codes is None and record_filter is None and phys[0] >= cl_min:
+            return self._take_run(phys, sizes, offset, lo, hi, max_count, max_bytes)
+        present = phys >= cl_min
         wanted = present if tag_codes is None else present & np.isin(entries["tag"], list(tag_codes))
         del entries
         candidates = np.flatnonzero(wanted)
@@ -92,8 +95,27 @@ class Reader:
         starts, ends = phys[take], phys[take] + sizes[take]
         return GetResult(
             GetStatus.FOUND, next_offset, lo, hi, self._slices(starts, ends), len(take),
-            int(sizes[take].sum()),
-            (offset + take).tolist(),
+            int(sizes[take].sum()), (offset + take).tolist(),
+        )
+
+    def _take_run(
+        self, phys: np.ndarray, sizes: np.ndarray, offset: int, lo: int, hi: int, max_count: int, max_bytes: int
+    ) -> GetResult:
+        """The unfiltered pull: every entry is wanted, so only the limits cut the run, and
+        when the records span exactly their total size they are one slice."""
+        count = min(len(phys), max_count)
+        total = int(sizes[:count].sum())
+        if total > max_bytes and count > 1:
+            count = max(1, int(np.searchsorted(np.cumsum(sizes[:count]), max_bytes, side="right")))
+            total = int(sizes[:count].sum())
+        start = int(phys[0])
+        end = int(phys[count - 1] + sizes[count - 1])
+        if end - start == total:
+            buffers = self.commitlog.views(start, end)
+        else:
+            buffers = self._slices(phys[:count], phys[:count] + sizes[:count])
+        return GetResult(
+            GetStatus.FOUND, offset + count, lo, hi, buffers, count, total, list(range(offset, offset + count))
         )
 
     def _filter_records(

@@ -28,9 +28,7 @@ def test_file_keeps_header_slots_and_chains(tmp_path):
     path = str(tmp_path / "20240101000000000")
     index = IndexFile.create(path, slots=4, capacity=10)
     assert os.path.getsize(path) == index_file_size(4, 10) == 40 + 16 + 200
-    for n, key in enumerate(["a", "b", "a", "c", "a"]):
-        index.put(index_key_hash("T", key), 1000 + n, 5_000 + 1000 * n)
-    index.write_header()
+    index.put_many([(index_key_hash("T", key), 1000 + n, 5_000 + 1000 * n) for n, key in enumerate("abaca")])
     index.close()
     again = IndexFile.open(path, slots=4, capacity=10)
     assert (again.begin_timestamp, again.end_timestamp) == (5_000, 9_000)
@@ -40,7 +38,7 @@ def test_file_keeps_header_slots_and_chains(tmp_path):
     assert again.truncate_phys(1002) == 3
     assert list(again.offsets(index_key_hash("T", "a"), *EVER)) == [1000]
     assert list(again.offsets(index_key_hash("T", "c"), *EVER)) == []
-    again.put(index_key_hash("T", "a"), 2000, 20_000)
+    again.put_many([(index_key_hash("T", "a"), 2000, 20_000)])
     assert list(again.offsets(index_key_hash("T", "a"), *EVER)) == [2000, 1000]
     again.close()
 

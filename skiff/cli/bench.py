@@ -1,0 +1,33 @@
+"""``skiff bench <name> [options]``: run the benchmark module ``skiff.bench.<name>``.
+
+Every module in `skiff.bench` with a ``main(argv)`` function is a subcommand; the
+options after the name go to that function (``skiff bench store --quick --json``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+from typing import Any
+
+import skiff.bench
+
+
+def bench_names() -> list[str]:
+    return sorted(m.name for m in pkgutil.iter_modules(skiff.bench.__path__) if not m.name.startswith("_"))
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser(
+        "bench", help="run a benchmark",
+        description="Run a benchmark; options after its name go to it (try: skiff bench store --help).",
+    )
+    parser.add_argument("name", choices=bench_names(), help="which benchmark")
+    parser.add_argument("options", nargs=argparse.REMAINDER, help="the benchmark's own options")
+    parser.set_defaults(handler=run_bench, accepts_extra=True)
+
+
+def run_bench(args: argparse.Namespace, extra: list[str]) -> int:
+    module = importlib.import_module(f"skiff.bench.{args.name}")
+    return int(module.main([*args.options, *extra]) or 0)
