@@ -1,7 +1,9 @@
 """The machine's own limits, measured in the same run as the brokers.
 
 - sequential write bandwidth of the data directory, `dd bs=1M` style, once
-  into the page cache and once with an fsync at the end counted in the time;
+  into the page cache and once with an fsync at the end counted in the time
+  (after an untimed pass of the same size: a cold first pass pays for page
+  allocation and measured half as fast here);
 - fsyncs per second: a loop of small appends each followed by fsync, the
   bound of any fsync-per-write durability setting;
 - loopback socket bandwidth: one TCP connection over 127.0.0.1 carrying
@@ -107,6 +109,7 @@ def loopback_mb_per_s(total_bytes: int) -> float:
 
 def measure(directory: Path, sizes: CeilingSizes) -> Ceilings:
     directory.mkdir(parents=True, exist_ok=True)
+    disk_write_mb_per_s(directory, sizes.disk_bytes, fsync=False)  # warm-up: the first pass pays page allocation
     return Ceilings(
         disk_write_mb_per_s=disk_write_mb_per_s(directory, sizes.disk_bytes, fsync=False),
         disk_write_fsync_mb_per_s=disk_write_mb_per_s(directory, sizes.disk_bytes, fsync=True),

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from collections.abc import Awaitable
 from typing import Any
 
 from bench.compare.drivers.base import CONSUMER_GROUP, Driver, Recorder
 
 POLL_TIMEOUT_MS = 1000
+REGISTER_WAIT_S = 45.0
+"""A broker registers with the NameServer right after it starts (then every 30 s)."""
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -37,7 +40,16 @@ class SkiffDriver(Driver):
         self.consumer: Any = None
 
     async def prepare(self, topic: str) -> None:
-        await _maybe_await(self.admin.create_topic(topic, queue_nums=self.options.queues))
+        """Create the topic, retrying while the new broker is not yet registered with the NameServer."""
+        deadline = time.monotonic() + REGISTER_WAIT_S
+        while True:
+            try:
+                await _maybe_await(self.admin.create_topic(topic, queue_nums=self.options.queues))
+                return
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.5)
 
     async def publish(self, topic: str, bodies: list[bytes]) -> Awaitable[Any]:
         from skiff.client import Message
