@@ -17,7 +17,6 @@ Replies use the request's serialization; the C++ client only reads JSON.
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
 
 import orjson
 
@@ -48,8 +47,9 @@ def _json_header(cmd: RemotingCommand) -> bytes:
     }
     if cmd.remark is not None:
         header["remark"] = cmd.remark
-    if cmd.ext_fields is not None:
-        header["extFields"] = {k: ext_value(v) for k, v in cmd.ext_fields.items()}
+    ext = cmd.ext_fields
+    if ext is not None:
+        header["extFields"] = {k: v if type(v) is str else ext_value(v) for k, v in ext.items()}
     header["serializeTypeCurrentRPC"] = "JSON"
     return orjson.dumps(header)
 
@@ -89,12 +89,15 @@ def encode_frame_bytes(cmd: RemotingCommand) -> bytes:
 def _ext_from_json(raw: object) -> dict[str, str] | None:
     if raw is None:
         return None
-    if not isinstance(raw, Mapping):
+    if type(raw) is not dict:
         raise FrameError("extFields is not an object")
-    return {str(k): ext_value(v) if v is not None else "" for k, v in raw.items()}
+    for v in raw.values():
+        if type(v) is not str:
+            return {k: v if type(v) is str else ("" if v is None else ext_value(v)) for k, v in raw.items()}
+    return raw
 
 
-def _decode_json_header(data: bytes) -> RemotingCommand:
+def _decode_json_header(data: bytes | memoryview) -> RemotingCommand:
     try:
         h = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -172,11 +175,10 @@ def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
     header_len = word & 0xFFFFFF
     if header_len <= 0 or 4 + header_len > len(frame):
         raise FrameError(f"header length {header_len} does not fit a {len(frame)}-byte frame")
-    header = bytes(frame[4 : 4 + header_len])
     if serialize == SerializeType.JSON:
-        cmd = _decode_json_header(header)
+        cmd = _decode_json_header(frame[4 : 4 + header_len])
     elif serialize == SerializeType.ROCKETMQ:
-        cmd = _decode_rocketmq_header(header)
+        cmd = _decode_rocketmq_header(bytes(frame[4 : 4 + header_len]))
     else:
         raise FrameError(f"unknown serialize type {serialize}")
     cmd.body = bytes(frame[4 + header_len :])
