@@ -173,8 +173,13 @@ def run_e2e(system: str, server: Server, mode: Mode, topic: str, size: int, coun
                p50_ms=got["p50_ms"], p99_ms=got["p99_ms"], ok=_consumer_ok(got) and not sent["errors"], note=note)
 
 
+def first_line(exc: BaseException) -> str:
+    """The reason without the log tail (logs name temporary paths; the terminal shows them whole)."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 def failed_row(system: str, mode: Mode, workload: Workload, size: int, exc: BaseException) -> Row:
-    """A row that says the phase did not complete, and why (first line)."""
-    why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return Row(system, mode, workload, size, 0, 0.0, 0.0, 0, ok=False, note=f"failed: {why}")
+    """A row that says the phase did not complete, and why."""
+    return Row(system, mode, workload, size, 0, 0.0, 0.0, 0, ok=False, note=f"failed: {first_line(exc)}")
 

@@ -126,6 +126,9 @@ def render(result: RunResult, sizes: Sequence[int]) -> str:
         "",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in meta.get("versions", {}).items()) + ".",
         "",
+        "Systems: " + ", ".join(meta.get("systems", [])) + "."
+        + ("" if SKIFF in meta.get("systems", []) else " Skiff is not in this run, so its bar lines read n/a."),
+        "",
         f"Load: every producer sends batches of {meta.get('batch')} messages with up to {meta.get('window')} "
         f"batches unacknowledged, every consumer reads {meta.get('batch')} at a time; an e2e run and a durable "
         f"produce run move {meta.get('count', 0):,} messages, the produce-only run writes a backlog of "

@@ -122,7 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     result.meta = {**machine_facts(), "command": "build/venv/bin/python bench/compare/run.py "
                    + shlex.join(sys.argv[1:] if argv is None else list(argv)),
                    "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_start": _load(),
-                   "versions": versions(systems), "smoke": args.smoke, "batch": args.batch,
+                   "versions": versions(systems), "systems": [s.name for s in systems],
+                   "smoke": args.smoke, "batch": args.batch,
                    "window": args.window, "count": args.count, "backlog": args.backlog,
                    "duration_s": args.duration_s, "queues": args.queues}
     print(f"load average at start: {result.meta['load_start']}", flush=True)

@@ -236,18 +236,38 @@ class RabbitServer(Server):
 
 
 class SkiffServer(Server):
-    """A NameServer and one broker started by the `skiff up` command."""
+    """A NameServer and one broker: `skiff up` where the CLI has it, else `skiff namesrv` + `skiff broker`.
+
+    Settings are passed as RocketMQ-named `--key=value` overrides, which every
+    `skiff` server command accepts. With two processes only the broker's tree
+    is measured, as `skiff up` is one process that holds both.
+    """
 
     name = "skiff"
 
     def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.namesrv_port, self.broker_port = free_port(), free_port()
-        argv = [*skiff_command(), "up", "--dir", str(self.data_dir), "--namesrv-port", str(self.namesrv_port),
-                "--broker-port", str(self.broker_port), f"--flushDiskType={self.flush_type()}"]
-        child = self._spawn("skiff", argv, cwd=REPO_ROOT)
-        wait_port(self.broker_port, child, READY_TIMEOUT_S)
-        wait_port(self.namesrv_port, child, READY_TIMEOUT_S)
+        flush = f"--flushDiskType={self.flush_type()}"
+        if skiff_has("up"):
+            child = self._spawn("skiff", [*skiff_command(), "up", "--dir", str(self.data_dir), "--namesrv-port",
+                                          str(self.namesrv_port), "--broker-port", str(self.broker_port), flush],
+                                cwd=REPO_ROOT)
+            self._broker = child
+            wait_port(self.namesrv_port, child, READY_TIMEOUT_S)
+        else:
+            namesrv = self._spawn("skiff-namesrv", [*skiff_command(), "namesrv", f"--listenPort={self.namesrv_port}",
+                                                    "--listenHost=127.0.0.1"], cwd=REPO_ROOT)
+            wait_port(self.namesrv_port, namesrv, READY_TIMEOUT_S)
+            self._broker = self._spawn("skiff-broker", [
+                *skiff_command(), "broker", f"--listenPort={self.broker_port}", "--brokerIP1=127.0.0.1",
+                f"--namesrvAddr=127.0.0.1:{self.namesrv_port}", f"--storePathRootDir={self.data_dir}", flush,
+            ], cwd=REPO_ROOT)
+        wait_port(self.broker_port, self._broker, READY_TIMEOUT_S)
+
+    @property
+    def pids(self) -> list[int]:
+        return [self._broker.pid]
 
     def flush_type(self) -> str:
         return "SYNC_FLUSH" if self.durable else "ASYNC_FLUSH"
@@ -256,12 +276,18 @@ class SkiffServer(Server):
         return {"namesrv_addr": f"127.0.0.1:{self.namesrv_port}", "broker_port": self.broker_port}
 
     def settings(self) -> str:
-        return f"skiff up defaults, flushDiskType={self.flush_type()}"
+        return f"skiff defaults, flushDiskType={self.flush_type()}"
 
     @staticmethod
     def version() -> str:
         """The run's header names Skiff's package version and commit instead (see run.py)."""
         return "this repository"
+
+
+def skiff_has(command: str) -> bool:
+    """Whether this checkout's `skiff` has ``command`` (its `--help` succeeds)."""
+    argv = [*skiff_command(), command, "--help"]
+    return subprocess.run(argv, capture_output=True, timeout=60, cwd=REPO_ROOT).returncode == 0
 
 
 def skiff_command() -> list[str]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.compare.drivers import driver_class
-from bench.compare.phases import PhaseOptions, failed_row, run_drain, run_e2e, run_produce
+from bench.compare.phases import PhaseOptions, failed_row, first_line, run_drain, run_e2e, run_produce
 from bench.compare.results import Mode, QueuesPoint, Row, RunResult, Workload
 from bench.compare.servers import Server, SkiffServer
 from bench.compare.systems import System, by_server
@@ -34,17 +34,16 @@ class SuiteOptions:
     work_root: Path
 
 
-def _guard(result: RunResult, what: str, fallback: Callable[[BaseException], Row | None],
-           fn: Callable[[], Row]) -> Row | None:
+def _guard(result: RunResult, what: str, fallback: Callable[[BaseException], Row], fn: Callable[[], Row]) -> Row:
     """Run one phase; on failure keep a failed row and the reason, and go on."""
     try:
         row = fn()
     except Exception as exc:  # any phase failure is reported, never fatal to the run
-        result.failures.append(f"{what}: {str(exc).strip() or traceback.format_exc(limit=2)}")
+        print(f"  {what} failed: {str(exc).strip() or traceback.format_exc(limit=3)}", flush=True)
+        result.failures.append(f"{what}: {first_line(exc)}")
         row = fallback(exc)
-    if row is not None:
-        result.rows.append(row)
-        print(f"  {what}: {row.msgs_per_s:,.0f} msg/s" + (f" ({row.note})" if row.note else ""), flush=True)
+    result.rows.append(row)
+    print(f"  {what}: {row.msgs_per_s:,.0f} msg/s" + (f" ({row.note})" if row.note else ""), flush=True)
     return row
 
 
@@ -54,7 +53,7 @@ def _start(cls: type[Server], work_dir: Path, durable: bool, result: RunResult) 
         server.start()
     except Exception as exc:  # noted in the report; its systems are skipped
         server.stop()
-        result.failures.append(f"{cls.name} ({'durable' if durable else 'normal'}) did not start: {exc}")
+        result.failures.append(f"{cls.name} ({'durable' if durable else 'normal'}) did not start: {first_line(exc)}")
         print(f"{cls.name} did not start: {exc}", flush=True)
         return None
     return server
@@ -68,7 +67,7 @@ def _normal_phases(system: System, server: Server, opts: SuiteOptions, result: R
         produced = _guard(
             result, f"{name} produce {size} B", lambda e: failed_row(name, Mode.NORMAL, Workload.PRODUCE, size, e),
             lambda: run_produce(name, server, Mode.NORMAL, f"bench_backlog_{size}", size, opts.backlog, ph))
-        if produced is None or produced.messages == 0:
+        if produced.messages == 0:
             continue
         _guard(result, f"{name} drain {size} B", lambda e: failed_row(name, Mode.NORMAL, Workload.DRAIN, size, e),
                lambda: run_drain(name, server, f"bench_backlog_{size}", size, produced.messages, ph))
@@ -97,21 +96,19 @@ def _reuse_as_durable(systems: Sequence[System], why: str, result: RunResult) ->
 def many_queues(server: Server, opts: SuiteOptions, result: RunResult) -> None:
     """Skiff's produce rate with the same traffic spread over more and more queues."""
     size = opts.sizes[0]
-    phase = opts.phase
     for queues in opts.queue_points:
-        per_topic = max(1, queues // MANY_QUEUES_TOPICS)
         topics = ",".join(f"bench_q{queues}_t{i}" for i in range(MANY_QUEUES_TOPICS))
         messages = max(opts.count, queues * opts.queues_batch)
-        ph = dataclasses.replace(phase, batch=opts.queues_batch, queues=per_topic)
-        what = f"skiff {queues} queues"
-        row = _guard(result, what, lambda e: None,
-                     lambda: run_produce("skiff", server, Mode.NORMAL, topics, size, messages, ph))
-        if row is not None:
-            result.rows.remove(row)  # the curve is its own table
-            result.many_queues.append(QueuesPoint(queues, MANY_QUEUES_TOPICS, row.messages, row.seconds,
-                                                  ok=row.ok, note=row.note))
-        else:
-            result.many_queues.append(QueuesPoint(queues, MANY_QUEUES_TOPICS, 0, 0.0, ok=False, note="failed"))
+        ph = dataclasses.replace(opts.phase, batch=opts.queues_batch, queues=max(1, queues // MANY_QUEUES_TOPICS))
+        try:
+            row = run_produce("skiff", server, Mode.NORMAL, topics, size, messages, ph)
+            point = QueuesPoint(queues, MANY_QUEUES_TOPICS, row.messages, row.seconds, ok=row.ok, note=row.note)
+        except Exception as exc:  # reported as a failed point; the curve goes on
+            print(f"  skiff {queues} queues failed: {exc}", flush=True)
+            result.failures.append(f"skiff {queues} queues: {first_line(exc)}")
+            point = QueuesPoint(queues, MANY_QUEUES_TOPICS, 0, 0.0, ok=False, note="failed")
+        result.many_queues.append(point)
+        print(f"  skiff {queues} queues: {point.msgs_per_s:,.0f} msg/s {point.note}", flush=True)
 
 
 def run_all(systems: Sequence[System], opts: SuiteOptions, result: RunResult) -> None:
