@@ -1,0 +1,187 @@
+"""A consumer's in-memory state for one queue it holds (RocketMQ's ProcessQueue).
+
+Messages wait here from the pull that fetched them until their listener is done
+with them. The offset a consumer may commit is the smallest offset still here:
+everything below it is consumed, so a restart from it loses nothing (it may
+deliver the in-flight ones again, which is RocketMQ's at-least-once).
+
+Pulls append in ascending offset order, so the structure is an offset-keyed
+dict (in flight) plus a deque of offsets in arrival order whose head is trimmed
+lazily: the smallest in-flight offset costs amortised O(1), and removing any
+message costs O(1), with no sorted container.
+
+Orderly consumption takes messages from the head (`take`), then either commits
+them all (`commit`) or puts some back to be consumed again (`restore`).
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Iterable, Sequence
+
+from skiff.common.clock import SYSTEM_CLOCK, Clock
+from skiff.common.record import StoredMessage
+from skiff.protocol.bodies.client_calls import ProcessQueueInfo
+
+LOCK_VALID_MS = 30_000
+"""A lock this client got from the broker is trusted for this long (RocketMQ's
+``rocketmq.client.rebalance.lockMaxLiveTime``); the broker's own lasts 60 s."""
+
+PULL_EXPIRED_MS = 120_000
+"""A queue whose pulls stopped this long ago is dropped by the next rebalance."""
+
+
+class ProcessQueue:
+    """In-flight messages of one queue, their count and bytes, and the queue's flags."""
+
+    __slots__ = (
+        "_msgs", "_order", "_consuming", "_clock", "count", "size_bytes", "max_offset", "dropped", "locked",
+        "last_lock_ms", "last_pull_ms", "last_consume_ms", "try_unlock_times", "paused",
+    )
+
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+        self._msgs: dict[int, StoredMessage] = {}
+        self._order: collections.deque[int] = collections.deque()
+        self._consuming: dict[int, StoredMessage] = {}
+        self._clock = clock
+        self.count = 0
+        """Messages held, those being consumed orderly included."""
+        self.size_bytes = 0
+        """Body bytes held, as RocketMQ counts them for pullThresholdSizeForQueue."""
+        self.max_offset = -1
+        """Highest queue offset ever added."""
+        self.dropped = False
+        """Set when the queue is no longer this client's: stop pulling and consuming it."""
+        self.locked = False
+        self.last_lock_ms = 0
+        self.last_pull_ms = clock.now_ms()
+        self.last_consume_ms = clock.now_ms()
+        self.try_unlock_times = 0
+        self.paused = False
+
+    def add(self, msgs: Sequence[StoredMessage]) -> None:
+        """Hold ``msgs`` (ascending offsets above `max_offset`, as pulls return them)."""
+        held = self._msgs
+        order = self._order
+        size = 0
+        for msg in msgs:
+            offset = msg.queue_offset
+            if offset in held or offset in self._consuming:
+                continue
+            held[offset] = msg
+            order.append(offset)
+            size += len(msg.body)
+            self.count += 1
+        self.size_bytes += size
+        if msgs:
+            self.max_offset = max(self.max_offset, msgs[-1].queue_offset)
+
+    def remove(self, msgs: Iterable[StoredMessage]) -> int:
+        """Forget consumed ``msgs``; the offset now safe to commit, or -1 if nothing was held."""
+        held = self._msgs
+        if not held:
+            return -1
+        size = 0
+        for msg in msgs:
+            if held.pop(msg.queue_offset, None) is not None:
+                size += len(msg.body)
+                self.count -= 1
+        self.size_bytes -= size
+        self.last_consume_ms = self._clock.now_ms()
+        return self.commit_offset()
+
+    def commit_offset(self) -> int:
+        """The smallest offset still held, or one past the highest when none is."""
+        first = self.min_offset()
+        return self.max_offset + 1 if first < 0 else first
+
+    def min_offset(self) -> int:
+        """The smallest offset held (in flight or being consumed), -1 when empty."""
+        order = self._order
+        held = self._msgs
+        while order and order[0] not in held:
+            order.popleft()
+        first = order[0] if order else -1
+        if self._consuming:
+            taken = min(self._consuming)
+            return taken if first < 0 else min(first, taken)
+        return first
+
+    @property
+    def span(self) -> int:
+        """Offsets between the oldest held message and the newest (consumeConcurrentlyMaxSpan)."""
+        first = self.min_offset()
+        return 0 if first < 0 else self.max_offset - first
+
+    @property
+    def empty(self) -> bool:
+        return not self._msgs and not self._consuming
+
+    def messages(self) -> list[StoredMessage]:
+        """The held messages, oldest first (for tests and running info)."""
+        return sorted([*self._msgs.values(), *self._consuming.values()], key=lambda m: m.queue_offset)
+
+    def take(self, limit: int) -> list[StoredMessage]:
+        """Orderly: move up to ``limit`` of the oldest messages to the consuming set."""
+        out: list[StoredMessage] = []
+        order = self._order
+        held = self._msgs
+        while order and len(out) < limit:
+            offset = order.popleft()
+            msg = held.pop(offset, None)
+            if msg is not None:
+                self._consuming[offset] = msg
+                out.append(msg)
+        if out:
+            self.last_consume_ms = self._clock.now_ms()
+        return out
+
+    def commit(self) -> int:
+        """Orderly: the consuming set is done; the offset to commit, -1 if there was none."""
+        if not self._consuming:
+            return -1
+        last = max(self._consuming)
+        self.count -= len(self._consuming)
+        self.size_bytes -= sum(len(m.body) for m in self._consuming.values())
+        self._consuming.clear()
+        return last + 1
+
+    def restore(self, msgs: Sequence[StoredMessage]) -> None:
+        """Orderly: put ``msgs`` (taken, not consumed) back at the head, to be taken again."""
+        back = sorted(msgs, key=lambda m: m.queue_offset)
+        for msg in back:
+            self._consuming.pop(msg.queue_offset, None)
+            self._msgs[msg.queue_offset] = msg
+        self._order.extendleft(reversed([m.queue_offset for m in back]))
+
+    def clear(self) -> None:
+        """Drop everything held (a seek, a reset): the next pull starts afresh."""
+        self._msgs.clear()
+        self._order.clear()
+        self._consuming.clear()
+        self.count = 0
+        self.size_bytes = 0
+        self.max_offset = -1
+
+    def lock_expired(self) -> bool:
+        return self._clock.now_ms() - self.last_lock_ms > LOCK_VALID_MS
+
+    def pull_expired(self) -> bool:
+        return self._clock.now_ms() - self.last_pull_ms > PULL_EXPIRED_MS
+
+    def mark_locked(self, locked: bool) -> None:
+        self.locked = locked
+        if locked:
+            self.last_lock_ms = self._clock.now_ms()
+
+    def info(self, commit_offset: int) -> ProcessQueueInfo:
+        """What GET_CONSUMER_RUNNING_INFO reports about this queue."""
+        first = self.min_offset()
+        return ProcessQueueInfo(
+            commit_offset=commit_offset, cached_msg_min_offset=max(first, 0),
+            cached_msg_max_offset=max(self.max_offset, 0), cached_msg_count=self.count,
+            cached_msg_size_mib=self.size_bytes // (1024 * 1024), locked=self.locked,
+            try_unlock_times=self.try_unlock_times, last_lock_timestamp=self.last_lock_ms,
+            droped=self.dropped, last_pull_timestamp=self.last_pull_ms,
+            last_consume_timestamp=self.last_consume_ms,
+        )
