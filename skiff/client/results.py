@@ -1,0 +1,105 @@
+"""The client's value types: what a send or a pull returns, what a listener
+answers, and how a subscription selects messages. RocketMQ's names and fields,
+so code written against RocketMQ's clients reads the same."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from skiff.common.message import MessageQueue
+from skiff.common.record import StoredMessage
+from skiff.protocol.bodies.heartbeat import SUB_ALL, ExpressionType
+
+
+class SendStatus(enum.Enum):
+    """SEND_OK, or stored with a caveat the broker reported (the message IS stored)."""
+
+    SEND_OK = "SEND_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+
+
+@dataclass(frozen=True, slots=True)
+class SendResult:
+    """RocketMQ's SendResult.
+
+    ``msg_id`` is the client's UNIQ_KEY (comma-joined for a batch, as Java's
+    client gives it), ``offset_msg_id`` the broker's id that encodes where it is
+    stored (comma-joined for a batch); ``queue_offset`` is the (first) message's
+    offset in ``message_queue``.
+    """
+
+    send_status: SendStatus
+    msg_id: str
+    offset_msg_id: str
+    message_queue: MessageQueue
+    queue_offset: int
+    transaction_id: str | None = None
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+
+    @property
+    def msg_ids(self) -> list[str]:
+        """The UNIQ_KEY of each message (one for a single send)."""
+        return self.msg_id.split(",") if self.msg_id else []
+
+    @property
+    def offset_msg_ids(self) -> list[str]:
+        return self.offset_msg_id.split(",") if self.offset_msg_id else []
+
+
+class PullStatus(enum.Enum):
+    FOUND = "FOUND"
+    NO_NEW_MSG = "NO_NEW_MSG"
+    NO_MATCHED_MSG = "NO_MATCHED_MSG"
+    OFFSET_ILLEGAL = "OFFSET_ILLEGAL"
+
+
+@dataclass(frozen=True, slots=True)
+class PullResult:
+    """One pull's answer: continue from ``next_begin_offset`` whatever the status.
+
+    ``messages`` may be empty with FOUND when the broker's candidates all failed
+    the client's exact tag check (tag codes can collide).
+    """
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    messages: list[StoredMessage] = field(default_factory=list)
+    suggest_which_broker_id: int = 0
+
+
+class ConsumeStatus(enum.Enum):
+    """A concurrent listener's answer for a batch of messages."""
+
+    CONSUME_SUCCESS = "CONSUME_SUCCESS"
+    RECONSUME_LATER = "RECONSUME_LATER"
+
+
+class ConsumeOrderlyStatus(enum.Enum):
+    """An orderly listener's answer (Java's deprecated ROLLBACK/COMMIT are not offered)."""
+
+    SUCCESS = "SUCCESS"
+    SUSPEND_CURRENT_QUEUE_A_MOMENT = "SUSPEND_CURRENT_QUEUE_A_MOMENT"
+
+
+@dataclass(frozen=True, slots=True)
+class MessageSelector:
+    """Which messages of a topic a subscription takes: a tag expression or SQL92."""
+
+    expression_type: ExpressionType = ExpressionType.TAG
+    expression: str = SUB_ALL
+
+    @classmethod
+    def by_tag(cls, expression: str | None = SUB_ALL) -> MessageSelector:
+        """``"*"`` (everything), ``"TagA"`` or ``"TagA || TagB"``."""
+        return cls(ExpressionType.TAG, (expression or SUB_ALL).strip() or SUB_ALL)
+
+    @classmethod
+    def by_sql(cls, expression: str) -> MessageSelector:
+        """A SQL92 condition on user properties, e.g. ``"a > 5 AND region = 'eu'"``."""
+        return cls(ExpressionType.SQL92, expression)
