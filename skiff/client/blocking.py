@@ -20,6 +20,7 @@ import logging
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
+from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from skiff.client.errors import ClientStateError, ClientTimeoutError
@@ -29,6 +30,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 A = TypeVar("A")
+W = TypeVar("W", bound="BlockingClient[Any]")
 
 EXIT_TIMEOUT_S = 10.0
 """How long interpreter exit waits for the open clients to shut down."""
@@ -147,6 +149,37 @@ class BlockingWrapper(Generic[A]):
     def _close_at_exit(self) -> Awaitable[None] | None:
         shutdown = getattr(self._async, "shutdown", None)
         return shutdown() if shutdown is not None else None
+
+
+class BlockingClient(BlockingWrapper[A]):
+    """A wrapper of an async client with ``start()``/``shutdown()``; also a context manager."""
+
+    def start(self) -> None:
+        self._run(self._async.start())  # type: ignore[attr-defined]
+
+    def shutdown(self) -> None:
+        self._run(self._async.shutdown())  # type: ignore[attr-defined]
+        self._closed()
+
+    def __enter__(self: W) -> W:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.shutdown()
+
+
+class BlockingGroupClient(BlockingClient[A]):
+    """A blocking producer or consumer: a member of a group with a client id once started."""
+
+    @property
+    def group(self) -> str:
+        return str(self._async.group)  # type: ignore[attr-defined]
+
+    @property
+    def client_id(self) -> str | None:
+        return self._async.client_id  # type: ignore[attr-defined, no-any-return]
 
 
 async def _close_all(wrappers: list[BlockingWrapper[Any]]) -> None:

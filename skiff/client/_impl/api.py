@@ -80,8 +80,12 @@ class NameServers:
 
 
 class SendResponse(NamedTuple):
+    """A send's code (SUCCESS or a stored-with-caveat code), header and Java's extra fields."""
+
     code: int
     header: SendMessageResponseHeader
+    region_id: str | None = None
+    trace_on: str | None = None
 
 
 class PullResponse(NamedTuple):
@@ -155,7 +159,9 @@ class MQClientAPI:
         cmd = RemotingCommand.request(code, None, body)
         cmd.ext_fields = header.to_ext()
         resp = await self.invoke(addr, cmd, timeout_ms, SEND_RESULT_CODES)
-        return SendResponse(resp.code, SendMessageResponseHeader.from_ext(resp.ext_fields))
+        ext = resp.ext_fields or {}
+        return SendResponse(resp.code, SendMessageResponseHeader.from_ext(ext), ext.get("MSG_REGION"),
+                            ext.get("TRACE_ON"))
 
     async def send_oneway(self, addr: str, code: int, header: SendMessageRequestHeader, body: bytes) -> None:
         cmd = RemotingCommand.request(code, None, body, oneway=True)

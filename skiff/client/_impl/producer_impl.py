@@ -1,0 +1,307 @@
+"""The producer's send kernel (RocketMQ's DefaultMQProducerImpl).
+
+A message is checked, given its UNIQ_KEY and properties string once, its body
+compressed when large, and then sent: to a queue the fault strategy picks
+(with retries on another broker), or to the queue a selector or the caller
+pins (one attempt: a retry elsewhere would reorder). Retries happen on a
+failure that another broker may not have (unreachable, busy, topic missing
+there, no permission there); any other error code is raised at once. One
+``send_timeout_ms`` covers every attempt of a send, as in RocketMQ.
+
+A batch is split into sends of at most ``max_message_size`` encoded bytes and
+`BATCH_MAX_MESSAGES` messages; each becomes one SEND_BATCH_MESSAGE whose body
+is the §3.4 batch encoding (every message with its own UNIQ_KEY).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from skiff.client._impl.api import UNREACHABLE, SendResponse
+from skiff.client._impl.fault import FaultStrategy
+from skiff.client._impl.instance import ClientInstance
+from skiff.client._impl.route import DEFAULT_TOPIC_QUEUE_NUMS, TopicPublishInfo
+from skiff.client._impl.selectors import QueueSelector
+from skiff.client.errors import ClientConfigError, ClientTimeoutError, MessageValidationError, NoBrokerError, SendFailedError
+from skiff.client.results import SendResult, SendStatus
+from skiff.common.clock import SYSTEM_CLOCK, Clock
+from skiff.common.limits import BATCH_MAX_MESSAGES, COMPRESS_BODY_OVER_BYTES, MESSAGE_MAX_BYTES
+from skiff.common.message import Message, MessageQueue
+from skiff.common.msgid import UNIQ_IDS
+from skiff.common.names import SYSTEM_TOPICS, TBW102, group_error, is_retry_topic, topic_error
+from skiff.common.properties import Prop
+from skiff.common.sysflag import MessageSysFlag
+from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.errors import MessageIllegalError, ResponseError
+from skiff.protocol.headers.send import SendMessageRequestHeaderV2
+from skiff.protocol.message_codec import compress_body, encode_batch, send_properties
+
+log = logging.getLogger(__name__)
+
+STATUS_BY_CODE = {
+    ResponseCode.SUCCESS: SendStatus.SEND_OK,
+    ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: SendStatus.SLAVE_NOT_AVAILABLE,
+}
+RETRY_ON_ANOTHER_BROKER = frozenset({
+    ResponseCode.SYSTEM_ERROR, ResponseCode.SYSTEM_BUSY, ResponseCode.SERVICE_NOT_AVAILABLE,
+    ResponseCode.TOPIC_NOT_EXIST, ResponseCode.NO_PERMISSION, ResponseCode.NO_BUYER_ID,
+    ResponseCode.NOT_IN_CURRENT_UNIT, ResponseCode.FLOW_CONTROL,
+})
+"""Broker answers after which a send moves to another broker (RocketMQ's list, plus busy and flow control)."""
+STALE_ROUTE_CODES = frozenset({ResponseCode.TOPIC_NOT_EXIST, ResponseCode.NO_PERMISSION})
+_COMPRESSED = int(MessageSysFlag.COMPRESSED)
+_PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED)
+_DELAY_PROPS = (Prop.DELAY, Prop.DELIVER_TIME_MS, Prop.DELAY_MS, Prop.TIMER_DELIVER_MS, Prop.TIMER_DELAY_SEC,
+                Prop.TIMER_DELAY_MS)
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerOptions:
+    """A producer's settings, with RocketMQ's names and defaults."""
+
+    group: str
+    send_timeout_ms: int = 3000
+    retry_times_when_send_failed: int = 2
+    """Extra attempts of a send, each on another broker when there is one (3 attempts in all)."""
+    retry_another_broker_when_not_store_ok: bool = False
+    """Also retry when the broker stored the message with a caveat (flush or slave timeout)."""
+    compress_body_over_bytes: int = COMPRESS_BODY_OVER_BYTES
+    max_message_size: int = MESSAGE_MAX_BYTES
+    latency_fault_enabled: bool = True
+    default_topic_queue_nums: int = DEFAULT_TOPIC_QUEUE_NUMS
+
+    def __post_init__(self) -> None:
+        problem = group_error(self.group)
+        if problem:
+            raise ClientConfigError(f"producer group: {problem}")
+        if self.send_timeout_ms <= 0:
+            raise ClientConfigError(f"send_timeout_ms must be more than 0, not {self.send_timeout_ms}")
+        if self.retry_times_when_send_failed < 0:
+            raise ClientConfigError("retry_times_when_send_failed must be 0 or more")
+        if not 0 < self.max_message_size <= MESSAGE_MAX_BYTES * 4:
+            raise ClientConfigError(f"max_message_size must be between 1 and {MESSAGE_MAX_BYTES * 4} bytes")
+
+
+class Prepared(NamedTuple):
+    """A message (or a batch chunk) encoded once, ready for any number of attempts."""
+
+    topic: str
+    body: bytes
+    sys_flag: int
+    properties: str
+    flag: int
+    msg_id: str
+    """UNIQ_KEY, or the chunk's ids comma-joined."""
+    batch: bool = False
+    reconsume_times: int | None = None
+    max_reconsume_times: int | None = None
+
+
+def check_topic(topic: str) -> None:
+    problem = topic_error(topic)
+    if problem:
+        raise MessageValidationError(problem)
+    if topic in SYSTEM_TOPICS:
+        raise MessageValidationError(f"the topic {topic!r} is a system topic; send to your own topic")
+
+
+class ProducerCore:
+    """Validation, encoding, queue choice, retries and results, for one producer group."""
+
+    def __init__(self, options: ProducerOptions, instance: ClientInstance, *, clock: Clock = SYSTEM_CLOCK,
+                 fault: FaultStrategy | None = None, uniq_id: Callable[[], str] = UNIQ_IDS.next_id) -> None:
+        self.options = options
+        self.instance = instance
+        self.clock = clock
+        self.fault = fault or FaultStrategy(options.latency_fault_enabled, clock)
+        self._uniq_id = uniq_id
+
+    # ------------------------------------------------------------ preparing
+
+    def check_message(self, msg: Message) -> None:
+        """Refuse what no broker would store, with the reason (RocketMQ's Validators.checkMessage)."""
+        if not isinstance(msg, Message):
+            raise MessageValidationError(f"expected a Message, got {type(msg).__name__}")
+        check_topic(msg.topic)
+        if not msg.body:
+            raise MessageValidationError("the message body is empty")
+        if len(msg.body) > self.options.max_message_size:
+            raise MessageValidationError(
+                f"the message body is {len(msg.body)} bytes, more than max_message_size "
+                f"{self.options.max_message_size}")
+
+    def prepare(self, msg: Message) -> Prepared:
+        self.check_message(msg)
+        uniq = msg.properties.get(Prop.UNIQ_KEY) or self._uniq_id()
+        props = _properties(msg, uniq)
+        body, sys_flag = compress_body(msg.body, 0, over_bytes=self.options.compress_body_over_bytes)
+        if msg.properties.get(Prop.TRAN_MSG) == "true":
+            sys_flag |= _PREPARED
+        retry = is_retry_topic(msg.topic)
+        return Prepared(
+            msg.topic, body, sys_flag, props, msg.flag, uniq, False,
+            _int_prop(msg, Prop.RECONSUME_TIME) if retry else None,
+            _int_prop(msg, Prop.MAX_RECONSUME_TIMES) if retry else None,
+        )
+
+    def prepare_batch(self, msgs: Sequence[Message]) -> list[Prepared]:
+        """Check and encode a batch, split to the size and count limits."""
+        self._check_batch(msgs)
+        chunks: list[Prepared] = []
+        records: list[bytes] = []
+        ids: list[str] = []
+        size = 0
+        wait = msgs[0].properties.get(Prop.WAIT, "true")
+        for msg in msgs:
+            generated: list[str] = []
+            try:
+                record = encode_batch((msg,), lambda: _remember(generated, self._uniq_id()))
+            except MessageIllegalError as exc:
+                raise MessageValidationError(exc.remark) from None
+            if records and (size + len(record) > self.options.max_message_size or len(records) >= BATCH_MAX_MESSAGES):
+                chunks.append(self._chunk(msgs[0].topic, records, ids, wait))
+                records, ids, size = [], [], 0
+            records.append(record)
+            ids.append(msg.properties.get(Prop.UNIQ_KEY) or generated[0])
+            size += len(record)
+        chunks.append(self._chunk(msgs[0].topic, records, ids, wait))
+        return chunks
+
+    def _check_batch(self, msgs: Sequence[Message]) -> None:
+        if not msgs:
+            raise MessageValidationError("the batch is empty")
+        topic = msgs[0].topic
+        wait = msgs[0].properties.get(Prop.WAIT, "true")
+        for msg in msgs:
+            self.check_message(msg)
+            if msg.topic != topic:
+                raise MessageValidationError(f"a batch goes to one topic: {topic!r} and {msg.topic!r} are mixed")
+            if any(p in msg.properties for p in _DELAY_PROPS):
+                raise MessageValidationError("delayed messages cannot be sent in a batch")
+            if msg.properties.get(Prop.WAIT, "true") != wait:
+                raise MessageValidationError("the messages of a batch must agree on WAIT")
+        if is_retry_topic(topic):
+            raise MessageValidationError("a batch cannot be sent to a retry topic")
+
+    def _chunk(self, topic: str, records: list[bytes], ids: list[str], wait: str) -> Prepared:
+        props = f"{Prop.WAIT}\x01{wait}\x02"
+        return Prepared(topic, b"".join(records), 0, props, 0, ",".join(ids), True)
+
+    # -------------------------------------------------------------- sending
+
+    async def send(self, prepared: Prepared, *, msg: Message | None = None, queue: MessageQueue | None = None,
+                   selector: QueueSelector | None = None, arg: Any = None, timeout_ms: int | None = None,
+                   retries: int | None = None) -> SendResult:
+        """Send with retries on another broker, or once to a pinned or selected queue."""
+        timeout_ms = timeout_ms or self.options.send_timeout_ms
+        deadline = self.clock.monotonic() + timeout_ms / 1000
+        info = await self.instance.routes.publish_info(prepared.topic)
+        if queue is not None or selector is not None:
+            mq = queue if queue is not None else self._select(info, selector, msg, arg)  # type: ignore[arg-type]
+            return await self._attempt(prepared, mq, timeout_ms)
+        retries = self.options.retry_times_when_send_failed if retries is None else retries
+        return await self._send_with_retries(prepared, info, deadline, timeout_ms, retries)
+
+    def _select(self, info: TopicPublishInfo, selector: QueueSelector, msg: Message | None, arg: Any) -> MessageQueue:
+        mq = selector(info.queues, msg, arg)  # type: ignore[arg-type]
+        if not isinstance(mq, MessageQueue):
+            raise MessageValidationError(f"the queue selector returned {mq!r}, not a MessageQueue")
+        return mq
+
+    async def _send_with_retries(self, prepared: Prepared, info: TopicPublishInfo, deadline: float,
+                                 timeout_ms: int, retries: int) -> SendResult:
+        attempts: list[tuple[str, Exception]] = []
+        last_broker: str | None = None
+        result: SendResult | None = None
+        for attempt in range(retries + 1):
+            remaining_ms = int((deadline - self.clock.monotonic()) * 1000)
+            if attempt and remaining_ms <= 0:
+                attempts.append(("-", ClientTimeoutError(f"the send timeout of {timeout_ms} ms passed")))
+                break
+            if attempt:
+                info = await self.instance.routes.publish_info(prepared.topic)
+            mq = self.fault.select(info, last_broker)
+            last_broker = mq.broker_name
+            try:
+                result = await self._attempt(prepared, mq, max(remaining_ms, 1))
+            except (ResponseError, NoBrokerError, *UNREACHABLE) as exc:
+                if isinstance(exc, ResponseError) and exc.code not in RETRY_ON_ANOTHER_BROKER:
+                    raise
+                attempts.append((mq.broker_name, exc))
+                log.info("send to %s failed (attempt %d of %d): %s", mq, attempt + 1, retries + 1, exc)
+                continue
+            if result.send_status is SendStatus.SEND_OK or not self.options.retry_another_broker_when_not_store_ok:
+                return result
+        if result is not None:
+            return result
+        raise SendFailedError(prepared.topic, attempts) from attempts[-1][1]
+
+    async def _attempt(self, prepared: Prepared, mq: MessageQueue, timeout_ms: int) -> SendResult:
+        routes = self.instance.routes
+        started = self.clock.monotonic()
+        try:
+            addr = routes.require_master(mq.broker_name)
+            code = RequestCode.SEND_BATCH_MESSAGE if prepared.batch else RequestCode.SEND_MESSAGE_V2
+            resp = await self.instance.api.send(addr, code, self._header(prepared, mq), prepared.body,
+                                                timeout_ms)
+        except (ResponseError, NoBrokerError, *UNREACHABLE) as exc:
+            self.fault.update(mq.broker_name, (self.clock.monotonic() - started) * 1000, failed=True)
+            if not isinstance(exc, ResponseError) or exc.code in STALE_ROUTE_CODES:
+                routes.mark_stale(prepared.topic)
+            raise
+        self.fault.update(mq.broker_name, (self.clock.monotonic() - started) * 1000, failed=False)
+        return make_result(resp, mq, prepared.msg_id)
+
+    def _header(self, prepared: Prepared, mq: MessageQueue) -> SendMessageRequestHeaderV2:
+        return SendMessageRequestHeaderV2(
+            self.options.group, prepared.topic, TBW102, self.options.default_topic_queue_nums, mq.queue_id,
+            prepared.sys_flag, self.clock.now_ms(), prepared.flag, prepared.properties, prepared.reconsume_times,
+            False, prepared.batch, prepared.max_reconsume_times, None,
+        )
+
+    async def send_oneway(self, prepared: Prepared, *, msg: Message | None = None, queue: MessageQueue | None = None,
+                          selector: QueueSelector | None = None, arg: Any = None) -> None:
+        """One attempt with no answer: nothing says whether the broker stored it."""
+        info = await self.instance.routes.publish_info(prepared.topic)
+        if queue is not None:
+            mq = queue
+        elif selector is not None:
+            mq = self._select(info, selector, msg, arg)
+        else:
+            mq = self.fault.select(info)
+        addr = self.instance.routes.require_master(mq.broker_name)
+        code = RequestCode.SEND_BATCH_MESSAGE if prepared.batch else RequestCode.SEND_MESSAGE_V2
+        await self.instance.api.send_oneway(addr, code, self._header(prepared, mq), prepared.body)
+
+
+def make_result(resp: SendResponse, mq: MessageQueue, msg_id: str) -> SendResult:
+    h = resp.header
+    return SendResult(
+        STATUS_BY_CODE[resp.code], msg_id, h.msg_id, MessageQueue(mq.topic, mq.broker_name, h.queue_id),
+        h.queue_offset, h.transaction_id, resp.region_id or "DefaultRegion", resp.trace_on != "false",
+    )
+
+
+def _properties(msg: Message, uniq: str) -> str:
+    try:
+        return send_properties(msg, uniq)
+    except MessageIllegalError as exc:
+        raise MessageValidationError(exc.remark) from None
+
+
+def _int_prop(msg: Message, name: str) -> int | None:
+    value = msg.properties.get(name)
+    try:
+        return int(value) if value else None
+    except ValueError:
+        raise MessageValidationError(f"the property {name}={value!r} is not a whole number") from None
+
+
+def _remember(out: list[str], value: str) -> str:
+    out.append(value)
+    return value
