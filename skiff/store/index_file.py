@@ -172,14 +172,15 @@ class IndexFile:
             number = prev
 
     def entries(self) -> np.ndarray:
-        """All entries written so far (number 0 included), as a view."""
-        return np.frombuffer(self.file.mm, ENTRY_DTYPE, self.index_count, self._entries_at)
+        """Entries 1 to index_count - 1, as a view (entry 0 is never written, so its page
+        may be unallocated: see mapped_file on reading holes)."""
+        return np.frombuffer(self.file.mm, ENTRY_DTYPE, self.index_count - 1, self._entry_pos(1))
 
     def truncate_phys(self, phys_end: int) -> int:
         """Remove the entries whose CommitLog offset is at or after ``phys_end``, re-linking
         their slots to the older entries; return how many were removed."""
         self._relink_slots_above(self.index_count)
-        offsets = self.entries()["offset"][1:].astype(np.int64)
+        offsets = self.entries()["offset"].astype(np.int64)
         keep = 1 + int(np.searchsorted(offsets, phys_end))
         removed = self.index_count - keep
         if removed:

@@ -46,13 +46,20 @@ class IndexService:
         self._unsynced: list[IndexFile] = []
         self._lock = threading.Lock()
 
-    def load(self) -> None:
+    def load(self) -> list[str]:
+        """Open the files on disk. An empty newest file is what a crash during its creation
+        leaves; it is removed."""
         if not os.path.isdir(self.directory):
-            return
+            return []
         names = sorted(n for n in os.listdir(self.directory) if _NAME.match(n))
+        notes = []
+        if names and os.path.getsize(os.path.join(self.directory, names[-1])) == 0:
+            notes.append(f"removed the empty index file {names[-1]} (its creation was cut short)")
+            os.unlink(os.path.join(self.directory, names.pop()))
         self.files = tuple(
             IndexFile.open(os.path.join(self.directory, n), self.slots, self.capacity) for n in names
         )
+        return notes
 
     @property
     def end_phy_offset(self) -> int:

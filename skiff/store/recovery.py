@@ -48,9 +48,7 @@ def recover(
     began = time.monotonic()
     clean = not os.path.exists(os.path.join(root, ABORT))
     checkpoint = read_checkpoint(os.path.join(root, CHECKPOINT))
-    notes = commitlog.load() + queues.load()
-    if index is not None:
-        index.load()
+    notes = commitlog.load() + queues.load() + (index.load() if index is not None else [])
     start = _scan_start(commitlog, queues, checkpoint, notes)
     end, reason = commitlog.scan_valid(start)
     dirty, files_removed = commitlog.truncate(end)

@@ -109,6 +109,23 @@ def test_entries_past_a_torn_tail_are_trimmed(open_store):
     assert [decode_record(r).body for r in again.query_by_key("T", "k11", 64, *EVER)] == [b"message 11"]
 
 
+def test_files_whose_creation_was_cut_short(open_store):
+    store = open_store()
+    _fill(store, 5)
+    store.shutdown()
+    end = store.max_physical_offset
+    open(os.path.join(store.root, "commitlog", f"{4096:020d}"), "wb").close()
+    open(os.path.join(store.root, "index", "99991231235959999"), "wb").close()
+    open(os.path.join(store.root, "consumequeue", "T", "0", f"{320:020d}"), "wb").close()
+    again = open_store(root=store.root)
+    report = open_store.last_report
+    assert any("empty index file" in n for n in report.notes)
+    assert report.max_physical_offset == end and report.commitlog_files_removed == 1
+    assert len(_bodies(again, 0)) == 3 and len(again.query_by_key("T", "k4", 64, *EVER)) == 1
+    assert all(again.put_message(message(i, queue_id=0)).ok for i in range(40))
+    assert len(_bodies(again, 0)) == 43
+
+
 def test_checkpoint_round_trip_and_rejects_damage():
     cp = Checkpoint(100, 80, 123)
     raw = cp.encode()
