@@ -16,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import functools
+import inspect
 import logging
 import threading
 import weakref
@@ -180,6 +182,28 @@ class BlockingGroupClient(BlockingClient[A]):
     @property
     def client_id(self) -> str | None:
         return self._async.client_id  # type: ignore[attr-defined, no-any-return]
+
+
+def mirror(async_cls: type, *names: str) -> Callable[[type[W]], type[W]]:
+    """Class decorator for a `BlockingClient`: for each coroutine method of ``async_cls``
+    named, a blocking method with the same signature and docstring that runs it on the loop."""
+    def decorate(cls: type[W]) -> type[W]:
+        for name in names:
+            setattr(cls, name, _blocking_method(getattr(async_cls, name)))
+        return cls
+
+    return decorate
+
+
+def _blocking_method(method: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
+    if not inspect.iscoroutinefunction(method):
+        raise TypeError(f"{method.__qualname__} is not a coroutine function")
+
+    @functools.wraps(method)
+    def blocking(self: BlockingWrapper[Any], *args: Any, **kwargs: Any) -> T:
+        return self._run(method(self._async, *args, **kwargs))
+
+    return blocking
 
 
 async def _close_all(wrappers: list[BlockingWrapper[Any]]) -> None:

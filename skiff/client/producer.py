@@ -24,7 +24,7 @@ from skiff.client._impl.instance import ClientInstance
 from skiff.client._impl.lifecycle import AsyncClient
 from skiff.client._impl.producer_impl import ProducerCore, ProducerOptions
 from skiff.client._impl.selectors import QueueSelector, SelectByHash, SelectRandom, SelectRoundRobin
-from skiff.client.blocking import BlockingGroupClient
+from skiff.client.blocking import BlockingGroupClient, mirror
 from skiff.client.errors import ClientStateError
 from skiff.client.results import SendResult
 from skiff.common.limits import COMPRESS_BODY_OVER_BYTES, MESSAGE_MAX_BYTES
@@ -156,6 +156,7 @@ def _call_back(callback: SendCallback, task: asyncio.Task[SendResult]) -> None:
         log.exception("a send callback failed")
 
 
+@mirror(AsyncProducer, "send", "send_oneway", "send_batch")
 class Producer(BlockingGroupClient[AsyncProducer]):
     """The blocking `AsyncProducer`: same constructor, same methods, run on the shared client loop.
 
@@ -166,10 +167,6 @@ class Producer(BlockingGroupClient[AsyncProducer]):
     def __init__(self, group: str, namesrv_addr: str = "", **options: Any) -> None:
         super().__init__(lambda: AsyncProducer(group, namesrv_addr, **options))
 
-    def send(self, msg: Message, *, queue: MessageQueue | None = None, selector: QueueSelector | None = None,
-             arg: Any = None, timeout_ms: int | None = None) -> SendResult:
-        return self._run(self._async.send(msg, queue=queue, selector=selector, arg=arg, timeout_ms=timeout_ms))
-
     def send_async(self, msg: Message, callback: SendCallback | None = None, *,
                    queue: MessageQueue | None = None, selector: QueueSelector | None = None, arg: Any = None,
                    timeout_ms: int | None = None) -> concurrent.futures.Future[SendResult]:
@@ -179,14 +176,6 @@ class Producer(BlockingGroupClient[AsyncProducer]):
 
         task = self._run(started())
         return self._submit(_await(task))
-
-    def send_oneway(self, msg: Message, *, queue: MessageQueue | None = None, selector: QueueSelector | None = None,
-                    arg: Any = None) -> None:
-        self._run(self._async.send_oneway(msg, queue=queue, selector=selector, arg=arg))
-
-    def send_batch(self, msgs: Sequence[Message], *, queue: MessageQueue | None = None,
-                   timeout_ms: int | None = None) -> list[SendResult]:
-        return self._run(self._async.send_batch(msgs, queue=queue, timeout_ms=timeout_ms))
 
 
 async def _await(task: asyncio.Task[SendResult]) -> SendResult:

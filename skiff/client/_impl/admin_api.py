@@ -18,7 +18,12 @@ from skiff.protocol.codes import RequestCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers import admin as ha
 from skiff.protocol.headers.client_calls import GetConsumerRunningInfoRequestHeader, ResetOffsetRequestHeader
-from skiff.protocol.headers.namesrv import DeleteTopicFromNamesrvRequestHeader, GetTopicsByClusterRequestHeader
+from skiff.protocol.headers.namesrv import (
+    DeleteTopicFromNamesrvRequestHeader,
+    GetTopicsByClusterRequestHeader,
+    KVConfigKeyHeader,
+    PutKVConfigRequestHeader,
+)
 
 
 class AdminAPI(MQClientAPI):
@@ -45,6 +50,17 @@ class AdminAPI(MQClientAPI):
                                       timeout_ms: int | None = None) -> None:
         header = DeleteTopicFromNamesrvRequestHeader(topic, cluster)
         await self._call(namesrv_addr, RequestCode.DELETE_TOPIC_IN_NAMESRV, header.to_ext(), timeout_ms=timeout_ms)
+
+    async def put_kv_config(self, namesrv_addr: str, namespace: str, key: str, value: str,
+                            timeout_ms: int | None = None) -> None:
+        """Set a NameServer KV entry (ORDER_TOPIC_CONFIG holds order topics' queue layouts)."""
+        header = PutKVConfigRequestHeader(namespace, key, value)
+        await self._call(namesrv_addr, RequestCode.PUT_KV_CONFIG, header.to_ext(), timeout_ms=timeout_ms)
+
+    async def delete_kv_config(self, namesrv_addr: str, namespace: str, key: str,
+                               timeout_ms: int | None = None) -> None:
+        header = KVConfigKeyHeader(namespace, key)
+        await self._call(namesrv_addr, RequestCode.DELETE_KV_CONFIG, header.to_ext(), timeout_ms=timeout_ms)
 
     async def get_topics_by_cluster(self, cluster: str, timeout_ms: int | None = None) -> list[str]:
         cmd = RemotingCommand.request(RequestCode.GET_TOPICS_BY_CLUSTER,
