@@ -36,7 +36,7 @@ class ProcessQueue:
 
     __slots__ = (
         "_msgs", "_order", "_consuming", "_clock", "count", "size_bytes", "max_offset", "dropped", "locked",
-        "last_lock_ms", "last_pull_ms", "last_consume_ms", "try_unlock_times", "paused",
+        "last_lock_ms", "last_pull_ms", "last_consume_ms", "try_unlock_times",
     )
 
     def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
@@ -57,7 +57,6 @@ class ProcessQueue:
         self.last_pull_ms = clock.now_ms()
         self.last_consume_ms = clock.now_ms()
         self.try_unlock_times = 0
-        self.paused = False
 
     def add(self, msgs: Sequence[StoredMessage]) -> None:
         """Hold ``msgs`` (ascending offsets above `max_offset`, as pulls return them)."""
