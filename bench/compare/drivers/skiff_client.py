@@ -1,18 +1,20 @@
-"""Skiff through its own Python client (`skiff.client`).
+"""Skiff through its own Python client (`skiff.client`, the asyncio classes).
 
-Producer: `send_batch` of one batch per call (one frame, one append on the
-broker), several batches in flight. Consumer: a LitePullConsumer in a
-consumer group from the first offset, `poll` returning batches; offsets are
-committed by the client on its own schedule.
+Producer: `AsyncProducer.send_batch` of one batch per call (one
+SEND_BATCH_MESSAGE frame, one append on the broker), several batches in
+flight. Consumer: an `AsyncLitePullConsumer` in a consumer group from the
+first offset with pull_batch_size = batch, `poll` returning batches; offsets
+are committed by the client's auto-commit.
 """
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import time
 from collections.abc import Awaitable
 from typing import Any
+
+from skiff.client import AsyncAdmin, AsyncLitePullConsumer, AsyncProducer, ConsumeFromWhere, Message
 
 from bench.compare.drivers.base import CONSUMER_GROUP, Driver, Recorder
 
@@ -21,30 +23,24 @@ REGISTER_WAIT_S = 45.0
 """A broker registers with the NameServer right after it starts (then every 30 s)."""
 
 
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
-
 class SkiffDriver(Driver):
-    how = ("skiff.client: Producer.send_batch per batch, a batch in flight per window slot; "
-           "LitePullConsumer (consumer group, from the first offset) polling batches")
+    how = ("skiff.client: AsyncProducer.send_batch per batch, a batch in flight per window slot; "
+           "AsyncLitePullConsumer (consumer group, from the first offset, pull_batch_size=batch) polling batches")
 
     async def connect(self) -> None:
-        from skiff.client import Admin, Producer
-
         self.namesrv = self.endpoint["namesrv_addr"]
-        self.admin = Admin(self.namesrv)
-        await _maybe_await(getattr(self.admin, "start", lambda: None)())
-        self.producer = Producer("bench-producer", namesrv_addr=self.namesrv)
+        self.admin = AsyncAdmin(self.namesrv)
+        await self.admin.start()
+        self.producer = AsyncProducer("bench-producer", self.namesrv)
         await self.producer.start()
-        self.consumer: Any = None
+        self.consumer: AsyncLitePullConsumer | None = None
 
     async def prepare(self, topic: str) -> None:
         """Create the topic, retrying while the new broker is not yet registered with the NameServer."""
         deadline = time.monotonic() + REGISTER_WAIT_S
         while True:
             try:
-                await _maybe_await(self.admin.create_topic(topic, queue_nums=self.options.queues))
+                await self.admin.create_topic(topic, queue_nums=self.options.queues)
                 return
             except Exception:
                 if time.monotonic() > deadline:
@@ -52,14 +48,12 @@ class SkiffDriver(Driver):
                 await asyncio.sleep(0.5)
 
     async def publish(self, topic: str, bodies: list[bytes]) -> Awaitable[Any]:
-        from skiff.client import Message
-
         return asyncio.ensure_future(self.producer.send_batch([Message(topic, body) for body in bodies]))
 
     async def consume(self, topic: str, recorder: Recorder) -> None:
-        from skiff.client import LitePullConsumer
-
-        self.consumer = LitePullConsumer(CONSUMER_GROUP, namesrv_addr=self.namesrv)
+        self.consumer = AsyncLitePullConsumer(
+            CONSUMER_GROUP, self.namesrv, pull_batch_size=self.options.batch,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
         self.consumer.subscribe(topic, "*")
         await self.consumer.start()
         recorder.ready.set()
@@ -71,4 +65,4 @@ class SkiffDriver(Driver):
         if self.consumer is not None:
             await self.consumer.shutdown()
         await self.producer.shutdown()
-        await _maybe_await(getattr(self.admin, "close", lambda: None)())
+        await self.admin.shutdown()
