@@ -46,6 +46,8 @@ class Prop:
     """Skiff's absolute delivery time in ms since the epoch (any time up to timerMaxDelaySec)."""
     DELAY_MS = "DELAY_MS"
     """Skiff's relative delivery delay in ms."""
+    TIMER_OUT_MS = "TIMER_OUT_MS"
+    """When a message parked in SCHEDULE_TOPIC_XXXX is due, in ms since the epoch (set by the broker)."""
 
 
 SYSTEM_PROPERTIES = frozenset(

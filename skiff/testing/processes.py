@@ -169,6 +169,36 @@ def start_namesrv(*extra: str, host: str = "127.0.0.1", port: int = 0, timeout_s
     return start_skiff(["namesrv", "--host", host, "--listen-port", str(port), *extra], timeout_s=timeout_s, cwd=cwd)
 
 
+SMALL_BROKER = (
+    "--mappedFileSizeCommitLog=8388608",
+    "--mappedFileSizeConsumeQueue=60000",
+    "--maxHashSlotNum=4096",
+    "--maxIndexNum=16384",
+    "--flushIntervalCommitLog=50",
+    "--flushConsumerOffsetInterval=500",
+)
+"""Store files small enough for tests (sparse, but a test should not map gigabytes) and
+short flush intervals."""
+
+
+def broker_args(store_dir: str | Path, namesrv_addr: str = "", *extra: str, host: str = "127.0.0.1", port: int = 0,
+                name: str = "broker-a") -> list[str]:
+    """`skiff broker` arguments for a test broker on ``host`` with a small store in ``store_dir``."""
+    args = ["broker", f"--listenHost={host}", f"--brokerIP1={host}", f"--listenPort={port}",
+            f"--storePathRootDir={store_dir}", f"--brokerName={name}", *SMALL_BROKER]
+    if namesrv_addr:
+        args.append(f"--namesrvAddr={namesrv_addr}")
+    return [*args, *extra]
+
+
+def start_broker(store_dir: str | Path, namesrv_addr: str = "", *extra: str, host: str = "127.0.0.1",
+                 port: int = 0, name: str = "broker-a", timeout_s: float = START_TIMEOUT_S,
+                 env: Mapping[str, str] | None = None) -> SkiffProcess:
+    """A `skiff broker` (port 0: it picks one, and holds it across `Cluster` restarts)."""
+    return start_skiff(broker_args(store_dir, namesrv_addr, *extra, host=host, port=port, name=name),
+                       timeout_s=timeout_s, env=env)
+
+
 def run_skiff(args: Sequence[str], *, timeout_s: float = START_TIMEOUT_S,
               cwd: str | Path | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``skiff ARGS`` to its end (for commands expected to exit), output combined."""

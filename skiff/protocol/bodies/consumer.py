@@ -2,6 +2,7 @@
 
 GET_CONSUMER_LIST_BY_GROUP (38) answers `ConsumerIdList`;
 GET_CONSUMER_CONNECTION_LIST (203) answers `ConsumerConnection`;
+GET_PRODUCER_CONNECTION_LIST (204) answers `ProducerConnection`;
 GET_CONSUME_STATS (208) answers `ConsumeStats`; QUERY_CONSUME_TIME_SPAN (303)
 answers `QueryConsumeTimeSpanBody`. Maps keyed by `MessageQueue` are written in
 fastjson's form (object keys), as Java's broker writes them.
@@ -43,6 +44,13 @@ class ConsumerConnection(JsonBody):
     consume_type: ConsumeType | None = None
     message_model: MessageModel | None = None
     consume_from_where: ConsumeFromWhere | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerConnection(JsonBody):
+    """GET_PRODUCER_CONNECTION_LIST's answer: the connections of a producer group."""
+
+    connection_set: tuple[Connection, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,7 +2,8 @@
 
 UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215),
 GET_TOPIC_STATS_INFO (202), GET_CONSUME_STATS (208),
-GET_CONSUMER_CONNECTION_LIST (203), DELETE_SUBSCRIPTIONGROUP (207) and
+GET_CONSUMER_CONNECTION_LIST (203), GET_PRODUCER_CONNECTION_LIST (204),
+DELETE_SUBSCRIPTIONGROUP (207) and
 QUERY_CONSUME_TIME_SPAN (303). Resetting offsets (222) and asking a consumer for
 its running info (307) share their headers with the broker's calls to
 clients, in `skiff.protocol.headers.client_calls`.
@@ -50,6 +51,11 @@ class GetConsumeStatsRequestHeader(Header):
 @dataclass(frozen=True, slots=True)
 class GetConsumerConnectionListRequestHeader(Header):
     consumer_group: str
+
+
+@dataclass(frozen=True, slots=True)
+class GetProducerConnectionListRequestHeader(Header):
+    producer_group: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -37,6 +37,7 @@ REQUEST_HEADERS: Mapping[int, type[Header]] = MappingProxyType({
     C.GET_TOPIC_STATS_INFO: admin.GetTopicStatsInfoRequestHeader,
     C.GET_CONSUME_STATS: admin.GetConsumeStatsRequestHeader,
     C.GET_CONSUMER_CONNECTION_LIST: admin.GetConsumerConnectionListRequestHeader,
+    C.GET_PRODUCER_CONNECTION_LIST: admin.GetProducerConnectionListRequestHeader,
     C.DELETE_SUBSCRIPTIONGROUP: admin.DeleteSubscriptionGroupRequestHeader,
     C.QUERY_CONSUME_TIME_SPAN: admin.QueryConsumeTimeSpanRequestHeader,
     C.INVOKE_BROKER_TO_RESET_OFFSET: client_calls.ResetOffsetRequestHeader,

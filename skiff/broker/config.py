@@ -1,0 +1,276 @@
+"""BrokerConfig: RocketMQ's broker keys, and loading it with the store's config
+from one ``broker.conf`` plus command-line overrides.
+
+Keys are RocketMQ's camelCase names (``brokerName``, ``listenPort``,
+``namesrvAddr``, ``flushDiskType``, ...). One file holds the keys of both the
+broker and its store, as in RocketMQ; `load_configs` hands each key to every
+config that knows it, and an unknown key is an error that names it. Intervals
+keep RocketMQ's key names (which carry no unit) and are milliseconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import ipaddress
+import os
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from skiff.common.config import build_config, camel_to_snake, snake_to_camel
+from skiff.common.errors import ConfigError
+from skiff.common.names import topic_error
+from skiff.common.record import parse_host_port
+from skiff.store import StoreConfig
+
+DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+_LEVEL = re.compile(r"^(\d+)([smhd])$")
+_TWO_YEARS_S = 2 * 365 * 86_400
+
+
+class BrokerRole(enum.Enum):
+    ASYNC_MASTER = 0
+    SYNC_MASTER = 1
+    SLAVE = 2
+
+
+def _default_broker_name() -> str:
+    """RocketMQ names a broker after its host when broker.conf does not."""
+    name = re.sub(r"[^a-zA-Z0-9_-]", "-", socket.gethostname()) or "broker"
+    return name[:64]
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """A broker's settings (the store's are `skiff.store.StoreConfig`)."""
+
+    ALIASES: ClassVar[dict[str, str]] = {
+        "brokerIP1": "broker_ip1",
+        "brokerIP2": "broker_ip2",
+        "registerNameServerPeriod": "register_name_server_period_ms",
+        "registerBrokerTimeoutMills": "register_broker_timeout_ms",
+        "shortPollingTimeMills": "short_polling_time_ms",
+        "longPollingRecheckInterval": "long_polling_recheck_interval_ms",
+        "clientChannelExpiredTime": "client_channel_expired_time_ms",
+        "clientScanInterval": "client_scan_interval_ms",
+        "flushConsumerOffsetInterval": "flush_consumer_offset_interval_ms",
+        "rebalanceLockMaxLiveTime": "rebalance_lock_max_live_time_ms",
+        "transactionTimeOut": "transaction_time_out_ms",
+        "transactionCheckInterval": "transaction_check_interval_ms",
+        "shutdownDrainTimeout": "shutdown_drain_timeout_ms",
+    }
+
+    broker_cluster_name: str = "DefaultCluster"
+    broker_name: str = field(default_factory=_default_broker_name)
+    broker_id: int = 0
+    """0 is the master of its broker group; slaves are not served yet."""
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    listen_host: str = "0.0.0.0"
+    """The address to listen on (Skiff's key; RocketMQ always listens on every address)."""
+    listen_port: int = 10911
+    """0 picks a free port (tests)."""
+    broker_ip1: str = ""
+    """The address clients reach this broker at: registered with the NameServers and
+    stored as every message's STOREHOST. Empty: 127.0.0.1 when listening on loopback,
+    else the host's first non-loopback IPv4 address."""
+    broker_ip2: str = ""
+    ha_listen_port: int = 0
+    """0: listenPort + 1, as RocketMQ."""
+    namesrv_addr: str = ""
+    """NameServers as ``host:port;host:port``; empty registers nowhere."""
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = 8
+    """Queues of the TBW102 template that producers auto-create topics from."""
+    broker_permission: int = 6
+    """Perm bits of the whole broker: 2 write, 4 read."""
+    register_name_server_period_ms: int = 30_000
+    register_broker_timeout_ms: int = 6_000
+    long_polling_enable: bool = True
+    short_polling_time_ms: int = 1_000
+    """How long a suspend-flagged pull waits when long polling is off."""
+    long_polling_recheck_interval_ms: int = 5_000
+    """Suspended pulls are re-checked at least this often, whatever wakes them."""
+    message_delay_level: str = DEFAULT_DELAY_LEVELS
+    timer_max_delay_sec: int = _TWO_YEARS_S
+    """A delayed message due further ahead than this is refused."""
+    client_channel_expired_time_ms: int = 120_000
+    client_scan_interval_ms: int = 10_000
+    flush_consumer_offset_interval_ms: int = 5_000
+    rebalance_lock_max_live_time_ms: int = 60_000
+    max_reconsume_times: int = 16
+    """Retries before a message goes to the DLQ, for groups created automatically."""
+    transaction_time_out_ms: int = 6_000
+    transaction_check_interval_ms: int = 60_000
+    transaction_check_max: int = 15
+    reject_transaction_message: bool = False
+    enable_property_filter: bool = False
+    """Serve SQL92 subscriptions (RocketMQ's default is off)."""
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_memory: int = 262_144
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    shutdown_drain_timeout_ms: int = 5_000
+    """How long shutdown waits for requests in progress to be answered."""
+
+    def validate(self) -> None:
+        for name in ("listen_port", "ha_listen_port"):
+            if not 0 <= getattr(self, name) <= 65535:
+                _fail(name, getattr(self, name), "is not a port (0-65535)")
+        if self.broker_id < 0:
+            _fail("broker_id", self.broker_id, "must be 0 (master) or more")
+        if self.broker_role is BrokerRole.SLAVE:
+            _fail("broker_role", self.broker_role.name, "is not supported yet: only masters run")
+        if self.broker_id != 0:
+            _fail("broker_id", self.broker_id, "is not supported yet: only masters (brokerId 0) run")
+        for name in ("broker_name", "broker_cluster_name"):
+            why = topic_error(getattr(self, name))
+            if why is not None:
+                _fail(name, getattr(self, name), f"is not a valid name: {why}")
+        for name in ("broker_ip1", "broker_ip2"):
+            value = getattr(self, name)
+            if value and not _is_ip(value):
+                _fail(name, value, "is not an IP address")
+        self.namesrv_addrs  # noqa: B018 - parses and validates namesrvAddr
+        self.delay_levels_ms  # noqa: B018 - parses and validates messageDelayLevel
+        if not 1 <= self.default_topic_queue_nums <= 1024:
+            _fail("default_topic_queue_nums", self.default_topic_queue_nums, "must be from 1 to 1024")
+        if not 0 <= self.broker_permission <= 15:
+            _fail("broker_permission", self.broker_permission, "must be perm bits from 0 to 15 (2 write, 4 read)")
+        for f in dataclasses.fields(self):
+            if f.name.endswith("_ms") or f.name in _POSITIVE:
+                if getattr(self, f.name) <= 0:
+                    _fail(f.name, getattr(self, f.name), "must be more than 0")
+        if self.max_reconsume_times < 0:
+            _fail("max_reconsume_times", self.max_reconsume_times, "must not be negative")
+
+    @property
+    def namesrv_addrs(self) -> tuple[str, ...]:
+        addrs = tuple(a.strip() for a in self.namesrv_addr.split(";") if a.strip())
+        for addr in addrs:
+            try:
+                host, port = parse_host_port(addr)
+            except ValueError:
+                host, port = "", 0
+            if not host or not 0 < port < 65536:
+                _fail("namesrv_addr", self.namesrv_addr, f"has {addr!r}, which is not host:port")
+        return addrs
+
+    @property
+    def delay_levels_ms(self) -> tuple[int, ...]:
+        """Delay of each level (level 1 first) in ms."""
+        levels = []
+        for i, text in enumerate(self.message_delay_level.split(), start=1):
+            m = _LEVEL.match(text)
+            if m is None or int(m[1]) <= 0:
+                _fail("message_delay_level", self.message_delay_level,
+                      f"has {text!r} at level {i}, not a positive number followed by s, m, h or d")
+            levels.append(int(m[1]) * _UNIT_MS[m[2]])
+        if not levels:
+            _fail("message_delay_level", self.message_delay_level, "names no level")
+        return tuple(levels)
+
+    @property
+    def advertised_ip(self) -> str:
+        return self.broker_ip1 or default_broker_ip(self.listen_host)
+
+    def broker_addr(self, port: int) -> str:
+        """``ip:port`` clients reach this broker at, given the port it listens on."""
+        return f"{self.advertised_ip}:{port}"
+
+    def ha_addr(self, port: int) -> str:
+        return f"{self.broker_ip2 or self.advertised_ip}:{self.ha_listen_port or port + 1}"
+
+
+_POSITIVE = frozenset({"timer_max_delay_sec", "transaction_check_max", "max_transfer_count_on_message_in_memory",
+                       "max_transfer_bytes_on_message_in_memory"})
+
+
+def _fail(name: str, value: Any, why: str) -> None:
+    key = next((k for k, v in BrokerConfig.ALIASES.items() if v == name), None) or snake_to_camel(name)
+    raise ConfigError(f"{key}: {value!r} {why}")
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def default_broker_ip(listen_host: str) -> str:
+    """127.0.0.1 for a loopback listener, else this host's first non-loopback IPv4."""
+    if _is_ip(listen_host) and ipaddress.ip_address(listen_host).is_loopback:
+        return "127.0.0.1"
+    if _is_ip(listen_host) and not ipaddress.ip_address(listen_host).is_unspecified:
+        return listen_host
+    return _first_non_loopback_ipv4() or "127.0.0.1"
+
+
+def _first_non_loopback_ipv4() -> str | None:
+    try:
+        candidates = socket.gethostbyname_ex(socket.gethostname())[2]
+    except OSError:
+        candidates = []
+    for ip in candidates:
+        if not ip.startswith("127."):
+            return ip
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))  # no packet is sent: this only picks the outgoing interface
+            ip = s.getsockname()[0]
+    except OSError:
+        return None
+    return None if ip.startswith("127.") or ip == "0.0.0.0" else ip
+
+
+def _known_keys(cls: type) -> tuple[frozenset[str], Mapping[str, str]]:
+    return frozenset(f.name for f in dataclasses.fields(cls)), getattr(cls, "ALIASES", {})
+
+
+def _knows(cls: type, key: str) -> bool:
+    names, aliases = _known_keys(cls)
+    return key in aliases or key in names or camel_to_snake(key) in names
+
+
+def load_configs(*sources: Mapping[str, str]) -> tuple[BrokerConfig, StoreConfig]:
+    """The broker's and the store's config from ``sources`` (later ones win).
+
+    Each key goes to every config that knows it; a key neither knows is a
+    `ConfigError` naming it, as is any bad value. The store directory must be
+    one this process can create and write.
+    """
+    broker_keys: dict[str, str] = {}
+    store_keys: dict[str, str] = {}
+    for source in sources:
+        for key, value in source.items():
+            known = False
+            if _knows(BrokerConfig, key):
+                broker_keys[key] = value
+                known = True
+            if _knows(StoreConfig, key):
+                store_keys[key] = value
+                known = True
+            if not known:
+                raise ConfigError(f"unknown configuration key {key!r}: neither the broker nor the store has it")
+    broker = build_config(BrokerConfig, broker_keys)
+    store = build_config(StoreConfig, store_keys)
+    check_writable_dir(store.root)
+    return broker, store
+
+
+def check_writable_dir(path: str) -> None:
+    """Create ``path`` if needed; `ConfigError` if it cannot be made or written."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"storePathRootDir: cannot create {path}: {exc.strerror}") from None
+    if not os.path.isdir(path):
+        raise ConfigError(f"storePathRootDir: {path} is not a directory")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ConfigError(f"storePathRootDir: {path} is not writable by this user")

@@ -1,0 +1,63 @@
+"""SubscriptionGroupManager: consumer groups' settings on this broker.
+
+A group is created by an admin request, or on first use when
+``autoCreateSubscriptionGroup`` is on (RocketMQ's default), with RocketMQ's
+defaults (one retry queue, ``retryMaxTimes`` = the broker's
+``maxReconsumeTimes``). Changes go to ``config/subscriptionGroup.json`` at once.
+"""
+
+from __future__ import annotations
+
+from skiff.broker.config import BrokerConfig
+from skiff.broker.persist import VersionedTable
+from skiff.common.clock import Clock
+from skiff.protocol.bodies.admin import SubscriptionGroupConfig, SubscriptionGroupWrapper
+
+FILE_NAME = "subscriptionGroup.json"
+
+
+class SubscriptionGroupManager(VersionedTable):
+    def __init__(self, config: BrokerConfig, store_root: str, clock: Clock) -> None:
+        super().__init__(store_root, FILE_NAME, clock)
+        self.config = config
+        self._table: dict[str, SubscriptionGroupConfig] = {}
+
+    def load(self) -> None:
+        raw = self.file.load()
+        if raw is not None:
+            wrapper = SubscriptionGroupWrapper.from_obj(raw, FILE_NAME)
+            self._table.update(wrapper.subscription_group_table)
+            self.data_version = wrapper.data_version
+
+    def get(self, group: str) -> SubscriptionGroupConfig | None:
+        return self._table.get(group)
+
+    def find_or_create(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's config, created with the defaults when auto-creation is on; else None."""
+        found = self._table.get(group)
+        if found is not None or not self.config.auto_create_subscription_group:
+            return found
+        created = SubscriptionGroupConfig(group, retry_max_times=self.config.max_reconsume_times)
+        self.put(created)
+        return created
+
+    def put(self, group_config: SubscriptionGroupConfig) -> None:
+        if self._table.get(group_config.group_name) == group_config:
+            return
+        self._table[group_config.group_name] = group_config
+        self.changed(f"subscription group {group_config.group_name} set")
+
+    def delete(self, group: str) -> bool:
+        if self._table.pop(group, None) is None:
+            return False
+        self.changed(f"subscription group {group} deleted")
+        return True
+
+    def groups(self) -> list[str]:
+        return sorted(self._table)
+
+    def wrapper(self) -> SubscriptionGroupWrapper:
+        return SubscriptionGroupWrapper(dict(self._table), self.data_version)
+
+    def document(self) -> bytes:
+        return self.wrapper().to_json()

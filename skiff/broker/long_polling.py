@@ -1,0 +1,154 @@
+"""Long polling: pulls that found nothing wait for a message instead of returning empty.
+
+A pull with the SUSPEND flag that finds no new message is held, keyed by its
+(topic, queue id), for up to its ``suspendTimeoutMillis`` (15 s from push
+consumers; ``shortPollingTimeMills`` when long polling is off). It is answered:
+
+- as soon as the store dispatches new entries past its offset to its queue: the
+  store's dispatch listener calls `notify` once per appended batch, on whatever
+  thread appended (the broker's loop, or the timer's thread), and `notify`
+  hops onto the event loop; the pull is then run again and answered if it
+  finds something;
+- at every ``longPollingRecheckInterval`` (5 s) re-check, whatever woke it;
+- at its timeout, with whatever the pull finds then;
+- at shutdown, at once, so the server can drain.
+
+At most `limits.LONG_POLL_MAX_SUSPENDED` pulls are held; past that a pull is
+answered at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Callable, Sequence
+
+from skiff.common.limits import LONG_POLL_MAX_SUSPENDED
+from skiff.common.service import Periodic
+from skiff.protocol.command import RemotingCommand
+
+log = logging.getLogger(__name__)
+
+QueueKey = tuple[str, int]
+Rerun = Callable[[bool], RemotingCommand | None]
+"""Runs the held pull again: ``rerun(final)`` returns the answer, or None to keep
+waiting (never None when ``final``)."""
+
+
+class HeldPull:
+    __slots__ = ("key", "offset", "rerun", "future", "timer")
+
+    def __init__(self, key: QueueKey, offset: int, rerun: Rerun, future: asyncio.Future[RemotingCommand]) -> None:
+        self.key = key
+        self.offset = offset
+        self.rerun = rerun
+        self.future = future
+        self.timer: asyncio.TimerHandle | None = None
+
+
+class PullHoldService:
+    def __init__(self, recheck_interval_ms: int, max_suspended: int = LONG_POLL_MAX_SUSPENDED) -> None:
+        self.max_suspended = max_suspended
+        self._held: dict[QueueKey, list[HeldPull]] = {}
+        self._count = 0
+        self._woken: dict[QueueKey, int] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+        self._recheck = Periodic("long-polling-recheck", recheck_interval_ms / 1000.0, self.recheck)
+        self._closed = False
+
+    @property
+    def held_count(self) -> int:
+        return self._count
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        self._recheck.start()
+
+    async def stop(self) -> None:
+        """Answer every held pull now and hold no more."""
+        self._closed = True
+        await self._recheck.stop()
+        for pulls in list(self._held.values()):
+            for held in list(pulls):
+                self._answer(held, held.rerun(True))
+
+    def hold(self, key: QueueKey, offset: int, rerun: Rerun, timeout_ms: int) -> asyncio.Future[RemotingCommand] | None:
+        """Hold a pull at ``offset`` of queue ``key``; None when it must be answered now."""
+        if self._closed or self._loop is None or self._count >= self.max_suspended:
+            return None
+        held = HeldPull(key, offset, rerun, self._loop.create_future())
+        held.timer = self._loop.call_later(max(0, timeout_ms) / 1000.0, self._expire, held)
+        self._held.setdefault(key, []).append(held)
+        self._count += 1
+        return held.future
+
+    def notify(self, touched: Sequence[tuple[str, int, int]]) -> None:
+        """The store's dispatch listener: (topic, queue id, new max offset) per queue grown."""
+        if not self._count or self._loop is None:
+            return
+        if threading.get_ident() == self._loop_thread:
+            self._collect(touched)
+            return
+        try:
+            self._loop.call_soon_threadsafe(self._collect, touched)
+        except RuntimeError:  # the loop is closed: the broker is shutting down
+            pass
+
+    def _collect(self, touched: Sequence[tuple[str, int, int]]) -> None:
+        """Remember the queues to wake; one wake-up runs after the current loop step."""
+        first = not self._woken
+        for topic, queue_id, max_offset in touched:
+            key = (topic, queue_id)
+            if key in self._held:
+                self._woken[key] = max(max_offset, self._woken.get(key, 0))
+        if first and self._woken and self._loop is not None:
+            self._loop.call_soon(self._wake)
+
+    def _wake(self) -> None:
+        woken, self._woken = self._woken, {}
+        for key, max_offset in woken.items():
+            for held in list(self._held.get(key, ())):
+                if held.offset < max_offset:
+                    self._try(held, False)
+
+    def recheck(self) -> None:
+        """Run every held pull again; answer those that find something."""
+        for pulls in list(self._held.values()):
+            for held in list(pulls):
+                self._try(held, False)
+
+    def _expire(self, held: HeldPull) -> None:
+        held.timer = None
+        self._try(held, True)
+
+    def _try(self, held: HeldPull, final: bool) -> None:
+        try:
+            answer = held.rerun(final)
+        except Exception as exc:
+            log.exception("a held pull of %s failed", held.key)
+            self._remove(held)
+            if not held.future.done():
+                held.future.set_exception(exc)
+            return
+        if answer is not None:
+            self._answer(held, answer)
+
+    def _answer(self, held: HeldPull, answer: RemotingCommand | None) -> None:
+        self._remove(held)
+        if not held.future.done() and answer is not None:
+            held.future.set_result(answer)
+
+    def _remove(self, held: HeldPull) -> None:
+        pulls = self._held.get(held.key)
+        if pulls is None or held not in pulls:
+            return
+        pulls.remove(held)
+        self._count -= 1
+        if not pulls:
+            del self._held[held.key]
+        if held.timer is not None:
+            held.timer.cancel()
+            held.timer = None

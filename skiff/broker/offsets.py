@@ -1,0 +1,89 @@
+"""ConsumerOffsetManager: the offset each consumer group has committed per queue.
+
+Commits arrive often (every pull of a push consumer carries one, and clients
+send UPDATE_CONSUMER_OFFSET every 5 s), so they only change memory; the table is
+written to ``config/consumerOffset.json`` every ``flushConsumerOffsetInterval``
+and at shutdown, atomically. The file has RocketMQ's form, so a Java broker's
+file reads here and the other way round::
+
+    {"offsetTable": {"TopicA@GroupA": {0: 120, 1: 98}}}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from skiff.broker.persist import JsonFile
+from skiff.protocol.bodies.base import JsonBody
+
+FILE_NAME = "consumerOffset.json"
+KEY_SEPARATOR = "@"
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerOffsetTable(JsonBody):
+    offset_table: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+
+
+class ConsumerOffsetManager:
+    def __init__(self, store_root: str) -> None:
+        self._file = JsonFile.in_store(store_root, FILE_NAME)
+        self._table: dict[tuple[str, str], dict[int, int]] = {}
+        self._dirty = False
+
+    def load(self) -> None:
+        raw = self._file.load()
+        if raw is None:
+            return
+        for key, queues in ConsumerOffsetTable.from_obj(raw, FILE_NAME).offset_table.items():
+            topic, sep, group = key.rpartition(KEY_SEPARATOR)
+            if sep:
+                self._table[(group, topic)] = dict(queues)
+
+    def persist(self) -> bool:
+        """Write the table if it changed since the last write; True when it did."""
+        if not self._dirty:
+            return False
+        self._dirty = False
+        table = {f"{topic}{KEY_SEPARATOR}{group}": dict(queues) for (group, topic), queues in self._table.items()}
+        try:
+            self._file.save(ConsumerOffsetTable(table).to_json())
+        except BaseException:
+            self._dirty = True
+            raise
+        return True
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        queues = self._table.get((group, topic))
+        if queues is None:
+            queues = self._table[(group, topic)] = {}
+        if queues.get(queue_id) != offset:
+            queues[queue_id] = offset
+            self._dirty = True
+
+    def query(self, group: str, topic: str, queue_id: int) -> int | None:
+        """The committed offset, or None when the group never committed one for this queue."""
+        queues = self._table.get((group, topic))
+        return None if queues is None else queues.get(queue_id)
+
+    def offsets(self, group: str, topic: str) -> dict[int, int]:
+        return dict(self._table.get((group, topic), {}))
+
+    def topics_of(self, group: str) -> list[str]:
+        return sorted(t for g, t in self._table if g == group)
+
+    def groups_of(self, topic: str) -> list[str]:
+        return sorted(g for g, t in self._table if t == topic)
+
+    def remove_group(self, group: str) -> None:
+        self._remove([k for k in self._table if k[0] == group])
+
+    def remove_topic(self, topic: str) -> None:
+        self._remove([k for k in self._table if k[1] == topic])
+
+    def _remove(self, keys: list[tuple[str, str]]) -> None:
+        for key in keys:
+            del self._table[key]
+        if keys:
+            self._dirty = True

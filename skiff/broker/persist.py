@@ -1,0 +1,81 @@
+"""The broker's JSON tables on disk (topics, subscription groups, consumer offsets),
+written atomically: a temporary file, fsync, rename over the old one, fsync the
+directory. A crash leaves the old file or the new one, never a torn mix.
+
+Files live under ``<storePathRootDir>/config/``, as RocketMQ keeps them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from skiff.common.clock import Clock
+from skiff.common.errors import CorruptionError
+from skiff.protocol import fastjson
+from skiff.protocol.bodies.admin import DataVersion
+
+log = logging.getLogger(__name__)
+
+CONFIG_DIR = "config"
+
+
+class JsonFile:
+    """One JSON document at ``path``."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    @classmethod
+    def in_store(cls, store_root: str, name: str) -> JsonFile:
+        return cls(os.path.join(store_root, CONFIG_DIR, name))
+
+    def load(self) -> Any | None:
+        """The document, or None when there is no file yet; `CorruptionError` names a bad one."""
+        try:
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return None
+        if not data.strip():
+            return None
+        try:
+            return fastjson.loads(data)
+        except fastjson.JsonDecodeError as exc:
+            raise CorruptionError(f"{self.path} is not valid JSON ({exc}); fix or remove it") from None
+
+    def save(self, data: bytes) -> None:
+        """Replace the file with ``data`` atomically and durably."""
+        directory = os.path.dirname(self.path)
+        os.makedirs(directory, exist_ok=True)
+        tmp = f"{self.path}.tmp"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.path)
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class VersionedTable:
+    """A table stamped with a DataVersion and saved whole after every change."""
+
+    def __init__(self, store_root: str, file_name: str, clock: Clock) -> None:
+        self.clock = clock
+        self.file = JsonFile.in_store(store_root, file_name)
+        self.data_version = DataVersion(clock.now_ms(), 0)
+
+    def document(self) -> bytes:
+        """The table as the file holds it."""
+        raise NotImplementedError
+
+    def changed(self, what: str) -> None:
+        """Bump the version, save the table, log ``what``."""
+        self.data_version = self.data_version.next(self.clock.now_ms())
+        self.file.save(self.document())
+        log.info("%s (data version %d)", what, self.data_version.counter)

@@ -1,0 +1,208 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320).
+
+Every code is one path: the header says which topic and queue, the ``batch`` /
+``m`` field says whether the body is one message or a batch (the C++ client
+sends batches on code 10 with ``batch`` = "1", zlib-compressed as a whole when
+sysFlag bit 0 is set: it is inflated, then split). Checks, in RocketMQ's order:
+the broker's and the topic's write permission, the topic name, auto-creation
+from the template topic the producer names (TBW102), the queue id. Then the
+message goes through the `MessageWriter` (delay and half messages are parked)
+into the store in one append, and the store's status becomes the response code.
+
+The handler is synchronous, so the transport answers in the loop step that read
+the request, except under SYNC_FLUSH, where the answer waits for the fsync that
+covers the message (group commit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import random
+from collections.abc import Awaitable, Mapping
+
+from skiff.broker.config import BrokerConfig
+from skiff.broker.redirect import DELAY_PROPERTIES
+from skiff.broker.topics import READ_WRITE, TopicConfigManager
+from skiff.broker.writer import MessageWriter
+from skiff.common.errors import DecodeError
+from skiff.common.names import SYSTEM_TOPICS, is_retry_topic, topic_error
+from skiff.common.properties import Prop, decode_properties
+from skiff.common.record import pack_host
+from skiff.common.sysflag import MessageSysFlag
+from skiff.protocol.bodies.topic import Perm, TopicConfig
+from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.command import RemotingCommand
+from skiff.protocol.headers.send import SendMessageRequestHeader, decode_send_request
+from skiff.protocol.message_codec import decode_batch
+from skiff.store import MessageInput, MessageStore, PutResult, PutStatus
+from skiff.transport.connection import Connection, Handler
+
+_COMPRESSED = int(MessageSysFlag.COMPRESSED)
+
+STATUS_CODES = {
+    PutStatus.PUT_OK: ResponseCode.SUCCESS,
+    PutStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutStatus.SERVICE_NOT_AVAILABLE: ResponseCode.SERVICE_NOT_AVAILABLE,
+    PutStatus.DISK_FULL: ResponseCode.SERVICE_NOT_AVAILABLE,
+    PutStatus.CREATE_MAPPED_FILE_FAILED: ResponseCode.SYSTEM_ERROR,
+    PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
+    PutStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
+}
+"""Store outcome → response code. FLUSH_DISK_TIMEOUT still carries the send result
+(clients treat codes 10-12 as a SendResult with that status)."""
+
+_WITH_RESULT = frozenset({ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT})
+
+
+@functools.lru_cache(maxsize=4096)
+def born_host(peer: tuple[str, int]) -> bytes:
+    """A client's address packed as a record's BORNHOST (cached: one per connection)."""
+    return pack_host(peer[0], peer[1])
+
+
+class SendProcessor:
+    def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
+                 writer: MessageWriter) -> None:
+        self.config = config
+        self.store = store
+        self.topics = topics
+        self.writer = writer
+        self._extra = {"MSG_REGION": config.region_id, "TRACE_ON": "true" if config.trace_on else "false"}
+        self._valid_topics: set[str] = set()
+
+    def handlers(self) -> dict[int, Handler]:
+        return {
+            RequestCode.SEND_MESSAGE: self.send,
+            RequestCode.SEND_MESSAGE_V2: self.send,
+            RequestCode.SEND_BATCH_MESSAGE: self.send,
+        }
+
+    def send(self, conn: Connection, req: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+        h = decode_send_request(req.code, req.ext_fields)
+        target = self.target(req, h)
+        if isinstance(target, RemotingCommand):
+            return target
+        queue_id = target
+        host = born_host(conn.peer)
+        if h.batch:
+            inputs, props = self._batch(h, queue_id, bytes(req.body), host)
+        else:
+            props = decode_properties(h.properties) if h.properties else {}
+            inputs = self.writer.message(
+                h.topic, queue_id, bytes(req.body), props, h.properties.encode() if h.properties else b"", h.flag,
+                h.sys_flag, h.born_timestamp, host, h.reconsume_times or 0)
+        if isinstance(inputs, str):
+            return req.response(ResponseCode.MESSAGE_ILLEGAL, inputs)
+        return self.store_and_answer(req, [inputs] if isinstance(inputs, MessageInput) else inputs, queue_id,
+                                     props.get(Prop.WAIT) != "false")
+
+    def store_and_answer(self, req: RemotingCommand, inputs: list[MessageInput], queue_id: int,
+                         wait: bool) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """Append ``inputs`` in one write; under SYNC_FLUSH a ``wait``ing sender is answered
+        after the fsync that covers them."""
+        result = self.store.put_messages(inputs)
+        if wait and result.flushed is not None:
+            return self._after_flush(req, queue_id, result)
+        return put_response(req, result, queue_id, self._extra)
+
+    def target(self, req: RemotingCommand, h: SendMessageRequestHeader) -> int | RemotingCommand:
+        """The queue to write to, or the refusal."""
+        topic = h.topic
+        if not self.config.broker_permission & Perm.WRITE:
+            return req.response(ResponseCode.NO_PERMISSION,
+                                f"the broker {self.config.broker_name} does not accept messages now (brokerPermission)")
+        refusal = self._topic_refusal(topic)
+        if refusal is not None:
+            return req.response(*refusal)
+        tc = self.topics.get(topic) or self._create(h)
+        if tc is None:
+            return req.response(ResponseCode.TOPIC_NOT_EXIST, self._no_topic_remark(topic, h.default_topic))
+        if not tc.perm & Perm.WRITE:
+            return req.response(ResponseCode.NO_PERMISSION, f"the topic {topic} does not accept messages (perm {tc.perm})")
+        queue_id = h.queue_id
+        if queue_id < 0:
+            return random.randrange(tc.write_queue_nums) if tc.write_queue_nums else req.response(
+                ResponseCode.NO_PERMISSION, f"the topic {topic} has no write queue")
+        if queue_id >= tc.write_queue_nums:
+            return req.response(ResponseCode.NO_PERMISSION,
+                                f"queue {queue_id} of topic {topic} is not writable: it has {tc.write_queue_nums} "
+                                f"write queues")
+        return queue_id
+
+    def _topic_refusal(self, topic: str) -> tuple[int, str] | None:
+        if topic in self._valid_topics:
+            return None
+        why = topic_error(topic)
+        if why is not None:
+            return ResponseCode.MESSAGE_ILLEGAL, why
+        if topic in SYSTEM_TOPICS:
+            return ResponseCode.NO_PERMISSION, f"sending to the system topic {topic} is forbidden"
+        if len(self._valid_topics) < 65536:
+            self._valid_topics.add(topic)
+        return None
+
+    def _create(self, h: SendMessageRequestHeader) -> TopicConfig | None:
+        if is_retry_topic(h.topic):
+            return self.topics.find_or_create(h.topic, 1, READ_WRITE)
+        return self.topics.create_from_template(h.topic, h.default_topic, h.default_topic_queue_nums, 0)
+
+    def _no_topic_remark(self, topic: str, template: str) -> str:
+        why = ("autoCreateTopicEnable is false" if not self.config.auto_create_topic_enable
+               else f"its template topic {template!r} does not exist here or does not let topics inherit it")
+        return f"topic {topic} does not exist on broker {self.config.broker_name} and cannot be created: {why}"
+
+    def _batch(self, h: SendMessageRequestHeader, queue_id: int, body: bytes,
+               host: bytes) -> tuple[list[MessageInput] | str, dict[str, str]]:
+        outer = decode_properties(h.properties) if h.properties else {}
+        if is_retry_topic(h.topic):
+            return f"a batch cannot be sent to the retry topic {h.topic}", outer
+        try:
+            messages = decode_batch(body, h.topic, compressed=bool(h.sys_flag & _COMPRESSED))
+        except DecodeError as exc:
+            return f"the batch body does not decode: {exc}", outer
+        sys_flag = h.sys_flag & ~_COMPRESSED
+        inputs = []
+        for m in messages:
+            refusal = _batch_refusal(m.properties) or _batch_refusal(outer)
+            if refusal is not None:
+                return refusal, outer
+            made = self.writer.message(h.topic, queue_id, m.body, m.properties, None, m.flag, sys_flag,
+                                       h.born_timestamp, host, h.reconsume_times or 0)
+            if isinstance(made, str):
+                return made, outer
+            inputs.append(made)
+        return inputs, outer
+
+    async def _after_flush(self, req: RemotingCommand, queue_id: int, result: PutResult) -> RemotingCommand:
+        assert result.flushed is not None
+        status = await asyncio.wrap_future(result.flushed)
+        if status is not PutStatus.PUT_OK:
+            result = dataclasses.replace(result, status=status, reason="the fsync did not finish within syncFlushTimeout")
+        return put_response(req, result, queue_id, self._extra)
+
+
+def _batch_refusal(props: Mapping[str, str]) -> str | None:
+    if not DELAY_PROPERTIES.isdisjoint(props):
+        return "a batch cannot hold delayed messages (it has a DELAY or delivery time property)"
+    if props.get(Prop.TRAN_MSG, "").lower() == "true":
+        return "a batch cannot hold transactional messages"
+    return None
+
+
+def put_response(req: RemotingCommand, result: PutResult, queue_id: int,
+                 extra: dict[str, str] | None = None) -> RemotingCommand:
+    """The response to a send (or send-back) from the store's result."""
+    code = STATUS_CODES[result.status]
+    if code not in _WITH_RESULT:
+        return req.response(code, result.reason or result.status.name)
+    ext = {
+        "msgId": ",".join(result.offset_msg_ids),
+        "queueId": str(queue_id),
+        "queueOffset": str(result.queue_offset),
+    }
+    if extra:
+        ext.update(extra)
+    return req.response(code, result.reason or None, ext)

@@ -1,0 +1,97 @@
+"""CONSUMER_SEND_MSG_BACK (36): a consumer could not process a message; retry it later.
+
+As RocketMQ's broker does (remoting-protocol.md §2.8): the stored message is
+re-put to ``%RETRY%<group>`` with reconsumeTimes + 1, ``RETRY_TOPIC`` (its
+first topic) and ``ORIGIN_MESSAGE_ID`` set, and the delay level 3 +
+reconsumeTimes (unless the consumer asked for a level), so it goes through
+SCHEDULE_TOPIC_XXXX and comes back after 10 s, 30 s, 1 min, ... Once it has been
+retried ``retryMaxTimes`` times (16, the group's setting; a client of version
+V3_4_9 or later may send its own maximum), or when the consumer asks for a
+negative level, it goes to the dead-letter topic ``%DLQ%<group>`` instead.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable
+
+from skiff.broker.config import BrokerConfig
+from skiff.broker.groups import SubscriptionGroupManager
+from skiff.broker.processors.send import SendProcessor
+from skiff.broker.redirect import DELAY_PROPERTIES
+from skiff.broker.topics import READ_WRITE, TopicConfigManager
+from skiff.broker.writer import MessageWriter
+from skiff.common.names import dlq_topic, retry_topic
+from skiff.common.properties import Prop, decode_properties
+from skiff.common.msgid import create_offset_msg_id
+from skiff.common.record import read_head, read_tail
+from skiff.protocol.bodies.topic import Perm
+from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.command import RemotingCommand
+from skiff.protocol.headers.consumer import ConsumerSendMsgBackRequestHeader
+from skiff.store import MessageInput, MessageStore
+from skiff.transport.connection import Connection, Handler
+
+V3_4_9 = 121
+"""MQVersion.V3_4_9's ordinal: from this client version on, the request's maxReconsumeTimes counts."""
+FIRST_RETRY_LEVEL = 3
+DLQ_QUEUE_NUMS = 1
+
+
+class SendBackProcessor:
+    def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
+                 groups: SubscriptionGroupManager, writer: MessageWriter, sender: SendProcessor) -> None:
+        self.config = config
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.writer = writer
+        self.sender = sender
+
+    def handlers(self) -> dict[int, Handler]:
+        return {RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back}
+
+    def send_back(self, conn: Connection, req: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+        h = ConsumerSendMsgBackRequestHeader.from_ext(req.ext_fields)
+        group = self.groups.find_or_create(h.group)
+        if group is None:
+            return req.response(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                                f"subscription group {h.group} does not exist on this broker")
+        if not self.config.broker_permission & Perm.WRITE:
+            return req.response(ResponseCode.NO_PERMISSION,
+                                f"the broker {self.config.broker_name} does not accept messages now")
+        if group.retry_queue_nums <= 0:
+            return req.response()
+        record = self.store.read_record(h.offset)
+        if record is None:
+            return req.response(ResponseCode.SYSTEM_ERROR, f"no message is stored at CommitLog offset {h.offset}")
+        max_times = group.retry_max_times
+        if req.version >= V3_4_9 and h.max_reconsume_times is not None:
+            max_times = h.max_reconsume_times
+        made = self._retry_input(record, h, group.retry_queue_nums, max_times)
+        if isinstance(made, str):
+            return req.response(ResponseCode.SYSTEM_ERROR, made)
+        return self.sender.store_and_answer(req, [made], made.queue_id, wait=False)
+
+    def _retry_input(self, record: bytes, h: ConsumerSendMsgBackRequestHeader, retry_queues: int,
+                     max_times: int) -> MessageInput | str:
+        head = read_head(record)
+        tail = read_tail(record, 0, head)
+        props = decode_properties(tail.properties_raw)
+        props.setdefault(Prop.RETRY_TOPIC, tail.topic)
+        props.setdefault(Prop.ORIGIN_MESSAGE_ID, create_offset_msg_id(head.store_host, head.physical_offset))
+        props[Prop.WAIT] = "false"
+        for name in DELAY_PROPERTIES:
+            props.pop(name, None)
+        if head.reconsume_times >= max_times or h.delay_level < 0:
+            topic = dlq_topic(h.group)
+            self.topics.find_or_create(topic, DLQ_QUEUE_NUMS, READ_WRITE)
+            queue_id = 0
+        else:
+            topic = retry_topic(h.group)
+            self.topics.find_or_create(topic, retry_queues, READ_WRITE)
+            queue_id = random.randrange(retry_queues)
+            props[Prop.DELAY] = str(h.delay_level or FIRST_RETRY_LEVEL + head.reconsume_times)
+        body = record[tail.body_pos:tail.body_pos + tail.body_length]
+        return self.writer.message(topic, queue_id, body, props, None, head.flag, head.sys_flag,
+                                   head.born_timestamp, head.born_host, head.reconsume_times + 1)

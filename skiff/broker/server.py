@@ -1,0 +1,166 @@
+"""BrokerServer: the store, the managers, the processors and the background services
+of one broker, with an explicit lifecycle.
+
+``start``: recover the store, load the tables under ``<store>/config/``, listen,
+start the services, register with every NameServer. ``stop``: unregister, answer
+held pulls, stop accepting and let requests in progress finish (up to
+``shutdownDrainTimeout``), persist the consumer offsets, shut the store down
+(flush, checkpoint). A broker asked to listen on port 0 holds a free port from
+before the store starts, because every stored message records the broker's
+address (STOREHOST) and must record the real one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+from skiff.broker.clients import ClientManager
+from skiff.broker.config import BrokerConfig
+from skiff.broker.groups import SubscriptionGroupManager
+from skiff.broker.locks import RebalanceLockManager
+from skiff.broker.long_polling import PullHoldService
+from skiff.broker.offsets import ConsumerOffsetManager
+from skiff.broker.processors.admin_groups import GroupAdminProcessor
+from skiff.broker.processors.admin_topics import TopicAdminProcessor
+from skiff.broker.processors.client_manage import ClientManageProcessor
+from skiff.broker.processors.consumer import ConsumerProcessor
+from skiff.broker.processors.pull import PullProcessor
+from skiff.broker.processors.query import QueryProcessor
+from skiff.broker.processors.send import SendProcessor
+from skiff.broker.processors.send_back import SendBackProcessor
+from skiff.broker.redirect import DelayPolicy
+from skiff.broker.registration import NamesrvRegistration
+from skiff.broker.stats import BrokerStats
+from skiff.broker.topics import TopicConfigManager
+from skiff.broker.writer import MessageWriter
+from skiff.common.clock import SYSTEM_CLOCK, Clock
+from skiff.common.record import pack_host
+from skiff.common.service import Periodic
+from skiff.store import MessageStore, RecoveryReport, StoreConfig
+from skiff.transport import RemotingClient, RemotingServer
+from skiff.transport.connection import Connection, Handler
+
+log = logging.getLogger(__name__)
+
+
+class BrokerServer:
+    """One broker: ``await start()``, serve until ``await stop()``."""
+
+    def __init__(self, config: BrokerConfig, store_config: StoreConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.config = config
+        self.store_config = store_config
+        self.clock = clock
+        self.port = config.listen_port
+        self.recovery: RecoveryReport | None = None
+        self.clients = ClientManager(clock, config.client_channel_expired_time_ms)
+        self.locks = RebalanceLockManager(clock, config.rebalance_lock_max_live_time_ms)
+        self.delay = DelayPolicy(config.delay_levels_ms, config.timer_max_delay_sec * 1000)
+        self.topics = TopicConfigManager(config, store_config.root, clock, schedule_queue_nums=self.delay.queue_nums)
+        self.groups = SubscriptionGroupManager(config, store_config.root, clock)
+        self.offsets = ConsumerOffsetManager(store_config.root)
+        self.hold = PullHoldService(config.long_polling_recheck_interval_ms)
+        self.writer = MessageWriter(self.delay, clock, reject_transactions=config.reject_transaction_message)
+        self._namesrv_client = RemotingClient()
+        self.store: MessageStore
+        self.registration: NamesrvRegistration
+        self._remoting: RemotingServer | None = None
+        self._services: list[Periodic] = []
+
+    @property
+    def addr(self) -> str:
+        """The address clients reach this broker at (registered, and stored as STOREHOST)."""
+        return self.config.broker_addr(self.port)
+
+    async def start(self) -> None:
+        """Recover the store, listen, register; `ListenError` or `ConfigError` say what failed."""
+        reserved = _reserve_port(self.config.listen_host) if self.port == 0 else None
+        if reserved is not None:
+            self.port = reserved.getsockname()[1]
+        try:
+            self.store = MessageStore(self.store_config, store_host=pack_host(self.config.advertised_ip, self.port),
+                                      clock=self.clock)
+            self.recovery = await asyncio.to_thread(self.store.start)
+            try:
+                await self._serve()
+            except BaseException:
+                await asyncio.to_thread(self.store.shutdown)
+                raise
+        finally:
+            if reserved is not None:
+                reserved.close()
+
+    async def _serve(self) -> None:
+        self.topics.load()
+        self.groups.load()
+        self.offsets.load()
+        self.registration = NamesrvRegistration(self.config, self.topics, self._namesrv_client, self.port)
+        self.topics.on_change = self.registration.trigger
+        self.store.add_dispatch_listener(self.hold.notify)
+        client_manage = ClientManageProcessor(self.clients, self.groups, self.topics)
+        self._remoting = RemotingServer(self.config.listen_host, self.port, self._handlers(client_manage),
+                                        on_connection_close=client_manage.connection_closed)
+        await self._remoting.start()
+        self.hold.start()
+        self._services = [
+            Periodic("persist-consumer-offsets", self.config.flush_consumer_offset_interval_ms / 1000.0,
+                     self._persist_offsets),
+            Periodic("expire-clients", self.config.client_scan_interval_ms / 1000.0, self._expire_clients),
+        ]
+        for service in self._services:
+            service.start()
+        await self.registration.register_all()
+        self.registration.start()
+
+    def _handlers(self, client_manage: ClientManageProcessor) -> dict[int, Handler]:
+        cfg, store = self.config, self.store
+        self.stats = BrokerStats(cfg, store, self.clock)
+        sender = SendProcessor(cfg, store, self.topics, self.writer)
+        processors = [
+            sender,
+            PullProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients, self.hold, self.stats),
+            ConsumerProcessor(store, self.offsets, self.clients, self.locks),
+            client_manage,
+            SendBackProcessor(cfg, store, self.topics, self.groups, self.writer, sender),
+            QueryProcessor(store),
+            TopicAdminProcessor(cfg, self.store_config, store, self.topics, self.offsets, self.stats),
+            GroupAdminProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients),
+        ]
+        handlers: dict[int, Handler] = {}
+        for processor in processors:
+            handlers.update(processor.handlers())
+        return handlers
+
+    async def stop(self) -> None:
+        """Unregister, drain, persist, shut the store down; safe to call once after start."""
+        if self._remoting is None:
+            return
+        remoting, self._remoting = self._remoting, None
+        await self.registration.stop()
+        await self.hold.stop()
+        await remoting.stop(self.config.shutdown_drain_timeout_ms / 1000.0)
+        for service in self._services:
+            await service.stop()
+        await self._namesrv_client.close()
+        self._persist_offsets()
+        await asyncio.to_thread(self.store.shutdown)
+
+    def _persist_offsets(self) -> None:
+        self.offsets.persist()
+
+    def _expire_clients(self) -> None:
+        self.clients.expire()
+
+    @property
+    def connections(self) -> tuple[Connection, ...]:
+        return () if self._remoting is None else self._remoting.connections
+
+
+def _reserve_port(host: str) -> socket.socket:
+    """A socket bound (not listening) to a free port of ``host``; the server binds the same
+    port beside it (both set SO_REUSEADDR) before it is closed, so no one else can take it."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    return sock

@@ -1,0 +1,53 @@
+"""BrokerStats: the counters GET_BROKER_RUNTIME_INFO reports, with RocketMQ's key names
+where RocketMQ has one."""
+
+from __future__ import annotations
+
+from skiff.broker.config import BrokerConfig
+from skiff.common.clock import Clock
+from skiff.protocol.codes import SKIFF_VERSION
+from skiff.store import MessageStore
+
+VERSION_DESC = "V4_9_7"
+"""The RocketMQ version whose protocol Skiff speaks (SKIFF_VERSION's name)."""
+
+
+class BrokerStats:
+    def __init__(self, config: BrokerConfig, store: MessageStore, clock: Clock) -> None:
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self.boot_ms = clock.now_ms()
+        self.pull_requests = 0
+        self.messages_pulled = 0
+
+    def pulled(self, messages: int) -> None:
+        self.pull_requests += 1
+        self.messages_pulled += messages
+
+    def runtime_table(self) -> dict[str, str]:
+        s = self.store.stats()
+        up_s = (self.clock.now_ms() - self.boot_ms) // 1000
+        table = {
+            "brokerVersionDesc": VERSION_DESC,
+            "brokerVersion": str(SKIFF_VERSION),
+            "bootTimestamp": str(self.boot_ms),
+            "runtime": f"[ {up_s // 86400} days, {up_s % 86400 // 3600} hours, {up_s % 3600 // 60} minutes, "
+                       f"{up_s % 60} seconds ]",
+            "msgPutTotalTodayNow": str(s.put_messages),
+            "msgGetTotalTodayNow": str(self.messages_pulled),
+            "pullRequestsTotal": str(self.pull_requests),
+            "putBytesTotal": str(s.put_bytes),
+            "putFailuresTotal": str(s.put_failures),
+            "commitLogMinOffset": str(s.min_physical_offset),
+            "commitLogMaxOffset": str(s.max_physical_offset),
+            "commitLogFlushedOffset": str(s.flushed_offset),
+            "dispatchBehindBytes": str(s.max_physical_offset - s.dispatched_offset),
+            "commitLogDiskRatio": f"{s.disk_used_percent / 100:.4f}",
+            "fsyncTotal": str(s.fsync_count),
+            "consumeQueues": str(s.consume_queues),
+            "writable": "true" if s.writable else "false",
+            "brokerName": self.config.broker_name,
+            "brokerCluster": self.config.broker_cluster_name,
+        }
+        return table

@@ -1,0 +1,70 @@
+"""MessageWriter: turns what a producer (or the broker itself) sends into store inputs.
+
+It is the one place that decides where a message is really stored (delayed and
+half messages are parked, see `skiff.broker.redirect`) and that fills in what
+the store indexes (tags, keys, unique id). The send and send-back processors
+both write through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from skiff.broker.redirect import REDIRECT_PROPERTIES, DelayPolicy, Redirected, is_half, park_delayed, park_half
+from skiff.common.clock import Clock
+from skiff.common.properties import Prop, encode_properties
+from skiff.common.sysflag import MessageSysFlag
+from skiff.store import MessageInput
+
+_PREPARED_OR_ROLLBACK = int(MessageSysFlag.TRANSACTION_PREPARED)
+"""The bit set by both the prepared (0x4) and the rolled-back (0xC) transaction types."""
+
+
+class MessageWriter:
+    def __init__(self, delay: DelayPolicy, clock: Clock, *, reject_transactions: bool = False) -> None:
+        self.delay = delay
+        self.clock = clock
+        self.reject_transactions = reject_transactions
+
+    def message(
+        self,
+        topic: str,
+        queue_id: int,
+        body: bytes,
+        props: Mapping[str, str],
+        raw_props: bytes | None,
+        flag: int,
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: bytes,
+        reconsume_times: int = 0,
+    ) -> MessageInput | str:
+        """The store input for one message, or why it is refused.
+
+        ``raw_props`` are ``props`` already encoded (a single send carries them
+        that way), or None to encode them here.
+        """
+        if not REDIRECT_PROPERTIES.isdisjoint(props):
+            redirected = self._redirect(topic, queue_id, props, sys_flag)
+            if isinstance(redirected, str):
+                return redirected
+            if redirected is not None:
+                topic, queue_id, props, sys_flag = redirected
+                raw_props = None
+        return MessageInput(
+            topic, queue_id, body, encode_properties(props) if raw_props is None else raw_props, flag, sys_flag,
+            born_timestamp, born_host, reconsume_times, 0, props.get(Prop.TAGS), props.get(Prop.KEYS),
+            props.get(Prop.UNIQ_KEY),
+        )
+
+    def _redirect(self, topic: str, queue_id: int, props: Mapping[str, str], sys_flag: int) -> Redirected | str | None:
+        if is_half(props):
+            if self.reject_transactions:
+                return "this broker refuses transactional messages (rejectTransactionMessage=true)"
+            return park_half(props, topic, queue_id, sys_flag)
+        if sys_flag & _PREPARED_OR_ROLLBACK:
+            return None
+        when = self.delay.schedule(props, self.clock.now_ms())
+        if when is None or isinstance(when, str):
+            return when
+        return park_delayed(props, topic, queue_id, sys_flag, when)

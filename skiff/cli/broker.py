@@ -1,0 +1,109 @@
+"""``skiff broker`` and ``skiff up``: run a broker, or a NameServer and a broker in one process.
+
+    skiff broker [-c broker.conf] [-n host:port;host:port] [--<key>=<value> ...]
+    skiff up [--dir PATH] [--namesrv-port 9876] [--broker-port 10911] [--<key>=<value> ...]
+
+Keys are RocketMQ's broker.conf names, for the broker or its store
+(``--listenPort=10911 --storePathRootDir=/data --brokerName=broker-a
+--flushDiskType=SYNC_FLUSH``); overrides win over the file, flags over both.
+Both commands log where they listen and store, stop cleanly on SIGTERM or SIGINT
+(unregister, drain, persist offsets, flush the store), and exit with status 1
+and the reason on a bad config or a port in use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from skiff.broker import BrokerServer, load_configs
+from skiff.broker.config import BrokerConfig
+from skiff.common.config import parse_overrides, read_properties_file
+from skiff.namesrv import NamesrvConfig, NamesrvServer
+from skiff.store import StoreConfig
+from skiff.transport.loop import run
+
+log = logging.getLogger("skiff.broker")
+
+UP_STORE_DIR = "./store"
+
+
+def register(sub: Any) -> None:
+    broker = sub.add_parser(
+        "broker", help="run a broker",
+        description="Run a broker. Extra --key=value arguments set any broker.conf key (broker or store).",
+    )
+    broker.add_argument("-c", "--config-file", metavar="broker.conf", help="Java properties file of settings")
+    broker.add_argument("-n", "--namesrv-addr", metavar="HOST:PORT;...", help="NameServers (namesrvAddr)")
+    broker.set_defaults(handler=run_broker, accepts_extra=True)
+
+    up = sub.add_parser(
+        "up", help="run a NameServer and a broker in one process",
+        description="Run a NameServer and one broker in one process (the README's `make run`). "
+                    "Extra --key=value arguments set broker.conf keys.",
+    )
+    up.add_argument("--dir", default=UP_STORE_DIR, help=f"store directory (default {UP_STORE_DIR})")
+    up.add_argument("--namesrv-port", type=int, default=9876, help="NameServer port (default 9876)")
+    up.add_argument("--broker-port", type=int, default=10911, help="broker port (default 10911)")
+    up.set_defaults(handler=run_up, accepts_extra=True)
+
+
+def broker_configs(args: argparse.Namespace, extra: list[str]) -> tuple[BrokerConfig, StoreConfig]:
+    sources: list[Mapping[str, str]] = [read_properties_file(args.config_file)] if args.config_file else []
+    sources.append(parse_overrides(extra))
+    if args.namesrv_addr:
+        sources.append({"namesrvAddr": args.namesrv_addr})
+    return load_configs(*sources)
+
+
+def run_broker(args: argparse.Namespace, extra: list[str]) -> int:
+    broker_config, store_config = broker_configs(args, extra)
+    return run(lambda stop: serve_broker(broker_config, store_config, stop))
+
+
+def run_up(args: argparse.Namespace, extra: list[str]) -> int:
+    namesrv_config = NamesrvConfig(listen_port=args.namesrv_port)
+    namesrv_config.validate()
+    broker_config, store_config = load_configs(
+        {"storePathRootDir": args.dir, "listenPort": str(args.broker_port)},
+        parse_overrides(extra),
+    )
+    return run(lambda stop: serve_up(namesrv_config, broker_config, store_config, stop))
+
+
+async def serve_broker(config: BrokerConfig, store_config: StoreConfig, stop: asyncio.Event) -> int:
+    server = BrokerServer(config, store_config)
+    await server.start()
+    try:
+        _log_listening(server)
+        await stop.wait()
+    finally:
+        await server.stop()
+    log.info("skiff broker stopped")
+    return 0
+
+
+async def serve_up(namesrv_config: NamesrvConfig, config: BrokerConfig, store_config: StoreConfig,
+                   stop: asyncio.Event) -> int:
+    namesrv = NamesrvServer(namesrv_config)
+    await namesrv.start()
+    try:
+        log.info("skiff namesrv listening on %s:%d (kv config in memory)", namesrv_config.listen_host, namesrv.port)
+        local = f"127.0.0.1:{namesrv.port}"
+        namesrvs = ";".join(dict.fromkeys([local, *config.namesrv_addrs]))
+        await serve_broker(dataclasses.replace(config, namesrv_addr=namesrvs), store_config, stop)
+    finally:
+        await namesrv.stop()
+    return 0
+
+
+def _log_listening(server: BrokerServer) -> None:
+    c = server.config
+    names = ";".join(c.namesrv_addrs) or "no NameServer"
+    log.info("skiff broker listening on %s:%d, store %s (broker %s of cluster %s, advertised as %s, %s, "
+             "registered with %s)", c.listen_host, server.port, server.store_config.root, c.broker_name,
+             c.broker_cluster_name, server.addr, server.store_config.flush_disk_type.name, names)
