@@ -68,6 +68,8 @@ class AppendFigures:
     mb_per_s: float
     fsyncs: int
     ceiling_ratio: float
+    cpu_seconds: float
+    """CPU time of the whole process (all threads): on a busy machine, msg/CPU-s is steadier than msg/s."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +78,7 @@ class ReadFigures:
     seconds: float
     msg_per_s: float
     mb_per_s: float
+    cpu_seconds: float
 
 
 def ceiling_mb_per_s(directory: str, total_bytes: int) -> float:
@@ -139,6 +142,7 @@ def run_appends(root: str, plan: Plan, body_bytes: int, batch: int, flush: Flush
     try:
         pools = [make_messages(body_bytes, w % 8) for w in range(writers)]
         counts: list[int] = []
+        cpu = time.process_time()
         began = time.perf_counter()
         deadline = began + plan.seconds
         threads = [threading.Thread(target=_writer, args=(store, pools[w], batch, deadline, counts))
@@ -149,6 +153,7 @@ def run_appends(root: str, plan: Plan, body_bytes: int, batch: int, flush: Flush
             t.join()
         store.flush()
         elapsed = time.perf_counter() - began
+        cpu = time.process_time() - cpu
         stats = store.stats()
     finally:
         store.shutdown()
@@ -157,7 +162,7 @@ def run_appends(root: str, plan: Plan, body_bytes: int, batch: int, flush: Flush
         raise RuntimeError("a writer thread failed")
     mb = stats.put_bytes / elapsed / 1e6
     return AppendFigures(body_bytes, batch, flush.name, writers, sum(counts), elapsed, sum(counts) / elapsed, mb,
-                         stats.fsync_count, mb / ceiling)
+                         stats.fsync_count, mb / ceiling, cpu)
 
 
 def run_reads(root: str, plan: Plan) -> ReadFigures:
@@ -169,6 +174,7 @@ def run_reads(root: str, plan: Plan) -> ReadFigures:
             store.put_messages(pool[i % POOL : i % POOL + min(BATCH, plan.backlog - i)])
         store.flush()
         offset, messages, total = 0, 0, 0
+        cpu = time.process_time()
         began = time.perf_counter()
         end = store.get_max_offset(TOPIC, 0)
         while offset < end:
@@ -177,10 +183,11 @@ def run_reads(root: str, plan: Plan) -> ReadFigures:
             total += result.total_bytes
             offset = result.next_begin_offset
         elapsed = time.perf_counter() - began
+        cpu = time.process_time() - cpu
     finally:
         store.shutdown()
         shutil.rmtree(root, ignore_errors=True)
-    return ReadFigures(messages, elapsed, messages / elapsed, total / elapsed / 1e6)
+    return ReadFigures(messages, elapsed, messages / elapsed, total / elapsed / 1e6, cpu)
 
 
 def run(directory: str, plan: Plan, progress: bool = True) -> dict:
@@ -201,14 +208,15 @@ def run(directory: str, plan: Plan, progress: bool = True) -> dict:
 def _append_row(a: AppendFigures) -> str:
     return (f"{a.body_bytes:>5} B  batch {a.batch:>2}  {a.flush:<11} {a.writers:>2} writer(s)  "
             f"{a.msg_per_s:>10,.0f} msg/s  {a.mb_per_s:>7.1f} MB/s  {a.ceiling_ratio:>5.0%} of ceiling  "
-            f"fsyncs {a.fsyncs}")
+            f"{a.messages / a.cpu_seconds:>10,.0f} msg/CPU-s  fsyncs {a.fsyncs}")
 
 
 def report(figures: dict) -> str:
     r = figures["reads"]
     lines = [f"ceiling (dd-style sequential write): {figures['ceiling_mb_per_s']:.1f} MB/s"]
     lines += [_append_row(AppendFigures(**a)) for a in figures["appends"]]
-    lines.append(f"reads: {r['messages']:,} messages  {r['msg_per_s']:,.0f} msg/s  {r['mb_per_s']:.1f} MB/s")
+    lines.append(f"reads: {r['messages']:,} messages  {r['msg_per_s']:,.0f} msg/s  {r['mb_per_s']:.1f} MB/s  "
+                 f"{r['messages'] / r['cpu_seconds']:,.0f} msg/CPU-s")
     return "\n".join(lines)
 
 

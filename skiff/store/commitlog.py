@@ -96,7 +96,8 @@ class CommitLog:
     """Appends and reads records; see the module docstring for the file layout."""
 
     def __init__(self, directory: str, file_size: int, store_host: bytes) -> None:
-        self.files = MappedFileQueue(directory, file_size, reserve_on_create=file_size)
+        self.files = MappedFileQueue(directory, file_size, reserve_on_create=file_size,
+                                     size_key="mappedFileSizeCommitLog")
         self.file_size = file_size
         self.store_host = store_host
         self.write_pos = 0

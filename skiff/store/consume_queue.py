@@ -87,11 +87,14 @@ class ConsumeQueue:
     def __init__(self, directory: str, topic: str, queue_id: int, file_size: int) -> None:
         self.topic = topic
         self.queue_id = queue_id
-        self.files = MappedFileQueue(directory, file_size, reserve_on_create=0)
+        self.files = MappedFileQueue(directory, file_size, reserve_on_create=0,
+                                     size_key="mappedFileSizeConsumeQueue")
         self.per_file = file_size // CQ_ENTRY_BYTES
         self.min_offset = 0
         self.max_offset = 0
         self._flushed_to = 0
+        self._room_end = 0
+        """Byte position up to which files exist and are reserved (a cache for `ensure_room`)."""
 
     # -- loading ----------------------------------------------------------------
 
@@ -142,9 +145,12 @@ class ConsumeQueue:
         """Create and reserve what ``count`` more entries need. Raises OSError (disk full)."""
         pos = self.max_offset * CQ_ENTRY_BYTES
         end = pos + count * CQ_ENTRY_BYTES
+        if end <= self._room_end:
+            return
         while pos < end:
             f = self.files.get_or_create(pos)
             f.ensure_reserved(min(end, f.end) - f.start)
+            self._room_end = f.start + f.reserved
             pos = f.end
 
     def append(self, first_offset: int, entries: Sequence[Entry]) -> None:
@@ -205,6 +211,7 @@ class ConsumeQueue:
         return removed
 
     def _cut(self, new_max: int) -> None:
+        self._room_end = 0
         pos = new_max * CQ_ENTRY_BYTES
         end = self.max_offset * CQ_ENTRY_BYTES
         self.max_offset = new_max

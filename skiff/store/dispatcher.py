@@ -94,26 +94,29 @@ class Dispatcher:
 
     def dispatch(self, requests: Sequence[DispatchRequest]) -> list[QueueTouch]:
         """Write the ConsumeQueue and index entries of ``requests`` (in CommitLog order)."""
-        touched: dict[tuple[str, int], int] = {}
+        touched: list[QueueTouch] = []
         run: list[Entry] = []
         run_topic, run_queue, expected = None, -1, -1
         for topic, queue_id, queue_offset, phys, size, tag, _, sys_flag, _, _ in requests:
             if sys_flag & NOT_CONSUMABLE:
                 continue
             if queue_offset != expected or queue_id != run_queue or topic != run_topic:
-                touched.update(self._write_run(run_topic, run_queue, expected - len(run), run))
+                self._write_run(run_topic, run_queue, expected - len(run), run, touched)
                 run, run_topic, run_queue = [], topic, queue_id
                 expected = queue_offset
             run.append((phys, size, tag))
             expected += 1
-        touched.update(self._write_run(run_topic, run_queue, expected - len(run), run))
+        self._write_run(run_topic, run_queue, expected - len(run), run, touched)
         if self.index is not None:
             self.index.add(requests)
-        return [(topic, qid, max_offset) for (topic, qid), max_offset in touched.items()]
+        if len(touched) > 1:  # one touch per queue, with its final max offset
+            touched = [(t, q, m) for (t, q), m in {(t, q): m for t, q, m in touched}.items()]
+        return touched
 
-    def _write_run(self, topic: str | None, queue_id: int, first: int, run: list[Entry]) -> dict[tuple[str, int], int]:
-        if topic is None or not run:
-            return {}
-        cq = self.queues.get_or_create(topic, queue_id)
-        cq.append(first, run)
-        return {(topic, queue_id): cq.max_offset}
+    def _write_run(
+        self, topic: str | None, queue_id: int, first: int, run: list[Entry], touched: list[QueueTouch]
+    ) -> None:
+        if topic is not None and run:
+            cq = self.queues.get_or_create(topic, queue_id)
+            cq.append(first, run)
+            touched.append((topic, queue_id, cq.max_offset))

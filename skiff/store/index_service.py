@@ -84,7 +84,7 @@ class IndexService:
         current = self.files[-1] if self.files else None
         if current is None or current.room() < min(keys, self.capacity - 1):
             current = self._roll()
-        current.ensure_room(keys)
+        current.ensure_room(keys)  # no syscall unless a new chunk is due
 
     def add(self, requests: Sequence[DispatchRequest]) -> None:
         """Index the KEYS words and the UNIQ_KEY of each request (rolled-back transactions

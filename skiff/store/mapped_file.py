@@ -32,7 +32,7 @@ import threading
 
 import numpy as np
 
-from skiff.common.errors import CorruptionError
+from skiff.common.errors import ConfigError, CorruptionError
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +51,7 @@ def file_name(offset: int) -> str:
 class MappedFile:
     """One fixed-size file mapped into memory, covering offsets [start, start + size)."""
 
-    __slots__ = ("path", "start", "size", "mm", "reserved", "_fd", "_lock", "closed")
+    __slots__ = ("_fd", "_lock", "closed", "mm", "path", "reserved", "size", "start")
 
     def __init__(self, path: str, start: int, size: int, fd: int, reserved: int) -> None:
         self.path = path
@@ -79,7 +79,7 @@ class MappedFile:
 
     @classmethod
     def open(cls, path: str, start: int, size: int) -> MappedFile:
-        """Map an existing file; a file of another size is resized first (the caller decides if that is allowed)."""
+        """Map an existing file, extending a short one first (the caller decides if that is allowed)."""
         fd = os.open(path, os.O_RDWR)
         try:
             if os.fstat(fd).st_size != size:
@@ -175,18 +175,21 @@ class MappedFileQueue:
     consistent list while retention removes files or the writer adds one.
     """
 
-    def __init__(self, directory: str, file_size: int, *, reserve_on_create: int) -> None:
+    def __init__(self, directory: str, file_size: int, *, reserve_on_create: int, size_key: str) -> None:
         self.directory = directory
         self.file_size = file_size
+        self.size_key = size_key
+        """The configuration key of ``file_size``, for errors."""
         self.reserve_on_create = reserve_on_create
         self.files: tuple[MappedFile, ...] = ()
-        self.resized_start: int | None = None
-        """Start of a last file that had the wrong size at load: its contents are suspect."""
+        self.extended_start: int | None = None
+        """Start of a last file that was too short at load (now extended): its contents are suspect."""
         self._lock = threading.Lock()
 
     def load(self) -> list[str]:
-        """Map the files on disk. A last file of the wrong size (torn or foreign) is resized
-        and noted; any other misfit is corruption."""
+        """Map the files on disk. A last file that is too short (its creation or its tail
+        was cut) is extended and noted; a longer file means the file size setting changed,
+        and nothing is cut: that is a ConfigError."""
         if not os.path.isdir(self.directory):
             return []
         names = sorted(n for n in os.listdir(self.directory) if _NAME.match(n))
@@ -197,20 +200,25 @@ class MappedFileQueue:
             start = int(name)
             self._check_place(path, start, files)
             actual = os.path.getsize(path)
+            if actual > self.file_size:
+                raise ConfigError(
+                    f"{self.size_key}: {self.file_size}, but {path} is {actual} bytes; "
+                    "set it as when the files were written"
+                )
             if actual != self.file_size:
                 if i != len(names) - 1:
                     raise CorruptionError(
                         f"{path} is {actual} bytes, not {self.file_size}; only the last file may be short"
                     )
-                notes.append(f"{path}: {actual} bytes resized to {self.file_size}")
-                self.resized_start = start
+                notes.append(f"{path}: {actual} bytes extended to {self.file_size}")
+                self.extended_start = start
             files.append(MappedFile.open(path, start, self.file_size))
         self.files = tuple(files)
         return notes
 
     def _check_place(self, path: str, start: int, files: list[MappedFile]) -> None:
         if start % self.file_size:
-            raise CorruptionError(f"{path}: start offset is not a multiple of the file size {self.file_size}")
+            raise CorruptionError(f"{path}: start offset is not a multiple of {self.size_key}={self.file_size}")
         if files and start != files[-1].end:
             raise CorruptionError(f"{path}: expected the file after {files[-1].path} to start at {files[-1].end}")
 

@@ -33,8 +33,8 @@ from skiff.store.config import FlushDiskType, StoreConfig
 from skiff.store.consume_queue import ConsumeQueueTable
 from skiff.store.dispatcher import (
     NOT_CONSUMABLE,
-    DispatchRequest,
     Dispatcher,
+    DispatchRequest,
     QueueTouch,
     consumable,
     request_from_record,
@@ -86,6 +86,7 @@ class MessageStore:
         self._tag_codes: dict[str, int] = {}
         self._dispatched = 0
         self._running = False
+        self._started = False
         self._lock = StoreLock(self.root)
         self._flusher = CommitLogFlusher(
             self.commitlog.flush, interval_ms=config.flush_interval_commit_log,
@@ -101,8 +102,9 @@ class MessageStore:
 
     def start(self) -> RecoveryReport:
         """Load and recover the files, then start the flush, checkpoint and clean threads."""
-        if self._running:
-            raise RuntimeError("the store is already started")
+        if self._started:
+            raise RuntimeError("a MessageStore starts once; make a new one to open the files again")
+        self._started = True
         os.makedirs(self.root, exist_ok=True)
         self._lock.acquire()
         try:
@@ -122,9 +124,10 @@ class MessageStore:
 
     def shutdown(self) -> None:
         """Flush everything, write the checkpoint, remove the abort marker, close the files."""
-        if not self._running:
-            return
-        self._running = False
+        with self._put_lock:  # appends under way finish first; later ones are refused
+            if not self._running:
+                return
+            self._running = False
         for t in self._threads:
             t.stop()
         self._flusher.stop()
@@ -176,6 +179,8 @@ class MessageStore:
             self._put_failures += 1
             return checked
         with self._put_lock:
+            if not self._running:
+                return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, "the store is shutting down")
             result, touched = self._append(msgs, checked)
         if touched:
             self._notify(touched)
@@ -205,7 +210,8 @@ class MessageStore:
             if m.keys:
                 keys += m.keys.count(" ") + 1
         try:
-            self._catch_up()
+            if self._dispatched < self.commitlog.write_pos:
+                self._catch_up()
             self.dispatcher.reserve({key: next_offset - base}, keys)
             store_ts = self.clock.now_ms()
             phys = self.commitlog.append(msgs, checked.topic_raw, queue_offsets, checked.sizes, checked.total, store_ts)

@@ -24,7 +24,12 @@ import os
 import time
 
 from skiff.common.clock import Clock
-from skiff.store.checkpoint import Checkpoint, fsync_dir, read_checkpoint, write_checkpoint
+from skiff.store.checkpoint import (
+    Checkpoint,
+    fsync_dir,
+    read_checkpoint,
+    write_checkpoint,
+)
 from skiff.store.commitlog import CommitLog
 from skiff.store.consume_queue import ConsumeQueueTable
 from skiff.store.dispatcher import Dispatcher, requests_between
@@ -100,10 +105,10 @@ def _scan_start(
     elif queues_end is None and start > lo:
         notes.append("no ConsumeQueue entries: rebuilding them from the whole CommitLog")
         start = lo
-    resized = commitlog.files.resized_start
-    if resized is not None and resized < start:
-        notes.append(f"the last CommitLog file had the wrong size: checking it from {resized}")
-        start = resized
+    extended = commitlog.files.extended_start
+    if extended is not None and extended < start:
+        notes.append(f"the last CommitLog file was short: checking it from {extended}")
+        start = extended
     return min(max(start, lo), hi)
 
 

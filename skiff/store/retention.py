@@ -14,6 +14,7 @@ index files wholly below it go too.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from collections.abc import Callable
@@ -90,7 +91,7 @@ class Retention:
         expiry_ms = self.config.file_reserved_time * _MS_PER_HOUR
         now = self.clock.now_ms()
         count = 0
-        for f, successor in zip(files, files[1:]):
+        for f, successor in itertools.pairwise(files):
             if count >= DELETE_FILES_BATCH_MAX or f.end > safe:
                 break
             last_write = self.commitlog.first_store_timestamp(successor)

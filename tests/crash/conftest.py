@@ -14,7 +14,6 @@ from pathlib import Path
 
 from skiff.common.record import decode_record, decode_records
 from skiff.store import GetStatus, MessageStore
-
 from tests.crash.store_child import QUEUES, STORE_HOST, TOPIC, child_config
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -8,7 +8,6 @@ import pytest
 
 from skiff.common.record import HEAD_V4, decode_record
 from skiff.store import PutStatus
-
 from tests.crash.conftest import Child, check_survivors, open_child_store
 from tests.crash.store_child import TOPIC, make
 
@@ -69,7 +68,7 @@ def test_last_file_truncated_mid_record(crashed, tmp_path):
     os.truncate(_file_of(image, last[0]), last[0] % FILE + last[3] // 2)
     report = _recover_and_check(image, rows, last[0])
     assert f"offset {last[0]}" in report.truncated_reason
-    assert any("resized" in note for note in report.notes)
+    assert any("extended" in note for note in report.notes)
 
 
 def test_garbage_after_the_last_record(crashed, tmp_path):

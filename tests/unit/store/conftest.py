@@ -13,7 +13,13 @@ from skiff.common.clock import ManualClock
 from skiff.common.config import build_config
 from skiff.common.properties import Prop, encode_properties
 from skiff.common.record import decode_records, pack_host
-from skiff.store import GetResult, MessageInput, MessageStore, RecoveryReport, StoreConfig
+from skiff.store import (
+    GetResult,
+    MessageInput,
+    MessageStore,
+    RecoveryReport,
+    StoreConfig,
+)
 
 STORE_HOST = pack_host("127.0.0.1", 10911)
 BORN_HOST = pack_host("10.0.0.7", 40000)

@@ -9,7 +9,13 @@ from hypothesis import strategies as st
 from skiff.common.clock import ManualClock
 from skiff.common.msgid import decode_offset_msg_id
 from skiff.common.properties import decode_properties
-from skiff.common.record import BLANK_HEAD, BLANK_MAGIC, decode_record, pack_host, unpack_host
+from skiff.common.record import (
+    BLANK_HEAD,
+    BLANK_MAGIC,
+    decode_record,
+    pack_host,
+    unpack_host,
+)
 from skiff.common.sysflag import MessageSysFlag
 from skiff.store import MessageStore, PutStatus
 

@@ -97,3 +97,35 @@ def test_stop_resolves_every_waiter():
     flusher.stop()
     assert covered.result(1) is PutStatus.PUT_OK
     assert beyond.result(1) is PutStatus.FLUSH_DISK_TIMEOUT
+
+
+def test_shutdown_while_writers_run(open_store):
+    store = open_store(flushDiskType="SYNC_FLUSH", mappedFileSizeCommitLog=1 << 20)
+    results, errors = [], []
+    started = threading.Barrier(5)
+
+    def write(w):
+        started.wait()
+        try:
+            for i in range(10_000):
+                r = store.put_message(message(i, queue_id=w))
+                results.append((r.status, r.flushed.result(10) if r.flushed else None, r.physical_offset))
+                if r.status is not PutStatus.PUT_OK:
+                    return
+        except Exception as exc:  # noqa: BLE001 - any exception is the failure this test looks for
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    started.wait()
+    _wait_for(lambda: len(results) >= 40)
+    store.shutdown()
+    for t in threads:
+        t.join(30)
+    assert errors == []
+    assert {s for s, _, _ in results} <= {PutStatus.PUT_OK, PutStatus.SERVICE_NOT_AVAILABLE}
+    stored = [phys for s, flushed, phys in results if s is PutStatus.PUT_OK]
+    assert all(f is PutStatus.PUT_OK for s, f, _ in results if s is PutStatus.PUT_OK)
+    again = open_store(root=store.root, mappedFileSizeCommitLog=1 << 20)
+    assert all(again.read_record(phys) is not None for phys in stored)

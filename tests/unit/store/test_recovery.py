@@ -101,7 +101,7 @@ def test_entries_past_a_torn_tail_are_trimmed(open_store):
     report = open_store.last_report
     assert report.truncated_from == last.physical_offset and f"offset {last.physical_offset}" in report.truncated_reason
     assert report.consume_queue_entries_trimmed == 1 and report.index_entries_trimmed == 2
-    assert any("resized" in n for n in report.notes)
+    assert any("extended" in n for n in report.notes)
     assert again.get_max_offset("T", 1) == 5 and again.query_by_key("T", "k11", 64, *EVER) == []
     assert again.read_record(last.physical_offset) is None
     redo = again.put_message(message(11, queue_id=1, keys="k11"))
@@ -142,6 +142,15 @@ def test_short_file_in_the_middle_is_corruption(open_store):
     os.truncate(os.path.join(store.root, "commitlog", f"{0:020d}"), 100)
     with pytest.raises(CorruptionError, match="only the last file may be short"):
         open_store(root=store.root)
+
+
+def test_a_smaller_file_size_setting_cuts_nothing(open_store):
+    store = open_store(mappedFileSizeCommitLog=8192)
+    _fill(store, 10)
+    store.shutdown()
+    with pytest.raises(ConfigError, match="mappedFileSizeCommitLog: 4096"):
+        open_store(root=store.root)
+    assert os.path.getsize(os.path.join(store.root, "commitlog", f"{0:020d}")) == 8192
 
 
 def test_index_sizes_must_match_the_files(open_store):
