@@ -1,0 +1,113 @@
+"""``skiff consumer create|delete|progress|connections|reset-offset``.
+
+    skiff consumer progress -g orders-consumer [-t Orders]
+    skiff consumer reset-offset -g orders-consumer -t Orders --timestamp 2024-05-01T12:00:00
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from datetime import datetime
+from typing import Any
+
+from skiff.cli.admin import command, emit, family, print_table, with_admin
+from skiff.cli.topic import format_time_ms
+from skiff.client.errors import ClientError
+
+LATEST = -1
+"""The timestamp that resets to the end of every queue."""
+
+
+def register(sub: Any) -> None:
+    groups = family(sub, "consumer", "consumer groups: settings, progress, members, offsets")
+    cmd = command(groups, "create", "create or change a consumer group on every master (of a cluster)",
+                  consumer_create)
+    cmd.add_argument("-g", "--group", required=True)
+    cmd.add_argument("--retry-max-times", type=int, default=16, help="deliveries before the DLQ (default 16)")
+    cmd.add_argument("--no-broadcast", action="store_true", help="refuse broadcasting consumers")
+    where = cmd.add_mutually_exclusive_group()
+    where.add_argument("-c", "--cluster")
+    where.add_argument("-b", "--broker", metavar="HOST:PORT")
+    cmd = command(groups, "delete", "delete a consumer group, its offsets and its retry and DLQ topics",
+                  consumer_delete)
+    cmd.add_argument("-g", "--group", required=True)
+    cmd.add_argument("-c", "--cluster")
+    cmd = command(groups, "progress", "per queue: broker offset, consumer offset, lag", consumer_progress)
+    cmd.add_argument("-g", "--group", required=True)
+    cmd.add_argument("-t", "--topic", help="only this topic")
+    cmd = command(groups, "connections", "the group's live clients and subscriptions", consumer_connections)
+    cmd.add_argument("-g", "--group", required=True)
+    cmd = command(groups, "reset-offset", "move the group's offsets on a topic to a point in time",
+                  consumer_reset_offset)
+    cmd.add_argument("-g", "--group", required=True)
+    cmd.add_argument("-t", "--topic", required=True)
+    cmd.add_argument("--timestamp", required=True, type=parse_timestamp_ms,
+                     help="ms since the epoch, an ISO time (2024-05-01T12:00:00), 'now', or -1 for the end")
+    cmd.add_argument("--no-force", action="store_true", help="only move offsets backwards")
+
+
+def parse_timestamp_ms(text: str) -> int:
+    """``1714560000000``, ``-1``, ``now`` or an ISO-8601 time (local time unless it has an offset)."""
+    text = text.strip()
+    if text.lower() == "now":
+        return int(time.time() * 1000)
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not ms since the epoch, 'now' or an ISO time") from None
+
+
+def consumer_create(args: argparse.Namespace) -> int:
+    addrs = with_admin(args, lambda a: a.create_consumer_group(
+        args.group, cluster=args.cluster, broker_addr=args.broker, retry_max_times=args.retry_max_times,
+        consume_broadcast_enable=not args.no_broadcast))
+    return emit(args, {"group": args.group, "brokers": addrs}, ("GROUP", "BROKER"), [(args.group, a) for a in addrs])
+
+
+def consumer_delete(args: argparse.Namespace) -> int:
+    addrs = with_admin(args, lambda a: a.delete_consumer_group(args.group, cluster=args.cluster))
+    return emit(args, {"group": args.group, "brokers": addrs}, ("DELETED", "BROKER"),
+                [(args.group, a) for a in addrs])
+
+
+def consumer_progress(args: argparse.Namespace) -> int:
+    progress = with_admin(args, lambda a: a.consumer_progress(args.group, args.topic))
+    if args.json:
+        return emit(args, progress, (), [])
+    print_table(("TOPIC", "BROKER", "QUEUE", "BROKER OFFSET", "CONSUMER OFFSET", "LAG", "LAST CONSUMED"),
+                [(q.mq.topic, q.mq.broker_name, q.mq.queue_id, q.broker_offset, q.consumer_offset, q.lag,
+                  format_time_ms(q.last_timestamp)) for q in progress.queues])
+    print(f"\nConsume TPS: {progress.consume_tps:.2f}\nTotal lag: {progress.total_lag}")
+    return 0
+
+
+def consumer_connections(args: argparse.Namespace) -> int:
+    conns = with_admin(args, lambda a: a.consumer_connections(args.group))
+    if args.json:
+        return emit(args, conns, (), [])
+    print_table(("CLIENT ID", "ADDRESS", "LANGUAGE", "VERSION"),
+                [(c.client_id, c.client_addr, c.language, c.version) for c in conns.connections])
+    print()
+    print_table(("TOPIC", "SUBSCRIPTION", "TYPE"),
+                [(t, s.sub_string, s.expression_type) for t, s in sorted(conns.subscriptions.items())])
+    print(f"\nConsume type: {_name(conns.consume_type)}  Message model: {_name(conns.message_model)}  "
+          f"Consume from: {_name(conns.consume_from_where)}")
+    return 0
+
+
+def _name(value: Any) -> str:
+    return value.name if value is not None else "-"
+
+
+def consumer_reset_offset(args: argparse.Namespace) -> int:
+    offsets = with_admin(args, lambda a: a.reset_offset_by_time(args.group, args.topic, args.timestamp,
+                                                                force=not args.no_force))
+    if not offsets:
+        raise ClientError(f"no queue of {args.topic} was reset")
+    rows = sorted(offsets.items(), key=lambda kv: (kv[0].broker_name, kv[0].queue_id))
+    value = [{"topic": mq.topic, "broker_name": mq.broker_name, "queue_id": mq.queue_id, "offset": off}
+             for mq, off in rows]
+    return emit(args, value, ("BROKER", "QUEUE", "NEW OFFSET"), [(mq.broker_name, mq.queue_id, o) for mq, o in rows])

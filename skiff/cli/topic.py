@@ -1,0 +1,89 @@
+"""``skiff topic create|update|delete|list|route|status``.
+
+    skiff topic create -t Orders [-q 8] [-r N -w N] [-p 6] [-o] [-c CLUSTER | -b HOST:PORT]
+    skiff topic status -t Orders --json
+"""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime
+from typing import Any
+
+from skiff.cli.admin import command, emit, family, with_admin
+from skiff.client.admin import DEFAULT_QUEUE_NUMS
+from skiff.protocol.bodies.topic import perm_text
+
+
+def register(sub: Any) -> None:
+    topics = family(sub, "topic", "create, change, delete and inspect topics")
+    for name, text in (("create", "create a topic on every master (of a cluster) or on one broker"),
+                       ("update", "change a topic's queue counts, permission or order flag (same as create)")):
+        cmd = command(topics, name, text, topic_create)
+        cmd.add_argument("-t", "--topic", required=True)
+        cmd.add_argument("-q", "--queue-nums", type=int, default=DEFAULT_QUEUE_NUMS,
+                         help=f"read and write queues per broker (default {DEFAULT_QUEUE_NUMS})")
+        cmd.add_argument("-r", "--read-queue-nums", type=int, help="read queues (default: --queue-nums)")
+        cmd.add_argument("-w", "--write-queue-nums", type=int, help="write queues (default: --queue-nums)")
+        cmd.add_argument("-p", "--perm", type=int, default=6, help="2 write, 4 read, 6 both (default 6)")
+        cmd.add_argument("-o", "--order", action="store_true", help="an order topic")
+        _where(cmd)
+    cmd = command(topics, "delete", "delete a topic from the brokers and the NameServers", topic_delete)
+    cmd.add_argument("-t", "--topic", required=True)
+    cmd.add_argument("-c", "--cluster", help="only from this cluster's brokers")
+    command(topics, "list", "list every topic the NameServers know", topic_list)
+    cmd = command(topics, "route", "show a topic's route: queues per broker and broker addresses", topic_route)
+    cmd.add_argument("-t", "--topic", required=True)
+    cmd = command(topics, "status", "show every queue's min and max offset and last store time", topic_status)
+    cmd.add_argument("-t", "--topic", required=True)
+
+
+def _where(cmd: argparse.ArgumentParser) -> None:
+    where = cmd.add_mutually_exclusive_group()
+    where.add_argument("-c", "--cluster", help="every master of this cluster (default: of every cluster)")
+    where.add_argument("-b", "--broker", metavar="HOST:PORT", help="only this broker")
+
+
+def topic_create(args: argparse.Namespace) -> int:
+    addrs = with_admin(args, lambda a: a.create_topic(
+        args.topic, queue_nums=args.queue_nums, read_queue_nums=args.read_queue_nums,
+        write_queue_nums=args.write_queue_nums, perm=args.perm, order=args.order, cluster=args.cluster,
+        broker_addr=args.broker))
+    return emit(args, {"topic": args.topic, "brokers": addrs}, ("TOPIC", "BROKER"),
+                [(args.topic, a) for a in addrs])
+
+
+def topic_delete(args: argparse.Namespace) -> int:
+    addrs = with_admin(args, lambda a: a.delete_topic(args.topic, cluster=args.cluster))
+    return emit(args, {"topic": args.topic, "brokers": addrs}, ("DELETED", "BROKER"),
+                [(args.topic, a) for a in addrs])
+
+
+def topic_list(args: argparse.Namespace) -> int:
+    topics = with_admin(args, lambda a: a.topic_list())
+    return emit(args, topics, ("TOPIC",), [(t,) for t in topics])
+
+
+def topic_route(args: argparse.Namespace) -> int:
+    route = with_admin(args, lambda a: a.topic_route(args.topic))
+    addrs = {b.broker_name: b for b in route.broker_datas}
+    rows = [(q.broker_name, q.read_queue_nums, q.write_queue_nums, perm_text(q.perm),
+             addrs[q.broker_name].master_addr if q.broker_name in addrs else "",
+             ",".join(f"{i}={a}" for i, a in sorted(addrs[q.broker_name].broker_addrs.items()) if i)
+             if q.broker_name in addrs else "")
+            for q in sorted(route.queue_datas, key=lambda q: q.broker_name)]
+    return emit(args, route, ("BROKER", "READ", "WRITE", "PERM", "MASTER", "SLAVES"), rows)
+
+
+def topic_status(args: argparse.Namespace) -> int:
+    queues = with_admin(args, lambda a: a.topic_status(args.topic))
+    rows = [(q.mq.broker_name, q.mq.queue_id, q.min_offset, q.max_offset, format_time_ms(q.last_update_timestamp))
+            for q in queues]
+    return emit(args, queues, ("BROKER", "QUEUE", "MIN OFFSET", "MAX OFFSET", "LAST UPDATED"), rows)
+
+
+def format_time_ms(ms: int) -> str:
+    """Local time to the millisecond, or '-' for 0 (never)."""
+    if ms <= 0:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000).isoformat(sep=" ", timespec="milliseconds")
