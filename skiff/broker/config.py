@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from skiff.common.config import build_config, camel_to_snake, snake_to_camel
+from skiff.common.config import build_config, camel_to_snake, snake_to_camel, to_properties
 from skiff.common.errors import ConfigError
 from skiff.common.names import topic_error
 from skiff.common.record import parse_host_port
@@ -191,8 +191,18 @@ _POSITIVE = frozenset({"timer_max_delay_sec", "transaction_check_max", "max_tran
 
 
 def _fail(name: str, value: Any, why: str) -> None:
-    key = next((k for k, v in BrokerConfig.ALIASES.items() if v == name), None) or snake_to_camel(name)
-    raise ConfigError(f"{key}: {value!r} {why}")
+    raise ConfigError(f"{key_of(name)}: {value!r} {why}")
+
+
+def key_of(name: str) -> str:
+    """The RocketMQ key of a BrokerConfig field."""
+    return next((k for k, v in BrokerConfig.ALIASES.items() if v == name), None) or snake_to_camel(name)
+
+
+def config_properties(broker: BrokerConfig, store: StoreConfig) -> dict[str, str]:
+    """Both configs as broker.conf would spell them (GET_BROKER_CONFIG's answer)."""
+    values = to_properties(broker)
+    return {**to_properties(store), **{key_of(f.name): values[snake_to_camel(f.name)] for f in dataclasses.fields(broker)}}
 
 
 def _is_ip(text: str) -> bool:

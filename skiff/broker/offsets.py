@@ -3,10 +3,10 @@
 Commits arrive often (every pull of a push consumer carries one, and clients
 send UPDATE_CONSUMER_OFFSET every 5 s), so they only change memory; the table is
 written to ``config/consumerOffset.json`` every ``flushConsumerOffsetInterval``
-and at shutdown, atomically. The file has RocketMQ's form, so a Java broker's
-file reads here and the other way round::
+and at shutdown, atomically. The file has RocketMQ's form (a Java broker's
+file, whose queue ids are unquoted numbers, reads here too)::
 
-    {"offsetTable": {"TopicA@GroupA": {0: 120, 1: 98}}}
+    {"offsetTable": {"TopicA@GroupA": {"0": 120, "1": 98}}}
 """
 
 from __future__ import annotations

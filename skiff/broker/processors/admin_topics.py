@@ -8,11 +8,10 @@ NameServers at once (the topic manager's ``on_change``).
 
 from __future__ import annotations
 
-from skiff.broker.config import BrokerConfig
+from skiff.broker.config import BrokerConfig, config_properties
 from skiff.broker.offsets import ConsumerOffsetManager
 from skiff.broker.stats import BrokerStats
 from skiff.broker.topics import TopicConfigManager
-from skiff.common.config import to_properties
 from skiff.common.message import MessageQueue
 from skiff.common.names import SYSTEM_TOPICS, topic_error
 from skiff.protocol.bodies.admin import KVTable, TopicOffset, TopicStatsTable
@@ -89,7 +88,7 @@ class TopicAdminProcessor:
         return req.response(body=KVTable(self.stats.runtime_table()).to_json())
 
     def broker_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        props = {**to_properties(self.store_config), **to_properties(self.config)}
+        props = config_properties(self.config, self.store_config)
         text = "".join(f"{k}={v}\n" for k, v in sorted(props.items()))
         return req.response(ext_fields={"version": self.topics.data_version.to_json().decode()}, body=text.encode())
 
