@@ -56,8 +56,8 @@ RETRY_ON_ANOTHER_BROKER = frozenset({
 STALE_ROUTE_CODES = frozenset({ResponseCode.TOPIC_NOT_EXIST, ResponseCode.NO_PERMISSION})
 _COMPRESSED = int(MessageSysFlag.COMPRESSED)
 _PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED)
-_DELAY_PROPS = (Prop.DELAY, Prop.DELIVER_TIME_MS, Prop.DELAY_MS, Prop.TIMER_DELIVER_MS, Prop.TIMER_DELAY_SEC,
-                Prop.TIMER_DELAY_MS)
+_DELAY_PROP_SET = frozenset({Prop.DELAY, Prop.DELIVER_TIME_MS, Prop.DELAY_MS, Prop.TIMER_DELIVER_MS,
+                             Prop.TIMER_DELAY_SEC, Prop.TIMER_DELAY_MS})
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,43 +150,66 @@ class ProducerCore:
         )
 
     def prepare_batch(self, msgs: Sequence[Message]) -> list[Prepared]:
-        """Check and encode a batch, split to the size and count limits."""
+        """Check and encode a batch, split to the size and count limits.
+
+        The usual batch fits in one send and is encoded in one pass; one that
+        does not is encoded message by message into as many sends as it needs.
+        """
         self._check_batch(msgs)
+        topic, wait = msgs[0].topic, msgs[0].properties.get(Prop.WAIT, "true")
+        if len(msgs) <= BATCH_MAX_MESSAGES:
+            body, ids = self._encode(msgs)
+            if len(body) <= self.options.max_message_size:
+                return [self._chunk(topic, [body], ids, wait)]
         chunks: list[Prepared] = []
         records: list[bytes] = []
-        ids: list[str] = []
+        chunk_ids: list[str] = []
         size = 0
-        wait = msgs[0].properties.get(Prop.WAIT, "true")
         for msg in msgs:
-            generated: list[str] = []
-            try:
-                record = encode_batch((msg,), lambda: _remember(generated, self._uniq_id()))
-            except MessageIllegalError as exc:
-                raise MessageValidationError(exc.remark) from None
+            record, (uniq,) = self._encode((msg,))
             if records and (size + len(record) > self.options.max_message_size or len(records) >= BATCH_MAX_MESSAGES):
-                chunks.append(self._chunk(msgs[0].topic, records, ids, wait))
-                records, ids, size = [], [], 0
+                chunks.append(self._chunk(topic, records, chunk_ids, wait))
+                records, chunk_ids, size = [], [], 0
             records.append(record)
-            ids.append(msg.properties.get(Prop.UNIQ_KEY) or generated[0])
+            chunk_ids.append(uniq)
             size += len(record)
-        chunks.append(self._chunk(msgs[0].topic, records, ids, wait))
+        chunks.append(self._chunk(topic, records, chunk_ids, wait))
         return chunks
+
+    def _encode(self, msgs: Sequence[Message]) -> tuple[bytes, list[str]]:
+        """The batch body of ``msgs`` and each one's UNIQ_KEY (its own, or a new one)."""
+        generated: list[str] = []
+        new_id = self._uniq_id
+
+        def uniq() -> str:
+            value = new_id()
+            generated.append(value)
+            return value
+
+        try:
+            body = encode_batch(msgs, uniq)
+        except MessageIllegalError as exc:
+            raise MessageValidationError(exc.remark) from None
+        return body, [m.properties.get(Prop.UNIQ_KEY) or g for m, g in zip(msgs, generated)]
 
     def _check_batch(self, msgs: Sequence[Message]) -> None:
         if not msgs:
             raise MessageValidationError("the batch is empty")
         topic = msgs[0].topic
-        wait = msgs[0].properties.get(Prop.WAIT, "true")
-        for msg in msgs:
-            self.check_message(msg)
-            if msg.topic != topic:
-                raise MessageValidationError(f"a batch goes to one topic: {topic!r} and {msg.topic!r} are mixed")
-            if any(p in msg.properties for p in _DELAY_PROPS):
-                raise MessageValidationError("delayed messages cannot be sent in a batch")
-            if msg.properties.get(Prop.WAIT, "true") != wait:
-                raise MessageValidationError("the messages of a batch must agree on WAIT")
+        check_topic(topic)
         if is_retry_topic(topic):
             raise MessageValidationError("a batch cannot be sent to a retry topic")
+        wait = msgs[0].properties.get(Prop.WAIT, "true")
+        limit = self.options.max_message_size
+        for msg in msgs:
+            if type(msg) is not Message or msg.topic != topic or not msg.body or len(msg.body) > limit:
+                self.check_message(msg)
+                raise MessageValidationError(f"a batch goes to one topic: {topic!r} and {msg.topic!r} are mixed")
+            props = msg.properties
+            if props and not _DELAY_PROP_SET.isdisjoint(props):
+                raise MessageValidationError("delayed messages cannot be sent in a batch")
+            if props.get(Prop.WAIT, "true") != wait:
+                raise MessageValidationError("the messages of a batch must agree on WAIT")
 
     def _chunk(self, topic: str, records: list[bytes], ids: list[str], wait: str) -> Prepared:
         props = f"{Prop.WAIT}\x01{wait}\x02"
@@ -300,8 +323,3 @@ def _int_prop(msg: Message, name: str) -> int | None:
         return int(value) if value else None
     except ValueError:
         raise MessageValidationError(f"the property {name}={value!r} is not a whole number") from None
-
-
-def _remember(out: list[str], value: str) -> str:
-    out.append(value)
-    return value
