@@ -4,6 +4,8 @@ import os
 import shutil
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from skiff.common.errors import ConfigError, CorruptionError
 from skiff.common.record import decode_record
@@ -124,6 +126,12 @@ def test_files_whose_creation_was_cut_short(open_store):
     assert len(_bodies(again, 0)) == 3 and len(again.query_by_key("T", "k4", 64, *EVER)) == 1
     assert all(again.put_message(message(i, queue_id=0)).ok for i in range(40))
     assert len(_bodies(again, 0)) == 43
+
+
+@given(st.integers(0, 2**62), st.integers(0, 2**62), st.integers(0, 2**62))
+def test_checkpoint_codec_round_trip(a, b, written):
+    flushed, dispatched = max(a, b), min(a, b)
+    assert Checkpoint.decode(Checkpoint(flushed, dispatched, written).encode()) == Checkpoint(flushed, dispatched, written)
 
 
 def test_checkpoint_round_trip_and_rejects_damage():

@@ -97,3 +97,15 @@ def test_disk_above_warning_refuses_writes_but_serves_reads(open_store):
     assert not full.stats().writable
     assert [m.body for m in records_of(full.get_messages("T", 0, 0, 32))] == [f"message {i}".encode() for i in range(5)]
     assert os.path.exists(full.root)
+
+
+def test_slices_held_across_deletion_stay_valid(open_store):
+    clock = ManualClock()
+    store = open_store(clock, fileReservedTime=1)
+    _old_then_new(store, clock)
+    held = store.get_messages("T", 0, 0, 4)
+    before = [bytes(b) for b in held.buffers]
+    assert store.run_retention(manual=True).commitlog_files_deleted > 0
+    assert [bytes(b) for b in held.buffers] == before  # the mapping outlives its file
+    assert store.get_messages("T", 0, 0, 4).status is GetStatus.OFFSET_TOO_SMALL
+    del held
