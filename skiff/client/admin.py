@@ -52,6 +52,9 @@ DEFAULT_QUEUE_NUMS = 8
 ADMIN_GROUP = "TOOLS_CONSUMER"
 """The group admin pulls name (RocketMQ's tools use the same)."""
 QUERY_MAX_NUM = 64
+ROUTE_WAIT_S = 5.0
+"""How long `AsyncAdmin.create_topic` waits for the NameServers' route to show a change."""
+ROUTE_POLL_S = 0.05
 TIME_MAX_MS = 2**63 - 1
 
 
@@ -132,10 +135,15 @@ class AsyncAdmin(AsyncClient):
     async def create_topic(self, topic: str, *, queue_nums: int = DEFAULT_QUEUE_NUMS,
                            read_queue_nums: int | None = None, write_queue_nums: int | None = None,
                            perm: int = Perm.READ | Perm.WRITE, order: bool = False, cluster: str | None = None,
-                           broker_addr: str | None = None) -> list[str]:
+                           broker_addr: str | None = None, wait_route_s: float = ROUTE_WAIT_S) -> list[str]:
         """Create or update ``topic`` on one broker or on every master (of ``cluster``); returns
         the addresses written. An order topic created on a cluster also gets its queue layout
-        in the NameServers' ORDER_TOPIC_CONFIG, so producers see it as ordered."""
+        in the NameServers' ORDER_TOPIC_CONFIG, so producers see it as ordered.
+
+        Brokers tell the NameServers about the change right after it; this waits up to
+        ``wait_route_s`` until the route shows it, so the next call finds the topic
+        (0: do not wait; a route still old after the wait is logged, not raised).
+        """
         check_topic(topic)
         read, write = read_queue_nums or queue_nums, write_queue_nums or queue_nums
         if read <= 0 or write <= 0 or perm & ~int(Perm.READ | Perm.WRITE | Perm.INHERIT):
@@ -146,7 +154,24 @@ class AsyncAdmin(AsyncClient):
         if order and broker_addr is None:
             layout = ";".join(f"{name}:{write}" for name in sorted(masters))
             await self._each_namesrv(lambda ns: self._inst.api.put_kv_config(ns, ORDER_TOPIC_CONFIG, topic, layout))
+        expected = {name: (read, write, perm) for name in masters if name != "?"}
+        if wait_route_s > 0 and expected and not await self._route_shows(topic, expected, wait_route_s):
+            log.warning("the route of %s does not show the change after %.1f s", topic, wait_route_s)
         return list(masters.values())
+
+    async def _route_shows(self, topic: str, expected: dict[str, tuple[int, int, int]], wait_s: float) -> bool:
+        """Poll the route until each named broker has the expected (read, write, perm), or ``wait_s`` ends."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait_s
+        while True:
+            route = await self._inst.api.get_topic_route(topic)
+            have = {q.broker_name: (q.read_queue_nums, q.write_queue_nums, q.perm) for q in (route.queue_datas
+                                                                                         if route else ())}
+            if all(have.get(name) == want for name, want in expected.items()):
+                return True
+            if loop.time() >= deadline:
+                return False
+            await asyncio.sleep(ROUTE_POLL_S)
 
     async def delete_topic(self, topic: str, *, cluster: str | None = None) -> list[str]:
         """Delete ``topic`` from every master (of ``cluster``) and from every NameServer."""
