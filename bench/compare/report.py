@@ -108,10 +108,19 @@ def bar_lines(result: RunResult, sizes: Sequence[int]) -> list[str]:
         lines.append(f"broker CPU per million: lowest = {lowest} ({each} CPU s / M msgs)")
     else:
         lines.append("broker CPU per million: lowest = n/a (no complete rows)")
-    drop = queues_drop_percent(result.many_queues)
-    span = (f"{result.many_queues[0].queues}→{result.many_queues[-1].queues}" if result.many_queues else "8→16384")
-    lines.append(f"many-queues drop {span}: " + (f"{drop:.1f} %" if drop is not None else "n/a (not measured)"))
+    lines.append(_queues_line(result.many_queues))
     return lines
+
+
+def _queues_line(points: Sequence[QueuesPoint]) -> str:
+    """The drop between the first and the last measured point, naming the points that failed."""
+    done = [p for p in points if p.ok]
+    drop = queues_drop_percent(points)
+    if drop is None:
+        return "many-queues drop 8→16384: n/a (not measured)"
+    failed = [f"{p.queues}" for p in points if not p.ok]
+    tail = f" ({', '.join(failed)} queues: failed)" if failed else ""
+    return f"many-queues drop {done[0].queues}→{done[-1].queues}: {drop:.1f} %{tail}"
 
 
 def render(result: RunResult, sizes: Sequence[int]) -> str:

@@ -19,6 +19,8 @@ from bench.compare.servers import Server, SkiffServer
 from bench.compare.systems import System, by_server
 
 MANY_QUEUES_TOPICS = 4
+QUEUES_PER_TOPIC_MAX = 1024
+"""RocketMQ's (and Skiff's) range for a topic's read/write queue numbers."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,16 +99,17 @@ def many_queues(server: Server, opts: SuiteOptions, result: RunResult) -> None:
     """Skiff's produce rate with the same traffic spread over more and more queues."""
     size = opts.sizes[0]
     for queues in opts.queue_points:
-        topics = ",".join(f"bench_q{queues}_t{i}" for i in range(MANY_QUEUES_TOPICS))
+        n_topics = max(MANY_QUEUES_TOPICS, -(-queues // QUEUES_PER_TOPIC_MAX))
+        topics = ",".join(f"bench_q{queues}_t{i}" for i in range(n_topics))
         messages = max(opts.count, queues * opts.queues_batch)
-        ph = dataclasses.replace(opts.phase, batch=opts.queues_batch, queues=max(1, queues // MANY_QUEUES_TOPICS))
+        ph = dataclasses.replace(opts.phase, batch=opts.queues_batch, queues=max(1, queues // n_topics))
         try:
             row = run_produce("skiff", server, Mode.NORMAL, topics, size, messages, ph)
-            point = QueuesPoint(queues, MANY_QUEUES_TOPICS, row.messages, row.seconds, ok=row.ok, note=row.note)
+            point = QueuesPoint(queues, n_topics, row.messages, row.seconds, ok=row.ok, note=row.note)
         except Exception as exc:  # reported as a failed point; the curve goes on
             print(f"  skiff {queues} queues failed: {exc}", flush=True)
             result.failures.append(f"skiff {queues} queues: {first_line(exc)}")
-            point = QueuesPoint(queues, MANY_QUEUES_TOPICS, 0, 0.0, ok=False, note="failed")
+            point = QueuesPoint(queues, n_topics, 0, 0.0, ok=False, note="failed")
         result.many_queues.append(point)
         print(f"  skiff {queues} queues: {point.msgs_per_s:,.0f} msg/s {point.note}", flush=True)
 
