@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from skiff.client.admin import AsyncAdmin
 from skiff.client.producer import AsyncProducer
 from skiff.common.message import Message
+from skiff.protocol.errors import ResponseError
 from skiff.transport.loop import run_coroutine
 
 TOPIC = "BenchmarkTest"
@@ -110,15 +111,23 @@ class Bench:
             try:
                 n = await self._send(producer, batch)
             except Exception as exc:  # noqa: BLE001 - counted, as RocketMQ's benchmark does
-                for tally in (self.total, self.window):
-                    tally.send_failed += 1
-                if self.total.send_failed == 1:
-                    print(f"first send failure: {exc}", file=sys.stderr)
+                self._failed(exc)
                 continue
             rt_ms = (time.perf_counter() - t0) * 1000
             for tally in (self.total, self.window):
                 tally.sent += n
                 tally.rts_ms.append(rt_ms)
+
+    def _failed(self, exc: Exception) -> None:
+        """A broker's error answer is a response failure; anything else (no answer) a send failure."""
+        answered = isinstance(exc, ResponseError) or isinstance(exc.__cause__, ResponseError)
+        for tally in (self.total, self.window):
+            if answered:
+                tally.response_failed += 1
+            else:
+                tally.send_failed += 1
+        if self.total.send_failed + self.total.response_failed == 1:
+            print(f"first send failure: {exc}", file=sys.stderr)
 
     async def _report(self) -> None:
         while True:

@@ -48,7 +48,7 @@ def test_sends_move_to_the_live_broker_and_avoid_the_dead_one(tmp_path, caplog):
 
             cluster.start_broker(1)
             again = [await avoiding.send(Message.of("F-dead", f"again-{i}")) for i in range(6)]
-            assert {r.message_queue.broker_name for r in again} == {"broker-a"}  # still isolated for a while
+            assert {r.message_queue.broker_name for r in again} == {"broker-a"}  # isolated (and off the refreshed route)
         stored = by_id(await read_all(cluster, "F-dead"))
         for r in before + after + again:
             assert r.msg_id in stored
