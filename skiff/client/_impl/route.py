@@ -23,8 +23,8 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from skiff.client._impl.api import MQClientAPI
-from skiff.client.errors import NoBrokerError, NoRouteError
+from skiff.client._impl.api import UNREACHABLE, MQClientAPI
+from skiff.client.errors import NameServerUnavailableError, NoBrokerError, NoRouteError
 from skiff.common.message import MessageQueue
 from skiff.common.names import TBW102
 from skiff.protocol.bodies.route import BrokerData, QueueData, TopicRouteData
@@ -126,7 +126,7 @@ class RouteCache:
         """The topic's route (fetched if not cached); `NoRouteError` when none exists."""
         route = self._routes.get(topic)
         if route is None or topic in self._stale:
-            route = await self.update(topic) or route
+            route = await self._update_or_keep(topic, route is not None) or route
         if route is None:
             raise NoRouteError(topic)
         return route
@@ -136,7 +136,7 @@ class RouteCache:
         info = self._publish.get(topic)
         if info is not None and topic not in self._stale and info.queues:
             return info
-        await self.update(topic)
+        await self._update_or_keep(topic, info is not None and bool(info.queues))
         info = self._publish.get(topic)
         if info is not None and info.queues:
             return info
@@ -211,6 +211,16 @@ class RouteCache:
             self._fetching[topic] = pending
             pending.add_done_callback(lambda _: self._fetching.pop(topic, None))
         return await asyncio.shield(pending)
+
+    async def _update_or_keep(self, topic: str, have_cached: bool) -> TopicRouteData | None:
+        """`update`, except that a cached route outlives NameServers that cannot be reached."""
+        try:
+            return await self.update(topic)
+        except (NameServerUnavailableError, *UNREACHABLE) as exc:
+            if not have_cached:
+                raise
+            log.warning("keeping the cached route of %s: %s", topic, exc)
+            return None
 
     async def refresh(self, topics: Iterable[str] = ()) -> None:
         """Fetch every cached topic's route and ``topics`` (the periodic refresh); failures are logged."""

@@ -106,3 +106,21 @@ def test_wrappers_make_their_async_object_on_the_loop():
     assert counter._async.loop is loop_thread().loop
     assert [counter.add(1) for _ in range(3)] == [1, 2, 3]
     assert counter._submit(counter._async.add(10)).result(5) == 13
+
+
+def test_clients_left_open_are_shut_down_at_interpreter_exit():
+    import subprocess
+    import sys
+
+    script = (
+        "import logging, sys\n"
+        "logging.basicConfig(level=logging.DEBUG, stream=sys.stderr, format='%(name)s %(message)s')\n"
+        "from skiff.client import Admin\n"
+        "admin = Admin('127.0.0.1:1', instance_name='left-open')\n"
+        "admin.start()\n"
+        "print('started', flush=True)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "started\n"
+    assert "left-open shut down" in done.stderr and "Traceback" not in done.stderr

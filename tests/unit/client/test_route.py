@@ -7,7 +7,7 @@ import pytest
 
 from skiff.client._impl.api import MQClientAPI, NameServers
 from skiff.client._impl.route import RouteCache, borrow_route, publish_queues, subscribe_queues
-from skiff.client.errors import NoBrokerError, NoRouteError
+from skiff.client.errors import NameServerUnavailableError, NoBrokerError, NoRouteError
 from skiff.common.message import MessageQueue
 from skiff.namesrv import NamesrvConfig, NamesrvServer
 from skiff.protocol.bodies.admin import DataVersion
@@ -139,5 +139,20 @@ def test_listeners_hear_route_changes_only():
         await cache.refresh()
         assert heard == [("T", 1), ("T", 2)]
         assert cache.topics == ["T"]
+
+    with_cache(test)
+
+
+def test_a_cached_route_outlives_the_nameservers():
+    async def test(server, cache):
+        register(server, "a", "127.0.0.1:20001", TopicConfig("T", 2, 2))
+        before = await cache.publish_info("T")
+        await server.stop(0.2)
+        cache.mark_stale("T")
+        assert await cache.publish_info("T") == before
+        cache.mark_stale("T")
+        assert await cache.route("T") == before.route
+        with pytest.raises(NameServerUnavailableError):
+            await cache.publish_info("Unknown")
 
     with_cache(test)
