@@ -99,20 +99,25 @@ class PullResponse(NamedTuple):
 class MQClientAPI:
     """Typed RPCs over one `RemotingClient`; ``timeout_ms`` defaults to ``request_timeout_ms``."""
 
-    def __init__(self, remoting: RemotingClient, namesrvs: NameServers, request_timeout_ms: int = 3000) -> None:
+    def __init__(self, remoting: RemotingClient, namesrvs: NameServers, request_timeout_ms: int = 3000,
+                 language: str = "PYTHON") -> None:
         self.remoting = remoting
         self.namesrvs = namesrvs
         self.request_timeout_ms = request_timeout_ms
+        self.language = language
+        """What every request says it is written in (brokers list it with the client's connection)."""
 
     # ------------------------------------------------------------ plumbing
 
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout_ms: int | None = None,
                      expected: Iterable[int] = _OK) -> RemotingCommand:
         """Send ``cmd`` to ``addr``; raise the response code's error unless it is ``expected``."""
+        cmd.language = self.language
         resp = await self.remoting.invoke(addr, cmd, timeout_ms or self.request_timeout_ms)
         return raise_for_response(resp, expected)
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
+        cmd.language = self.language
         await self.remoting.invoke_oneway(addr, cmd)
 
     async def invoke_namesrv(self, cmd: RemotingCommand, timeout_ms: int | None = None,
@@ -122,6 +127,7 @@ class MQClientAPI:
         An error code is the NameServer's answer and is raised at once.
         """
         errors: dict[str, Exception] = {}
+        cmd.language = self.language
         for addr in self.namesrvs.in_order():
             try:
                 resp = await self.remoting.invoke(addr, cmd, timeout_ms or self.request_timeout_ms)

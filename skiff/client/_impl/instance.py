@@ -145,7 +145,8 @@ class ClientInstance:
         self.client_id = client_id
         self.loop = asyncio.get_running_loop()
         self.remoting = RemotingClient(self._handlers())
-        self.api = AdminAPI(self.remoting, NameServers(config.namesrv_addrs), config.request_timeout_ms)
+        self.api = AdminAPI(self.remoting, NameServers(config.namesrv_addrs), config.request_timeout_ms,
+                            config.language)
         self.routes = RouteCache(self.api)
         self.producers: dict[str, Any] = {}
         self.consumers: dict[str, ConsumerImpl] = {}
