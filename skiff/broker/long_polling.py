@@ -11,7 +11,9 @@ consumers; ``shortPollingTimeMills`` when long polling is off). It is answered:
   finds something;
 - at every ``longPollingRecheckInterval`` (5 s) re-check, whatever woke it;
 - at its timeout, with whatever the pull finds then;
-- at shutdown, at once, so the server can drain.
+- at shutdown, at once, so the server can drain (the pull processor then answers
+  "shutting down" rather than "no new message", so clients back off instead of
+  pulling again into a connection that is about to close).
 
 At most `limits.LONG_POLL_MAX_SUSPENDED` pulls are held; past that a pull is
 answered at once.
@@ -61,6 +63,11 @@ class PullHoldService:
     @property
     def held_count(self) -> int:
         return self._count
+
+    @property
+    def closed(self) -> bool:
+        """True from `stop` on: the broker is shutting down and holds nothing more."""
+        return self._closed
 
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()

@@ -18,14 +18,15 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from skiff.broker import BrokerServer, load_configs
-from skiff.broker.config import BrokerConfig
 from skiff.common.config import parse_overrides, read_properties_file
-from skiff.namesrv import NamesrvConfig, NamesrvServer
-from skiff.store import StoreConfig
 from skiff.transport.loop import run
+
+if TYPE_CHECKING:
+    from skiff.broker import BrokerConfig, BrokerServer
+    from skiff.namesrv import NamesrvConfig
+    from skiff.store import StoreConfig
 
 log = logging.getLogger("skiff.broker")
 
@@ -53,6 +54,8 @@ def register(sub: Any) -> None:
 
 
 def broker_configs(args: argparse.Namespace, extra: list[str]) -> tuple[BrokerConfig, StoreConfig]:
+    from skiff.broker import load_configs  # imported here: `skiff --help` and `skiff namesrv` need none of it
+
     sources: list[Mapping[str, str]] = [read_properties_file(args.config_file)] if args.config_file else []
     sources.append(parse_overrides(extra))
     if args.namesrv_addr:
@@ -66,6 +69,9 @@ def run_broker(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def run_up(args: argparse.Namespace, extra: list[str]) -> int:
+    from skiff.broker import load_configs
+    from skiff.namesrv import NamesrvConfig
+
     namesrv_config = NamesrvConfig(listen_port=args.namesrv_port)
     namesrv_config.validate()
     broker_config, store_config = load_configs(
@@ -76,6 +82,8 @@ def run_up(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 async def serve_broker(config: BrokerConfig, store_config: StoreConfig, stop: asyncio.Event) -> int:
+    from skiff.broker import BrokerServer
+
     server = BrokerServer(config, store_config)
     await server.start()
     try:
@@ -89,6 +97,8 @@ async def serve_broker(config: BrokerConfig, store_config: StoreConfig, stop: as
 
 async def serve_up(namesrv_config: NamesrvConfig, config: BrokerConfig, store_config: StoreConfig,
                    stop: asyncio.Event) -> int:
+    from skiff.namesrv import NamesrvServer
+
     namesrv = NamesrvServer(namesrv_config)
     await namesrv.start()
     try:

@@ -12,7 +12,8 @@ The store's status maps to a response code as remoting-protocol.md §2.6 says.
 SUCCESS always carries a non-empty body (the records, handed to the transport
 as the store's slices, never copied or re-encoded). A pull with COMMIT_OFFSET
 commits ``commitOffset`` for the group. A suspend-flagged pull that finds no
-new message is held by the `PullHoldService`.
+new message is held by the `PullHoldService`; at shutdown it is answered
+SERVICE_NOT_AVAILABLE so that clients back off.
 """
 
 from __future__ import annotations
@@ -92,12 +93,25 @@ class PullProcessor:
         timeout_ms = h.suspend_timeout_millis if self.config.long_polling_enable else self.config.short_polling_time_ms
         held = self.hold.hold((h.topic, h.queue_id), h.queue_offset, lambda final: self._rerun(req, h, flt, final),
                               timeout_ms)
-        return response if held is None else held
+        if held is None:
+            return self._shutting_down(req) if self.hold.closed else response
+        return held
 
     def _rerun(self, req: RemotingCommand, h: PullMessageRequestHeader, flt: MessageFilter,
                final: bool) -> RemotingCommand | None:
         response = self.run(req, h, flt)
-        return response if final or response.code != _NOT_FOUND else None
+        if response.code != _NOT_FOUND:
+            return response
+        if not final:
+            return None
+        return self._shutting_down(req) if self.hold.closed else response
+
+    def _shutting_down(self, req: RemotingCommand) -> RemotingCommand:
+        """A held pull's answer at shutdown: an error, which makes clients wait (1 s for the
+        C++ client, 3 s for Java's) instead of pulling again into a closing connection,
+        where the request would go unanswered until the client's 30 s pull timeout."""
+        return req.response(ResponseCode.SERVICE_NOT_AVAILABLE,
+                            f"the broker {self.config.broker_name} is shutting down")
 
     def run(self, req: RemotingCommand, h: PullMessageRequestHeader, flt: MessageFilter) -> RemotingCommand:
         """Read the queue once and answer with what is there."""

@@ -1,0 +1,37 @@
+"""Pull with the RocketMQ C++ client's pull consumer until ``expected`` messages arrive.
+
+Run by tests/interop with that package's interpreter: ``python pull_consumer.py SPEC_JSON``.
+SPEC: {"namesrv", "group", "topic", "expression"?, "expected", "timeout_s"?}
+Prints {"messages": [{"id", "body", "tags", "queue_id", "queue_offset"}]}.
+"""
+
+import json
+import sys
+import time
+
+from rocketmq.client import PullConsumer
+
+from helpers import text
+
+
+def main():
+    spec = json.loads(sys.argv[1])
+    consumer = PullConsumer(spec["group"])
+    consumer.set_namesrv_addr(spec["namesrv"])
+    consumer.start()
+    got = []
+    deadline = time.time() + spec.get("timeout_s", 20)
+    try:
+        while len(got) < spec["expected"] and time.time() < deadline:
+            for msg in consumer.pull(spec["topic"], spec.get("expression", "*")):
+                got.append({"id": msg.id, "body": text(msg.body), "tags": text(msg.tags),
+                            "queue_id": msg.queue_id, "queue_offset": msg.queue_offset})
+            if len(got) < spec["expected"]:
+                time.sleep(0.05)
+    finally:
+        consumer.shutdown()
+    print(json.dumps({"messages": got}))
+
+
+if __name__ == "__main__":
+    main()
