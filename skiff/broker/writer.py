@@ -8,12 +8,13 @@ both write through it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from skiff.broker.redirect import REDIRECT_PROPERTIES, DelayPolicy, Redirected, is_half, park_delayed, park_half
 from skiff.common.clock import Clock
-from skiff.common.properties import Prop, encode_properties
+from skiff.common.properties import Prop, decode_properties, encode_properties
 from skiff.common.sysflag import MessageSysFlag
+from skiff.protocol.message_codec import BatchRecord
 from skiff.store import MessageInput
 
 _PREPARED_OR_ROLLBACK = int(MessageSysFlag.TRANSACTION_PREPARED)
@@ -57,6 +58,28 @@ class MessageWriter:
             props.get(Prop.UNIQ_KEY),
         )
 
+    def batch(
+        self,
+        topic: str,
+        queue_id: int,
+        records: Sequence[BatchRecord],
+        sys_flag: int,
+        born_timestamp: int,
+        born_host: bytes,
+        reconsume_times: int = 0,
+    ) -> list[MessageInput] | str:
+        """The store inputs of a batch's messages, or why the batch is refused. A batch is
+        stored as sent (RocketMQ's rule): none of its messages may be delayed or half."""
+        out = []
+        for flag, body, raw in records:
+            props = decode_properties(raw)
+            if not REDIRECT_PROPERTIES.isdisjoint(props):
+                return batch_refusal(props)
+            out.append(MessageInput(topic, queue_id, body, raw, flag, sys_flag, born_timestamp, born_host,
+                                    reconsume_times, 0, props.get(Prop.TAGS), props.get(Prop.KEYS),
+                                    props.get(Prop.UNIQ_KEY)))
+        return out
+
     def _redirect(self, topic: str, queue_id: int, props: Mapping[str, str], sys_flag: int) -> Redirected | str | None:
         if is_half(props):
             if self.reject_transactions:
@@ -68,3 +91,10 @@ class MessageWriter:
         if when is None or isinstance(when, str):
             return when
         return park_delayed(props, topic, queue_id, sys_flag, when)
+
+
+def batch_refusal(props: Mapping[str, str]) -> str:
+    """Why a batch holding a message with these (delay or transaction) properties is refused."""
+    if is_half(props):
+        return "a batch cannot hold transactional messages"
+    return "a batch cannot hold delayed messages (it has a DELAY or delivery time property)"

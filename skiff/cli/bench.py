@@ -1,7 +1,8 @@
 """``skiff bench <name> [options]``: run the benchmark module ``skiff.bench.<name>``.
 
-Every module in `skiff.bench` with a ``main(argv)`` function is a subcommand; the
-options after the name go to that function (``skiff bench store --quick --json``).
+Every module in `skiff.bench` with a ``main(argv)`` function is a subcommand, named
+after the module less a ``_load`` suffix (``broker_load`` is ``skiff bench broker``);
+the options after the name go to that function (``skiff bench store --quick --json``).
 """
 
 from __future__ import annotations
@@ -14,8 +15,17 @@ from typing import Any
 import skiff.bench
 
 
+LOAD_SUFFIX = "_load"
+
+
+def bench_modules() -> dict[str, str]:
+    """Subcommand name -> module name."""
+    names = [m.name for m in pkgutil.iter_modules(skiff.bench.__path__) if not m.name.startswith("_")]
+    return {name.removesuffix(LOAD_SUFFIX): name for name in sorted(names)}
+
+
 def bench_names() -> list[str]:
-    return sorted(m.name for m in pkgutil.iter_modules(skiff.bench.__path__) if not m.name.startswith("_"))
+    return sorted(bench_modules())
 
 
 def register(sub: Any) -> None:
@@ -29,5 +39,5 @@ def register(sub: Any) -> None:
 
 
 def run_bench(args: argparse.Namespace, extra: list[str]) -> int:
-    module = importlib.import_module(f"skiff.bench.{args.name}")
+    module = importlib.import_module(f"skiff.bench.{bench_modules()[args.name]}")
     return int(module.main([*args.options, *extra]) or 0)

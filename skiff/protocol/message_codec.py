@@ -29,6 +29,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Callable, Iterable, Mapping
+from typing import NamedTuple
 
 from skiff.common.compression import inflate as common_inflate
 from skiff.common.errors import DecodeError
@@ -106,6 +107,38 @@ def encode_batch(messages: Iterable[Message], uniq_key: Callable[[], str] | None
     return bytes(out)
 
 
+class BatchRecord(NamedTuple):
+    """One message of a batch body, its properties still encoded (as the store keeps them)."""
+
+    flag: int
+    body: bytes
+    properties: bytes
+
+
+def split_batch(
+    body: bytes | bytearray | memoryview,
+    *,
+    compressed: bool = False,
+    max_messages: int = BATCH_MAX_MESSAGES,
+) -> list[BatchRecord]:
+    """Split a batch body into its records; inflate it first if ``compressed``.
+
+    Raises `MessageDecodeError` for an empty, truncated or inconsistent batch, or
+    one of more than ``max_messages`` messages.
+    """
+    data = memoryview(inflate(body) if compressed else body)
+    out: list[BatchRecord] = []
+    pos, end = 0, len(data)
+    while pos < end:
+        if len(out) == max_messages:
+            raise MessageDecodeError(f"the batch holds more than {max_messages} messages")
+        record, pos = _batch_record(data, pos)
+        out.append(record)
+    if not out:
+        raise MessageDecodeError("the batch holds no message")
+    return out
+
+
 def decode_batch(
     body: bytes | bytearray | memoryview,
     topic: str,
@@ -113,25 +146,12 @@ def decode_batch(
     compressed: bool = False,
     max_messages: int = BATCH_MAX_MESSAGES,
 ) -> list[Message]:
-    """Split a batch body into messages of ``topic``; inflate it first if ``compressed``.
-
-    Raises `MessageDecodeError` for an empty, truncated or inconsistent batch, or
-    one of more than ``max_messages`` messages.
-    """
-    data = memoryview(inflate(body) if compressed else body)
-    out: list[Message] = []
-    pos, end = 0, len(data)
-    while pos < end:
-        if len(out) == max_messages:
-            raise MessageDecodeError(f"the batch holds more than {max_messages} messages")
-        msg, pos = _batch_record(data, pos, topic)
-        out.append(msg)
-    if not out:
-        raise MessageDecodeError("the batch holds no message")
-    return out
+    """`split_batch`, as messages of ``topic`` with their properties decoded."""
+    return [Message(topic, r.body, decode_properties(r.properties), r.flag)
+            for r in split_batch(body, compressed=compressed, max_messages=max_messages)]
 
 
-def _batch_record(data: memoryview, pos: int, topic: str) -> tuple[Message, int]:
+def _batch_record(data: memoryview, pos: int) -> tuple[BatchRecord, int]:
     end = len(data)
     if end - pos < BATCH_RECORD_FIXED_BYTES:
         raise MessageDecodeError(f"batch record at {pos} is cut short")
@@ -145,9 +165,8 @@ def _batch_record(data: memoryview, pos: int, topic: str) -> tuple[Message, int]
         raise MessageDecodeError(f"batch record at {pos}: properties length {props_len} overruns the batch")
     if total != next_pos - pos:
         raise MessageDecodeError(f"batch record at {pos}: TOTALSIZE {total} is not its size {next_pos - pos}")
-    body = bytes(data[props_at - body_len : props_at])
-    props = decode_properties(data[props_at + _PROPS_LEN.size : next_pos])
-    return Message(topic, body, props, flag), next_pos
+    return BatchRecord(flag, bytes(data[props_at - body_len : props_at]),
+                       bytes(data[props_at + _PROPS_LEN.size : next_pos])), next_pos
 
 
 def compress_body(

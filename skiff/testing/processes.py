@@ -50,12 +50,14 @@ class SkiffProcess:
     """A running `skiff` command whose combined stdout and stderr is collected by line."""
 
     def __init__(self, args: Sequence[str], *, cwd: str | Path | None = None,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, command_prefix: Sequence[str] | None = None) -> None:
+        """``command_prefix`` replaces ``python -m skiff`` (e.g. to run under a profiler)."""
         self.args = list(args)
         self._lines: list[str] = []
         self._cond = threading.Condition()
+        command = [*command_prefix, *args] if command_prefix is not None else skiff_command(args)
         self.popen = subprocess.Popen(
-            skiff_command(args), cwd=cwd, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+            command, cwd=cwd, env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         )
         _live.add(self)
@@ -182,10 +184,11 @@ short flush intervals."""
 
 
 def broker_args(store_dir: str | Path, namesrv_addr: str = "", *extra: str, host: str = "127.0.0.1", port: int = 0,
-                name: str = "broker-a") -> list[str]:
-    """`skiff broker` arguments for a test broker on ``host`` with a small store in ``store_dir``."""
+                name: str = "broker-a", sizes: Sequence[str] = SMALL_BROKER) -> list[str]:
+    """`skiff broker` arguments for a broker on ``host`` storing in ``store_dir`` (with the
+    small files and short intervals of `SMALL_BROKER` unless ``sizes`` says otherwise)."""
     args = ["broker", f"--listenHost={host}", f"--brokerIP1={host}", f"--listenPort={port}",
-            f"--storePathRootDir={store_dir}", f"--brokerName={name}", *SMALL_BROKER]
+            f"--storePathRootDir={store_dir}", f"--brokerName={name}", *sizes]
     if namesrv_addr:
         args.append(f"--namesrvAddr={namesrv_addr}")
     return [*args, *extra]

@@ -39,6 +39,7 @@ from skiff.store.reads import RecordFilter
 from skiff.transport.connection import Connection, Handler
 
 _COMMIT_OFFSET = int(PullSysFlag.COMMIT_OFFSET)
+_READ = int(Perm.READ)
 _SUSPEND = int(PullSysFlag.SUSPEND)
 _SUBSCRIPTION = int(PullSysFlag.SUBSCRIPTION)
 
@@ -135,13 +136,13 @@ class PullProcessor:
                                 f"subscription group {h.consumer_group} does not exist on this broker")
         if not group.consume_enable:
             return req.response(ResponseCode.NO_PERMISSION, f"subscription group {h.consumer_group} may not consume")
-        if not self.config.broker_permission & Perm.READ:
+        if not self.config.broker_permission & _READ:
             return req.response(ResponseCode.NO_PERMISSION,
                                 f"the broker {self.config.broker_name} does not serve pulls now (brokerPermission)")
         tc = self.topics.get(h.topic)
         if tc is None:
             return req.response(ResponseCode.TOPIC_NOT_EXIST, f"topic {h.topic} does not exist on this broker")
-        if not tc.perm & Perm.READ:
+        if not tc.perm & _READ:
             return req.response(ResponseCode.NO_PERMISSION, f"the topic {h.topic} may not be read (perm {tc.perm})")
         if not 0 <= h.queue_id < tc.read_queue_nums:
             return req.response(ResponseCode.SYSTEM_ERROR, f"queue {h.queue_id} of topic {h.topic} is not readable: "

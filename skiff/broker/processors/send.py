@@ -20,12 +20,12 @@ import asyncio
 import dataclasses
 import functools
 import random
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable
 
 from skiff.broker.config import BrokerConfig
-from skiff.broker.redirect import DELAY_PROPERTIES
+from skiff.broker.redirect import REDIRECT_PROPERTIES
 from skiff.broker.topics import READ_WRITE, TopicConfigManager
-from skiff.broker.writer import MessageWriter
+from skiff.broker.writer import MessageWriter, batch_refusal
 from skiff.common.errors import DecodeError
 from skiff.common.names import SYSTEM_TOPICS, is_retry_topic, topic_error
 from skiff.common.properties import Prop, decode_properties
@@ -35,11 +35,12 @@ from skiff.protocol.bodies.topic import Perm, TopicConfig
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers.send import SendMessageRequestHeader, decode_send_request
-from skiff.protocol.message_codec import decode_batch
+from skiff.protocol.message_codec import split_batch
 from skiff.store import MessageInput, MessageStore, PutResult, PutStatus
 from skiff.transport.connection import Connection, Handler
 
 _COMPRESSED = int(MessageSysFlag.COMPRESSED)
+_WRITE = int(Perm.WRITE)
 
 STATUS_CODES = {
     PutStatus.PUT_OK: ResponseCode.SUCCESS,
@@ -111,7 +112,7 @@ class SendProcessor:
     def target(self, req: RemotingCommand, h: SendMessageRequestHeader) -> int | RemotingCommand:
         """The queue to write to, or the refusal."""
         topic = h.topic
-        if not self.config.broker_permission & Perm.WRITE:
+        if not self.config.broker_permission & _WRITE:
             return req.response(ResponseCode.NO_PERMISSION,
                                 f"the broker {self.config.broker_name} does not accept messages now (brokerPermission)")
         refusal = self._topic_refusal(topic)
@@ -120,7 +121,7 @@ class SendProcessor:
         tc = self.topics.get(topic) or self._create(h)
         if tc is None:
             return req.response(ResponseCode.TOPIC_NOT_EXIST, self._no_topic_remark(topic, h.default_topic))
-        if not tc.perm & Perm.WRITE:
+        if not tc.perm & _WRITE:
             return req.response(ResponseCode.NO_PERMISSION, f"the topic {topic} does not accept messages (perm {tc.perm})")
         queue_id = h.queue_id
         if queue_id < 0:
@@ -160,21 +161,13 @@ class SendProcessor:
         if is_retry_topic(h.topic):
             return f"a batch cannot be sent to the retry topic {h.topic}", outer
         try:
-            messages = decode_batch(body, h.topic, compressed=bool(h.sys_flag & _COMPRESSED))
+            records = split_batch(body, compressed=bool(h.sys_flag & _COMPRESSED))
         except DecodeError as exc:
             return f"the batch body does not decode: {exc}", outer
-        sys_flag = h.sys_flag & ~_COMPRESSED
-        inputs = []
-        for m in messages:
-            refusal = _batch_refusal(m.properties) or _batch_refusal(outer)
-            if refusal is not None:
-                return refusal, outer
-            made = self.writer.message(h.topic, queue_id, m.body, m.properties, None, m.flag, sys_flag,
-                                       h.born_timestamp, host, h.reconsume_times or 0)
-            if isinstance(made, str):
-                return made, outer
-            inputs.append(made)
-        return inputs, outer
+        if not REDIRECT_PROPERTIES.isdisjoint(outer):
+            return batch_refusal(outer), outer
+        return self.writer.batch(h.topic, queue_id, records, h.sys_flag & ~_COMPRESSED, h.born_timestamp, host,
+                                 h.reconsume_times or 0), outer
 
     async def _after_flush(self, req: RemotingCommand, queue_id: int, result: PutResult) -> RemotingCommand:
         assert result.flushed is not None
@@ -182,14 +175,6 @@ class SendProcessor:
         if status is not PutStatus.PUT_OK:
             result = dataclasses.replace(result, status=status, reason="the fsync did not finish within syncFlushTimeout")
         return put_response(req, result, queue_id, self._extra)
-
-
-def _batch_refusal(props: Mapping[str, str]) -> str | None:
-    if not DELAY_PROPERTIES.isdisjoint(props):
-        return "a batch cannot hold delayed messages (it has a DELAY or delivery time property)"
-    if props.get(Prop.TRAN_MSG, "").lower() == "true":
-        return "a batch cannot hold transactional messages"
-    return None
 
 
 def put_response(req: RemotingCommand, result: PutResult, queue_id: int,
