@@ -48,6 +48,9 @@ class Prop:
     """Skiff's relative delivery delay in ms."""
     TIMER_OUT_MS = "TIMER_OUT_MS"
     """When a message parked in SCHEDULE_TOPIC_XXXX is due, in ms since the epoch (set by the broker)."""
+    TIMER_ID = "TIMER_ID"
+    """Set by the timer on each message it delivers: ``<slot start ms>:<timer id>`` of its schedule
+    record, so a restart finds deliveries in the CommitLog (reserved: producers must not set it)."""
 
 
 SYSTEM_PROPERTIES = frozenset(

@@ -70,10 +70,18 @@ def read_checkpoint(path: str) -> Checkpoint | None:
 
 def write_checkpoint(path: str, checkpoint: Checkpoint) -> None:
     """Replace the checkpoint atomically. Raises OSError (for example on a full disk)."""
+    replace_file(path, checkpoint.encode())
+
+
+def replace_file(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically and durably: write ``<path>.tmp``, fsync it,
+    rename it over ``path``, fsync the directory. Raises OSError (for example on a full disk)."""
     tmp = path + ".tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        os.write(fd, checkpoint.encode())
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
         os.fsync(fd)
     finally:
         os.close(fd)

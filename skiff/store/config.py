@@ -73,13 +73,22 @@ class StoreConfig:
     """ConsumeQueue entries one filtered pull scans at most (RocketMQ's 16000 bytes / 20)."""
     max_msgs_num_batch: int = 64
     """Most messages one query by key returns."""
+    timer_precision_ms: int = 100
+    """Tick of the timer's in-memory wheel: a delayed message is delivered within one tick after its time."""
+    timer_slot_ms: int = 3_600_000
+    """Span of due times one schedule log holds (a multiple of timerPrecisionMs)."""
+    timer_lookahead_ms: int = 60_000
+    """How long before its start a slot's schedule log is loaded into the wheel."""
+    timer_flush_interval_ms: int = 1000
+    """ms between the timer's commits: fsync of its logs, then its progress and checkpoint files."""
 
     def __post_init__(self) -> None:
         self._positive(
             "mapped_file_size_commit_log", "mapped_file_size_consume_queue",
             "flush_interval_commit_log", "flush_interval_consume_queue", "sync_flush_timeout",
             "clean_resource_interval", "max_message_size", "max_hash_slot_num",
-            "max_filter_message_count", "max_msgs_num_batch",
+            "max_filter_message_count", "max_msgs_num_batch", "timer_precision_ms", "timer_slot_ms",
+            "timer_flush_interval_ms",
         )
         if self.mapped_file_size_consume_queue % CQ_ENTRY_BYTES:
             self._fail("mapped_file_size_consume_queue", f"must be a multiple of {CQ_ENTRY_BYTES}")
@@ -91,6 +100,12 @@ class StoreConfig:
                      "disk_space_warning_level_ratio"):
             if not 0 <= getattr(self, name) <= 100:
                 self._fail(name, "must be a percentage from 0 to 100")
+        if self.timer_precision_ms > 1000:
+            self._fail("timer_precision_ms", "must be at most 1000")
+        if self.timer_slot_ms % self.timer_precision_ms:
+            self._fail("timer_slot_ms", f"must be a multiple of timerPrecisionMs={self.timer_precision_ms}")
+        if self.timer_lookahead_ms < 0:
+            self._fail("timer_lookahead_ms", "must not be negative")
         if not self.store_path_root_dir:
             self._fail("store_path_root_dir", "must not be empty")
         self.delete_hours  # noqa: B018 - parses and validates deleteWhen
