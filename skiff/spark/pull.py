@@ -1,0 +1,139 @@
+"""The executor side of a read: pull one queue's exact offset range and yield Arrow batches.
+
+A range ``[start, end)`` is cut into segments of ``pullBatchSize`` offsets, and
+up to `IN_FLIGHT_SEGMENTS` of them are pulled at once on the process's client
+pool, so the wait for the broker overlaps with other pulls and with turning
+earlier segments into Arrow. A segment is pulled until its end, whatever the
+broker returns per answer (the broker caps answers by count and bytes; a tag
+filter may scan past the segment, so messages beyond it are dropped). Segments
+are consumed in order, so every message comes back exactly once and in offset
+order, and two reads of the same range give the same rows (Spark may read a
+partition twice).
+
+Data loss is what retention did under the query: the broker reports a minimum
+offset above the one asked, answers OFFSET_ILLEGAL, or (unfiltered reads) a
+run of messages starts past the offset asked. With ``failOnDataLoss`` the task
+fails naming the queue and the offsets; without it the gap is logged and
+skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql.datasource import InputPartition
+
+from skiff.client import PullClient, PullResult, PullStatus
+from skiff.common.message import MessageQueue
+from skiff.common.record import StoredMessage
+from skiff.spark import clients
+from skiff.spark.errors import DataLossError
+from skiff.spark.metadata import data_loss_message
+from skiff.spark.offsets import OffsetRange
+from skiff.spark.options import SourceOptions
+from skiff.spark.schema import record_batch
+
+log = logging.getLogger(__name__)
+
+IN_FLIGHT_SEGMENTS = clients.POOL_THREADS
+"""Pulls one task keeps outstanding (each of up to ``pullBatchSize`` messages)."""
+BATCH_MIN_ROWS = 4096
+"""Segments are gathered into Arrow batches of at least this many rows (or the range's rest)."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRange(InputPartition):  # type: ignore[misc]
+    """One Spark partition: offsets ``[start, end)`` of one queue (picklable, no clients)."""
+
+    topic: str
+    broker: str
+    queue_id: int
+    start: int
+    end: int
+
+    @classmethod
+    def of(cls, r: OffsetRange) -> QueueRange:
+        return cls(r.mq.topic, r.mq.broker_name, r.mq.queue_id, r.start, r.end)
+
+    @property
+    def mq(self) -> MessageQueue:
+        return MessageQueue(self.topic, self.broker, self.queue_id)
+
+
+def read_range(options: SourceOptions, part: QueueRange) -> Iterator[pa.RecordBatch]:
+    """The messages of ``part`` as Arrow batches, in offset order."""
+    reader = _SegmentReader(options, clients.pull_client(options.namesrv_addr), part)
+    pool = clients.pool()
+    step = options.pull_batch_size
+    segments = iter(range(part.start, part.end, step))
+    window: deque[Future[list[StoredMessage]]] = deque()
+    rows: list[StoredMessage] = []
+    while True:
+        for lo in segments:
+            window.append(pool.submit(reader.segment, lo, min(lo + step, part.end)))
+            if len(window) >= IN_FLIGHT_SEGMENTS:
+                break
+        if not window:
+            break
+        rows.extend(window.popleft().result())
+        if rows and (len(rows) >= BATCH_MIN_ROWS or not window):
+            yield record_batch(part.mq, rows, options.include_properties)
+            rows = []
+
+
+class _SegmentReader:
+    """Pulls one segment of a range at a time (called from several pool threads at once)."""
+
+    def __init__(self, options: SourceOptions, client: PullClient, part: QueueRange) -> None:
+        self.options = options
+        self.client = client
+        self.mq = part.mq
+        self.end = part.end
+        self.unfiltered = options.expression_type == "TAG" and options.sub_expression.strip() in ("", "*")
+
+    def segment(self, offset: int, end: int) -> list[StoredMessage]:
+        out: list[StoredMessage] = []
+        while offset < end:
+            result = self.client.pull(
+                self.mq, offset, min(self.options.pull_batch_size, end - offset),
+                sub_expression=self.options.sub_expression, expression_type=self.options.expression_type,
+                timeout_ms=self.options.pull_timeout_ms)
+            resume = self._after_loss(offset, end, result)
+            if resume != offset:
+                offset = resume
+                continue
+            out.extend(m for m in result.messages if offset <= m.queue_offset < end)
+            if result.next_begin_offset <= offset:
+                raise RuntimeError(f"{self.mq}: the broker answered {result.status.value} at offset {offset} "
+                                   f"without moving on (next offset {result.next_begin_offset})")
+            offset = result.next_begin_offset
+        return out
+
+    def _after_loss(self, offset: int, end: int, result: PullResult) -> int:
+        """``offset``, or where reading resumes after messages retention removed (if allowed)."""
+        if result.status is PullStatus.OFFSET_ILLEGAL or result.status is PullStatus.NO_NEW_MSG:
+            resume = result.min_offset if offset < result.min_offset else end
+        elif offset < result.min_offset:
+            resume = result.min_offset
+        elif self.unfiltered and result.status is PullStatus.NO_MATCHED_MSG:
+            resume = result.next_begin_offset
+        elif self.unfiltered and result.messages and result.messages[0].queue_offset > offset:
+            resume = result.messages[0].queue_offset
+        else:
+            return offset
+        self._lost(offset, min(resume, end), result)
+        return resume
+
+    def _lost(self, offset: int, resume: int, result: PullResult) -> None:
+        text = data_loss_message([(self.mq, offset, resume)])
+        if resume >= self.end and result.max_offset < self.end:
+            text = (f"{self.mq}: the queue ends at offset {result.max_offset}, before the end {self.end} this read "
+                    f"was planned with (was the broker's store cut short?); {text}")
+        if self.options.fail_on_data_loss:
+            raise DataLossError(text)
+        log.warning("%s (failOnDataLoss=false: skipped)", text)

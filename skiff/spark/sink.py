@@ -1,0 +1,138 @@
+"""The skiff sink: `SkiffBatchWriter` (``df.write``) and `SkiffStreamWriter` (``df.writeStream``).
+
+Rows are sent from the executors' ``write()``, one Arrow batch at a time: the
+rows bound for one queue (``queue_id`` or ``shardingKey``) go as one batched
+send to that queue, in row order; the others go in chunks of `FREE_CHUNK_ROWS`
+to whichever queue the producer picks (with its retries on another broker).
+Sends of one Arrow batch overlap on the process's client pool.
+
+Delivery is at-least-once: a message is on the broker once ``write()`` has
+sent it, before Spark commits anything. If a task fails after sending part of
+its rows, or a micro-batch is replayed after a crash, those rows are sent
+again. ``commit`` has nothing left to publish and only logs; ``abort`` cannot
+take messages back and says so. With ``idempotent=true`` the replayed rows carry
+the same msg ids (`skiff.spark.sink_rows.idempotent_ids`), so consumers can
+drop the duplicates.
+
+Batch writes append; ``mode("overwrite")`` is refused, since a topic is a log
+that cannot be emptied and refilled in one step.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark import TaskContext
+from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
+
+from skiff.client import Producer
+from skiff.common.message import Message, MessageQueue
+from skiff.spark import clients
+from skiff.spark.options import SinkOptions
+from skiff.spark.sink_rows import Row, SinkColumns, idempotent_ids, place, publish_queues, rows_of
+
+log = logging.getLogger(__name__)
+
+FREE_CHUNK_ROWS = 512
+"""Rows that may go to any queue are sent in chunks of this many."""
+QUERY_ID = "sql.streaming.queryId"
+BATCH_ID = "streaming.sql.batchId"
+
+
+@dataclass(frozen=True, slots=True)
+class SentRows(WriterCommitMessage):  # type: ignore[misc]
+    """What one write task reports to the driver."""
+
+    partition_id: int
+    rows: int
+
+
+def write_partition(options: SinkOptions, columns: SinkColumns, batches: Iterator[pa.RecordBatch],
+                    scope: str | None) -> SentRows:
+    """Send every row of this task's batches; ``scope`` set means idempotent ids in that scope."""
+    context = TaskContext.get()
+    partition_id = context.partitionId() if context is not None else 0
+    msg_id = idempotent_ids(scope, partition_id) if scope is not None else None
+    producer = clients.producer(options.namesrv_addr, options.producer_group)
+    sent = 0
+    for batch in batches:
+        rows = rows_of(batch, columns, options.topic, msg_id, sent)
+        _send(producer, options, rows)
+        sent += len(rows)
+    return SentRows(partition_id, sent)
+
+
+def _send(producer: Producer, options: SinkOptions, rows: Sequence[Row]) -> None:
+    admin = clients.admin(options.namesrv_addr)
+    routes = {t: publish_queues(t, admin.topic_route(t))
+              for t in {r.msg.topic for r in rows if r.queue_id is not None or r.sharding_key is not None}}
+    pinned: dict[MessageQueue, list[Message]] = {}
+    free: dict[str, list[Message]] = {}
+    for row in rows:
+        mq = place(row, routes[row.msg.topic]) if row.msg.topic in routes else None
+        if mq is None:
+            free.setdefault(row.msg.topic, []).append(row.msg)
+        else:
+            pinned.setdefault(mq, []).append(row.msg)
+    sends = [(msgs, mq) for mq, msgs in pinned.items()]
+    sends += [(msgs[i:i + FREE_CHUNK_ROWS], None) for msgs in free.values()
+              for i in range(0, len(msgs), FREE_CHUNK_ROWS)]
+    for _ in clients.pool().map(lambda s: producer.send_batch(s[0], queue=s[1]), sends):
+        pass
+
+
+def _report(kind: str, messages: Sequence[WriterCommitMessage | None], batch_id: int | None = None) -> None:
+    rows = sum(m.rows for m in messages if isinstance(m, SentRows))
+    failed = sum(1 for m in messages if m is None)
+    where = f"micro-batch {batch_id}" if batch_id is not None else "write"
+    if kind == "commit":
+        log.info("skiff sink %s: %d rows sent by %d tasks", where, rows, len(messages))
+    else:
+        log.warning("skiff sink %s aborted: %d tasks failed; %d rows of the others are already on the brokers "
+                    "and stay there (at-least-once)", where, failed, rows)
+
+
+class SkiffBatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
+    """``df.write.format("skiff").mode("append")``."""
+
+    def __init__(self, options: SinkOptions, columns: SinkColumns) -> None:
+        if options.idempotent and options.write_id is None:
+            raise SparkOptionError("idempotent=true on a batch write needs a writeId option naming this write "
+                                   "(the same on a re-run, so the re-run sends the same msg ids)")
+        self.options = options
+        self.columns = columns
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SentRows:
+        scope = f"write/{self.options.write_id}" if self.options.idempotent else None
+        return write_partition(self.options, self.columns, iterator, scope)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        _report("commit", messages)
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        _report("abort", messages)
+
+
+class SkiffStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
+    """``df.writeStream.format("skiff")``: each micro-batch's rows are sent as it runs."""
+
+    def __init__(self, options: SinkOptions, columns: SinkColumns) -> None:
+        self.options = options
+        self.columns = columns
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> SentRows:
+        scope = None
+        if self.options.idempotent:
+            context = TaskContext.get()
+            assert context is not None, "write() runs in a Spark task"
+            scope = f"stream/{context.getLocalProperty(QUERY_ID)}/{context.getLocalProperty(BATCH_ID)}"
+        return write_partition(self.options, self.columns, iterator, scope)
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        _report("commit", messages, batchId)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        _report("abort", messages, batchId)

@@ -1,0 +1,194 @@
+"""What the skiff sink makes of a DataFrame's rows: which columns it takes, the
+message each row becomes, the queue it goes to, and idempotent message ids.
+
+Columns (names case-insensitive, as Spark resolves them):
+
+| column        | type                         | meaning                                         |
+|---------------|------------------------------|-------------------------------------------------|
+| `body`        | binary or string (required)  | the message body (a string is sent as UTF-8)    |
+| `topic`       | string                       | per-row topic; else the `topic` option          |
+| `tags`        | string                       | the message's tag                               |
+| `keys`        | string                       | business keys, space separated                  |
+| `properties`  | map<string,string>           | user properties                                 |
+| `queue_id`    | int                          | pin the queue (with `broker` on a multi-broker  |
+|               |                              | topic)                                          |
+| `broker`      | string                       | the broker of `queue_id`                        |
+| `shardingKey` | string                       | same key, same queue (ordered per key)          |
+
+Any other column is an error (a misspelt ``tag`` column would otherwise be
+dropped without a word); select the columns to send.
+
+Idempotent ids: with ``idempotent=true`` each row's UNIQ_KEY (its msg id) is a
+hash of (scope, partition, row number in the partition), the scope being the
+streaming query id and micro-batch id, or the ``writeId`` option of a batch
+write. A replayed micro-batch with the same rows in the same order (any
+deterministic source, e.g. skiff or Kafka) sends the same ids, and consumers
+drop the ids they have seen (docs/spark.md shows how).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.types import (
+    BinaryType,
+    ByteType,
+    DataType,
+    IntegerType,
+    LongType,
+    MapType,
+    ShortType,
+    StringType,
+    StructType,
+)
+
+from skiff.client import SelectByHash
+from skiff.common.message import Message, MessageQueue
+from skiff.common.properties import Prop
+from skiff.spark.errors import SparkOptionError
+from skiff.spark.options import SinkOptions
+
+_STRING = StringType()
+_INTS = (ByteType(), ShortType(), IntegerType(), LongType())
+COLUMN_TYPES: dict[str, tuple[DataType, ...]] = {
+    "body": (BinaryType(), _STRING),
+    "topic": (_STRING,),
+    "tags": (_STRING,),
+    "keys": (_STRING,),
+    "properties": (MapType(_STRING, _STRING),),
+    "queue_id": _INTS,
+    "broker": (_STRING,),
+    "shardingkey": (_STRING,),
+}
+_HASH = SelectByHash()
+_PERM_WRITE = 2
+"""A queue data's perm bit that allows sends (RocketMQ's PermName.PERM_WRITE)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SinkColumns:
+    """The sink's columns of a DataFrame: lower-case name -> the name as the DataFrame spells it."""
+
+    names: dict[str, str]
+
+    @classmethod
+    def of(cls, schema: StructType, options: SinkOptions) -> SinkColumns:
+        names = {}
+        for field in schema.fields:
+            key = field.name.lower()
+            if key not in COLUMN_TYPES:
+                raise SparkOptionError(f"the skiff sink has no column {field.name!r}; it takes "
+                                       f"body, topic, tags, keys, properties, queue_id, broker and shardingKey")
+            if not any(_same_type(field.dataType, t) for t in COLUMN_TYPES[key]):
+                wanted = " or ".join(t.simpleString() for t in COLUMN_TYPES[key])
+                raise SparkOptionError(f"column {field.name!r} is {field.dataType.simpleString()}; "
+                                       f"the skiff sink wants {wanted}")
+            names[key] = field.name
+        cls._check(names, options)
+        return cls(names)
+
+    @staticmethod
+    def _check(names: dict[str, str], options: SinkOptions) -> None:
+        if "body" not in names:
+            raise SparkOptionError("the skiff sink needs a body column (binary or string)")
+        if "topic" not in names and options.topic is None:
+            raise SparkOptionError("give the topic: a topic column or the topic option")
+        if "queue_id" in names and "shardingkey" in names:
+            raise SparkOptionError("give queue_id (pin a queue) or shardingKey (hash a key to a queue), not both")
+        if "broker" in names and "queue_id" not in names:
+            raise SparkOptionError("the broker column places rows only together with a queue_id column")
+
+
+def _same_type(actual: DataType, wanted: DataType) -> bool:
+    if isinstance(wanted, MapType):
+        return isinstance(actual, MapType) and actual.keyType == wanted.keyType and \
+            actual.valueType == wanted.valueType
+    return type(actual) is type(wanted)
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One row as a message and where it must go (``queue_id``/``sharding_key`` None: anywhere)."""
+
+    msg: Message
+    broker: str | None
+    queue_id: int | None
+    sharding_key: str | None
+
+
+def rows_of(batch: pa.RecordBatch, columns: SinkColumns, default_topic: str | None,
+            msg_id: Callable[[int], str] | None, first_row: int) -> list[Row]:
+    """The rows of ``batch`` as messages; ``msg_id(row number)`` gives idempotent ids."""
+    values = {key: batch.column(name).to_pylist() for key, name in columns.names.items()}
+    n = batch.num_rows
+    nones: list[None] = [None] * n
+    topics, bodies = values.get("topic", nones), values["body"]
+    tags, keys, props = values.get("tags", nones), values.get("keys", nones), values.get("properties", nones)
+    brokers, queue_ids, shard = values.get("broker", nones), values.get("queue_id", nones), \
+        values.get("shardingkey", nones)
+    out = []
+    for i in range(n):
+        row = first_row + i
+        body = bodies[i]
+        if not body:
+            raise SparkOptionError(f"row {row} of this partition has an empty or null body; brokers store no "
+                                   f"empty messages")
+        topic = topics[i] or default_topic
+        if topic is None:
+            raise SparkOptionError(f"row {row} of this partition has a null topic and no topic option is set")
+        properties = dict(props[i]) if props[i] else {}
+        if msg_id is not None:
+            properties[Prop.UNIQ_KEY] = msg_id(row)
+        msg = Message.of(topic, body, tags=tags[i], keys=keys[i], properties=properties, sharding_key=shard[i])
+        out.append(Row(msg, brokers[i], queue_ids[i], shard[i]))
+    return out
+
+
+def idempotent_ids(scope: str, partition_id: int) -> Callable[[int], str]:
+    """``row -> id``: 32 upper-case hex digits (a UNIQ_KEY's shape), the same on every replay."""
+    prefix = f"{scope}/{partition_id}/".encode()
+
+    def msg_id(row: int) -> str:
+        return hashlib.blake2b(prefix + str(row).encode(), digest_size=16).hexdigest().upper()
+
+    return msg_id
+
+
+def publish_queues(topic: str, route: Any) -> tuple[MessageQueue, ...]:
+    """The queues a producer sends ``topic`` to, in the order queue selectors see them
+    (RocketMQ's topicRouteData2TopicPublishInfo): an order topic's configured layout, else the
+    write queues of each writable queue data whose broker has a master, brokers by name."""
+    if route.order_topic_conf:
+        pairs = [item.partition(":") for item in route.order_topic_conf.split(";")]
+        return tuple(MessageQueue(topic, name.strip(), i) for name, _, count in pairs
+                     if name.strip() and count.strip().isdigit() for i in range(int(count)))
+    masters = {b.broker_name for b in route.broker_datas if b.master_addr}
+    queues = tuple(MessageQueue(topic, qd.broker_name, i)
+                   for qd in sorted(route.queue_datas, key=lambda q: q.broker_name)
+                   if qd.perm & _PERM_WRITE and qd.broker_name in masters for i in range(qd.write_queue_nums))
+    if not queues:
+        raise SparkOptionError(f"topic {topic} has no writable queue on a broker with a master")
+    return queues
+
+
+def place(row: Row, queues: Sequence[MessageQueue]) -> MessageQueue | None:
+    """The queue ``row`` must go to among the topic's publish ``queues`` (route order), or None
+    when any queue will do (the producer then picks and retries on another broker)."""
+    if row.sharding_key is not None:
+        return _HASH(queues, row.msg, row.sharding_key)
+    if row.queue_id is None:
+        return None
+    brokers = sorted({q.broker_name for q in queues})
+    broker = row.broker or (brokers[0] if len(brokers) == 1 else None)
+    if broker is None:
+        raise SparkOptionError(f"topic {row.msg.topic} is on brokers {', '.join(brokers)}: a queue_id needs a "
+                               f"broker column to say which")
+    mq = MessageQueue(row.msg.topic, broker, int(row.queue_id))
+    if mq not in queues:
+        raise SparkOptionError(f"queue {mq} is not a writable queue of topic {row.msg.topic} "
+                               f"(writable: {', '.join(str(q) for q in queues)})")
+    return mq
