@@ -20,11 +20,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 class Child:
-    """``python -m tests.crash.store_child`` with its JSON lines collected by a thread."""
+    """``python -m tests.crash.store_child`` (or ``module``) with its JSON lines collected by a thread."""
 
-    def __init__(self, store_dir: Path, *args: str) -> None:
+    def __init__(self, store_dir: Path, *args: str, module: str = "tests.crash.store_child") -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.crash.store_child", "--dir", str(store_dir), *args],
+            [sys.executable, "-m", module, "--dir", str(store_dir), *args],
             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         self.lines: list[dict] = []

@@ -49,6 +49,20 @@ def parked(uniq: str, due_ms: int, *, topic: str = REAL, queue_id: int = 0, body
     )
 
 
+def messages_in(store: MessageStore, topic: str) -> list[StoredMessage]:
+    """Every message of every queue of ``topic``."""
+    out = []
+    for q in store.queue_ids(topic):
+        offset = 0
+        while True:
+            result = store.get_messages(topic, q, offset, 1024)
+            if result.status is not GetStatus.FOUND:
+                break
+            out += records_of(result)
+            offset = result.next_begin_offset
+    return out
+
+
 class Rig:
     """One store directory with a store and a timer on ``clock``; reopen after stop or crash."""
 
@@ -85,16 +99,7 @@ class Rig:
             self.step()
 
     def delivered(self, topic: str = REAL) -> list[StoredMessage]:
-        out = []
-        for q in self.store.queue_ids(topic):
-            offset = 0
-            while True:
-                result = self.store.get_messages(topic, q, offset, 1024)
-                if result.status is not GetStatus.FOUND:
-                    break
-                out += records_of(result)
-                offset = result.next_begin_offset
-        return out
+        return messages_in(self.store, topic)
 
     def delivered_keys(self, topic: str = REAL) -> list[str]:
         return sorted(m.properties[Prop.UNIQ_KEY] for m in self.delivered(topic))
