@@ -43,16 +43,28 @@ class ConsumerOffsetManager:
 
     def persist(self) -> bool:
         """Write the table if it changed since the last write; True when it did."""
-        if not self._dirty:
+        data = self.snapshot()
+        if data is None:
             return False
+        self.write(data)
+        return True
+
+    def snapshot(self) -> bytes | None:
+        """The table as the file holds it if it changed since the last snapshot, else None.
+        Taken where commits happen (the event loop); `write` may then run on a thread."""
+        if not self._dirty:
+            return None
         self._dirty = False
         table = {f"{topic}{KEY_SEPARATOR}{group}": dict(queues) for (group, topic), queues in self._table.items()}
+        return ConsumerOffsetTable(table).to_json()
+
+    def write(self, data: bytes) -> None:
+        """Save a `snapshot` atomically (fsyncs: keep it off the event loop)."""
         try:
-            self._file.save(ConsumerOffsetTable(table).to_json())
+            self._file.save(data)
         except BaseException:
             self._dirty = True
             raise
-        return True
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         queues = self._table.get((group, topic))

@@ -1,11 +1,12 @@
 """BrokerServer: the store, the managers, the processors and the background services
 of one broker, with an explicit lifecycle.
 
-``start``: recover the store, load the tables under ``<store>/config/``, listen,
-start the services, register with every NameServer. ``stop``: unregister, answer
-held pulls, stop accepting and let requests in progress finish (up to
-``shutdownDrainTimeout``), persist the consumer offsets, shut the store down
-(flush, checkpoint). A broker asked to listen on port 0 holds a free port from
+``start``: recover the store, then the timer that delivers delayed messages
+(`skiff.store.timer`), load the tables under ``<store>/config/``, listen, start
+the services, register with every NameServer. ``stop``: unregister, answer held
+pulls, stop accepting and let requests in progress finish (up to
+``shutdownDrainTimeout``), persist the consumer offsets, stop the timer (it
+commits its progress), shut the store down (flush, checkpoint). A broker asked to listen on port 0 holds a free port from
 before the store starts, because every stored message records the broker's
 address (STOREHOST) and must record the real one.
 """
@@ -39,6 +40,7 @@ from skiff.common.clock import SYSTEM_CLOCK, Clock
 from skiff.common.record import pack_host
 from skiff.common.service import Periodic
 from skiff.store import MessageStore, RecoveryReport, StoreConfig
+from skiff.store.timer import TimerRecovery, TimerService
 from skiff.transport import RemotingClient, RemotingServer
 from skiff.transport.connection import Connection, Handler
 
@@ -54,6 +56,8 @@ class BrokerServer:
         self.clock = clock
         self.port = config.listen_port
         self.recovery: RecoveryReport | None = None
+        self.timer: TimerService | None = None
+        self.timer_recovery: TimerRecovery | None = None
         self.clients = ClientManager(clock, config.client_channel_expired_time_ms)
         self.locks = RebalanceLockManager(clock, config.rebalance_lock_max_live_time_ms)
         self.delay = DelayPolicy(config.delay_levels_ms, config.timer_max_delay_sec * 1000)
@@ -83,9 +87,11 @@ class BrokerServer:
                                       clock=self.clock)
             self.recovery = await asyncio.to_thread(self.store.start)
             try:
+                self.timer = TimerService(self.store, self.store_config, clock=self.clock)
+                self.timer_recovery = await asyncio.to_thread(self.timer.start)
                 await self._serve()
             except BaseException:
-                await asyncio.to_thread(self.store.shutdown)
+                await asyncio.to_thread(self._shutdown_store)
                 raise
         finally:
             if reserved is not None:
@@ -143,11 +149,22 @@ class BrokerServer:
         for service in self._services:
             await service.stop()
         await self._namesrv_client.close()
-        self._persist_offsets()
-        await asyncio.to_thread(self.store.shutdown)
+        await self._persist_offsets()
+        await asyncio.to_thread(self._shutdown_store)
 
-    def _persist_offsets(self) -> None:
-        self.offsets.persist()
+    def _shutdown_store(self) -> None:
+        """The timer first (it commits its progress), then the store it writes to."""
+        try:
+            if self.timer is not None:
+                self.timer.stop()
+        finally:
+            self.store.shutdown()
+
+    async def _persist_offsets(self) -> None:
+        """Snapshot on the loop, write (fsync) on a thread: the loop never waits for the disk."""
+        data = self.offsets.snapshot()
+        if data is not None:
+            await asyncio.to_thread(self.offsets.write, data)
 
     def _expire_clients(self) -> None:
         self.clients.expire()

@@ -139,3 +139,24 @@ def test_delayed_messages_and_retries_come_back_when_due(cluster: Cluster):
         assert [(m.body, m.reconsume_times, m.properties[Prop.RETRY_TOPIC]) for m in retried] == [
             (b"retry-me", 1, "Flaky")]
     run(cluster, test)
+
+
+def test_delayed_messages_survive_a_restart(cluster: Cluster):
+    needs_timer()
+    due_ms = int(time.time() * 1000) + 4000
+
+    async def send(wire: BrokerWire):
+        await wire.send(Message.of("Survivor", b"by-level", delay_level=2))  # 2 s
+        await wire.send(Message.of("Survivor", b"by-time", deliver_time_ms=due_ms))
+    run(cluster, send)
+    cluster.restart_broker(0)
+
+    async def check(wire: BrokerWire):
+        async def both():
+            got = await wire.pull_messages("G-survivor", "Survivor", 0)
+            return len(got) == 2 and got
+        got = await eventually(both, 20, "both delayed messages after the restart")
+        assert sorted(m.body for m in got) == [b"by-level", b"by-time"]
+        by_time = next(m for m in got if m.body == b"by-time")
+        assert by_time.store_timestamp >= due_ms - 5
+    run(cluster, check)
