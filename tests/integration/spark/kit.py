@@ -8,9 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from skiff.client import Admin, Message, MessageQueue, Producer, PullClient, PullStatus
-from skiff.client import MessageExt
-from skiff.client import SendResult
+from skiff.client import Admin, Message, MessageExt, MessageQueue, Producer, PullClient, PullStatus, SendResult
 
 QUERY_TIMEOUT_S = 120
 _names = itertools.count()
@@ -32,9 +30,9 @@ def send(namesrv: str, messages: list[Message], queue: MessageQueue | None = Non
         return [producer.send(m, queue=queue) for m in messages]
 
 
-def pull_all(namesrv: str, topic: str) -> list[MessageExt]:
-    """Every message of ``topic`` now, read with Skiff's own pull client (queue by queue)."""
-    out: list[MessageExt] = []
+def pull_all(namesrv: str, topic: str) -> list[tuple[MessageQueue, MessageExt]]:
+    """Every message of ``topic`` now with its queue, read with Skiff's own pull client."""
+    out: list[tuple[MessageQueue, MessageExt]] = []
     with PullClient(namesrv) as client:
         for mq in client.fetch_subscribe_queues(topic):
             offset = 0
@@ -42,7 +40,7 @@ def pull_all(namesrv: str, topic: str) -> list[MessageExt]:
                 result = client.pull(mq, offset, 64)
                 if result.status is PullStatus.NO_NEW_MSG:
                     break
-                out.extend(result.messages)
+                out.extend((mq, m) for m in result.messages)
                 offset = result.next_begin_offset
     return out
 

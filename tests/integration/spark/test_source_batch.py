@@ -35,7 +35,7 @@ def ms(timestamp) -> int:
 
 def test_reads_every_message_with_its_columns(spark, cluster, sent):
     topic, messages, results, _ = sent
-    stored = {m.msg_id: m for m in pull_all(cluster.namesrv_addr, topic)}
+    stored = {m.msg_id: m for _, m in pull_all(cluster.namesrv_addr, topic)}
     rows = reader(spark, cluster.namesrv_addr, topic).collect()
     assert sorted(r.msg_id for r in rows) == sorted(r.msg_id for r in results)
     by_id = {r.msg_id: r for r in rows}
