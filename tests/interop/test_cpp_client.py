@@ -15,12 +15,28 @@ from pathlib import Path
 
 import pytest
 
+from skiff.common.names import retry_topic
+from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.headers.admin import CreateTopicRequestHeader
 from skiff.testing.cluster import Cluster
+from skiff.testing.wire import BrokerWire
+from skiff.transport.loop import run_coroutine
 from tests.interop._cpp import PushConsumer, cpp_python, produce, run_script, start_script
 
 pytestmark = pytest.mark.interop
 
 DELAY_LEVELS = "1s 2s " + " ".join(["1s"] * 16)
+
+
+def create_topic(cluster: Cluster, topic: str, queues: int) -> None:
+    async def main():
+        wire = BrokerWire(cluster.broker_addr())
+        try:
+            header = CreateTopicRequestHeader(topic, "TBW102", queues, queues, 6, "SINGLE_TAG")
+            assert (await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())).code == ResponseCode.SUCCESS
+        finally:
+            await wire.close()
+    run_coroutine(main())
 
 
 def needs_timer() -> None:
@@ -199,6 +215,9 @@ def test_reconsume_later_delivers_the_message_again(cluster: Cluster, home: Path
     needs_timer()
     ns = cluster.namesrv_addr
     produce(home, ns, "CppRetry", [{"body": "warm-up", "keys": "warm"}])  # routed before the consumer starts
+    # The group's retry topic exists from an earlier run, as in any running system: the C++ consumer
+    # looks its route up once at start, before the heartbeat that would create it.
+    create_topic(cluster, retry_topic("CG-retry"), 1)
     consumer = PushConsumer(home, ns, "CG-retry", "CppRetry", reconsume_later=["again"])
     try:
         [sent] = produce(home, ns, "CppRetry", [{"body": "retry me", "keys": "again"}])
