@@ -1,0 +1,21 @@
+"""`skiff bench broker --quick` runs end to end against a broker it starts, and reports figures
+that add up (every message produced is consumed)."""
+
+from __future__ import annotations
+
+import json
+
+from skiff.testing.processes import run_skiff
+
+
+def test_quick_broker_bench_reports_every_phase():
+    done = run_skiff(["bench", "broker", "--quick", "--json"], timeout_s=120)
+    assert done.returncode == 0, done.stdout
+    figures = json.loads(done.stdout[done.stdout.index("{"):])
+    produced = figures["produce_batched"]["messages"] + figures["produce_single"]["messages"]
+    assert figures["consume"]["messages"] == produced > 0
+    for phase in ("produce_batched", "produce_single", "consume"):
+        assert figures[phase]["messages_per_s"] > 0 and figures[phase]["broker_cpu_us_per_message"] > 0
+    for phase in ("latency_batched", "latency_single"):
+        lat = figures[phase]
+        assert lat["requests"] > 0 and 0 < lat["p50_ms"] <= lat["p99_ms"] <= lat["max_ms"]
