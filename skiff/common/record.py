@@ -194,9 +194,14 @@ def _whole_record_struct(born: int, store: int, body: int, topic: int, props: in
     return whole
 
 
+_BORN_V6 = int(MessageSysFlag.BORNHOST_V6)
+_STORE_V6 = int(MessageSysFlag.STOREHOST_V6)
+"""Plain ints: ``&`` with an IntFlag member goes through enum code, several times slower."""
+
+
 def head_struct_for(sys_flag: int) -> struct.Struct:
-    born = HOST_V6_BYTES if sys_flag & MessageSysFlag.BORNHOST_V6 else HOST_V4_BYTES
-    store = HOST_V6_BYTES if sys_flag & MessageSysFlag.STOREHOST_V6 else HOST_V4_BYTES
+    born = HOST_V6_BYTES if sys_flag & _BORN_V6 else HOST_V4_BYTES
+    store = HOST_V6_BYTES if sys_flag & _STORE_V6 else HOST_V4_BYTES
     return _HEADS[(born, store)]
 
 
