@@ -68,6 +68,7 @@ class BrokerServer:
         self.writer = MessageWriter(self.delay, clock, reject_transactions=config.reject_transaction_message)
         self._namesrv_client = RemotingClient()
         self.store: MessageStore
+        self.stats: BrokerStats
         self.registration: NamesrvRegistration
         self._remoting: RemotingServer | None = None
         self._services: list[Periodic] = []
@@ -104,6 +105,7 @@ class BrokerServer:
         self.registration = NamesrvRegistration(self.config, self.topics, self._namesrv_client, self.port)
         self.topics.on_change = self.registration.trigger
         self.store.add_dispatch_listener(self.hold.notify)
+        self.stats = BrokerStats(self.config, self.store, self.clock)
         client_manage = ClientManageProcessor(self.clients, self.groups, self.topics)
         self._remoting = RemotingServer(self.config.listen_host, self.port, self._handlers(client_manage),
                                         on_connection_close=client_manage.connection_closed)
@@ -121,7 +123,6 @@ class BrokerServer:
 
     def _handlers(self, client_manage: ClientManageProcessor) -> dict[int, Handler]:
         cfg, store = self.config, self.store
-        self.stats = BrokerStats(cfg, store, self.clock)
         sender = SendProcessor(cfg, store, self.topics, self.writer)
         processors = [
             sender,
