@@ -133,14 +133,15 @@ class TimerService:
         return replayed
 
     def deliver_due(self) -> int:
-        """Deliver what is due now (all of it, batch after batch), checkpoint when due.
-        Returns the rows taken from the wheel."""
+        """Deliver what is due now (all of it, batch after batch), build some of what comes
+        next, checkpoint when due. Returns the rows taken from the wheel."""
         taken = 0
         while True:
             step = self.deliverer.deliver_due(self.clock.now_ms())
             taken += step
             if step < DELIVER_BATCH:
                 break
+        self.deliverer.prepare(self.clock.now_ms())
         if self.clock.monotonic() - self._last_checkpoint >= self.flush_interval_s:
             self.deliverer.checkpoint()
             self._last_checkpoint = self.clock.monotonic()

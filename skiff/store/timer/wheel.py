@@ -86,6 +86,12 @@ class Wheel:
             return np.empty((0, ROW_FIELDS), dtype=np.int64)
         return np.frombuffer(b"".join(p.tobytes() for p in parts), dtype=np.int64).reshape(-1, ROW_FIELDS)
 
+    def peek(self, tick: int) -> np.ndarray:
+        """A copy of one bucket's rows (empty when it has none)."""
+        bucket = self._buckets.get(tick)
+        raw = b"" if bucket is None else bucket.tobytes()
+        return np.frombuffer(raw, dtype=np.int64).reshape(-1, ROW_FIELDS)
+
     def _locate(self, due_ms: int, timer_id: int) -> tuple[array, int] | None:
         ticks = [due_ms // self.tick_ms]
         if self.deferred:
