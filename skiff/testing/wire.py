@@ -9,7 +9,7 @@ client library (`skiff.client`): no routing, retries or rebalancing.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from skiff.common.message import Message, MessageQueue
 from skiff.common.msgid import UNIQ_IDS
@@ -33,6 +33,7 @@ from skiff.protocol.headers.send import SendMessageRequestHeader, SendMessageReq
 from skiff.protocol.message_codec import compress_body, decode_stored_messages, encode_batch, send_properties
 from skiff.transport import RemotingClient
 from skiff.transport.connection import Handler
+from skiff.transport.loop import run_coroutine
 
 TIMEOUT_MS = 10_000
 
@@ -131,3 +132,14 @@ def consumer(group: str, *topics: str, expression: str = "*", model: MessageMode
     """A heartbeat's ConsumerData subscribing ``group`` to ``topics`` with one tag expression."""
     subs = tuple(SubscriptionData(t, expression) for t in topics)
     return ConsumerData(group, consume_type, model, ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, subs)
+
+
+def with_wire(addr: str, test: Callable[[BrokerWire], Awaitable[None]]) -> None:
+    """Run ``await test(wire)`` on a fresh event loop with a `BrokerWire` to ``addr``, closed after."""
+    async def main() -> None:
+        wire = BrokerWire(addr)
+        try:
+            await test(wire)
+        finally:
+            await wire.close()
+    run_coroutine(main())

@@ -14,7 +14,7 @@ from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.message_codec import decode_stored_messages
 from skiff.testing.cluster import Cluster
 from skiff.testing.processes import start_broker
-from skiff.testing.wire import BrokerWire, consumer
+from skiff.testing.wire import BrokerWire, consumer, with_wire
 from skiff.transport.loop import run_coroutine
 
 
@@ -22,16 +22,6 @@ from skiff.transport.loop import run_coroutine
 def cluster(tmp_path_factory: pytest.TempPathFactory):
     with Cluster(tmp_path_factory.mktemp("pull"), broker_args=["--maxTransferCountOnMessageInMemory=5"]) as c:
         yield c
-
-
-def run(addr: str, test) -> None:
-    async def main():
-        wire = BrokerWire(addr)
-        try:
-            await test(wire)
-        finally:
-            await wire.close()
-    run_coroutine(main())
 
 
 def offsets(resp) -> tuple[int, int, int, int]:
@@ -58,7 +48,7 @@ def test_status_codes_and_next_offsets(cluster: Cluster):
         assert bad_queue.code == ResponseCode.SYSTEM_ERROR and "queue 9 of topic Statuses is not readable" in bad_queue.remark
         missing = await wire.pull("G", "NoSuchTopic", 0, 0)
         assert (missing.code, missing.remark) == (ResponseCode.TOPIC_NOT_EXIST, "topic NoSuchTopic does not exist on this broker")
-    run(cluster.broker_addr(), test)
+    with_wire(cluster.broker_addr(), test)
 
 
 def test_tag_filtering_and_the_subscription_a_heartbeat_registered(cluster: Cluster):
@@ -81,7 +71,7 @@ def test_tag_filtering_and_the_subscription_a_heartbeat_registered(cluster: Clus
         assert bad.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED and "names no tag" in bad.remark
         sql = await wire.pull("G-sql", "Tagged", 0, 0, subscription="a > 1", expression_type="SQL92")
         assert sql.code == ResponseCode.SYSTEM_ERROR and "set enablePropertyFilter=true" in sql.remark
-    run(cluster.broker_addr(), test)
+    with_wire(cluster.broker_addr(), test)
 
 
 def test_sql92_filtering_when_enabled(tmp_path: Path):
@@ -94,7 +84,7 @@ def test_sql92_filtering_when_enabled(tmp_path: Path):
             assert [m.body for m in got] == [b"o3", b"o5"]
             bad = await wire.pull("G", "Orders", 0, 0, subscription="amount >", expression_type="SQL92")
             assert bad.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED and bad.remark
-        run(broker.addr, test)
+        with_wire(broker.addr, test)
 
 
 def test_commit_offset_flag_stores_the_offset(cluster: Cluster):
@@ -104,7 +94,7 @@ def test_commit_offset_flag_stores_the_offset(cluster: Cluster):
         resp = await wire.call(RequestCode.QUERY_CONSUMER_OFFSET,
                                {"consumerGroup": "G-commit", "topic": "Commits", "queueId": 0})
         assert (resp.code, resp.ext("offset")) == (ResponseCode.SUCCESS, "1")
-    run(cluster.broker_addr(), test)
+    with_wire(cluster.broker_addr(), test)
 
 
 def test_long_polling_answers_on_arrival_and_at_the_timeout(cluster: Cluster):
@@ -132,7 +122,7 @@ def test_long_polling_answers_on_arrival_and_at_the_timeout(cluster: Cluster):
             assert 0.55 <= elapsed < 5, elapsed
         finally:
             await sender.close()
-    run(cluster.broker_addr(), test)
+    with_wire(cluster.broker_addr(), test)
 
 
 def test_held_pulls_are_answered_when_the_broker_stops(tmp_path: Path):

@@ -14,8 +14,7 @@ from skiff.common.properties import Prop
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.testing.cluster import Cluster
 from skiff.testing.waits import eventually
-from skiff.testing.wire import BrokerWire
-from skiff.transport.loop import run_coroutine
+from skiff.testing.wire import BrokerWire, with_wire
 
 MAX_RETRIES = 2
 LEVELS = "1s 2s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s 1s"
@@ -27,23 +26,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
     args = [f"--maxReconsumeTimes={MAX_RETRIES}", f"--messageDelayLevel={LEVELS}"]
     with Cluster(tmp_path_factory.mktemp("retry"), broker_args=args) as c:
         yield c
-
-
-def needs_timer() -> None:
-    try:
-        from skiff.store.timer import TimerService  # noqa: F401
-    except ImportError:
-        pytest.skip("delivering delayed messages and retries needs the timer (skiff.store.timer.TimerService)")
-
-
-def run(cluster: Cluster, test) -> None:
-    async def main():
-        wire = BrokerWire(cluster.broker_addr())
-        try:
-            await test(wire)
-        finally:
-            await wire.close()
-    run_coroutine(main())
 
 
 async def send_back(wire: BrokerWire, msg_id: str, group: str, delay_level: int = 0):
@@ -80,7 +62,7 @@ def test_send_back_parks_a_retry_then_dead_letters_it(cluster: Cluster):
         missing = await wire.call(RequestCode.CONSUMER_SEND_MSG_BACK, {"offset": 1 << 40, "group": "G-work",
                                                                        "delayLevel": 0})
         assert missing.code == ResponseCode.SYSTEM_ERROR and "no message is stored" in missing.remark
-    run(cluster, test)
+    with_wire(cluster.broker_addr(), test)
 
 
 def test_delayed_messages_are_parked_with_their_due_time(cluster: Cluster):
@@ -99,7 +81,7 @@ def test_delayed_messages_are_parked_with_their_due_time(cluster: Cluster):
         assert 2000 <= int(by_level.properties[Prop.TIMER_OUT_MS]) - before < 10_000
         assert (by_time.body, by_time.properties[Prop.REAL_QID], by_time.properties[Prop.TIMER_OUT_MS]) == (
             b"at-time", "1", str(at))
-    run(cluster, test)
+    with_wire(cluster.broker_addr(), test)
 
 
 def test_half_messages_are_parked_out_of_sight(cluster: Cluster):
@@ -113,12 +95,10 @@ def test_half_messages_are_parked_out_of_sight(cluster: Cluster):
             b"tx-1", "Orders", "PG-tx")
         assert parked.sys_flag & 0xC == 0
         assert parked.offset_msg_id == resp.ext("msgId")
-    run(cluster, test)
+    with_wire(cluster.broker_addr(), test)
 
 
 def test_delayed_messages_and_retries_come_back_when_due(cluster: Cluster):
-    needs_timer()
-
     async def test(wire: BrokerWire):
         sent_at = time.time()
         await wire.send(Message.of("Due", b"in-a-second", delay_level=1), queue_id=2)
@@ -138,17 +118,16 @@ def test_delayed_messages_and_retries_come_back_when_due(cluster: Cluster):
         retried = await eventually(lambda: wire.pull_messages("G-flaky", retry_topic("G-flaky"), 0), 15, "the retry")
         assert [(m.body, m.reconsume_times, m.properties[Prop.RETRY_TOPIC]) for m in retried] == [
             (b"retry-me", 1, "Flaky")]
-    run(cluster, test)
+    with_wire(cluster.broker_addr(), test)
 
 
 def test_delayed_messages_survive_a_restart(cluster: Cluster):
-    needs_timer()
     due_ms = int(time.time() * 1000) + 4000
 
     async def send(wire: BrokerWire):
         await wire.send(Message.of("Survivor", b"by-level", delay_level=2))  # 2 s
         await wire.send(Message.of("Survivor", b"by-time", deliver_time_ms=due_ms))
-    run(cluster, send)
+    with_wire(cluster.broker_addr(), send)
     cluster.restart_broker(0)
 
     async def check(wire: BrokerWire):
@@ -159,4 +138,4 @@ def test_delayed_messages_survive_a_restart(cluster: Cluster):
         assert sorted(m.body for m in got) == [b"by-level", b"by-time"]
         by_time = next(m for m in got if m.body == b"by-time")
         assert by_time.store_timestamp >= due_ms - 5
-    run(cluster, check)
+    with_wire(cluster.broker_addr(), check)

@@ -24,7 +24,7 @@ from skiff.protocol.headers.admin import CreateTopicRequestHeader
 from skiff.testing.cluster import Cluster
 from skiff.testing.processes import start_broker
 from skiff.testing.waits import eventually
-from skiff.testing.wire import BrokerWire, send_header
+from skiff.testing.wire import BrokerWire, send_header, with_wire
 from skiff.transport import RemotingClient
 from skiff.transport.loop import run_coroutine
 
@@ -35,16 +35,6 @@ MAX_BODY = 65536
 def cluster(tmp_path_factory: pytest.TempPathFactory):
     with Cluster(tmp_path_factory.mktemp("send"), broker_args=[f"--maxMessageSize={MAX_BODY}"]) as c:
         yield c
-
-
-def run(cluster: Cluster, test) -> None:
-    async def main():
-        wire = BrokerWire(cluster.broker_addr())
-        try:
-            await test(wire)
-        finally:
-            await wire.close()
-    run_coroutine(main())
 
 
 def create_topic(topic: str, read: int, write: int, perm: int) -> dict[str, str]:
@@ -75,7 +65,7 @@ def test_every_send_code_lands_in_order_with_hosts_and_ids(cluster: Cluster):
         ids = ",".join(r.ext("msgId") for r in sent).split(",")
         assert ids == [m.offset_msg_id for m in msgs]
         assert [decode_offset_msg_id(i).physical_offset for i in ids] == [m.commit_log_offset for m in msgs]
-    run(cluster, test)
+    with_wire(cluster.broker_addr(), test)
 
 
 def test_a_new_topic_is_created_from_the_template_and_routed(cluster: Cluster):
@@ -100,7 +90,7 @@ def test_a_new_topic_is_created_from_the_template_and_routed(cluster: Cluster):
             assert route.broker_datas[0].broker_addrs == {0: cluster.broker_addr()}
         finally:
             await namesrv.close()
-    run(cluster, test)
+    with_wire(cluster.broker_addr(), test)
 
 
 def test_permissions_are_enforced(cluster: Cluster):
@@ -115,7 +105,7 @@ def test_permissions_are_enforced(cluster: Cluster):
         pulled = await wire.pull("G-perm", "WriteOnly", 0, 0)
         assert pulled.code == ResponseCode.NO_PERMISSION and "may not be read" in pulled.remark
         assert (await wire.pull("G-perm", "ReadOnly", 0, 0)).code == ResponseCode.PULL_NOT_FOUND
-    run(cluster, test)
+    with_wire(cluster.broker_addr(), test)
 
 
 @pytest.mark.parametrize(("message", "code", "words"), [
@@ -133,7 +123,7 @@ def test_bad_messages_are_refused_with_the_reason(cluster: Cluster, message: Mes
     async def test(wire: BrokerWire):
         resp = await wire.send(message)
         assert resp.code == code and words in resp.remark, resp.remark
-    run(cluster, test)
+    with_wire(cluster.broker_addr(), test)
 
 
 def test_bad_batches_are_refused_and_nothing_of_them_stored(cluster: Cluster):
@@ -144,7 +134,7 @@ def test_bad_batches_are_refused_and_nothing_of_them_stored(cluster: Cluster):
         cut = await wire.call(RequestCode.SEND_BATCH_MESSAGE, header, struct.pack(">iiiii", 99, 0, 0, 0, 50) + b"short")
         assert cut.code == ResponseCode.MESSAGE_ILLEGAL and "the batch body does not decode" in cut.remark
         assert (await wire.pull("G-b", "Batches", 0, 0)).code == ResponseCode.PULL_NOT_FOUND
-    run(cluster, test)
+    with_wire(cluster.broker_addr(), test)
 
 
 def test_unknown_topics_are_refused_when_auto_creation_is_off(tmp_path: Path):
@@ -177,7 +167,7 @@ def test_a_malformed_frame_closes_only_its_connection(cluster: Cluster):
         assert await loop.run_in_executor(None, garbage) == b""  # closed by the broker, no answer
         assert (await wire.send(Message.of("Frames", b"after"))).code == ResponseCode.SUCCESS
         assert "malformed frame" in cluster.broker().output
-    run(cluster, test)
+    with_wire(cluster.broker_addr(), test)
 
 
 def test_messages_are_found_by_id_and_by_key(cluster: Cluster):
@@ -200,4 +190,4 @@ def test_messages_are_found_by_id_and_by_key(cluster: Cluster):
         assert [m.offset_msg_id for m in decode_stored_messages(by_id.body)] == [sent.ext("msgId")]
         assert int(by_id.ext("indexLastUpdatePhyoffset")) > offset
         assert (await query("no-such-key")).code == ResponseCode.QUERY_NOT_FOUND
-    run(cluster, test)
+    with_wire(cluster.broker_addr(), test)

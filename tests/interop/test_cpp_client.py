@@ -19,8 +19,7 @@ from skiff.common.names import retry_topic
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.headers.admin import CreateTopicRequestHeader
 from skiff.testing.cluster import Cluster
-from skiff.testing.wire import BrokerWire
-from skiff.transport.loop import run_coroutine
+from skiff.testing.wire import BrokerWire, with_wire
 from tests.interop._cpp import PushConsumer, cpp_python, produce, run_script, start_script
 
 pytestmark = pytest.mark.interop
@@ -29,21 +28,10 @@ DELAY_LEVELS = "1s 2s " + " ".join(["1s"] * 16)
 
 
 def create_topic(cluster: Cluster, topic: str, queues: int) -> None:
-    async def main():
-        wire = BrokerWire(cluster.broker_addr())
-        try:
-            header = CreateTopicRequestHeader(topic, "TBW102", queues, queues, 6, "SINGLE_TAG")
-            assert (await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())).code == ResponseCode.SUCCESS
-        finally:
-            await wire.close()
-    run_coroutine(main())
-
-
-def needs_timer() -> None:
-    try:
-        from skiff.store.timer import TimerService  # noqa: F401
-    except ImportError:
-        pytest.skip("delivering delayed messages and retries needs the timer (skiff.store.timer.TimerService)")
+    async def create(wire: BrokerWire):
+        header = CreateTopicRequestHeader(topic, "TBW102", queues, queues, 6, "SINGLE_TAG")
+        assert (await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())).code == ResponseCode.SUCCESS
+    with_wire(cluster.broker_addr(), create)
 
 
 @pytest.fixture(scope="module")
@@ -212,7 +200,6 @@ def _probe_until(home: Path, ns: str, topic: str, consumers: list[PushConsumer],
 
 
 def test_reconsume_later_delivers_the_message_again(cluster: Cluster, home: Path):
-    needs_timer()
     ns = cluster.namesrv_addr
     produce(home, ns, "CppRetry", [{"body": "warm-up", "keys": "warm"}])  # routed before the consumer starts
     # The group's retry topic exists from an earlier run, as in any running system: the C++ consumer
@@ -232,7 +219,6 @@ def test_reconsume_later_delivers_the_message_again(cluster: Cluster, home: Path
 
 
 def test_delay_levels(cluster: Cluster, home: Path):
-    needs_timer()
     ns = cluster.namesrv_addr
     produce(home, ns, "CppDelay", [{"body": "warm-up", "keys": "warm"}])  # routed before the consumer starts
     consumer = PushConsumer(home, ns, "CG-delay", "CppDelay")
