@@ -35,6 +35,7 @@ from skiff.client._impl.pull_service import (
     PullSettings,
 )
 from skiff.client._impl.rebalance import Rebalancer
+from skiff.client._impl.wakeup import Wakeup
 from skiff.client.errors import ClientStateError
 from skiff.client.results import MessageSelector
 from skiff.common.clock import SYSTEM_CLOCK, Clock
@@ -88,7 +89,7 @@ class LitePullImpl:
         self.queues: dict[MessageQueue, _Queue] = {}
         self._buffer: collections.deque[tuple[MessageQueue, int, list[StoredMessage]]] = collections.deque()
         self._buffered = 0
-        self._arrived = asyncio.Event()
+        self._arrived = Wakeup()
         self._next_auto_commit = 0.0
         self._commit_tasks: set[asyncio.Task[None]] = set()
         self._wanted: set[MessageQueue] = set()
@@ -240,11 +241,7 @@ class LitePullImpl:
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return []
-            self._arrived.clear()
-            try:
-                await asyncio.wait_for(self._arrived.wait(), remaining)
-            except asyncio.TimeoutError:
-                return []
+            await self._arrived.wait(remaining)
 
     def _take(self) -> list[StoredMessage] | None:
         while self._buffer:

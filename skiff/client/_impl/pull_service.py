@@ -25,6 +25,7 @@ from typing import Protocol
 from skiff.client._impl.consumer_core import ConsumerCore, Subscription, restore_retry_topic
 from skiff.client._impl.process_queue import ProcessQueue
 from skiff.client._impl.pull_api import Puller, pull_sys_flag
+from skiff.client._impl.wakeup import Wakeup
 from skiff.client.results import PullStatus
 from skiff.common.message import MessageQueue
 from skiff.common.record import StoredMessage
@@ -51,7 +52,9 @@ class PullRequest:
     pq: ProcessQueue
     next_offset: int
     subscription: Subscription
-    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    wake: Wakeup = field(default_factory=Wakeup)
+    stopped: bool = False
+    """Set when its loop is told to end (cancelling alone may not reach a loop between awaits)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,16 +111,16 @@ class PullService:
 
     def stop(self, mq: MessageQueue) -> None:
         task = self._tasks.pop(mq, None)
-        self._requests.pop(mq, None)
+        req = self._requests.pop(mq, None)
+        if req is not None:
+            req.stopped = True
         if task is not None:
             task.cancel()
 
     async def stop_all(self) -> None:
         tasks = list(self._tasks.values())
-        self._tasks.clear()
-        self._requests.clear()
-        for task in tasks:
-            task.cancel()
+        for mq in list(self._tasks):
+            self.stop(mq)
         await asyncio.gather(*tasks, return_exceptions=True)
 
     def wake(self, mq: MessageQueue) -> None:
@@ -126,7 +129,7 @@ class PullService:
             req.wake.set()
 
     async def _loop(self, req: PullRequest) -> None:
-        while not req.pq.dropped:
+        while not req.pq.dropped and not req.stopped:
             hold = self._handler.hold_ms(req)
             if hold > 0:
                 await self._wait(req, hold)
@@ -136,7 +139,7 @@ class PullService:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a failed pull is retried, whatever the cause
-                if req.pq.dropped:
+                if req.pq.dropped or req.stopped:
                     return
                 log.warning("pulling %s of group %s failed: %s; again in %d ms", req.mq, self._core.group, exc,
                             self._settings.error_backoff_ms)
@@ -144,11 +147,7 @@ class PullService:
 
     @staticmethod
     async def _wait(req: PullRequest, ms: int) -> None:
-        req.wake.clear()
-        try:
-            await asyncio.wait_for(req.wake.wait(), ms / 1000)
-        except asyncio.TimeoutError:
-            pass
+        await req.wake.wait(ms / 1000)
 
     async def _pull_once(self, req: PullRequest) -> None:
         core = self._core
@@ -167,7 +166,7 @@ class PullService:
         counters = core.counters
         counters.pulls += 1
         counters.pull_rt_ms_total += (time.monotonic() - started) * 1000
-        if req.pq.dropped:
+        if req.pq.dropped or req.stopped:
             return
         if result.status is PullStatus.OFFSET_ILLEGAL:
             await self._offset_moved(req, result.next_begin_offset)

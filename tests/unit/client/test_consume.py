@@ -19,6 +19,7 @@ from skiff.client._impl.instance import ClientInstance
 from skiff.client._impl.listener import SKIPPED, ConsumeConcurrentlyContext, ConsumeOrderlyContext, ListenerRunner
 from skiff.client._impl.offset_store import LocalFileOffsetStore
 from skiff.client._impl.process_queue import ProcessQueue
+from skiff.client._impl.wakeup import Wakeup
 from skiff.client.errors import ClientConfigError
 from skiff.client.results import ConsumeOrderlyStatus, ConsumeStatus, MessageSelector
 from skiff.common.message import MessageQueue
@@ -210,3 +211,23 @@ def test_subscriptions_compile_and_describe_themselves() -> None:
         Subscription.of("bad topic!", "*")
     assert java_string_hash("TagA") == 2598919 and java_string_hash("é") == 233
     assert java_string_hash("polygenelubricants") == -(2**31)  # the well-known Integer.MIN_VALUE case
+
+
+def test_wakeup_ends_early_times_out_and_lets_cancellation_through() -> None:
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        wake = Wakeup()
+        started = loop.time()
+        loop.call_later(0.01, wake.set)
+        await wake.wait(DEADLINE_S)
+        assert loop.time() - started < DEADLINE_S / 2, "set() ended the wait"
+        started = loop.time()
+        await wake.wait(0.02)
+        assert loop.time() - started >= 0.015, "no set(): the timeout ended it"
+        task = loop.create_task(wake.wait(DEADLINE_S))
+        await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(scenario)
