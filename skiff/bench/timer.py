@@ -169,10 +169,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cases", default="spread,burst", help="which cases, comma-separated")
     parser.add_argument("--dir", help="directory for the stores (default: a new temporary directory)")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
-    parser.add_argument("--quick", action="store_true", help="a short smoke run: 5,000 over 3 s, burst 5,000, lead 2 s")
+    parser.add_argument("--quick", action="store_true", help="a short smoke run: 2,000 over 1 s, burst 2,000, lead 1 s")
     args = parser.parse_args(argv)
     if args.quick:
-        args.count, args.span_s, args.burst, args.lead_s = 5_000, 3.0, 5_000, 2.0
+        args.count, args.span_s, args.burst, args.lead_s = 2_000, 1.0, 2_000, 1.0
     rng = np.random.default_rng(7)
     shapes = {
         "spread": lambda: np.sort(rng.integers(0, int(args.span_s * 1000), args.count)),
