@@ -22,6 +22,7 @@ from typing import Any, ClassVar
 
 from skiff.common.config import build_config, camel_to_snake, snake_to_camel, to_properties
 from skiff.common.errors import ConfigError
+from skiff.common.limits import QUEUES_PER_TOPIC_MAX
 from skiff.common.names import topic_error
 from skiff.common.record import parse_host_port
 from skiff.store import StoreConfig
@@ -137,8 +138,8 @@ class BrokerConfig:
                 _fail(name, value, "is not an IP address")
         self.namesrv_addrs  # noqa: B018 - parses and validates namesrvAddr
         self.delay_levels_ms  # noqa: B018 - parses and validates messageDelayLevel
-        if not 1 <= self.default_topic_queue_nums <= 1024:
-            _fail("default_topic_queue_nums", self.default_topic_queue_nums, "must be from 1 to 1024")
+        if not 1 <= self.default_topic_queue_nums <= QUEUES_PER_TOPIC_MAX:
+            _fail("default_topic_queue_nums", self.default_topic_queue_nums, f"must be from 1 to {QUEUES_PER_TOPIC_MAX}")
         if not 0 <= self.broker_permission <= 15:
             _fail("broker_permission", self.broker_permission, "must be perm bits from 0 to 15 (2 write, 4 read)")
         for f in dataclasses.fields(self):

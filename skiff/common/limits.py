@@ -33,6 +33,10 @@ CONNECTION_WRITE_HIGH_BYTES = 8 * 1024 * 1024
 CONNECTION_PENDING_REQUESTS = 65536
 """Requests in flight on one connection before new ones are refused."""
 
+QUEUES_PER_TOPIC_MAX = 1024
+"""Most read or write queues a topic may have on one broker: every queue is a directory
+of mapped files, and a process may only map so many (vm.max_map_count)."""
+
 BATCH_MAX_MESSAGES = 4096
 """Most messages in one batch send."""
 

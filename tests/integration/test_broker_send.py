@@ -105,6 +105,9 @@ def test_permissions_are_enforced(cluster: Cluster):
         pulled = await wire.pull("G-perm", "WriteOnly", 0, 0)
         assert pulled.code == ResponseCode.NO_PERMISSION and "may not be read" in pulled.remark
         assert (await wire.pull("G-perm", "ReadOnly", 0, 0)).code == ResponseCode.PULL_NOT_FOUND
+        too_many = await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, create_topic("Huge", 2000, 8, 6))
+        assert (too_many.code, too_many.remark) == (ResponseCode.SYSTEM_ERROR,
+                                                    "readQueueNums=2000 is out of range (0 to 1024)")
     with_wire(cluster.broker_addr(), test)
 
 

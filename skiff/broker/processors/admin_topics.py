@@ -12,6 +12,7 @@ from skiff.broker.config import BrokerConfig, config_properties
 from skiff.broker.offsets import ConsumerOffsetManager
 from skiff.broker.stats import BrokerStats
 from skiff.broker.topics import TopicConfigManager
+from skiff.common.limits import QUEUES_PER_TOPIC_MAX
 from skiff.common.message import MessageQueue
 from skiff.common.names import SYSTEM_TOPICS, topic_error
 from skiff.protocol.bodies.admin import KVTable, TopicOffset, TopicStatsTable
@@ -25,9 +26,6 @@ from skiff.protocol.headers.admin import (
 )
 from skiff.store import MessageStore, StoreConfig
 from skiff.transport.connection import Connection, Handler
-
-MAX_QUEUE_NUMS = 1024
-
 
 class TopicAdminProcessor:
     def __init__(self, config: BrokerConfig, store_config: StoreConfig, store: MessageStore,
@@ -104,8 +102,8 @@ def _topic_refusal(topic: str, config: BrokerConfig) -> str | None:
 
 def _create_refusal(h: CreateTopicRequestHeader) -> str | None:
     for name, nums in (("readQueueNums", h.read_queue_nums), ("writeQueueNums", h.write_queue_nums)):
-        if not 0 <= nums <= MAX_QUEUE_NUMS:
-            return f"{name}={nums} is out of range (0 to {MAX_QUEUE_NUMS})"
+        if not 0 <= nums <= QUEUES_PER_TOPIC_MAX:
+            return f"{name}={nums} is out of range (0 to {QUEUES_PER_TOPIC_MAX})"
     if not 0 <= h.perm <= 15:
         return f"perm={h.perm} is not perm bits (2 write, 4 read)"
     if h.topic_filter_type not in TopicFilterType.__members__:
