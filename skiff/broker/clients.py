@@ -14,6 +14,7 @@ next 10-20 s rebalance tick.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from skiff.common.clock import Clock
@@ -58,9 +59,13 @@ class ConsumerGroupInfo:
 
 
 class ClientManager:
-    def __init__(self, clock: Clock, channel_expired_ms: int) -> None:
+    def __init__(self, clock: Clock, channel_expired_ms: int,
+                 notify_enabled: Callable[[str], bool] = lambda group: True) -> None:
+        """``notify_enabled(group)``: whether the group's members are told of changes (its
+        subscription group's notifyConsumerIdsChangedEnable)."""
         self.clock = clock
         self.channel_expired_ms = channel_expired_ms
+        self.notify_enabled = notify_enabled
         self.consumers: dict[str, ConsumerGroupInfo] = {}
         self.producers: dict[str, dict[Connection, ClientChannel]] = {}
         self._seen: dict[Connection, ClientChannel] = {}
@@ -154,6 +159,8 @@ class ClientManager:
     # -- notification ---------------------------------------------------------
 
     def _notify_changed(self, info: ConsumerGroupInfo) -> None:
+        if not self.notify_enabled(info.group):
+            return
         header = NotifyConsumerIdsChangedRequestHeader(info.group).to_ext()
         for conn in list(info.channels):
             try:

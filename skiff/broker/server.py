@@ -58,11 +58,11 @@ class BrokerServer:
         self.recovery: RecoveryReport | None = None
         self.timer: TimerService | None = None
         self.timer_recovery: TimerRecovery | None = None
-        self.clients = ClientManager(clock, config.client_channel_expired_time_ms)
         self.locks = RebalanceLockManager(clock, config.rebalance_lock_max_live_time_ms)
         self.delay = DelayPolicy(config.delay_levels_ms, config.timer_max_delay_sec * 1000)
         self.topics = TopicConfigManager(config, store_config.root, clock, schedule_queue_nums=self.delay.queue_nums)
         self.groups = SubscriptionGroupManager(config, store_config.root, clock)
+        self.clients = ClientManager(clock, config.client_channel_expired_time_ms, self._notify_enabled)
         self.offsets = ConsumerOffsetManager(store_config.root)
         self.hold = PullHoldService(config.long_polling_recheck_interval_ms)
         self.writer = MessageWriter(self.delay, clock, reject_transactions=config.reject_transaction_message)
@@ -166,6 +166,10 @@ class BrokerServer:
         data = self.offsets.snapshot()
         if data is not None:
             await asyncio.to_thread(self.offsets.write, data)
+
+    def _notify_enabled(self, group: str) -> bool:
+        found = self.groups.get(group)
+        return found is None or found.notify_consumer_ids_changed_enable
 
     def _expire_clients(self) -> None:
         self.clients.expire()

@@ -101,6 +101,26 @@ def test_members_are_listed_and_told_when_the_group_changes(cluster: Cluster):
     run_coroutine(main())
 
 
+def test_a_group_can_ask_not_to_be_told(cluster: Cluster):
+    async def main():
+        a, b = Member(cluster.broker_addr(), "client-qa"), Member(cluster.broker_addr(), "client-qb")
+        try:
+            quiet = SubscriptionGroupConfig("G-quiet-group", notify_consumer_ids_changed_enable=False)
+            await a.wire.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, quiet.to_json())
+            await a.wire.heartbeat("client-qa", consumers=[consumer("G-quiet-group", "Hush")])
+            await b.wire.heartbeat("client-qb", consumers=[consumer("G-quiet-group", "Hush")])
+            members = await a.wire.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "G-quiet-group"})
+            assert consumer_ids(members) == ["client-qa", "client-qb"]
+            # A round trip on each connection after the joins: a notification would have arrived first.
+            await a.wire.call(RequestCode.GET_BROKER_RUNTIME_INFO)
+            await b.wire.call(RequestCode.GET_BROKER_RUNTIME_INFO)
+            assert a.calls == [] and b.calls == []
+        finally:
+            await a.wire.close()
+            await b.wire.close()
+    run_coroutine(main())
+
+
 def test_silent_clients_expire(cluster: Cluster):
     async def main():
         m = Member(cluster.broker_addr(), "client-quiet")
