@@ -23,7 +23,7 @@ import numpy as np
 
 from skiff.store.timer.dispatch_log import DispatchLogs
 from skiff.store.timer.formats import Outcome
-from skiff.store.timer.schedule_log import TIMER_ID, ScheduleLogs
+from skiff.store.timer.schedule_log import ROW_FIELDS, TIMER_ID, ScheduleLogs
 from skiff.store.timer.wheel import Wheel
 
 log = logging.getLogger(__name__)
@@ -89,9 +89,10 @@ class SlotKeeper:
         return loaded
 
     def load(self, slot_ms: int) -> None:
-        """Put the slot's messages that are still due into the wheel (replay thread only)."""
+        """Put the slot's messages that are still due into the wheel (on the replay thread, or
+        before it starts)."""
         f = self.logs.logs.get(slot_ms)
-        rows, problem = (np.empty((0, 5), dtype=np.int64), "") if f is None else f.rows()
+        rows, problem = (np.empty((0, ROW_FIELDS), dtype=np.int64), "") if f is None else f.rows()
         if problem:
             log.error("%s; the messages after it are not delivered", problem)
         outcomes = self.dispatch.read(slot_ms)
@@ -108,20 +109,22 @@ class SlotKeeper:
     def retire_done(self, now_ms: int, caught_up: bool) -> int:
         """Take finished past slots out of the tables; their files go at the next commit, which
         the caller makes before it replays again. Return how many slots wait for it."""
-        if not caught_up:
-            return 0
+        if caught_up:
+            self._doomed |= self._finished_slots(now_ms)
+        return len(self._doomed)
+
+    def _finished_slots(self, now_ms: int) -> set[int]:
         state = self.state
         with state.durable_lock, state.lock:
-            done = [s for s, st in state.loaded.items()
-                    if s + self.slot_ms <= now_ms and not st.outstanding and s not in state.undurable]
+            done = {s for s, st in state.loaded.items()
+                    if s + self.slot_ms <= now_ms and not st.outstanding and s not in state.undurable}
             for slot in done:
                 del state.loaded[slot]
         for slot in done:
             self.logs.retire(slot)
         orphans = {s for s in self.dispatch.slots()
                    if s + self.slot_ms <= now_ms and s not in self.logs.logs and s not in state.loaded}
-        self._doomed |= set(done) | orphans
-        return len(self._doomed)
+        return done | orphans
 
     def unlink_retired(self) -> None:
         """After a commit that no longer names them: unlink retired slots' schedule logs, then
