@@ -59,33 +59,30 @@ class ProcessQueue:
         self.try_unlock_times = 0
 
     def add(self, msgs: Sequence[StoredMessage]) -> None:
-        """Hold ``msgs`` (ascending offsets above `max_offset`, as pulls return them)."""
-        held = self._msgs
-        order = self._order
-        size = 0
-        for msg in msgs:
-            offset = msg.queue_offset
-            if offset in held or offset in self._consuming:
-                continue
-            held[offset] = msg
-            order.append(offset)
-            size += len(msg.body)
-            self.count += 1
-        self.size_bytes += size
-        if msgs:
-            self.max_offset = max(self.max_offset, msgs[-1].queue_offset)
+        """Hold ``msgs`` (ascending offsets, as pulls return them); offsets already held are skipped."""
+        if not msgs:
+            return
+        offsets = [m.queue_offset for m in msgs]
+        if offsets[0] <= self.max_offset:
+            kept = [(o, m) for o, m in zip(offsets, msgs) if o not in self._msgs and o not in self._consuming]
+            offsets = [o for o, _ in kept]
+            msgs = [m for _, m in kept]
+        self._msgs.update(zip(offsets, msgs))
+        self._order.extend(offsets)
+        self.count += len(offsets)
+        self.size_bytes += sum([len(m.body) for m in msgs])
+        if offsets:
+            self.max_offset = max(self.max_offset, offsets[-1])
 
     def remove(self, msgs: Iterable[StoredMessage]) -> int:
         """Forget consumed ``msgs``; the offset now safe to commit, or -1 if nothing was held."""
         held = self._msgs
         if not held:
             return -1
-        size = 0
-        for msg in msgs:
-            if held.pop(msg.queue_offset, None) is not None:
-                size += len(msg.body)
-                self.count -= 1
-        self.size_bytes -= size
+        pop = held.pop
+        gone = [m for m in msgs if pop(m.queue_offset, None) is not None]
+        self.count -= len(gone)
+        self.size_bytes -= sum([len(m.body) for m in gone])
         self.last_consume_ms = self._clock.now_ms()
         return self.commit_offset()
 

@@ -44,6 +44,11 @@ FLOW_BACKOFF_MS = 50
 """Wait when flow control holds a queue, unless consumption wakes the loop sooner."""
 
 
+_FLAG = pull_sys_flag(suspend=True)
+_FLAG_WITH_COMMIT = pull_sys_flag(commit_offset=True, suspend=True)
+"""The two sysFlags a consumer's pulls carry, made once (flag arithmetic on IntFlags is slow)."""
+
+
 @dataclass(eq=False, slots=True)
 class PullRequest:
     """One held queue's pull state."""
@@ -159,7 +164,7 @@ class PullService:
         result = await self._puller.pull(
             req.mq, req.next_offset, settings.batch_size, group=core.group, sub_expression=sub.expression,
             expression_type=sub.selector.expression_type.value, sub_version=sub.sub_version,
-            sys_flag=pull_sys_flag(commit_offset=commit_offset > 0, suspend=True),
+            sys_flag=_FLAG_WITH_COMMIT if commit_offset > 0 else _FLAG,
             commit_offset=max(commit_offset, 0), suspend_timeout_ms=settings.suspend_ms,
             timeout_ms=settings.timeout_ms,
         )
