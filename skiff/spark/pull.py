@@ -115,25 +115,24 @@ class _SegmentReader:
         return out
 
     def _after_loss(self, offset: int, end: int, result: PullResult) -> int:
-        """``offset``, or where reading resumes after messages retention removed (if allowed)."""
-        if result.status is PullStatus.OFFSET_ILLEGAL or result.status is PullStatus.NO_NEW_MSG:
-            resume = result.min_offset if offset < result.min_offset else end
-        elif offset < result.min_offset:
+        """``offset``, or where reading resumes after messages the broker no longer has (if allowed)."""
+        if offset < result.min_offset:
             resume = result.min_offset
+        elif result.status is PullStatus.OFFSET_ILLEGAL or result.status is PullStatus.NO_NEW_MSG:
+            self._lost(f"topic {self.mq.topic}, broker {self.mq.broker_name}, queue {self.mq.queue_id} ends at "
+                       f"offset {result.max_offset}, before the end {self.end} this read was planned with: the "
+                       f"broker lost messages it had stored (a store cut short by a crash?)")
+            return end
         elif self.unfiltered and result.status is PullStatus.NO_MATCHED_MSG:
             resume = result.next_begin_offset
         elif self.unfiltered and result.messages and result.messages[0].queue_offset > offset:
             resume = result.messages[0].queue_offset
         else:
             return offset
-        self._lost(offset, min(resume, end), result)
+        self._lost(data_loss_message([(self.mq, offset, resume)]))
         return resume
 
-    def _lost(self, offset: int, resume: int, result: PullResult) -> None:
-        text = data_loss_message([(self.mq, offset, resume)])
-        if resume >= self.end and result.max_offset < self.end:
-            text = (f"{self.mq}: the queue ends at offset {result.max_offset}, before the end {self.end} this read "
-                    f"was planned with (was the broker's store cut short?); {text}")
+    def _lost(self, text: str) -> None:
         if self.options.fail_on_data_loss:
             raise DataLossError(text)
         log.warning("%s (failOnDataLoss=false: skipped)", text)
