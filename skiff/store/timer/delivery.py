@@ -67,6 +67,7 @@ RETRY_DELAY_MS = 1000
 LATENESS_WINDOW = 100_000
 """Deliveries whose lateness `lateness_ms` keeps."""
 
+_NOTHING_READY: tuple[dict[int, MessageInput], int] = ({}, 0)
 _PERMANENT = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED})
 
 
@@ -84,8 +85,8 @@ class Deliverer:
         self._lateness = np.zeros(LATENESS_WINDOW, dtype=np.int64)
         self._lateness_count = 0
         self._batch_bytes = min(PUT_BATCH_MAX_BYTES, store.config.mapped_file_size_commit_log // 4)
-        self._prepared: dict[int, dict[int, MessageInput]] = {}
-        """Messages built ahead (`prepare`): by tick, then by timer id."""
+        self._prepared: dict[int, tuple[dict[int, MessageInput], int]] = {}
+        """Messages built ahead (`prepare`) by tick: (message by timer id, rows looked at)."""
 
     # -- delivering ---------------------------------------------------------------
 
@@ -106,7 +107,7 @@ class Deliverer:
         dropped: list[int] = []
         tick_ms = self.state.wheel.tick_ms
         for i, row in enumerate(rows.tolist()):
-            msg = self._prepared.get(row[DUE] // tick_ms, {}).get(row[TIMER_ID]) or self._build(row)
+            msg = self._prepared.get(row[DUE] // tick_ms, _NOTHING_READY)[0].get(row[TIMER_ID]) or self._build(row)
             if msg is None:
                 dropped.append(i)
             else:
@@ -129,27 +130,28 @@ class Deliverer:
 
     def prepare(self, now_ms: int, budget: int = PREPARE_ROWS_PER_STEP) -> int:
         """Build the messages of rows due within `PREPARE_AHEAD_MS` before they are due, up to
-        ``budget`` rows, so that when a burst falls due only its puts are left. Messages of
-        ticks that have passed (delivered, or cancelled meanwhile) are forgotten. Returns
-        how many were built."""
+        ``budget`` rows, so that when a burst falls due only its puts are left. Each row is
+        looked at once (a bucket only grows at its end; a row a cancel shifts past is simply
+        built when due). Ticks that have passed are forgotten. Returns how many were built."""
         tick_ms = self.state.wheel.tick_ms
         first = now_ms // tick_ms
         for tick in [t for t in self._prepared if t < first]:
             del self._prepared[tick]
+        budget = min(budget, PREPARE_MAX_ROWS - sum(len(ready) for ready, _ in self._prepared.values()))
         built = 0
-        budget = min(budget, PREPARE_MAX_ROWS - sum(map(len, self._prepared.values())))
         for tick in range(first, (now_ms + PREPARE_AHEAD_MS) // tick_ms + 1):
+            ready, seen = self._prepared.get(tick, ({}, 0))
             with self.state.lock:
-                rows = self.state.wheel.peek(tick)
-            ready = self._prepared.setdefault(tick, {})
+                rows = self.state.wheel.peek(tick, seen, max(0, budget - built))
             for row in rows.tolist():
-                if built >= budget:
-                    return built
-                if row[TIMER_ID] not in ready and row[DUE] // tick_ms == tick:
+                if row[DUE] // tick_ms == tick:  # not a retry held back from an earlier tick
                     msg = self._build(row)
                     if msg is not None:
                         ready[row[TIMER_ID]] = msg
-                        built += 1
+            self._prepared[tick] = (ready, seen + len(rows))
+            built += len(rows)
+            if built >= budget:
+                break
         return built
 
     def _chunks(self, items: list[tuple[int, MessageInput]]) -> list[list[tuple[int, MessageInput]]]:

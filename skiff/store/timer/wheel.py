@@ -86,11 +86,13 @@ class Wheel:
             return np.empty((0, ROW_FIELDS), dtype=np.int64)
         return np.frombuffer(b"".join(p.tobytes() for p in parts), dtype=np.int64).reshape(-1, ROW_FIELDS)
 
-    def peek(self, tick: int) -> np.ndarray:
-        """A copy of one bucket's rows (empty when it has none)."""
+    def peek(self, tick: int, start: int = 0, limit: int | None = None) -> np.ndarray:
+        """A copy of up to ``limit`` rows of one bucket from row ``start`` (empty when none)."""
         bucket = self._buckets.get(tick)
-        raw = b"" if bucket is None else bucket.tobytes()
-        return np.frombuffer(raw, dtype=np.int64).reshape(-1, ROW_FIELDS)
+        if bucket is None:
+            return np.empty((0, ROW_FIELDS), dtype=np.int64)
+        end = len(bucket) if limit is None else min(len(bucket), (start + limit) * ROW_FIELDS)
+        return np.frombuffer(bucket[start * ROW_FIELDS : end].tobytes(), dtype=np.int64).reshape(-1, ROW_FIELDS)
 
     def _locate(self, due_ms: int, timer_id: int) -> tuple[array, int] | None:
         ticks = [due_ms // self.tick_ms]

@@ -12,6 +12,7 @@ from skiff.common.names import SCHEDULE_TOPIC
 from skiff.common.properties import Prop
 from skiff.common.record import read_head, unpack_host
 from skiff.common.sysflag import MessageSysFlag
+from skiff.store.timer import CancelStatus
 from skiff.store.timer.formats import slot_file_name
 from tests.unit.store.conftest import BORN_HOST
 from tests.unit.store.timer.conftest import (
@@ -178,3 +179,15 @@ def test_a_burst_due_in_one_tick_is_delivered_in_batches(rig: Rig) -> None:
     rig.advance_to(T0 + 600)
     assert rig.delivered_keys() == sorted(f"u{i}" for i in range(5_000))
     assert rig.timer.stats().in_wheel == 0
+
+
+def test_messages_built_ahead_follow_cancels_and_late_additions(rig: Rig) -> None:
+    for uniq in ("a", "b", "c"):
+        rig.park(uniq, T0 + 3_000)
+    rig.step()  # all three are built ahead
+    assert sum(len(ready) for ready, _ in rig.timer.deliverer._prepared.values()) == 3
+    assert rig.timer.cancel("b").status is CancelStatus.CANCELLED
+    rig.park("d", T0 + 3_000)  # the same tick grows after it was built
+    rig.advance_to(T0 + 3_100)
+    assert rig.delivered_keys() == ["a", "c", "d"]
+    assert all(tick > (T0 + 3_000) // TICK_MS for tick in rig.timer.deliverer._prepared)  # passed ticks forgotten
