@@ -1,4 +1,4 @@
-"""`skiff bench timer --quick` runs both cases through the real command."""
+"""`skiff bench timer --quick` runs every case through the real command."""
 
 from __future__ import annotations
 
@@ -24,4 +24,6 @@ def test_quick_bench_delivers_everything_on_time(tmp_path: Path) -> None:
         assert c["messages"] == c["delivered"] == 2_000 and (c["lost"], c["early"]) == (0, 0)
         assert 0 <= c["lateness_p50_ms"] <= c["lateness_p99_ms"] <= c["lateness_max_ms"]
         assert c["delivery_rate_per_s"] > 0 and c["cpu_s"] > 0
+    restart = figures["restart"]
+    assert restart["messages"] == restart["in_wheel"] == 2_000 and restart["recover_ms"] > 0
     assert os.listdir(tmp_path) == []
