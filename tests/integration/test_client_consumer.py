@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from skiff.client import (
+    AsyncAdmin,
     AsyncPullClient,
     AsyncPushConsumer,
     ConsumeFromWhere,
@@ -399,5 +400,31 @@ def test_graceful_shutdown_commits_what_was_consumed_and_hands_back_the_rest(clu
         finally:
             await c.shutdown()
         assert not consumed & set(rest.bodies()), "what the first consumed was committed at shutdown"
+
+    run(scenario())
+
+
+def test_an_admin_reset_by_time_replays_the_topic_to_a_live_consumer(cluster: Cluster) -> None:
+    async def scenario() -> None:
+        ns, topic, group = cluster.namesrv_addr, "ResetTopic", "g-reset"
+        await create_topic(ns, topic, 2)
+        rec = Recorder()
+        c = consumer(ns, group, "live", rec, topic)
+        await c.start()
+        try:
+            before_ms = int(time.time() * 1000) - 1
+            await send(ns, numbered(topic, 40))
+            await wait_for(lambda: rec.distinct() == 40, "the 40 messages")
+            admin = AsyncAdmin(client_config=config(ns, "resetter"))
+            await admin.start()
+            try:
+                offsets = await admin.reset_offset_by_time(group, topic, before_ms)
+            finally:
+                await admin.shutdown()
+            assert sorted(offsets.values()) == [0, 0]
+            await wait_for(lambda: all(n == 2 for n in rec.bodies().values()), "every message a second time")
+        finally:
+            await c.shutdown()
+        assert set(rec.bodies()) == {f"m{i}" for i in range(40)}
 
     run(scenario())
