@@ -29,6 +29,7 @@ from skiff.client import (
     PullStatus,
     SelectByHash,
 )
+from skiff.client.errors import ClientStateError
 from skiff.common.names import dlq_topic
 from skiff.testing.cluster import Cluster
 from tests.integration.consumer_kit import (
@@ -426,5 +427,24 @@ def test_an_admin_reset_by_time_replays_the_topic_to_a_live_consumer(cluster: Cl
         finally:
             await c.shutdown()
         assert set(rec.bodies()) == {f"m{i}" for i in range(40)}
+
+    run(scenario())
+
+
+def test_a_second_consumer_of_a_group_in_one_instance_is_refused_and_harms_nothing(cluster: Cluster) -> None:
+    async def scenario() -> None:
+        ns, topic, group = cluster.namesrv_addr, "TwiceTopic", "g-twice"
+        await create_topic(ns, topic, 2)
+        rec = Recorder()
+        first = consumer(ns, group, "same", rec, topic)
+        await first.start()
+        try:
+            second = consumer(ns, group, "same", Recorder(), topic)
+            with pytest.raises(ClientStateError, match="another instance_name"):
+                await second.start()
+            await send(ns, numbered(topic, 20))
+            await wait_for(lambda: rec.distinct() == 20, "the first consumer to go on consuming")
+        finally:
+            await first.shutdown()
 
     run(scenario())

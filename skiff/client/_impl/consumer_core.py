@@ -23,6 +23,7 @@ from skiff.filter import MessageFilter, TagFilter, build_filter
 from skiff.protocol.bodies.client_calls import ConsumeStatus as ConsumeStatusInfo
 from skiff.protocol.bodies.heartbeat import (
     SUB_ALL,
+    CheckClientRequestBody,
     ConsumeFromWhere,
     ConsumerData,
     ConsumeType,
@@ -216,6 +217,7 @@ class ConsumerCore:
         self.subscriptions: dict[str, Subscription] = {}
         self.counters = ConsumeCounters()
         self.retry_topic = retry_topic(group)
+        self._joined = False
 
     @property
     def client_id(self) -> str:
@@ -243,6 +245,7 @@ class ConsumerCore:
         topics' routes and heartbeat every broker, so the group counts this member."""
         await self.offset_store.load()
         self.instance.register_consumer(self.group, consumer)
+        self._joined = True
         await self.instance.start()
         for topic in sorted(self.subscriptions):
             try:
@@ -252,9 +255,12 @@ class ConsumerCore:
         await self.instance.heartbeat_all_brokers()
 
     async def leave(self) -> None:
-        """Unregister from every broker; the instance closes with its last user."""
-        await self.instance.unregister_consumer(self.group)
-        await self.instance.shutdown()
+        """Unregister from every broker; the instance closes with its last user. A consumer
+        that never joined (its group already ran in this instance) leaves nothing."""
+        if self._joined:
+            self._joined = False
+            await self.instance.unregister_consumer(self.group)
+            await self.instance.shutdown()
 
     async def send_back(self, msg: StoredMessage, mq: MessageQueue, delay_level: int) -> None:
         """CONSUMER_SEND_MSG_BACK to the master of the broker ``msg`` was pulled from: the
