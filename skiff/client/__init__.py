@@ -33,6 +33,15 @@ _EXPORTS: dict[str, str] = {
     "PushConsumer": "skiff.client.push_consumer",
     "AsyncLitePullConsumer": "skiff.client.lite_pull_consumer",
     "LitePullConsumer": "skiff.client.lite_pull_consumer",
+    # consumer listeners' contexts and queue allocation strategies
+    "ConsumeConcurrentlyContext": "skiff.client._impl.listener",
+    "ConsumeOrderlyContext": "skiff.client._impl.listener",
+    "AllocateAverage": "skiff.client._impl.strategies",
+    "AllocateAverageByCircle": "skiff.client._impl.strategies",
+    "AllocateConsistentHash": "skiff.client._impl.strategies",
+    "AllocateMachineRoomNearby": "skiff.client._impl.strategies",
+    "AllocateByMachineRoom": "skiff.client._impl.strategies",
+    "AllocateByConfig": "skiff.client._impl.strategies",
     # values
     "Message": "skiff.common.message",
     "MessageQueue": "skiff.common.message",
