@@ -24,6 +24,7 @@ from skiff.broker.locks import RebalanceLockManager
 from skiff.broker.long_polling import PullHoldService
 from skiff.broker.offsets import ConsumerOffsetManager
 from skiff.broker.processors.admin_groups import GroupAdminProcessor
+from skiff.broker.processors.admin_timer import TimerAdminProcessor
 from skiff.broker.processors.admin_topics import TopicAdminProcessor
 from skiff.broker.processors.client_manage import ClientManageProcessor
 from skiff.broker.processors.consumer import ConsumerProcessor
@@ -106,7 +107,7 @@ class BrokerServer:
         self.topics.on_change = self.registration.trigger
         self.store.add_dispatch_listener(self.hold.notify)
         self.stats = BrokerStats(self.config, self.store, self.clock)
-        client_manage = ClientManageProcessor(self.clients, self.groups, self.topics)
+        client_manage = ClientManageProcessor(self.config, self.clients, self.groups, self.topics)
         self._remoting = RemotingServer(self.config.listen_host, self.port, self._handlers(client_manage),
                                         on_connection_close=client_manage.connection_closed)
         await self._remoting.start()
@@ -133,6 +134,7 @@ class BrokerServer:
             QueryProcessor(store),
             TopicAdminProcessor(cfg, self.store_config, store, self.topics, self.offsets, self.stats),
             GroupAdminProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients),
+            TimerAdminProcessor(self.store_config, lambda: self.timer),
         ]
         handlers: dict[int, Handler] = {}
         for processor in processors:

@@ -106,6 +106,21 @@ class RequestCode(IntEnum):
     DELETE_EXPIRED_COMMITLOG = 329
 
 
+class SkiffRequestCode(IntEnum):
+    """Skiff's own admin requests, for features RocketMQ has no request for.
+
+    Numbered from 10000: RocketMQ 4.x uses codes below 1000, and 5.x adds 1001-3xxx
+    (controller, cold data, auth) and 200050 up (pop); nothing lies between 10000 and
+    200000 in either, so no RocketMQ client sends these and a RocketMQ broker answers
+    them REQUEST_CODE_NOT_SUPPORTED. They fit the ROCKETMQ header's 16-bit code.
+    """
+
+    GET_TIMER_SLOTS = 10001
+    """Scheduled messages per timer slot, and the timer's counters (`skiff timer slots`)."""
+    CANCEL_SCHEDULED_MESSAGE = 10002
+    """Cancel a scheduled message by UNIQ_KEY or offsetMsgId (`skiff timer cancel`)."""
+
+
 class ResponseCode(IntEnum):
     SUCCESS = 0
     SYSTEM_ERROR = 1

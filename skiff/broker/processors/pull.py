@@ -19,6 +19,7 @@ SERVICE_NOT_AVAILABLE so that clients back off.
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from typing import NamedTuple
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.clients import ClientManager
@@ -30,6 +31,7 @@ from skiff.broker.topics import TopicConfigManager
 from skiff.common.record import read_head, read_tail
 from skiff.common.sysflag import PullSysFlag
 from skiff.filter import ExpressionType, FilterError, MessageFilter, build_filter
+from skiff.filter.factory import expression_type_of
 from skiff.protocol.bodies.topic import Perm
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
@@ -159,15 +161,32 @@ class PullProcessor:
                                     f"consumer group {h.consumer_group} has no subscription to {h.topic} registered "
                                     f"here: send a heartbeat first, or the subscription in the pull")
             expression, kind = sub.sub_string, sub.expression_type.value
-        try:
-            flt = build_filter(expression, kind)
-        except FilterError as exc:
-            return req.response(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
-        if flt.expression_type is not ExpressionType.TAG and not self.config.enable_property_filter:
-            return req.response(ResponseCode.SYSTEM_ERROR,
-                                f"this broker does not filter by {flt.expression_type.value}: "
-                                f"set enablePropertyFilter=true to allow it")
-        return flt
+        flt = compile_subscription(expression, kind, self.config.enable_property_filter)
+        return flt if not isinstance(flt, Refusal) else req.response(flt.code, flt.remark)
+
+
+class Refusal(NamedTuple):
+    """Why a subscription is not served: the response code and the remark for the client."""
+
+    code: ResponseCode
+    remark: str
+
+
+def compile_subscription(expression: str | None, kind: str | None,
+                         enable_property_filter: bool) -> MessageFilter | Refusal:
+    """The filter of a subscription, or why it is refused (RocketMQ's codes): a type other
+    than TAG on a broker without ``enablePropertyFilter`` is SYSTEM_ERROR; an expression
+    that does not parse is SUBSCRIPTION_PARSE_FAILED with the parser's message, which
+    gives the position. Compiled filters are cached by `build_filter`, so a subscription
+    seen on every heartbeat and every pull is parsed once."""
+    try:
+        expression_type = expression_type_of(kind)
+        if expression_type is not ExpressionType.TAG and not enable_property_filter:
+            return Refusal(ResponseCode.SYSTEM_ERROR, f"this broker does not filter by {expression_type.value}: "
+                                                      f"set enablePropertyFilter=true to allow it")
+        return build_filter(expression, expression_type)
+    except FilterError as exc:
+        return Refusal(ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
 
 
 _REMARKS = {

@@ -19,7 +19,7 @@ from skiff.client.errors import NameServerUnavailableError
 from skiff.common.message import MessageQueue
 from skiff.common.record import StoredMessage
 from skiff.protocol.bodies.consumer import ConsumerIdList
-from skiff.protocol.bodies.heartbeat import HeartbeatData
+from skiff.protocol.bodies.heartbeat import CheckClientRequestBody, HeartbeatData
 from skiff.protocol.bodies.lock import LockBatchRequestBody, LockBatchResponseBody
 from skiff.protocol.bodies.route import ClusterInfo, TopicList, TopicRouteData
 from skiff.protocol.codes import RequestCode, ResponseCode
@@ -243,6 +243,12 @@ class MQClientAPI:
 
     async def heartbeat(self, addr: str, data: HeartbeatData, timeout_ms: int | None = None) -> None:
         await self.invoke(addr, RemotingCommand.request(RequestCode.HEART_BEAT, None, data.to_json()), timeout_ms)
+
+    async def check_client_config(self, addr: str, body: CheckClientRequestBody,
+                                  timeout_ms: int | None = None) -> None:
+        """Raises the broker's refusal of the subscription (SUBSCRIPTION_PARSE_FAILED, SYSTEM_ERROR)."""
+        await self.invoke(addr, RemotingCommand.request(RequestCode.CHECK_CLIENT_CONFIG, None, body.to_json()),
+                          timeout_ms)
 
     async def unregister_client(self, addr: str, client_id: str, *, producer_group: str | None = None,
                                 consumer_group: str | None = None, timeout_ms: int | None = None) -> None:

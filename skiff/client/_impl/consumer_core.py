@@ -253,6 +253,21 @@ class ConsumerCore:
             except Exception as exc:  # noqa: BLE001 - the periodic refresh tries again
                 log.warning("consumer %s: fetching the route of %s failed: %s", self.group, topic, exc)
         await self.instance.heartbeat_all_brokers()
+        await self.check_in_brokers()
+
+    async def check_in_brokers(self) -> None:
+        """CHECK_CLIENT_CONFIG for every SQL92 subscription at each master of its topic, as
+        RocketMQ's consumer does at start: a broker that will not filter by it (no
+        ``enablePropertyFilter``, or an expression it cannot parse) fails the start with
+        its reason, instead of pulls that fail in the background."""
+        routes = self.instance.routes
+        for sub in self.subscriptions.values():
+            route = routes.cached_route(sub.topic)
+            if sub.selector.expression_type is ExpressionType.TAG or route is None:
+                continue
+            body = CheckClientRequestBody(self.client_id, self.group, sub.to_data())
+            for addr in sorted({b.master_addr for b in route.broker_datas if b.master_addr}):
+                await self.instance.api.check_client_config(addr, body)
 
     async def leave(self) -> None:
         """Unregister from every broker; the instance closes with its last user. A consumer

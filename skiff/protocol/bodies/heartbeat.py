@@ -91,3 +91,13 @@ class HeartbeatData(JsonBody):
     client_id: str
     producer_data_set: tuple[ProducerData, ...] = ()
     consumer_data_set: tuple[ConsumerData, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CheckClientRequestBody(JsonBody):
+    """CHECK_CLIENT_CONFIG (46) body: a consumer asks, before it starts, whether a broker
+    serves one of its subscriptions (Java's client sends it for every non-TAG one)."""
+
+    client_id: str
+    group: str
+    subscription_data: SubscriptionData

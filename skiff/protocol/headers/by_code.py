@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from skiff.protocol.codes import RequestCode as C
-from skiff.protocol.headers import admin, client_calls, consumer, pull, query, send, transaction
+from skiff.protocol.codes import SkiffRequestCode
+from skiff.protocol.headers import admin, client_calls, consumer, pull, query, send, timer, transaction
 from skiff.protocol.headers.base import Header
 
 REQUEST_HEADERS: Mapping[int, type[Header]] = MappingProxyType({
@@ -45,6 +46,7 @@ REQUEST_HEADERS: Mapping[int, type[Header]] = MappingProxyType({
     C.NOTIFY_CONSUMER_IDS_CHANGED: client_calls.NotifyConsumerIdsChangedRequestHeader,
     C.RESET_CONSUMER_CLIENT_OFFSET: client_calls.ResetOffsetRequestHeader,
     C.GET_CONSUMER_STATUS_FROM_CLIENT: client_calls.GetConsumerStatusRequestHeader,
+    SkiffRequestCode.CANCEL_SCHEDULED_MESSAGE: timer.CancelScheduledMessageRequestHeader,
 })
 
 RESPONSE_HEADERS: Mapping[int, type[Header]] = MappingProxyType({

@@ -1,0 +1,84 @@
+"""Skiff's timer admin requests: GET_TIMER_SLOTS (10001) and CANCEL_SCHEDULED_MESSAGE (10002).
+
+Both go to the broker's `TimerService` (docs/timer.md). RocketMQ has neither
+request, hence codes from `SkiffRequestCode`. A cancel is an expected outcome
+whatever it finds (CANCELLED, ALREADY_DELIVERED, ALREADY_CANCELLED, NOT_FOUND),
+so it is answered SUCCESS with the outcome in the body; only a request without
+an id, or a cancel that could not be made durable, is an error. A cancel
+fsyncs, so it runs on a thread rather than the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from skiff.protocol.bodies.timer import (
+    CancelOutcomeBody,
+    CancelScheduledBody,
+    CancelStatus,
+    TimerSlot,
+    TimerSlotsBody,
+    TimerStatsBody,
+)
+from skiff.protocol.codes import ResponseCode, SkiffRequestCode
+from skiff.protocol.command import RemotingCommand
+from skiff.protocol.headers.timer import CancelScheduledMessageRequestHeader
+from skiff.store import StoreConfig
+from skiff.store.timer import CancelResult, TimerService
+from skiff.transport.connection import Connection, Handler
+
+log = logging.getLogger(__name__)
+
+
+class TimerAdminProcessor:
+    def __init__(self, store_config: StoreConfig, timer: Callable[[], TimerService | None]) -> None:
+        """``timer()`` is the broker's running timer (None while it is not running)."""
+        self.store_config = store_config
+        self._timer = timer
+
+    def handlers(self) -> dict[int, Handler]:
+        return {
+            SkiffRequestCode.GET_TIMER_SLOTS: self.slots,
+            SkiffRequestCode.CANCEL_SCHEDULED_MESSAGE: self.cancel,
+        }
+
+    def slots(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        timer = self._timer()
+        if timer is None:
+            return _not_running(req)
+        stats = timer.stats()
+        body = TimerSlotsBody(
+            self.store_config.timer_slot_ms, self.store_config.timer_precision_ms,
+            tuple(TimerSlot(s.slot_start_ms, s.scheduled, s.loaded) for s in timer.scheduled_per_slot()),
+            TimerStatsBody(stats.scheduled, stats.in_wheel, stats.delivered, stats.cancelled, stats.dropped,
+                           stats.unroutable, stats.replay_lag, stats.slots_on_disk, stats.slots_loaded,
+                           stats.lateness_p50_ms, stats.lateness_p99_ms, stats.lateness_max_ms),
+        )
+        return req.response(body=body.to_json())
+
+    async def cancel(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        msg_id = CancelScheduledMessageRequestHeader.from_ext(req.ext_fields).msg_id.strip().upper()
+        timer = self._timer()
+        if timer is None:
+            return _not_running(req)
+        if not msg_id:
+            return req.response(ResponseCode.SYSTEM_ERROR, "give the id of the message to cancel (msgId)")
+        try:
+            result = await asyncio.to_thread(timer.cancel, msg_id)
+        except OSError as exc:
+            log.error("cancelling %s failed: %s", msg_id, exc)
+            return req.response(ResponseCode.SYSTEM_ERROR, f"the cancel of {msg_id} could not be made durable "
+                                                           f"({exc}); nothing was cancelled")
+        return req.response(body=_cancel_body(result).to_json())
+
+
+def _cancel_body(result: CancelResult) -> CancelScheduledBody:
+    outcomes = tuple(CancelOutcomeBody(o.timer_id, o.slot_start_ms, o.due_ms, CancelStatus(o.status.name))
+                     for o in result.outcomes)
+    return CancelScheduledBody(result.msg_id, CancelStatus(result.status.name), outcomes)
+
+
+def _not_running(req: RemotingCommand) -> RemotingCommand:
+    return req.response(ResponseCode.SERVICE_NOT_AVAILABLE, "the broker's timer is not running")
