@@ -13,9 +13,9 @@ pytestmark = pytest.mark.spark
 
 
 def test_bench_reads_and_writes_every_message(spark, cluster, tmp_path):
-    args = argparse.Namespace(messages=3000, size=200, queues=2, pull_batch_size=[256])
+    args = argparse.Namespace(messages=1000, size=200, queues=2, pull_batch_size=[256])
     figures = measure(spark, args, cluster.namesrv_addr, tmp_path)
     assert [f.step for f in figures] == [
         "fill (producer, batches of 256)", "skiff source, pullBatchSize 256",
         "parquet source (ceiling)", "skiff sink (batch write of the bodies)"]
-    assert all(f.rows == 3000 and f.wall_s > 0 and f.batches_s > 0 for f in figures), figures
+    assert all(f.rows == 1000 and f.wall_s > 0 and f.batches_s > 0 for f in figures), figures
