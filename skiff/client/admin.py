@@ -23,11 +23,14 @@ from skiff.client._impl.producer_impl import check_topic
 from skiff.client._impl.pull_api import Puller
 from skiff.client.admin_results import (
     BrokerInfo,
+    BrokerTimer,
+    CancelScheduledResult,
     ClientConnection,
     ConsumerConnections,
     ConsumerProgress,
     QueueProgress,
     QueueStatus,
+    ScheduledCancel,
 )
 from skiff.client.blocking import BlockingClient, mirror
 from skiff.client.errors import ClientError, ClientStateError, MessageValidationError, NoRouteError
@@ -39,6 +42,7 @@ from skiff.common.names import dlq_topic, group_error, retry_topic
 from skiff.common.record import StoredMessage
 from skiff.protocol.bodies.admin import SubscriptionGroupConfig
 from skiff.protocol.bodies.route import ClusterInfo, TopicRouteData
+from skiff.protocol.bodies.timer import CancelScheduledBody, overall_status
 from skiff.protocol.bodies.topic import Perm, TopicConfig
 from skiff.protocol.errors import ConsumerNotOnlineError, ResponseError, TopicNotExistError
 from skiff.protocol.headers.query import QueryMessageRequestHeader
@@ -380,6 +384,45 @@ class AsyncAdmin(AsyncClient):
             return None
         return next((m for m in result.messages if m.queue_offset == offset), None)
 
+    # --------------------------------------------------- timer (Skiff brokers)
+
+    async def timer_slots(self, *, cluster: str | None = None, broker_addr: str | None = None) -> list[BrokerTimer]:
+        """Each master's (of ``cluster``, or the one at ``broker_addr``) scheduled messages per
+        timer slot, and its timer's counters. A broker that cannot answer (a RocketMQ broker
+        has no such request) is listed with ``error``."""
+        masters = await self._masters(cluster, broker_addr)
+
+        async def one(name: str, addr: str) -> BrokerTimer:
+            try:
+                body = await self._inst.api.get_timer_slots(addr)
+            except Exception as exc:  # noqa: BLE001 - a broker that does not answer is still listed
+                return BrokerTimer(name, addr, error=str(exc))
+            return BrokerTimer(name, addr, body.slot_ms, body.slots, body.stats)
+
+        return list(await asyncio.gather(*(one(n, a) for n, a in sorted(masters.items()))))
+
+    async def cancel_scheduled(self, msg_id: str) -> CancelScheduledResult:
+        """Cancel a message scheduled for later (a delay level or a delivery time) by the id its
+        send returned: ``msg_id`` (UNIQ_KEY; every scheduled copy, retries included) or
+        ``offset_msg_id``. An offsetMsgId is cancelled on the broker it names, a UNIQ_KEY on
+        every master. Raises when no broker could be asked; the result says what happened."""
+        msg_id = msg_id.strip().upper()
+        if not msg_id:
+            raise MessageValidationError("give the id of the scheduled message to cancel")
+        store_addr = await self._store_addr_of(msg_id)
+        masters = await self._masters()
+        targets = {n: a for n, a in masters.items() if store_addr in (None, a)} or {"?": str(store_addr)}
+        answers = await asyncio.gather(*(self._inst.api.cancel_scheduled_message(a, msg_id)
+                                         for a in targets.values()), return_exceptions=True)
+        errors = [a for a in answers if isinstance(a, BaseException)]
+        if len(errors) == len(answers):
+            raise errors[0]
+        bodies = {n: a for n, a in zip(targets, answers) if isinstance(a, CancelScheduledBody)}
+        outcomes = tuple(ScheduledCancel(n, o.timer_id, o.slot_start_ms, o.due_ms, o.status)
+                         for n, body in bodies.items() for o in body.outcomes)
+        failures = tuple(f"{n}: {a}" for n, a in zip(targets, answers) if isinstance(a, BaseException))
+        return CancelScheduledResult(msg_id, overall_status([b.status for b in bodies.values()]), outcomes, failures)
+
 
 def _check_group(group: str) -> None:
     problem = group_error(group)
@@ -391,7 +434,7 @@ def _check_group(group: str) -> None:
         "topic_list", "topic_route", "topic_status", "create_consumer_group", "delete_consumer_group",
         "consumer_progress", "consumer_connections", "reset_offset_by_time", "max_offset", "min_offset",
         "search_offset", "earliest_msg_store_time", "update_consumer_offset", "fetch_consumer_offset",
-        "message_by_id", "messages_by_key", "message_at")
+        "message_by_id", "messages_by_key", "message_at", "timer_slots", "cancel_scheduled")
 class Admin(BlockingClient[AsyncAdmin]):
     """The blocking `AsyncAdmin`: same constructor, same methods."""
 

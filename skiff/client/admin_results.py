@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from skiff.common.message import MessageQueue
 from skiff.protocol.bodies.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
+from skiff.protocol.bodies.timer import CancelStatus, TimerSlot, TimerStatsBody
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,3 +87,51 @@ class ConsumerConnections:
     consume_type: ConsumeType | None = None
     message_model: MessageModel | None = None
     consume_from_where: ConsumeFromWhere | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerTimer:
+    """One broker's timer: scheduled messages per slot of due times (earliest first) and
+    its counters since the broker started; ``error`` says why a broker did not answer."""
+
+    broker_name: str
+    addr: str
+    slot_ms: int = 0
+    slots: tuple[TimerSlot, ...] = ()
+    stats: TimerStatsBody = TimerStatsBody()
+    error: str | None = None
+
+    @property
+    def scheduled(self) -> int:
+        return sum(s.scheduled for s in self.slots)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduledCancel:
+    """What a cancel did to one scheduled copy of the message, on one broker."""
+
+    broker_name: str
+    timer_id: int
+    """The CommitLog offset of the parked record on that broker."""
+    slot_start_ms: int
+    due_ms: int
+    status: CancelStatus
+
+
+@dataclass(frozen=True, slots=True)
+class CancelScheduledResult:
+    """A cancel by message id over the brokers that could hold it.
+
+    ``status`` is CANCELLED when any copy was cancelled, else the first other
+    outcome, else NOT_FOUND; ``failures`` lists brokers that did not answer (the
+    message may wait there, uncancelled).
+    """
+
+    msg_id: str
+    status: CancelStatus
+    outcomes: tuple[ScheduledCancel, ...] = ()
+    failures: tuple[str, ...] = ()
+
+    @property
+    def will_not_be_delivered(self) -> bool:
+        return self.status in (CancelStatus.CANCELLED, CancelStatus.ALREADY_CANCELLED) and not self.failures

@@ -13,11 +13,13 @@ from skiff.protocol.bodies.admin import KVTable, SubscriptionGroupConfig, Subscr
 from skiff.protocol.bodies.client_calls import ConsumerRunningInfo, ResetOffsetBody
 from skiff.protocol.bodies.consumer import ConsumeStats, ConsumerConnection
 from skiff.protocol.bodies.route import TopicList
+from skiff.protocol.bodies.timer import CancelScheduledBody, TimerSlotsBody
 from skiff.protocol.bodies.topic import TopicConfig, TopicConfigSerializeWrapper
-from skiff.protocol.codes import RequestCode
+from skiff.protocol.codes import RequestCode, SkiffRequestCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers import admin as ha
 from skiff.protocol.headers.client_calls import GetConsumerRunningInfoRequestHeader, ResetOffsetRequestHeader
+from skiff.protocol.headers.timer import CancelScheduledMessageRequestHeader
 from skiff.protocol.headers.namesrv import (
     DeleteTopicFromNamesrvRequestHeader,
     GetTopicsByClusterRequestHeader,
@@ -129,3 +131,18 @@ class AdminAPI(MQClientAPI):
     async def get_broker_runtime_info(self, addr: str, timeout_ms: int | None = None) -> dict[str, str]:
         resp = await self._call(addr, RequestCode.GET_BROKER_RUNTIME_INFO, timeout_ms=timeout_ms)
         return dict(KVTable.from_json(resp.body).table) if resp.body else {}
+
+    # ----------------------------------------------------------- timer (Skiff)
+
+    async def get_timer_slots(self, addr: str, timeout_ms: int | None = None) -> TimerSlotsBody:
+        """Scheduled messages per slot and the timer's counters (Skiff brokers only)."""
+        resp = await self._call(addr, SkiffRequestCode.GET_TIMER_SLOTS, timeout_ms=timeout_ms)
+        return TimerSlotsBody.from_json(resp.body)
+
+    async def cancel_scheduled_message(self, addr: str, msg_id: str,
+                                       timeout_ms: int | None = None) -> CancelScheduledBody:
+        """Cancel what ``msg_id`` (UNIQ_KEY or offsetMsgId) names on that broker; the body says what happened."""
+        header = CancelScheduledMessageRequestHeader(msg_id)
+        resp = await self._call(addr, SkiffRequestCode.CANCEL_SCHEDULED_MESSAGE, header.to_ext(),
+                                timeout_ms=timeout_ms)
+        return CancelScheduledBody.from_json(resp.body)
