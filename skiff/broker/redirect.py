@@ -16,7 +16,7 @@ than ``timerMaxDelaySec`` ahead is refused.
 in ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0, invisible to consumers of its real
 topic, with ``REAL_TOPIC`` / ``REAL_QID`` saved and its sysFlag set to the NOT
 transaction type (so the half topic's own queue indexes it, as RocketMQ
-does). Committing or rolling it back (END_TRANSACTION) is issue 5's work.
+does). `skiff.broker.transactions` commits, rolls back and checks it back.
 """
 
 from __future__ import annotations

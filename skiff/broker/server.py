@@ -2,13 +2,15 @@
 of one broker, with an explicit lifecycle.
 
 ``start``: recover the store, then the timer that delivers delayed messages
-(`skiff.store.timer`), load the tables under ``<store>/config/``, listen, start
-the services, register with every NameServer. ``stop``: unregister, answer held
-pulls, stop accepting and let requests in progress finish (up to
-``shutdownDrainTimeout``), persist the consumer offsets, stop the timer (it
-commits its progress), shut the store down (flush, checkpoint). A broker asked to listen on port 0 holds a free port from
-before the store starts, because every stored message records the broker's
-address (STOREHOST) and must record the real one.
+(`skiff.store.timer`), load the tables under ``<store>/config/``, rebuild the
+open transactions (`skiff.broker.transactions`), listen, start the services,
+register with every NameServer. ``stop``: unregister, answer held pulls, stop
+accepting and let requests in progress finish (up to ``shutdownDrainTimeout``),
+persist the consumer offsets (with the transactions' progress), stop the timer
+(it commits its progress), shut the store down (flush, checkpoint). A broker
+asked to listen on port 0 holds a free port from before the store starts,
+because every stored message records the broker's address (STOREHOST) and must
+record the real one.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from skiff.broker.processors.admin_timer import TimerAdminProcessor
 from skiff.broker.processors.admin_topics import TopicAdminProcessor
 from skiff.broker.processors.client_manage import ClientManageProcessor
 from skiff.broker.processors.consumer import ConsumerProcessor
+from skiff.broker.processors.end_transaction import EndTransactionProcessor
 from skiff.broker.processors.pull import PullProcessor
 from skiff.broker.processors.query import QueryProcessor
 from skiff.broker.processors.send import SendProcessor
@@ -36,6 +39,7 @@ from skiff.broker.redirect import DelayPolicy
 from skiff.broker.registration import NamesrvRegistration
 from skiff.broker.stats import BrokerStats
 from skiff.broker.topics import TopicConfigManager
+from skiff.broker.transactions import TransactionRecovery, TransactionService
 from skiff.broker.writer import MessageWriter
 from skiff.common.clock import SYSTEM_CLOCK, Clock
 from skiff.common.record import pack_host
@@ -59,6 +63,7 @@ class BrokerServer:
         self.recovery: RecoveryReport | None = None
         self.timer: TimerService | None = None
         self.timer_recovery: TimerRecovery | None = None
+        self.transaction_recovery: TransactionRecovery | None = None
         self.locks = RebalanceLockManager(clock, config.rebalance_lock_max_live_time_ms)
         self.delay = DelayPolicy(config.delay_levels_ms, config.timer_max_delay_sec * 1000)
         self.topics = TopicConfigManager(config, store_config.root, clock, schedule_queue_nums=self.delay.queue_nums)
@@ -107,6 +112,9 @@ class BrokerServer:
         self.topics.on_change = self.registration.trigger
         self.store.add_dispatch_listener(self.hold.notify)
         self.stats = BrokerStats(self.config, self.store, self.clock)
+        self.transactions = TransactionService(self.config, self.store, self.topics, self.clients, self.offsets,
+                                               self.writer, self.clock)
+        self.transaction_recovery = await asyncio.to_thread(self.transactions.recover)
         client_manage = ClientManageProcessor(self.config, self.clients, self.groups, self.topics)
         self._remoting = RemotingServer(self.config.listen_host, self.port, self._handlers(client_manage),
                                         on_connection_close=client_manage.connection_closed)
@@ -116,6 +124,7 @@ class BrokerServer:
             Periodic("persist-consumer-offsets", self.config.flush_consumer_offset_interval_ms / 1000.0,
                      self._persist_offsets),
             Periodic("expire-clients", self.config.client_scan_interval_ms / 1000.0, self._expire_clients),
+            *self.transactions.services(),
         ]
         for service in self._services:
             service.start()
@@ -134,6 +143,7 @@ class BrokerServer:
             QueryProcessor(store),
             TopicAdminProcessor(cfg, self.store_config, store, self.topics, self.offsets, self.stats),
             GroupAdminProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients),
+            EndTransactionProcessor(self.transactions),
             TimerAdminProcessor(self.store_config, lambda: self.timer),
         ]
         handlers: dict[int, Handler] = {}
@@ -151,6 +161,7 @@ class BrokerServer:
         await remoting.stop(self.config.shutdown_drain_timeout_ms / 1000.0)
         for service in self._services:
             await service.stop()
+        await self.transactions.commit_progress()
         await self._namesrv_client.close()
         await self._persist_offsets()
         await asyncio.to_thread(self._shutdown_store)

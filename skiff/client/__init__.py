@@ -3,10 +3,10 @@
 It speaks only RocketMQ's remoting protocol, so it works against Skiff and
 against Apache RocketMQ 4.x brokers alike. docs/client.md describes it.
 
-- async: `AsyncProducer`, `AsyncPushConsumer`, `AsyncLitePullConsumer`,
-  `AsyncPullClient` (pull one queue from an offset), `AsyncAdmin`;
-- blocking: `Producer`, `PushConsumer`, `LitePullConsumer`, `PullClient`,
-  `Admin`, each running its async twin on one shared background loop;
+- async: `AsyncProducer`, `AsyncTransactionProducer`, `AsyncPushConsumer`,
+  `AsyncLitePullConsumer`, `AsyncPullClient` (pull one queue from an offset), `AsyncAdmin`;
+- blocking: `Producer`, `TransactionProducer`, `PushConsumer`, `LitePullConsumer`,
+  `PullClient`, `Admin`, each running its async twin on one shared background loop;
 - values: `Message`, `MessageExt`, `MessageQueue`, `SendResult`, `PullResult`, ...;
 - errors: `skiff.client.errors` (all derive from `SkiffError`).
 
@@ -22,6 +22,8 @@ _EXPORTS: dict[str, str] = {
     # async and blocking clients
     "AsyncProducer": "skiff.client.producer",
     "Producer": "skiff.client.producer",
+    "AsyncTransactionProducer": "skiff.client.transaction_producer",
+    "TransactionProducer": "skiff.client.transaction_producer",
     "SelectByHash": "skiff.client._impl.selectors",
     "SelectRandom": "skiff.client._impl.selectors",
     "SelectRoundRobin": "skiff.client._impl.selectors",
@@ -47,6 +49,8 @@ _EXPORTS: dict[str, str] = {
     "MessageQueue": "skiff.common.message",
     "SendStatus": "skiff.client.results",
     "SendResult": "skiff.client.results",
+    "LocalTransactionState": "skiff.client.transaction_producer",
+    "TransactionSendResult": "skiff.client.transaction_producer",
     "PullStatus": "skiff.client.results",
     "PullResult": "skiff.client.results",
     "ConsumeStatus": "skiff.client.results",

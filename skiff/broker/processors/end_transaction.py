@@ -1,0 +1,83 @@
+"""END_TRANSACTION (37): a producer commits, rolls back or leaves open the transaction of a
+half message (remoting-protocol.md §2.9).
+
+Clients send it oneway (Java with the oneway flag, the C++ client with flag 0, so
+it looks like a request that wants an answer): the answer below is written unless
+the oneway flag is set, and is what a test or a two-way caller sees. The checks
+(producer group, tranStateTableOffset, commitLogOffset) and the outcome are
+`skiff.broker.transactions.TransactionService`'s; refusals name what was wrong.
+
+| outcome | code |
+|---|---|
+| committed, rolled back, left open (commitOrRollback 0), the same decision again | SUCCESS (a remark says when nothing was done) |
+| already closed the other way, or long ago | TRANSACTION_FAILED |
+| no half message there, wrong group or offset, bad commitOrRollback | SYSTEM_ERROR (RocketMQ's code for these) |
+| the committed message cannot be made | MESSAGE_ILLEGAL |
+| the store refused the committed message | the send path's code for that store status |
+
+Under SYNC_FLUSH a commit is answered after the fsync that covers the message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+from collections.abc import Awaitable
+
+from skiff.broker.processors.send import STATUS_CODES
+from skiff.broker.transactions import EndResult, EndStatus, TransactionService
+from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.command import RemotingCommand
+from skiff.protocol.headers.transaction import EndTransactionRequestHeader
+from skiff.store import PutStatus
+from skiff.transport.connection import Connection, Handler
+
+log = logging.getLogger(__name__)
+
+CODES = {
+    EndStatus.COMMITTED: ResponseCode.SUCCESS,
+    EndStatus.ROLLED_BACK: ResponseCode.SUCCESS,
+    EndStatus.LEFT_OPEN: ResponseCode.SUCCESS,
+    EndStatus.ALREADY_DONE: ResponseCode.SUCCESS,
+    EndStatus.ALREADY_CLOSED: ResponseCode.TRANSACTION_FAILED,
+    EndStatus.NOT_FOUND: ResponseCode.SYSTEM_ERROR,
+    EndStatus.WRONG_GROUP: ResponseCode.SYSTEM_ERROR,
+    EndStatus.WRONG_OFFSET: ResponseCode.SYSTEM_ERROR,
+    EndStatus.BAD_DECISION: ResponseCode.SYSTEM_ERROR,
+    EndStatus.COMMIT_REFUSED: ResponseCode.MESSAGE_ILLEGAL,
+}
+"""Every status but PUT_FAILED, whose code is the store status's (`STATUS_CODES`)."""
+
+
+class EndTransactionProcessor:
+    def __init__(self, transactions: TransactionService) -> None:
+        self.transactions = transactions
+
+    def handlers(self) -> dict[int, Handler]:
+        return {RequestCode.END_TRANSACTION: self.end_transaction}
+
+    def end_transaction(self, conn: Connection, req: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+        h = EndTransactionRequestHeader.from_ext(req.ext_fields)
+        result = self.transactions.end_transaction(h)
+        if CODES.get(result.status) != ResponseCode.SUCCESS:
+            log.warning("END_TRANSACTION from %s (group %s, msgId %s, check %s) refused: %s", conn.peer_addr,
+                        h.producer_group, h.msg_id, h.from_transaction_check, result.remark)
+        put = result.put
+        if result.status is EndStatus.COMMITTED and put is not None and put.flushed is not None:
+            return _after_flush(req, result, put.flushed)
+        return response(req, result)
+
+
+def response(req: RemotingCommand, result: EndResult) -> RemotingCommand:
+    if result.status is EndStatus.PUT_FAILED and result.put is not None:
+        return req.response(STATUS_CODES[result.put.status], result.remark)
+    return req.response(CODES[result.status], result.remark or None)
+
+
+async def _after_flush(req: RemotingCommand, result: EndResult,
+                       flushed: concurrent.futures.Future[PutStatus]) -> RemotingCommand:
+    status = await asyncio.wrap_future(flushed)
+    if status is not PutStatus.PUT_OK:
+        return req.response(STATUS_CODES[status], "the committed message was not flushed within syncFlushTimeout")
+    return response(req, result)
