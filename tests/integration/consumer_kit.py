@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from skiff.client import AsyncAdmin, AsyncProducer, ClientConfig, Message, MessageQueue, SendResult
+from skiff.client import AsyncAdmin, AsyncProducer, AsyncPushConsumer, ClientConfig, Message, MessageQueue, SendResult
 from skiff.common.record import StoredMessage
 from skiff.transport.loop import run_coroutine
 
@@ -81,6 +81,28 @@ async def send(namesrv: str, msgs: Sequence[Message], *, selector: Any = None,
 def numbered(topic: str, count: int, *, prefix: str = "m", **options: Any) -> list[Message]:
     """``count`` messages whose bodies are ``<prefix><i>``; options go to `Message.of`."""
     return [Message.of(topic, f"{prefix}{i}", keys=f"{prefix}{i}", **options) for i in range(count)]
+
+
+async def queue_ends(namesrv: str, topic: str) -> dict[MessageQueue, int]:
+    """Each queue's max offset (where the next message will go)."""
+    admin = AsyncAdmin(client_config=config(namesrv, "ends-reader"))
+    await admin.start()
+    try:
+        return {q.mq: q.max_offset for q in await admin.topic_status(topic)}
+    finally:
+        await admin.shutdown()
+
+
+async def wait_caught_up(consumer: AsyncPushConsumer, namesrv: str, topic: str) -> None:
+    """Wait until ``consumer`` has gone past every message of ``topic`` stored now
+    (delivered or filtered out): after it, nothing more of them can arrive."""
+    ends = await queue_ends(namesrv, topic)
+
+    def caught_up() -> bool:
+        held = consumer.running_info().mq_table
+        return all(mq in held and held[mq].commit_offset >= end for mq, end in ends.items())
+
+    await wait_for(caught_up, f"the consumer to reach the end of {topic}")
 
 
 @dataclass(frozen=True, slots=True)

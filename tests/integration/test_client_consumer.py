@@ -40,6 +40,7 @@ from tests.integration.consumer_kit import (
     numbered,
     run,
     send,
+    wait_caught_up,
     wait_for,
 )
 
@@ -159,7 +160,8 @@ def test_tags_are_filtered_exactly_and_sql92_by_properties(cluster: Cluster) -> 
             want_sql = {f"m{i}" for i in range(15, 30) if i % 2}
             await wait_for(lambda: set(tags.bodies()) == want_tags and set(sql.bodies()) == want_sql,
                            "the tag and SQL92 subscriptions' messages")
-            await asyncio.sleep(0.3)  # anything wrongly delivered would have come with the rest
+            await wait_caught_up(by_tag, ns, topic)
+            await wait_caught_up(by_sql, ns, topic)
             assert set(tags.bodies()) == want_tags and set(sql.bodies()) == want_sql
         finally:
             await by_tag.shutdown()
@@ -187,15 +189,17 @@ def test_reconsume_later_comes_back_from_the_retry_topic_with_its_count(cluster:
         await c.start()
         try:
             await send(ns, numbered(topic, 5))
-            await wait_for(lambda: len(seen) == 10, "each message twice")
+            await wait_for(lambda: {(b, t) for b, t, _, _ in seen} >= {(f"m{i}", t) for i in range(5) for t in (0, 1)},
+                           "each message twice")
         finally:
             await c.shutdown()
-        by_body = defaultdict(list)
+        by_body = defaultdict(set)
         for body, times, got_topic, keys in seen:
-            by_body[body].append(times)
+            by_body[body].add(times)
             assert got_topic == topic, "a retried message shows its original topic"
             assert keys == [body]
-        assert {b: sorted(t) for b, t in by_body.items()} == {f"m{i}": [0, 1] for i in range(5)}
+        # a send-back that timed out on a loaded machine is also retried locally: more, never fewer
+        assert by_body == {f"m{i}": {0, 1} for i in range(5)}
 
     run(scenario())
 
@@ -217,12 +221,13 @@ def test_messages_failing_max_reconsume_times_go_to_the_dlq(cluster: Cluster) ->
         await c.start()
         try:
             await send(ns, numbered(topic, 3))
-            await wait_for(lambda: len(seen) == 9, "three deliveries of each message")
+            await wait_for(lambda: set(seen) >= {(f"m{i}", t) for i in range(3) for t in (0, 1, 2)},
+                           "three deliveries of each message")
             dead: list[tuple[str, int]] = []
 
             async def in_dlq() -> bool:
                 dead[:] = await dlq_bodies(ns, group)
-                return len(dead) == 3
+                return {b for b, _ in dead} == {"m0", "m1", "m2"}
 
             deadline = time.monotonic() + 30
             while not await in_dlq():
@@ -230,8 +235,8 @@ def test_messages_failing_max_reconsume_times_go_to_the_dlq(cluster: Cluster) ->
                 await asyncio.sleep(0.1)
         finally:
             await c.shutdown()
-        assert sorted(seen) == sorted((f"m{i}", t) for i in range(3) for t in (0, 1, 2))
-        assert sorted(b for b, _ in dead) == ["m0", "m1", "m2"]
+        assert set(seen) == {(f"m{i}", t) for i in range(3) for t in (0, 1, 2)}, "no fourth delivery"
+        assert {b for b, _ in dead} == {"m0", "m1", "m2"}
 
     run(scenario())
 
@@ -362,7 +367,7 @@ def test_committed_offsets_survive_a_restart(cluster: Cluster) -> None:
         await c.start()
         try:
             await wait_for(lambda: second.distinct() == 50, "the next 50")
-            await asyncio.sleep(0.3)
+            await wait_caught_up(c, ns, topic)
         finally:
             await c.shutdown()
         assert set(second.bodies()) == {f"b{i}" for i in range(50)}, "nothing committed came again"

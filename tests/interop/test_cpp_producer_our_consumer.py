@@ -6,7 +6,6 @@ sends in order per key, our orderly consumer gets in that order."""
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ import pytest
 
 from skiff.client import AsyncPushConsumer, ConsumeFromWhere, ConsumeOrderlyStatus, ConsumeStatus
 from skiff.testing.cluster import Cluster
-from tests.integration.consumer_kit import config, create_topic, run, wait_for
+from tests.integration.consumer_kit import config, create_topic, run, wait_caught_up, wait_for
 from tests.interop._cpp import cpp_python, produce
 
 pytestmark = pytest.mark.interop
@@ -71,7 +70,7 @@ def test_cpp_messages_arrive_intact_and_filtered(cluster: Cluster, home: Path) -
         await c.start()
         try:
             await wait_for(lambda: len(got) >= len(wanted) + len(wanted_batch), "every TagA and TagB message")
-            await asyncio.sleep(0.3)  # a TagC or a duplicate would have come with the rest
+            await wait_caught_up(c, ns, topic)  # past every message: a TagC or a duplicate would be here
         finally:
             await c.shutdown()
         return got

@@ -35,7 +35,8 @@ class ProcessQueue:
     """In-flight messages of one queue, their count and bytes, and the queue's flags."""
 
     __slots__ = (
-        "_msgs", "_order", "_consuming", "_clock", "count", "size_bytes", "max_offset", "dropped", "locked",
+        "_msgs", "_order", "_consuming", "_clock", "count", "size_bytes", "max_offset", "pulled_to", "dropped",
+        "locked",
         "last_lock_ms", "last_pull_ms", "last_consume_ms", "try_unlock_times",
     )
 
@@ -50,6 +51,9 @@ class ProcessQueue:
         """Body bytes held, as RocketMQ counts them for pullThresholdSizeForQueue."""
         self.max_offset = -1
         """Highest queue offset ever added."""
+        self.pulled_to = -1
+        """Where the last pull left off: every message below it was added here or
+        filtered out on the way (by tag or SQL92), so none of them waits."""
         self.dropped = False
         """Set when the queue is no longer this client's: stop pulling and consuming it."""
         self.locked = False
@@ -87,9 +91,9 @@ class ProcessQueue:
         return self.commit_offset()
 
     def commit_offset(self) -> int:
-        """The smallest offset still held, or one past the highest when none is."""
+        """The smallest offset still held, or, when none is, where pulls left off."""
         first = self.min_offset()
-        return self.max_offset + 1 if first < 0 else first
+        return max(self.max_offset + 1, self.pulled_to) if first < 0 else first
 
     def min_offset(self) -> int:
         """The smallest offset held (in flight or being consumed), -1 when empty."""
@@ -158,6 +162,7 @@ class ProcessQueue:
         self.count = 0
         self.size_bytes = 0
         self.max_offset = -1
+        self.pulled_to = -1
 
     def lock_expired(self) -> bool:
         return self._clock.now_ms() - self.last_lock_ms > LOCK_VALID_MS

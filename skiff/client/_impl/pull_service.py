@@ -176,7 +176,7 @@ class PullService:
         if result.status is PullStatus.OFFSET_ILLEGAL:
             await self._offset_moved(req, result.next_begin_offset)
             return
-        req.next_offset = result.next_begin_offset
+        req.next_offset = req.pq.pulled_to = result.next_begin_offset
         msgs = result.messages
         if msgs and req.mq.topic == core.retry_topic:
             msgs = restore_retry_topic(msgs, core.retry_topic)

@@ -93,3 +93,14 @@ def test_lock_and_pull_expiry_follow_the_clock() -> None:
     assert pq.pull_expired()
     info = pq.info(commit_offset=3)
     assert info.locked and info.commit_offset == 3
+
+
+def test_filtered_gaps_count_as_passed_once_nothing_waits() -> None:
+    pq = ProcessQueue()
+    batch = [msg(3), msg(7)]
+    pq.add(batch)
+    pq.pulled_to = 12  # the pull scanned up to 11; the others did not match the subscription
+    assert pq.remove([batch[1]]) == 3
+    assert pq.remove([batch[0]]) == 12
+    pq.clear()
+    assert pq.commit_offset() == 0
