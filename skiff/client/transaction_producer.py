@@ -179,18 +179,16 @@ class AsyncTransactionProducer(AsyncProducer):
         await self._greet_brokers()
 
     async def shutdown(self) -> None:
-        """Unregister (brokers stop asking), then stop the check workers; checks still waiting are
-        dropped: the broker asks a producer of the group again next round."""
-        await super().shutdown()
-        await self._stop_workers()
-
-    async def _stop_workers(self) -> None:
+        """Stop the check workers, then unregister; checks not answered yet are dropped: the
+        broker asks a producer of the group again next round."""
         for task in self._workers:
             task.cancel()
         await asyncio.gather(*self._workers, return_exceptions=True)
         self._workers = []
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+        await super().shutdown()
 
     async def _greet_brokers(self) -> None:
         instance = self._running().instance

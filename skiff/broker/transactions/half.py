@@ -61,6 +61,7 @@ class HalfRecord(NamedTuple):
     immunity_ms: int | None
     """CHECK_IMMUNITY_TIME_IN_SECONDS in ms, when the producer set a valid one."""
     uniq_key: str | None
+    properties: dict[str, str]
 
     @property
     def is_copy(self) -> bool:
@@ -98,7 +99,7 @@ def parse_half(record: bytes | memoryview) -> HalfRecord | str:
         _whole(props.get(Prop.TRAN_PREPARED_QUEUE_OFFSET), head.queue_offset),
         _whole(props.get(Prop.TRANSACTION_CHECK_TIMES), 0), head.store_timestamp, props.get(Prop.PGROUP, ""),
         real_topic, int(real_qid), _immunity_ms(props.get(Prop.CHECK_IMMUNITY_TIME_IN_SECONDS)),
-        props.get(Prop.UNIQ_KEY),
+        props.get(Prop.UNIQ_KEY), props,
     )
 
 
@@ -119,16 +120,16 @@ def _input(parts: _Parts, topic: str, queue_id: int, props: Mapping[str, str], s
     )
 
 
-def commit_input(record: bytes | memoryview, writer: MessageWriter) -> MessageInput | str:
+def commit_input(record: bytes | memoryview, half: HalfRecord, writer: MessageWriter) -> MessageInput | str:
     """The message a commit makes consumable, through the writer (so a DELAY on it still
     delays it, as RocketMQ delays COMMIT-type messages); or why it cannot be made."""
-    parts = _parts(record)
-    props = parts.props
-    kept = {k: v for k, v in props.items() if k not in BOOKKEEPING}
-    head = parts.head
+    head = read_head(record)
+    tail = read_tail(record, 0, head)
+    kept = {k: v for k, v in half.properties.items() if k not in BOOKKEEPING}
     made = writer.message(
-        props[Prop.REAL_TOPIC], int(props[Prop.REAL_QID]), parts.body, kept, None, head.flag,
-        with_transaction_type(head.sys_flag, _COMMIT), head.born_timestamp, head.born_host, head.reconsume_times,
+        half.real_topic, half.real_queue_id, bytes(record[tail.body_pos : tail.body_pos + tail.body_length]), kept,
+        None, head.flag, with_transaction_type(head.sys_flag, _COMMIT), head.born_timestamp, head.born_host,
+        head.reconsume_times,
     )
     if isinstance(made, str):
         return made

@@ -72,7 +72,7 @@ _SKIP_STATUSES = frozenset({GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_FOUND_N
 def read_queue(store: MessageStore, topic: str, offset: int) -> Iterator[tuple[int, memoryview]]:
     """(queue offset, record) of queue 0 of ``topic`` from ``offset`` to its end. Entries
     retention removed are passed over (and logged): nothing can bring them back."""
-    while True:
+    while offset < store.get_max_offset(topic, 0):
         got = store.get_messages(topic, 0, offset, READ_BATCH)
         if got.found:
             for record in records_of(got):
@@ -181,7 +181,7 @@ class TransactionService:
             return self._already(half, outcome)
         put = None
         if outcome is Outcome.COMMITTED:
-            made = commit_input(record, self.writer)
+            made = commit_input(record, half, self.writer)
             if isinstance(made, str):
                 return EndResult(EndStatus.COMMIT_REFUSED, f"the committed message cannot be stored: {made}")
             put = self._put(made)
