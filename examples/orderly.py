@@ -42,15 +42,17 @@ def main() -> int:
                               selector=SelectByHash(), arg=order_id)
 
     steps: dict[str, list[int]] = defaultdict(list)
+    lock = threading.Lock()
     done = threading.Event()
 
-    def on_messages(msgs, ctx):  # never called for one queue twice at the same time
-        for msg in msgs:
-            order_id, _, step = msg.body.decode().rpartition(" step ")
-            steps[order_id].append(int(step))
-            print(f"{ctx.message_queue} offset={msg.queue_offset} {msg.body.decode()}", flush=True)
-        if sum(len(s) for s in steps.values()) >= args.orders * args.steps:
-            done.set()
+    def on_messages(msgs, ctx):  # one queue never twice at once; different queues in parallel
+        with lock:
+            for msg in msgs:
+                order_id, _, step = msg.body.decode().rpartition(" step ")
+                steps[order_id].append(int(step))
+                print(f"{ctx.message_queue} offset={msg.queue_offset} {msg.body.decode()}", flush=True)
+            if sum(len(s) for s in steps.values()) >= args.orders * args.steps:
+                done.set()
         return ConsumeOrderlyStatus.SUCCESS
 
     consumer = PushConsumer(args.group, args.namesrv,

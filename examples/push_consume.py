@@ -32,15 +32,17 @@ def main() -> int:
     expected = (args.count + 1) // 2
 
     received: set[str] = set()
+    lock = threading.Lock()
     done = threading.Event()
 
-    def on_messages(msgs, ctx):  # a plain function: it runs on the consumer's thread pool
-        for msg in msgs:
-            print(f"{msg.topic} {msg.tags} {msg.keys} queue={msg.queue_id} offset={msg.queue_offset} "
-                  f"body={msg.body.decode()}", flush=True)
-            received.add(msg.msg_id)
-        if len(received) >= expected:
-            done.set()
+    def on_messages(msgs, ctx):  # a plain function: several run at once on the consumer's threads
+        with lock:
+            for msg in msgs:
+                print(f"{msg.topic} {msg.tags} {msg.keys} queue={msg.queue_id} offset={msg.queue_offset} "
+                      f"body={msg.body.decode()}", flush=True)
+                received.add(msg.msg_id)
+            if len(received) >= expected:
+                done.set()
         return ConsumeStatus.CONSUME_SUCCESS
 
     consumer = PushConsumer(args.group, args.namesrv,

@@ -235,7 +235,7 @@ def test_messages_failing_max_reconsume_times_go_to_the_dlq(cluster: Cluster) ->
                 await asyncio.sleep(0.1)
         finally:
             await c.shutdown()
-        assert set(seen) == {(f"m{i}", t) for i in range(3) for t in (0, 1, 2)}, "no fourth delivery"
+        assert set(seen) == {(f"m{i}", t) for i in range(3) for t in (0, 1, 2)}, f"no fourth delivery: {seen}"
         assert {b for b, _ in dead} == {"m0", "m1", "m2"}
 
     run(scenario())

@@ -4,7 +4,8 @@ under a semaphore.
 
 A listener gets a batch (up to ``consume_message_batch_max_size`` messages of
 one queue) and answers for the whole batch. The runner never makes a task per
-message: a plain function costs one pool job per batch, a coroutine one task.
+message: a plain function costs one job of a `WorkerPool` per batch, a
+coroutine one task.
 
 At shutdown the runner stops starting batches (`close`): those already queued
 come back as `SKIPPED` without reaching the listener, so their messages stay
@@ -15,13 +16,13 @@ already inside the listener.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Union
 
+from skiff.client._impl.worker_pool import WorkerPool
 from skiff.client.results import ConsumeOrderlyStatus, ConsumeStatus
 from skiff.common.message import MessageQueue
 from skiff.common.record import StoredMessage
@@ -85,8 +86,7 @@ class ListenerRunner:
         self._fn = fn
         self.is_async = is_async_listener(fn)
         self._semaphore = asyncio.Semaphore(concurrency) if self.is_async else None
-        self._executor = None if self.is_async else concurrent.futures.ThreadPoolExecutor(
-            max_workers=concurrency, thread_name_prefix=name)
+        self._pool = None if self.is_async else WorkerPool(concurrency, name=name)
         self._closing = False
         self._inflight = 0
         self._idle = asyncio.Event()
@@ -98,11 +98,10 @@ class ListenerRunner:
         return self._inflight
 
     def call(self, msgs: Sequence[StoredMessage], ctx: object) -> asyncio.Future[Any]:
-        loop = asyncio.get_running_loop()
-        if self._executor is not None:
-            fut: asyncio.Future[Any] = loop.run_in_executor(self._executor, self._invoke_sync, msgs, ctx)
+        if self._pool is not None:
+            fut: asyncio.Future[Any] = self._pool.submit(self._invoke_sync, msgs, ctx)
         else:
-            fut = loop.create_task(self._invoke_async(msgs, ctx))
+            fut = asyncio.get_running_loop().create_task(self._invoke_async(msgs, ctx))
         self._inflight += 1
         self._idle.clear()
         fut.add_done_callback(self._finished)
@@ -150,5 +149,7 @@ class ListenerRunner:
             return False
 
     def shutdown(self) -> None:
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
+        """End the threads; batches still queued come back as `SKIPPED` (the runner is closed)."""
+        self.close()
+        if self._pool is not None:
+            self._pool.shutdown()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from skiff.client._impl.listener import SKIPPED, ConsumeConcurrentlyContext, Con
 from skiff.client._impl.offset_store import LocalFileOffsetStore
 from skiff.client._impl.process_queue import ProcessQueue
 from skiff.client._impl.wakeup import Wakeup
+from skiff.client._impl.worker_pool import WorkerPool
 from skiff.client.errors import ClientConfigError
 from skiff.client.results import ConsumeOrderlyStatus, ConsumeStatus, MessageSelector
 from skiff.common.message import MessageQueue
@@ -229,5 +231,34 @@ def test_wakeup_ends_early_times_out_and_lets_cancellation_through() -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
+
+    run(scenario)
+
+
+def test_worker_pool_returns_results_and_errors_and_bounds_its_threads() -> None:
+    async def scenario() -> None:
+        pool = WorkerPool(3, name="test-pool")
+        inside = 0
+        most = 0
+        lock = threading.Lock()
+
+        def work(i: int) -> int:
+            nonlocal inside, most
+            with lock:
+                inside += 1
+                most = max(most, inside)
+            time.sleep(0.002)
+            with lock:
+                inside -= 1
+            if i == 7:
+                raise ValueError("seven")
+            return i * i
+
+        futures = [pool.submit(work, i) for i in range(20)]
+        results = await asyncio.gather(*futures, return_exceptions=True)
+        pool.shutdown()
+        assert [r for i, r in enumerate(results) if i != 7] == [i * i for i in range(20) if i != 7]
+        assert isinstance(results[7], ValueError)
+        assert 1 <= most <= 3
 
     run(scenario)
