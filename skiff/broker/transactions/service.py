@@ -144,8 +144,14 @@ class TransactionService:
         half, op = self.table.settle()
         if written > self.store.flushed_offset:
             await asyncio.to_thread(self.store.flush)
-        self.offsets.commit(TRANS_GROUP, TRANS_HALF_TOPIC, 0, half)
-        self.offsets.commit(TRANS_GROUP, TRANS_OP_HALF_TOPIC, 0, op)
+        self._commit_offset(TRANS_HALF_TOPIC, half)
+        self._commit_offset(TRANS_OP_HALF_TOPIC, op)
+
+    def _commit_offset(self, topic: str, offset: int) -> None:
+        """Commit, unless the queue was never read past its start (then `recover` starts there
+        anyway, and a broker without transactions keeps consumerOffset.json free of them)."""
+        if self.offsets.query(TRANS_GROUP, topic, 0) is not None or offset > self.store.get_min_offset(topic, 0):
+            self.offsets.commit(TRANS_GROUP, topic, 0, offset)
 
     def services(self) -> list[Periodic]:
         """The check rounds and the progress commits, for the broker to start and stop."""
