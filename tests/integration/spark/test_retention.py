@@ -17,6 +17,7 @@ import pytest
 from pyspark.errors import StreamingQueryException
 
 from skiff.client import Admin, Message, MessageQueue
+from skiff.common.msgid import decode_offset_msg_id
 from skiff.testing.cluster import Cluster
 from skiff.testing.waits import wait_for
 from tests.integration.spark.kit import QUERY_TIMEOUT_S, create_topic, reader, send, spark_quiet
@@ -47,14 +48,25 @@ class Scenario:
         self.mq = MessageQueue(self.topic, "broker-a", 0)
         self.sent = send(self.ns, [Message.of(self.topic, BODY) for _ in range(FIRST)], queue=self.mq)
         self.seen: list[str] = []
+        self.low: int | None = None
 
     def sink(self, batch, batch_id: int) -> None:
         self.seen.extend(r.msg_id for r in batch.select("msg_id").collect())
         if batch_id == 0:
             for _ in range(8):  # 160 KiB: two and a half files
                 self.sent += send(self.ns, [Message.of(self.topic, BODY) for _ in range(20)], queue=self.mq)
-            commitlog = self.cluster.store_dir(0) / "commitlog"
-            wait_for(lambda: len(list(commitlog.iterdir())) == 1, what="retention deleting all but the newest file")
+            with Admin(self.ns) as admin:
+                self.low = wait_for(lambda: self._settled(admin), timeout_s=60,
+                                    what="retention deleting all but the newest file")
+
+    def _settled(self, admin: Admin) -> int | None:
+        """The queue's minimum once retention has left one file and moved the minimum to its first message."""
+        files = list((self.cluster.store_dir(0) / "commitlog").iterdir())
+        if len(files) != 1:
+            return None
+        start = int(files[0].name)
+        low = min(r.queue_offset for r in self.sent if decode_offset_msg_id(r.offset_msg_id).physical_offset >= start)
+        return low if admin.min_offset(self.mq) == low else None
 
     def start(self, spark, fail_on_data_loss: str):
         stream = reader(spark, self.ns, self.topic, stream=True, startingOffsets="earliest",
@@ -66,9 +78,8 @@ def test_fail_on_data_loss_stops_the_query_naming_queue_and_offsets(spark, retai
     scenario = Scenario(retaining)
     with spark_quiet(spark), pytest.raises(StreamingQueryException) as failure:
         scenario.start(spark, "true").awaitTermination(QUERY_TIMEOUT_S)
-    with Admin(scenario.ns) as admin:
-        low = admin.min_offset(scenario.mq)
-    assert low > FIRST
+    low = scenario.low
+    assert low is not None and low > FIRST
     assert scenario.seen == [r.msg_id for r in scenario.sent[:FIRST]]
     text = str(failure.value)
     assert f"topic {scenario.topic}, broker broker-a, queue 0: the query needs offset {FIRST} but the earliest " \
@@ -80,9 +91,8 @@ def test_without_fail_on_data_loss_the_query_skips_the_gap(spark, retaining):
     scenario = Scenario(retaining)
     query = scenario.start(spark, "false")
     try:
-        with Admin(scenario.ns) as admin:
-            low = wait_for(lambda: admin.min_offset(scenario.mq) > FIRST and admin.min_offset(scenario.mq),
-                           timeout_s=60, what="retention moving the queue's minimum")
+        low = wait_for(lambda: scenario.low or query.exception(), timeout_s=90, what="retention under the query")
+        assert query.exception() is None
         left = [r.msg_id for r in scenario.sent if r.queue_offset < FIRST or r.queue_offset >= low]
         wait_for(lambda: len(scenario.seen) >= len(left) or query.exception(), timeout_s=60,
                  what="the query reading what retention left")
