@@ -12,6 +12,7 @@ import pytest
 from skiff.broker.clients import ClientManager
 from skiff.broker.config import BrokerConfig
 from skiff.broker.offsets import ConsumerOffsetManager
+from skiff.broker.processors.end_transaction import CODES, EndTransactionProcessor
 from skiff.broker.redirect import DelayPolicy
 from skiff.broker.topics import TopicConfigManager
 from skiff.broker.transactions import CheckReport, EndStatus, TransactionService
@@ -22,7 +23,7 @@ from skiff.common.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_GROUP, TRANS_HA
 from skiff.common.properties import Prop
 from skiff.common.record import StoredMessage, decode_records, pack_host
 from skiff.common.sysflag import MessageSysFlag, transaction_type
-from skiff.protocol.codes import RequestCode
+from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers.transaction import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 from skiff.protocol.message_codec import decode_stored_messages
@@ -39,12 +40,12 @@ TIMEOUT_MS, CHECK_MAX = 6_000, 3
 class Broker:
     """The parts of a broker the transaction service works with, on a real store."""
 
-    def __init__(self, root: Path, clock: ManualClock) -> None:
+    def __init__(self, root: Path, clock: ManualClock, flush: str = "ASYNC_FLUSH") -> None:
         self.clock = clock
         self.config = BrokerConfig(broker_name="broker-a", transaction_time_out_ms=TIMEOUT_MS,
                                    transaction_check_max=CHECK_MAX)
         store_config = build_config(StoreConfig, {"storePathRootDir": str(root), "mappedFileSizeCommitLog": 1 << 20,
-                                                  "maxHashSlotNum": 64, "maxIndexNum": 256})
+                                                  "maxHashSlotNum": 64, "maxIndexNum": 256, "flushDiskType": flush})
         self.store = MessageStore(store_config, store_host=STORE_HOST, clock=clock)
         self.store.start()
         self.topics = TopicConfigManager(self.config, str(root), clock, schedule_queue_nums=19)
@@ -300,3 +301,27 @@ def test_a_half_message_without_a_group_is_discarded_when_due(broker: Broker, cl
     clock.advance(TIMEOUT_MS)
     assert asyncio.run(broker.tx.check_round()) == CheckReport(discarded=1)
     assert [m.body for m in broker.read(TRANS_CHECK_MAX_TIME_TOPIC)] == [b"orphan"]
+
+
+def test_every_end_status_has_a_response_code():
+    assert set(CODES) | {EndStatus.PUT_FAILED} == set(EndStatus)
+
+
+def test_under_sync_flush_a_commit_is_answered_after_its_fsync(tmp_path: Path, clock: ManualClock):
+    b = Broker(tmp_path, clock, flush="SYNC_FLUSH")
+    half = b.half(b"tx-1")
+    processor = EndTransactionProcessor(b.tx)
+    ext = EndTransactionRequestHeader("PG", half.queue_offset, half.physical_offset, COMMIT, "U").to_ext()
+    answer = processor.end_transaction(Connection({}), RemotingCommand.request(RequestCode.END_TRANSACTION, ext))
+    assert not isinstance(answer, RemotingCommand)  # it waits for the fsync
+
+    async def flushed() -> RemotingCommand:
+        return await answer
+    resp = asyncio.run(flushed())
+    assert (resp.code, resp.remark) == (ResponseCode.SUCCESS, None)
+    [committed] = b.read("Orders", 1)
+    assert committed.commit_log_offset + committed.store_size <= b.store.flushed_offset  # durable when answered
+    refused = processor.end_transaction(Connection({}), RemotingCommand.request(
+        RequestCode.END_TRANSACTION, {**ext, "producerGroup": "Other"}))
+    assert refused.code == ResponseCode.SYSTEM_ERROR and "not 'Other'" in refused.remark
+    b.close()
