@@ -121,10 +121,10 @@ def settle(call: Callable[[], object]) -> LocalOutcome:
         return _failed(exc)
 
 
-async def settle_async(call: Callable[[], Awaitable[object]]) -> LocalOutcome:
+async def settle_async(call: Awaitable[object]) -> LocalOutcome:
     """`settle` for a call that is awaited."""
     try:
-        return LocalOutcome(_state(await call()))
+        return LocalOutcome(_state(await call))
     except Exception as exc:  # noqa: BLE001 - the user's code: any failure means "unknown"
         return _failed(exc)
 
@@ -133,10 +133,16 @@ async def run_user_code(fn: Callable[..., Any], args: tuple[Any, ...],
                         pool: concurrent.futures.Executor | None = None) -> Any:
     """Await a coroutine function on this loop; run a plain function on ``pool`` (the loop's
     default pool when None), awaiting what it returns if that is awaitable."""
-    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
         return await fn(*args)
     value = await asyncio.get_running_loop().run_in_executor(pool, fn, *args)
     return await value if inspect.isawaitable(value) else value
+
+
+def _check_callable(local_executor: object) -> None:
+    if not callable(local_executor):
+        raise TypeError(f"local_executor must be a callable (msg, arg) -> LocalTransactionState, "
+                        f"not {local_executor!r}")
 
 
 def skipped(half: SendResult) -> LocalOutcome | None:
@@ -205,8 +211,9 @@ class AsyncTransactionProducer(AsyncProducer):
                                   arg: Any = None) -> TransactionSendResult:
         """Send ``msg`` as a half message, run ``local_executor(msg, arg)``, and commit or roll
         back as it answers (UNKNOW leaves the decision to the checker)."""
+        _check_callable(local_executor)
         half = await self.send_half(msg)
-        outcome = skipped(half) or await settle_async(lambda: run_user_code(local_executor, (msg, arg)))
+        outcome = skipped(half) or await settle_async(run_user_code(local_executor, (msg, arg)))
         return await self.end_transaction(half, outcome)
 
     async def send_half(self, msg: Message) -> SendResult:
@@ -255,7 +262,7 @@ class AsyncTransactionProducer(AsyncProducer):
         while True:
             addr, msg, header = await self._checks.get()
             try:
-                outcome = await settle_async(lambda: run_user_code(self._checker, (msg,), self._pool))
+                outcome = await settle_async(run_user_code(self._checker, (msg,), self._pool))
                 await self._send_end(addr, header.tran_state_table_offset, header.commit_log_offset, outcome,
                                      msg.msg_id, header.transaction_id, from_check=True)
             except Exception:  # noqa: BLE001 - one failed check must not end the worker
@@ -271,6 +278,7 @@ class TransactionProducer(Producer):
 
     def send_in_transaction(self, msg: Message, local_executor: LocalExecutor,
                             arg: Any = None) -> TransactionSendResult:
+        _check_callable(local_executor)
         half = self._run(self._async.send_half(msg))  # type: ignore[attr-defined]
         outcome = skipped(half) or settle(lambda: self._here(local_executor, msg, arg))
         return self._run(self._async.end_transaction(half, outcome))  # type: ignore[attr-defined]
