@@ -124,7 +124,7 @@ def consumer_for(args: argparse.Namespace, namesrv: str, group: str, **options: 
     return AsyncPushConsumer(
         group, namesrv, instance_name=f"{group}-client", consume_message_batch_max_size=args.batch,
         pull_batch_size=args.pull_batch, consume_thread_min=args.threads, consume_thread_max=args.threads,
-        **options)
+        trace=False, **options)
 
 
 async def create_topic(namesrv: str, topic: str) -> None:
@@ -137,7 +137,7 @@ async def prefill(namesrv: str, topic: str, messages: int, size: int) -> int:
     batch = [Message.of(topic, b"x" * size) for _ in range(PREFILL_BATCH)]
     batches = -(-messages // PREFILL_BATCH)
     gate = asyncio.Semaphore(PREFILL_IN_FLIGHT)
-    async with AsyncProducer("BenchmarkPrefill", namesrv, instance_name="bench-prefill") as producer:
+    async with AsyncProducer("BenchmarkPrefill", namesrv, instance_name="bench-prefill", trace=False) as producer:
         async def one() -> None:
             async with gate:
                 await producer.send_batch(batch)

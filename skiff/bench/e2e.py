@@ -94,7 +94,8 @@ class EndToEnd:
         for its slot in time."""
         args = self.args
         batch = [Message.of(topic, b"x" * args.size) for _ in range(args.send_batch)]
-        async with AsyncProducer(f"{topic}-producer", self.namesrv, instance_name="bench-e2e-producer") as producer:
+        async with AsyncProducer(f"{topic}-producer", self.namesrv, instance_name="bench-e2e-producer",
+                                 trace=False) as producer:
             start = time.monotonic()
             slots = 0
 

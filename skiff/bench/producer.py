@@ -83,7 +83,8 @@ class Bench:
     async def run(self) -> Figures:
         async with AsyncAdmin(self.namesrv, instance_name="bench-admin") as admin:
             await admin.create_topic(self.args.topic, queue_nums=QUEUES)
-        async with AsyncProducer(GROUP, self.namesrv, instance_name="bench-producer") as producer:
+        async with AsyncProducer(GROUP, self.namesrv, instance_name="bench-producer",
+                                 trace=self.args.trace) as producer:
             batch = [Message.of(self.args.topic, b"x" * self.args.size) for _ in range(self.args.batch)]
             await self._send(producer, batch)  # warm the route and the connection
             self.total = Tally()
@@ -196,6 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--report-s", type=float, default=2.0, help="seconds between progress lines")
     parser.add_argument("--json", action="store_true", help="print the final figures as JSON only")
+    parser.add_argument("--trace", action="store_true",
+                        help="trace every send to RMQ_SYS_TRACE_TOPIC (off by default, as in RocketMQ's benchmark)")
     args = parser.parse_args(argv)
     if args.size < 1 or args.batch < 1 or args.in_flight < 1:
         parser.error("--size, --batch and --in-flight must be at least 1")

@@ -29,6 +29,7 @@ from skiff.cli.admin import (
 )
 from skiff.cli.consumer import parse_timestamp_ms
 from skiff.cli.topic import format_time_ms
+from skiff.cli.trace import register_trace
 from skiff.client.admin import QUERY_MAX_NUM, TIME_MAX_MS, AsyncAdmin
 from skiff.client.errors import ClientError, MessageValidationError
 from skiff.client.producer import AsyncProducer, SelectByHash
@@ -56,6 +57,7 @@ def register(sub: Any) -> None:
     cmd.add_argument("--begin", type=parse_timestamp_ms, default=0, help="with --key: stored at or after")
     cmd.add_argument("--end", type=parse_timestamp_ms, default=TIME_MAX_MS, help="with --key: stored before")
     cmd.add_argument("--max", type=int, default=QUERY_MAX_NUM, help="with --key: at most this many")
+    register_trace(messages)
     _send_parser(sub)
     _consume_parser(sub)
 

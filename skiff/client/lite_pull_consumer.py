@@ -30,7 +30,9 @@ from skiff.client._impl.lite_pull_impl import LitePullImpl, LitePullSettings
 from skiff.client._impl.offset_store import ReadFrom
 from skiff.client._impl.strategies import AllocateAverage, AllocateStrategy
 from skiff.client.errors import ClientConfigError, ClientStateError
+from skiff.client._impl.trace_hooks import ConsumeTracer
 from skiff.client.results import MessageSelector
+from skiff.client.trace import TraceSettings, trace_settings
 from skiff.common.message import MessageQueue
 from skiff.common.record import StoredMessage
 from skiff.protocol.bodies.heartbeat import ConsumeFromWhere, MessageModel
@@ -60,8 +62,11 @@ class AsyncLitePullConsumer(AsyncConsumerBase):
         offsets_dir: str | None = None,
         instance_name: str = DEFAULT_INSTANCE_NAME,
         client_config: ClientConfig | None = None,
+        trace: bool | TraceSettings = True,
     ) -> None:
+        """``trace``: record what `poll` returns to the trace topic (docs/trace.md); False turns it off."""
         super().__init__(group, namesrv_addr, instance_name, client_config)
+        self._tracer = ConsumeTracer(group, trace_settings(trace), self.client_config)
         if auto_commit_interval_ms < 1 or poll_timeout_ms < 0 or pull_threshold_for_all < 1:
             raise ClientConfigError("auto_commit_interval_ms and pull_threshold_for_all must be positive "
                                     "and poll_timeout_ms not negative")
@@ -117,6 +122,7 @@ class AsyncLitePullConsumer(AsyncConsumerBase):
             raise ClientStateError("subscribe() or assign() before start()")
         self._state = "running"
         try:
+            await self._tracer.start()
             await impl.start()
         except BaseException:
             await self.shutdown()
@@ -128,10 +134,13 @@ class AsyncLitePullConsumer(AsyncConsumerBase):
         self._state = "shut down"
         if impl is not None:
             await impl.shutdown()
+        await self._tracer.close()
 
     async def poll(self, timeout_ms: int | None = None) -> list[StoredMessage]:
         """The next pulled batch, waiting up to ``timeout_ms`` (default ``poll_timeout_ms``); [] if none came."""
-        return await self._running().poll(self.poll_timeout_ms if timeout_ms is None else timeout_ms)
+        msgs = await self._running().poll(self.poll_timeout_ms if timeout_ms is None else timeout_ms)
+        self._tracer.polled(msgs)
+        return msgs
 
     def assignment(self) -> set[MessageQueue]:
         """The queues this consumer holds now."""

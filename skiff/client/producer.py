@@ -24,9 +24,11 @@ from skiff.client._impl.instance import ClientInstance
 from skiff.client._impl.lifecycle import AsyncClient
 from skiff.client._impl.producer_impl import ProducerCore, ProducerOptions
 from skiff.client._impl.selectors import QueueSelector, SelectByHash, SelectRandom, SelectRoundRobin
+from skiff.client._impl.trace_hooks import SendTracer
 from skiff.client.blocking import BlockingGroupClient, mirror
 from skiff.client.errors import ClientStateError
 from skiff.client.results import SendResult
+from skiff.client.trace import TraceSettings, TraceStats, trace_settings
 from skiff.common.limits import COMPRESS_BODY_OVER_BYTES, MESSAGE_MAX_BYTES
 from skiff.common.message import Message, MessageQueue
 
@@ -54,12 +56,15 @@ class AsyncProducer(AsyncClient):
         latency_fault_enabled: bool = True,
         instance_name: str = DEFAULT_INSTANCE_NAME,
         client_config: ClientConfig | None = None,
+        trace: bool | TraceSettings = True,
     ) -> None:
+        """``trace``: record every send to the trace topic (docs/trace.md); False turns it off."""
         self.options = ProducerOptions(
             group, send_timeout_ms, retry_times_when_send_failed, retry_another_broker_when_not_store_ok,
             compress_body_over_bytes, max_message_size, latency_fault_enabled,
         )
         self.client_config = client_config or ClientConfig(namesrv_addr, instance_name)
+        self._tracer = SendTracer(group, trace_settings(trace), self.client_config)
         self._core: ProducerCore | None = None
         self._state = "created"
 
@@ -80,6 +85,7 @@ class AsyncProducer(AsyncClient):
         self._core = ProducerCore(self.options, instance)
         self._state = "running"
         await instance.start()
+        await self._tracer.start()
         await instance.heartbeat_all_brokers()
 
     async def shutdown(self) -> None:
@@ -88,6 +94,7 @@ class AsyncProducer(AsyncClient):
             self._state = "shut down"
             return
         self._state = "shut down"
+        await self._tracer.close()
         await self._core.instance.unregister_producer(self.group)
         await self._core.instance.shutdown()
 
@@ -107,8 +114,8 @@ class AsyncProducer(AsyncClient):
         and its failure is raised as it is: retrying elsewhere would break order.
         """
         core = self._running()
-        return await core.send(core.prepare(msg), msg=msg, queue=queue, selector=selector, arg=arg,
-                               timeout_ms=timeout_ms)
+        return await self._tracer.timed(msg, core.send(core.prepare(msg), msg=msg, queue=queue, selector=selector,
+                                                       arg=arg, timeout_ms=timeout_ms))
 
     def send_async(self, msg: Message, callback: SendCallback | None = None, *,
                    queue: MessageQueue | None = None, selector: QueueSelector | None = None, arg: Any = None,
@@ -119,8 +126,9 @@ class AsyncProducer(AsyncClient):
         """
         core = self._running()
         prepared = core.prepare(msg)
-        task = asyncio.ensure_future(core.send(prepared, msg=msg, queue=queue, selector=selector, arg=arg,
-                                               timeout_ms=timeout_ms))
+        task = asyncio.ensure_future(self._tracer.timed(msg, core.send(prepared, msg=msg, queue=queue,
+                                                                       selector=selector, arg=arg,
+                                                                       timeout_ms=timeout_ms)))
         if callback is not None:
             task.add_done_callback(lambda t: _call_back(callback, t))
         return task
@@ -140,7 +148,13 @@ class AsyncProducer(AsyncClient):
         (``result.msg_ids``) and the first one's queue offset (the rest follow it).
         """
         core = self._running()
-        return [await core.send(chunk, queue=queue, timeout_ms=timeout_ms) for chunk in core.prepare_batch(msgs)]
+        chunks = core.prepare_batch(msgs)
+        return await self._tracer.timed_batch(msgs, (await core.send(c, queue=queue, timeout_ms=timeout_ms)
+                                                     for c in chunks))
+
+    def trace_stats(self) -> TraceStats | None:
+        """This producer's trace counters (None when it does not trace)."""
+        return self._tracer.stats()
 
 
 
@@ -176,6 +190,9 @@ class Producer(BlockingGroupClient[AsyncProducer]):
 
         task = self._run(started())
         return self._submit(_await(task))
+
+    def trace_stats(self) -> TraceStats | None:
+        return self._async.trace_stats()
 
 
 async def _await(task: asyncio.Task[SendResult]) -> SendResult:

@@ -30,7 +30,9 @@ from skiff.client._impl.consumer_impl import PushConsumerImpl
 from skiff.client._impl.listener import ConcurrentListener, OrderlyListener
 from skiff.client._impl.strategies import AllocateAverage, AllocateStrategy
 from skiff.client.errors import ClientConfigError, ClientStateError
+from skiff.client._impl.trace_hooks import ConsumeTracer
 from skiff.client.results import MessageSelector
+from skiff.client.trace import TraceSettings, trace_settings
 from skiff.protocol.bodies.client_calls import ConsumerRunningInfo
 from skiff.protocol.bodies.heartbeat import ConsumeFromWhere, MessageModel
 
@@ -67,8 +69,11 @@ class AsyncPushConsumer(AsyncConsumerBase):
         offsets_dir: str | None = None,
         instance_name: str = DEFAULT_INSTANCE_NAME,
         client_config: ClientConfig | None = None,
+        trace: bool | TraceSettings = True,
     ) -> None:
+        """``trace``: record every consumption to the trace topic (docs/trace.md); False turns it off."""
         super().__init__(group, namesrv_addr, instance_name, client_config)
+        self._tracer = ConsumeTracer(group, trace_settings(trace), self.client_config)
         self.settings = ConsumerSettings(
             message_model, consume_from_where, consume_timestamp_ms, allocate_strategy or AllocateAverage(),
             consume_thread_min, consume_thread_max, consume_message_batch_max_size, pull_batch_size,
@@ -109,10 +114,12 @@ class AsyncPushConsumer(AsyncConsumerBase):
             raise ClientStateError("register a listener before start()")
         if not self._subscriptions:
             raise ClientStateError("subscribe to a topic before start()")
-        self._impl = PushConsumerImpl(self.group, self.client_config, self.settings, self._listener,
-                                      orderly=self._orderly, subscriptions=self._subscriptions.items())
+        self._impl = PushConsumerImpl(self.group, self.client_config, self.settings,
+                                      self._tracer.wrap(self._listener), orderly=self._orderly,
+                                      subscriptions=self._subscriptions.items())
         self._state = "running"
         try:
+            await self._tracer.start()
             await self._impl.start()
         except BaseException:
             await self.shutdown()
@@ -125,6 +132,7 @@ class AsyncPushConsumer(AsyncConsumerBase):
         self._state = "shut down"
         if impl is not None:
             await impl.shutdown()
+        await self._tracer.close()
 
     def running_info(self) -> ConsumerRunningInfo:
         """What this member holds and how it is doing (GET_CONSUMER_RUNNING_INFO's answer)."""

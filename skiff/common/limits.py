@@ -51,3 +51,15 @@ FILTER_NESTING_MAX_DEPTH = 100
 
 FILTER_CACHE_MAX_ENTRIES = 1024
 """Compiled filters kept per process, keyed by (expression type, expression)."""
+
+TRACE_BUFFER_MAX_RECORDS = 2048
+"""Trace records a client holds before sending; more are dropped (and counted), so tracing
+never blocks or fails a send or a listener (RocketMQ's trace dispatcher holds 1024 contexts)."""
+
+TRACE_MESSAGE_MAX_BYTES = 118_000
+"""Trace data per trace message: RocketMQ's 128,000-byte trace producer limit less its
+10,000-byte margin."""
+
+TRACE_KEYS_MAX_BYTES = 16_384
+"""The KEYS of one trace message (every traced msg id and key): half of what a record's
+properties may hold, so a batch of traces always fits."""
