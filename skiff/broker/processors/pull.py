@@ -18,6 +18,7 @@ SERVICE_NOT_AVAILABLE so that clients back off.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Awaitable
 from typing import NamedTuple
 
@@ -28,7 +29,8 @@ from skiff.broker.long_polling import PullHoldService
 from skiff.broker.offsets import ConsumerOffsetManager
 from skiff.broker.stats import BrokerStats
 from skiff.broker.topics import TopicConfigManager
-from skiff.common.record import read_head, read_tail
+from skiff.common.errors import DecodeError
+from skiff.common.record import head_struct_for
 from skiff.common.sysflag import PullSysFlag
 from skiff.filter import ExpressionType, FilterError, MessageFilter, build_filter
 from skiff.filter.factory import expression_type_of
@@ -40,6 +42,11 @@ from skiff.store import GetResult, GetStatus, MessageStore
 from skiff.store.reads import RecordFilter
 from skiff.transport.connection import Connection, Handler
 
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_SYSFLAG_AT = 36
+"""Where the sysFlag sits in a stored record (remoting-protocol.md §3.1); it says how
+long the hosts, and so the fixed head, are."""
 _COMMIT_OFFSET = int(PullSysFlag.COMMIT_OFFSET)
 _READ = int(Perm.READ)
 _SUSPEND = int(PullSysFlag.SUSPEND)
@@ -60,9 +67,26 @@ _EMPTY_QUEUE = frozenset({GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE
 
 def properties_filter(flt: MessageFilter) -> RecordFilter:
     """The store's per-record test for a filter that reads properties (SQL92)."""
+    matches_raw = flt.matches_raw
+
     def test(record: memoryview) -> bool:
-        return flt.matches_raw(read_tail(record, 0, read_head(record)).properties_raw)
+        return matches_raw(properties_of(record))
     return test
+
+
+def properties_of(record: memoryview) -> memoryview:
+    """The raw properties of a stored record, found from its three length fields (body,
+    topic, properties) without decoding the rest: a filtered pull does this for every
+    candidate, and it costs a quarter of `read_head` plus `read_tail`."""
+    body_pos = head_struct_for(_I32.unpack_from(record, _SYSFLAG_AT)[0]).size
+    p = body_pos + _I32.unpack_from(record, body_pos - 4)[0]
+    if not body_pos <= p < len(record):
+        raise DecodeError(f"a record's body length {p - body_pos} overruns it")
+    p += 1 + record[p]
+    end = p + 2 + _I16.unpack_from(record, p)[0] if p + 2 <= len(record) else -1
+    if end != len(record):
+        raise DecodeError("a record's topic and properties lengths do not add up to its size")
+    return record[p + 2 : end]
 
 
 class PullProcessor:
