@@ -3,7 +3,7 @@
 The session is local[2] on 127.0.0.1 with the UI, the progress bar and most
 logging off (skiff.spark.local); its Python workers run this interpreter, which
 has skiff installed. The cluster is a real NameServer and two brokers, so
-offsets span brokers. Every test makes its own topics.
+offsets span brokers; they filter by SQL92 too. Every test makes its own topics.
 """
 
 from __future__ import annotations
@@ -30,5 +30,6 @@ def spark() -> Iterator[object]:
 
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with Cluster(tmp_path_factory.mktemp("spark-cluster"), brokers=2) as running:
+    with Cluster(tmp_path_factory.mktemp("spark-cluster"), brokers=2,
+                 broker_args=["--enablePropertyFilter=true"]) as running:
         yield running

@@ -78,6 +78,9 @@ def test_timestamps_tags_and_min_partitions(spark, cluster, sent):
     assert sorted(r.msg_id for r in early) == sorted(r.msg_id for r in results[:40])
     tagged = reader(spark, ns, topic, subExpression="A").collect()
     assert sorted(r.msg_id for r in tagged) == sorted(r.msg_id for m, r in zip(messages, results) if m.tags == "A")
+    selected = reader(spark, ns, topic, expressionType="SQL92", subExpression="shard = 's1' AND n > 20").collect()
+    assert sorted(r.msg_id for r in selected) == sorted(
+        r.msg_id for m, r in zip(messages, results) if m.properties["shard"] == "s1" and int(m.properties["n"]) > 20)
     split = reader(spark, ns, topic, minPartitions="12", includeProperties="false")
     assert split.rdd.getNumPartitions() >= 12
     rows = split.collect()
