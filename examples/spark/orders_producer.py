@@ -41,7 +41,8 @@ class OrderEvent:
         return int(datetime.fromisoformat(self.event_time.replace("Z", "+00:00")).timestamp() * 1000)
 
 
-def generate(count: int, minutes: int = 10, late_s: int = 30, seed: int = 7, end_ms: int | None = None) -> list[OrderEvent]:
+def generate(count: int, minutes: int = 10, late_s: int = 30, seed: int = 7,
+             end_ms: int | None = None) -> list[OrderEvent]:
     """``count`` events ending at ``end_ms`` (now), in arrival order."""
     rng = random.Random(seed)
     end_ms = end_ms if end_ms is not None else int(time.time() * 1000)

@@ -31,6 +31,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from skiff.client import Producer
 from skiff.common.message import Message, MessageQueue
 from skiff.spark import clients
+from skiff.spark.errors import SparkOptionError
 from skiff.spark.options import SinkOptions
 from skiff.spark.sink_rows import Row, SinkColumns, idempotent_ids, place, publish_queues, rows_of
 

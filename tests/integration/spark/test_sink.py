@@ -53,15 +53,18 @@ def test_rows_pinned_to_a_queue_land_there(spark, cluster):
         sorted((body, MessageQueue(topic, broker, qid)) for body, _, qid, broker in data)
 
 
-@pytest.mark.parametrize("mode, columns, words", [
-    ("overwrite", "body string", "the skiff sink only appends"),
-    ("append", "value string", "the skiff sink has no column 'value'"),
-    ("append", "tags string", "needs a body column"),
+@pytest.mark.parametrize("mode, columns, options, words", [
+    ("overwrite", "body string", {}, "the skiff sink only appends"),
+    ("append", "value string", {}, "the skiff sink has no column 'value'"),
+    ("append", "tags string", {}, "needs a body column"),
+    ("append", "body string", {"idempotent": "true"}, "needs a writeId option"),
+    ("append", "body string", {"namesrvAddr": None}, "option namesrvAddr is required"),
 ])
-def test_bad_writes_fail_with_a_clear_error(spark, cluster, mode, columns, words):
+def test_bad_writes_fail_with_a_clear_error(spark, cluster, mode, columns, options, words):
     df = spark.createDataFrame([("x",)], columns)
+    options = {k: v for k, v in {"namesrvAddr": cluster.namesrv_addr, "topic": "T", **options}.items() if v}
     with spark_quiet(spark), pytest.raises(Exception) as err:
-        df.write.format("skiff").mode(mode).option("namesrvAddr", cluster.namesrv_addr).option("topic", "T").save()
+        df.write.format("skiff").mode(mode).options(**options).save()
     assert words in str(err.value)
 
 

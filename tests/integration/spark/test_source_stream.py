@@ -96,10 +96,10 @@ def test_new_topics_queues_and_brokers_start_at_their_earliest_offset(spark, clu
         admin.create_topic(old, queue_nums=3, broker_addr=cluster.broker_addr(0))  # one more queue
         admin.create_topic(old, queue_nums=2, broker_addr=cluster.broker_addr(1))  # a new broker
     new = create_topic(ns, prefix, queues=1)  # a new topic, on both brokers
-    queues = [MessageQueue(old, "broker-a", i) for i in range(3)] + \
-        [MessageQueue(old, "broker-b", i) for i in range(2)] + [MessageQueue(new, b, 0) for b in ("broker-a", "broker-b")]
-    after = [r.msg_id for mq in queues for r in send(ns, [Message.of(mq.topic, f"after-{mq}-{i}") for i in range(3)],
-                                                     queue=mq)]
+    queues = [MessageQueue(old, "broker-a", i) for i in range(3)] + [MessageQueue(old, "broker-b", i) for i in range(2)]
+    queues += [MessageQueue(new, b, 0) for b in ("broker-a", "broker-b")]
+    after = [r.msg_id for mq in queues
+             for r in send(ns, [Message.of(mq.topic, f"after-{mq}-{i}") for i in range(3)], queue=mq)]
     sizes = finish(run_to_parquet(stream, tmp_path))
 
     assert sorted(r.msg_id for r in parquet_rows(spark, tmp_path)) == sorted(after)

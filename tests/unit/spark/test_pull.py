@@ -53,6 +53,7 @@ def test_data_loss_fails_by_default_and_is_skipped_when_allowed(result, resume):
 
 
 def test_a_queue_that_ends_before_the_planned_end_is_data_loss():
+    ended = PullResult(PullStatus.NO_NEW_MSG, 180, 0, 180)
     with pytest.raises(DataLossError, match="queue 2 ends at offset 180, before the end 200"):
-        segment_reader()._after_loss(180, 200, PullResult(PullStatus.NO_NEW_MSG, 180, 0, 180))
-    assert segment_reader(failOnDataLoss="false")._after_loss(180, 200, PullResult(PullStatus.NO_NEW_MSG, 180, 0, 180)) == 200
+        segment_reader()._after_loss(180, 200, ended)
+    assert segment_reader(failOnDataLoss="false")._after_loss(180, 200, ended) == 200

@@ -98,8 +98,9 @@ def test_placement():
     one = tuple(MessageQueue("T", "broker-a", i) for i in range(4))
     two = one + tuple(MessageQueue("T", "broker-b", i) for i in range(4))
     cols = SinkColumns.of(schema(body=BinaryType(), queue_id=IntegerType(), broker=StringType()), options(topic="T"))
-    pinned, free, other_broker, missing = rows_of(pa.RecordBatch.from_pydict(
-        {"body": [b"a"] * 4, "queue_id": [2, None, 1, 9], "broker": [None, None, "broker-b", None]}), cols, "T", None, 0)
+    batch = pa.RecordBatch.from_pydict(
+        {"body": [b"a"] * 4, "queue_id": [2, None, 1, 9], "broker": [None, None, "broker-b", None]})
+    pinned, free, other_broker, missing = rows_of(batch, cols, "T", None, 0)
     assert place(pinned, one) == MessageQueue("T", "broker-a", 2)
     assert place(free, two) is None
     assert place(other_broker, two) == MessageQueue("T", "broker-b", 1)
