@@ -56,12 +56,16 @@ class SkiffStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  #
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
+        self._initial: Offsets | None = None
         self._target: Offsets | None = None
         self._latest: Offsets | None = None
 
     def initialOffset(self) -> dict:
-        table = metadata.bounds(self.options)
-        return to_spark(metadata.starting_offsets(self.options, table, LATEST))
+        # Spark asks more than once when a query starts; "latest" must not move in between
+        if self._initial is None:
+            table = metadata.bounds(self.options)
+            self._initial = metadata.starting_offsets(self.options, table, LATEST)
+        return to_spark(self._initial)
 
     def prepareForTriggerAvailableNow(self) -> None:
         self._target = {mq: b.max_offset for mq, b in metadata.bounds(self.options).items()}
