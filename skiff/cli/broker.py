@@ -1,7 +1,7 @@
 """``skiff broker`` and ``skiff up``: run a broker, or a NameServer and a broker in one process.
 
     skiff broker [-c broker.conf] [-n host:port;host:port] [--<key>=<value> ...]
-    skiff up [--dir PATH] [--namesrv-port 9876] [--broker-port 10911] [--<key>=<value> ...]
+    skiff up [--dir PATH] [--host 127.0.0.1] [--namesrv-port 9876] [--broker-port 10911] [--<key>=<value> ...]
 
 Keys are RocketMQ's broker.conf names, for the broker or its store
 (``--listenPort=10911 --storePathRootDir=/data --brokerName=broker-a
@@ -50,6 +50,9 @@ def register(sub: Any) -> None:
     up.add_argument("--dir", default=UP_STORE_DIR, help=f"store directory (default {UP_STORE_DIR})")
     up.add_argument("--namesrv-port", type=int, default=9876, help="NameServer port (default 9876)")
     up.add_argument("--broker-port", type=int, default=10911, help="broker port (default 10911)")
+    up.add_argument("--host", default="127.0.0.1",
+                    help="address both servers listen on and the broker advertises (default 127.0.0.1: "
+                         "a local try-out is not reachable from other machines)")
     up.set_defaults(handler=run_up, accepts_extra=True)
 
 
@@ -72,10 +75,10 @@ def run_up(args: argparse.Namespace, extra: list[str]) -> int:
     from skiff.broker import load_configs
     from skiff.namesrv import NamesrvConfig
 
-    namesrv_config = NamesrvConfig(listen_port=args.namesrv_port)
+    namesrv_config = NamesrvConfig(listen_host=args.host, listen_port=args.namesrv_port)
     namesrv_config.validate()
     broker_config, store_config = load_configs(
-        {"storePathRootDir": args.dir, "listenPort": str(args.broker_port)},
+        {"storePathRootDir": args.dir, "listenPort": str(args.broker_port), "listenHost": args.host},
         parse_overrides(extra),
     )
     return run(lambda stop: serve_up(namesrv_config, broker_config, store_config, stop))
