@@ -6,30 +6,39 @@ opened once per process saves a NameServer round trip and a connection per
 task. The cache lives at module level, never in a reader or writer object:
 those are pickled to the executors and must stay free of sockets and threads.
 
-The clients are Skiff's blocking clients (imported through the ``skiff.client``
-facade): any number of threads may call them at once and the calls overlap on
-the wire, which is what `pool` is for (a task keeps several pulls or sends in
-flight). A forked child (a fresh Python worker) starts with an empty cache.
+The admin and the producer are Skiff's blocking clients: any number of threads
+may call them at once and the calls overlap on the wire, which is what `pool`
+is for (metadata questions about several topics, a task's concurrent sends).
+The pull client is the async one, made on the blocking facade's shared loop
+thread, so a read task runs a whole round of pulls there as one coroutine
+(fewer thread hops per pull: measured ~35 % more messages/s with 32 per pull).
+A forked child (a fresh Python worker) starts with an empty cache.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from skiff.client import Admin, Producer, PullClient
+from skiff.client import Admin, AsyncPullClient, Producer
+from skiff.client.blocking import loop_thread
 
 T = TypeVar("T")
 
 POOL_THREADS = 8
-"""Calls one process keeps in flight at once (pulls of a read task, sends of a write task)."""
+"""Blocking calls one process keeps in flight at once (metadata questions, sends of a write task)."""
 
 _lock = threading.Lock()
 _cache: dict[tuple[str, ...], Any] = {}
 _pid = os.getpid()
+
+
+def run(coro: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine of the async pull client on its loop and wait for the result."""
+    return loop_thread().run(coro)
 
 
 def _shared(key: tuple[str, ...], factory: Callable[[], T]) -> T:
@@ -53,8 +62,15 @@ def admin(namesrv_addr: str) -> Admin:
     return _shared(("admin", namesrv_addr), lambda: _started(Admin(namesrv_addr)))
 
 
-def pull_client(namesrv_addr: str) -> PullClient:
-    return _shared(("pull", namesrv_addr), lambda: _started(PullClient(namesrv_addr)))
+def pull_client(namesrv_addr: str) -> AsyncPullClient:
+    """The async pull client, started, living on `loop_thread` (run its coroutines there)."""
+    def make() -> AsyncPullClient:
+        thread = loop_thread()
+        client = thread.call(lambda: AsyncPullClient(namesrv_addr))
+        thread.run(client.start())
+        return client
+
+    return _shared(("pull", namesrv_addr), make)
 
 
 def producer(namesrv_addr: str, group: str) -> Producer:

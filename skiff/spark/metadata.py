@@ -51,7 +51,7 @@ def bounds(options: SourceOptions, names: list[str] | None = None) -> Bounds:
 def _topic_bounds(namesrv_addr: str, topic: str) -> Bounds:
     admin = clients.admin(namesrv_addr)
     try:
-        readable = clients.pull_client(namesrv_addr).fetch_subscribe_queues(topic)
+        readable = clients.run(clients.pull_client(namesrv_addr).fetch_subscribe_queues(topic))
         status = admin.topic_status(topic)
     except ClientError:
         if topic not in admin.topic_list():

@@ -1,9 +1,9 @@
 """The executor side of a read: pull one queue's exact offset range and yield Arrow batches.
 
 A range ``[start, end)`` is cut into segments of ``pullBatchSize`` offsets, and
-up to `IN_FLIGHT_SEGMENTS` of them are pulled at once on the process's client
-pool, so the wait for the broker overlaps with other pulls and with turning
-earlier segments into Arrow. A segment is pulled until its end, whatever the
+rounds of `IN_FLIGHT_SEGMENTS` of them are pulled concurrently on the client's
+event loop (the blocking facade's shared loop thread); the next round is on the
+wire while the task thread turns the last one into Arrow. A segment is pulled until its end, whatever the
 broker returns per answer (the broker caps answers by count and bytes; a tag
 filter may scan past the segment, so messages beyond it are dropped). Segments
 are consumed in order, so every message comes back exactly once and in offset
@@ -19,16 +19,18 @@ skipped.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
+from itertools import islice
 
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from skiff.client import PullClient, PullResult, PullStatus
+from skiff.client import AsyncPullClient, PullResult, PullStatus
+from skiff.client.blocking import loop_thread
 from skiff.common.message import MessageQueue
 from skiff.common.record import StoredMessage
 from skiff.spark import clients
@@ -40,8 +42,8 @@ from skiff.spark.schema import record_batch
 
 log = logging.getLogger(__name__)
 
-IN_FLIGHT_SEGMENTS = clients.POOL_THREADS
-"""Pulls one task keeps outstanding (each of up to ``pullBatchSize`` messages)."""
+IN_FLIGHT_SEGMENTS = 16
+"""Segments one round pulls at once (each of up to ``pullBatchSize`` messages)."""
 BATCH_MIN_ROWS = 4096
 """Segments are gathered into Arrow batches of at least this many rows (or the range's rest)."""
 
@@ -68,38 +70,43 @@ class QueueRange(InputPartition):  # type: ignore[misc]
 def read_range(options: SourceOptions, part: QueueRange) -> Iterator[pa.RecordBatch]:
     """The messages of ``part`` as Arrow batches, in offset order."""
     reader = _SegmentReader(options, clients.pull_client(options.namesrv_addr), part)
-    pool = clients.pool()
+    thread = loop_thread()
     step = options.pull_batch_size
-    segments = iter(range(part.start, part.end, step))
-    window: deque[Future[list[StoredMessage]]] = deque()
+    starts = iter(range(part.start, part.end, step))
+
+    def next_round() -> Future[list[StoredMessage]] | None:
+        bounds = [(lo, min(lo + step, part.end)) for lo in islice(starts, IN_FLIGHT_SEGMENTS)]
+        return thread.submit(reader.round(bounds)) if bounds else None
+
+    pending = next_round()
     rows: list[StoredMessage] = []
-    while True:
-        for lo in segments:
-            window.append(pool.submit(reader.segment, lo, min(lo + step, part.end)))
-            if len(window) >= IN_FLIGHT_SEGMENTS:
-                break
-        if not window:
-            break
-        rows.extend(window.popleft().result())
-        if rows and (len(rows) >= BATCH_MIN_ROWS or not window):
+    while pending is not None:
+        rows.extend(pending.result())
+        pending = next_round()
+        if rows and (len(rows) >= BATCH_MIN_ROWS or pending is None):
             yield record_batch(part.mq, rows, options.include_properties)
             rows = []
 
 
 class _SegmentReader:
-    """Pulls one segment of a range at a time (called from several pool threads at once)."""
+    """Pulls the segments of one range, a round of them at a time, on the client's loop."""
 
-    def __init__(self, options: SourceOptions, client: PullClient, part: QueueRange) -> None:
+    def __init__(self, options: SourceOptions, client: AsyncPullClient | None, part: QueueRange) -> None:
         self.options = options
         self.client = client
         self.mq = part.mq
         self.end = part.end
         self.unfiltered = options.expression_type == "TAG" and options.sub_expression.strip() in ("", "*")
 
-    def segment(self, offset: int, end: int) -> list[StoredMessage]:
+    async def round(self, bounds: list[tuple[int, int]]) -> list[StoredMessage]:
+        segments = await asyncio.gather(*(self.segment(lo, hi) for lo, hi in bounds))
+        return [m for segment in segments for m in segment]
+
+    async def segment(self, offset: int, end: int) -> list[StoredMessage]:
+        assert self.client is not None
         out: list[StoredMessage] = []
         while offset < end:
-            result = self.client.pull(
+            result = await self.client.pull(
                 self.mq, offset, min(self.options.pull_batch_size, end - offset),
                 sub_expression=self.options.sub_expression, expression_type=self.options.expression_type,
                 timeout_ms=self.options.pull_timeout_ms)
