@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 import re
 
-from skiff.client import Admin, ClientError
+from skiff.client import Admin
+from skiff.client.errors import NoRouteError
 from skiff.common.message import MessageQueue
 from skiff.spark import clients
 from skiff.spark.errors import DataLossError, SparkOptionError
@@ -53,11 +54,9 @@ def _topic_bounds(namesrv_addr: str, topic: str) -> Bounds:
     try:
         readable = clients.run(clients.pull_client(namesrv_addr).fetch_subscribe_queues(topic))
         status = admin.topic_status(topic)
-    except ClientError:
-        if topic not in admin.topic_list():
-            raise SparkOptionError(f"topic {topic!r} does not exist: the NameServer at {namesrv_addr} has no "
-                                   f"route for it (create it with `skiff topic create`)") from None
-        raise
+    except NoRouteError:
+        raise SparkOptionError(f"topic {topic!r} does not exist: the NameServer at {namesrv_addr} has no "
+                               f"route for it (create it with `skiff topic create`)") from None
     stats = {row.mq: QueueBounds(row.min_offset, row.max_offset) for row in status}
     for mq in readable:
         if mq not in stats:

@@ -23,17 +23,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
 from skiff.client import Producer
+from skiff.client._impl.route import publish_queues
 from skiff.common.message import Message, MessageQueue
 from skiff.spark import clients
 from skiff.spark.errors import SparkOptionError
 from skiff.spark.options import SinkOptions
-from skiff.spark.sink_rows import Row, SinkColumns, idempotent_ids, place, publish_queues, rows_of
+from skiff.spark.sink_rows import Row, SinkColumns, idempotent_ids, place, rows_of
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +70,7 @@ def write_partition(options: SinkOptions, columns: SinkColumns, batches: Iterato
 
 def _send(producer: Producer, options: SinkOptions, rows: Sequence[Row]) -> None:
     admin = clients.admin(options.namesrv_addr)
-    routes = {t: publish_queues(t, admin.topic_route(t))
+    routes = {t: _writable_queues(t, admin.topic_route(t))
               for t in {r.msg.topic for r in rows if r.queue_id is not None or r.sharding_key is not None}}
     pinned: dict[MessageQueue, list[Message]] = {}
     free: dict[str, list[Message]] = {}
@@ -83,6 +85,14 @@ def _send(producer: Producer, options: SinkOptions, rows: Sequence[Row]) -> None
               for i in range(0, len(msgs), FREE_CHUNK_ROWS)]
     for _ in clients.pool().map(lambda s: producer.send_batch(s[0], queue=s[1]), sends):
         pass
+
+
+def _writable_queues(topic: str, route: Any) -> tuple[MessageQueue, ...]:
+    """The queues a producer sends ``topic`` to, in the order its selectors see them."""
+    queues, _ = publish_queues(topic, route)
+    if not queues:
+        raise SparkOptionError(f"topic {topic} has no writable queue on a broker with a master")
+    return queues
 
 
 def _report(kind: str, messages: Sequence[WriterCommitMessage | None], batch_id: int | None = None) -> None:

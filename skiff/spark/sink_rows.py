@@ -31,7 +31,6 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import pyarrow as pa
 from pyspark.sql.types import (
@@ -65,8 +64,6 @@ COLUMN_TYPES: dict[str, tuple[DataType, ...]] = {
     "shardingkey": (_STRING,),
 }
 _HASH = SelectByHash()
-_PERM_WRITE = 2
-"""A queue data's perm bit that allows sends (RocketMQ's PermName.PERM_WRITE)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,23 +153,6 @@ def idempotent_ids(scope: str, partition_id: int) -> Callable[[int], str]:
         return hashlib.blake2b(prefix + str(row).encode(), digest_size=16).hexdigest().upper()
 
     return msg_id
-
-
-def publish_queues(topic: str, route: Any) -> tuple[MessageQueue, ...]:
-    """The queues a producer sends ``topic`` to, in the order queue selectors see them
-    (RocketMQ's topicRouteData2TopicPublishInfo): an order topic's configured layout, else the
-    write queues of each writable queue data whose broker has a master, brokers by name."""
-    if route.order_topic_conf:
-        pairs = [item.partition(":") for item in route.order_topic_conf.split(";")]
-        return tuple(MessageQueue(topic, name.strip(), i) for name, _, count in pairs
-                     if name.strip() and count.strip().isdigit() for i in range(int(count)))
-    masters = {b.broker_name for b in route.broker_datas if b.master_addr}
-    queues = tuple(MessageQueue(topic, qd.broker_name, i)
-                   for qd in sorted(route.queue_datas, key=lambda q: q.broker_name)
-                   if qd.perm & _PERM_WRITE and qd.broker_name in masters for i in range(qd.write_queue_nums))
-    if not queues:
-        raise SparkOptionError(f"topic {topic} has no writable queue on a broker with a master")
-    return queues
 
 
 def place(row: Row, queues: Sequence[MessageQueue]) -> MessageQueue | None:

@@ -9,10 +9,9 @@ from pyspark.sql.types import BinaryType, IntegerType, MapType, StringType, Stru
 
 from skiff.client import SelectByHash
 from skiff.common.message import MessageQueue
-from skiff.protocol.bodies.route import BrokerData, QueueData, TopicRouteData
 from skiff.spark.errors import SparkOptionError
 from skiff.spark.options import SinkOptions
-from skiff.spark.sink_rows import SinkColumns, idempotent_ids, place, publish_queues, rows_of
+from skiff.spark.sink_rows import SinkColumns, idempotent_ids, place, rows_of
 
 pytestmark = pytest.mark.spark
 
@@ -74,24 +73,6 @@ def test_idempotent_ids_are_stable_and_distinct():
     cols = SinkColumns.of(schema(body=BinaryType()), options(topic="T"))
     rows = rows_of(pa.RecordBatch.from_pydict({"body": [b"a", b"b"]}), cols, "T", ids, 4)
     assert [r.msg.uniq_key for r in rows] == [ids(4), ids(5)]
-
-
-def route(*queue_datas, masters=("broker-a", "broker-b"), order=None):
-    brokers = tuple(BrokerData("c", name, {0: f"127.0.0.1:{i}"} if name in masters else {1: "127.0.0.1:9"})
-                    for i, name in enumerate(["broker-a", "broker-b", "broker-c"]))
-    return TopicRouteData(tuple(queue_datas), brokers, order_topic_conf=order)
-
-
-def test_publish_queues_follow_rocketmqs_rule():
-    r = route(QueueData("broker-b", 2, 2, 6), QueueData("broker-a", 4, 1, 6), QueueData("broker-c", 2, 2, 6))
-    assert publish_queues("T", r) == (MessageQueue("T", "broker-a", 0), MessageQueue("T", "broker-b", 0),
-                                      MessageQueue("T", "broker-b", 1))
-    assert publish_queues("T", route(QueueData("broker-a", 2, 2, 4), QueueData("broker-b", 1, 1, 6))) == \
-        (MessageQueue("T", "broker-b", 0),)
-    assert publish_queues("T", route(order="broker-b:1;broker-a:2")) == (
-        MessageQueue("T", "broker-b", 0), MessageQueue("T", "broker-a", 0), MessageQueue("T", "broker-a", 1))
-    with pytest.raises(SparkOptionError, match="no writable queue"):
-        publish_queues("T", route(QueueData("broker-a", 2, 2, 4)))
 
 
 def test_placement():
