@@ -28,10 +28,12 @@ DOC_BEFORE = "# Performance\n\n## Before\n\nkeep me\n\n## Side by side\n\nstale 
 EXPECTED_ROWS = {("normal", "e2e"), ("normal", "produce"), ("normal", "drain"), ("durable", "e2e"), ("durable", "produce")}
 
 
-def _bench_children() -> list[psutil.Process]:
+def _bench_children(temp_root: Path) -> list[psutil.Process]:
+    """Processes still running from this run: the harness's temp dirs live under
+    ``temp_root`` (its TMPDIR), and every server it starts names its data dir."""
     found = []
     for proc in psutil.process_iter(["cmdline"]):
-        if any("skiff-bench-" in part for part in proc.info["cmdline"] or []):
+        if any(str(temp_root) in part for part in proc.info["cmdline"] or []):
             found.append(proc)
     return found
 
@@ -41,7 +43,10 @@ def test_smoke_run_against_redis_fills_rows_docs_and_json(tmp_path: Path) -> Non
     docs.write_text(DOC_BEFORE)
     argv = [sys.executable, "bench/compare/run.py", "--smoke", "--systems", "redis", "--no-install",
             "--json", str(out), "--docs", str(docs)]
-    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60)
+    temp_root = tmp_path / "tmp"
+    temp_root.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp_root)}
+    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
 
     data = json.loads(out.read_text())
@@ -65,4 +70,4 @@ def test_smoke_run_against_redis_fills_rows_docs_and_json(tmp_path: Path) -> Non
     assert "| redis | e2e | 100 | 2,000 |" in text
     assert "end-to-end ratio Skiff / best peer (100 B): n/a" in proc.stdout
     assert "broker CPU per million: lowest = redis" in proc.stdout
-    assert _bench_children() == [], "the harness left a child process running"
+    assert _bench_children(temp_root) == [], "the harness left a child process running"
