@@ -39,6 +39,12 @@ class PhaseOptions:
         return self.duration_s + 60.0
 
 
+def _log_name(topics: str) -> str:
+    """A file name for a worker's topic list: many topics would pass the file system's 255 bytes."""
+    names = topics.split(",")
+    return names[0] if len(names) == 1 else f"{names[0]}-and-{len(names) - 1}-more"
+
+
 class Worker:
     """A `bench.compare.worker` child and the lines it prints."""
 
@@ -51,7 +57,7 @@ class Worker:
                 "--timeout-s", str(opts.consume_timeout_s)]
         if delete_after:
             argv.append("--delete-after")
-        log = opts.work_dir / f"worker-{system}-{role}-{topic}.log"
+        log = opts.work_dir / f"worker-{system}-{role}-{_log_name(topic)}.log"
         self.child: Child = CHILDREN.spawn(f"{system} {role}", argv, log, cwd=REPO_ROOT,
                                            stdin=subprocess.PIPE, stdout_pipe=True)
         self._lines: queue.Queue[str | None] = queue.Queue()
