@@ -187,15 +187,20 @@ def inflate(data: bytes | bytearray | memoryview, max_bytes: int = FRAME_MAX_BYT
 
 
 def decode_stored_messages(
-    body: bytes | bytearray | memoryview, *, max_body_bytes: int = FRAME_MAX_BYTES
+    body: bytes | bytearray | memoryview,
+    *,
+    max_body_bytes: int = FRAME_MAX_BYTES,
+    extra_properties: Mapping[str, str] | None = None,
 ) -> list[StoredMessage]:
     """Decode a run of stored records (a pull, view, query or check body), bodies inflated.
 
     Each compressed body inflates to at most ``max_body_bytes``; the sysFlag
-    keeps its COMPRESSED bit, as Java's decoder leaves it.
+    keeps its COMPRESSED bit, as Java's decoder leaves it. ``extra_properties``
+    join every message's properties (a pull's queue bounds), without a dict
+    per message until one is asked for.
     """
     try:
-        return decode_records(body, max_body_bytes=max_body_bytes)
+        return decode_records(body, max_body_bytes=max_body_bytes, extra_properties=extra_properties)
     except MessageDecodeError:
         raise
     except DecodeError as exc:

@@ -64,12 +64,10 @@ def to_pull_result(resp: PullResponse, tags: frozenset[str] | None) -> PullResul
     status = PULL_STATUS[resp.code]
     messages: list[StoredMessage] = []
     if status is PullStatus.FOUND and resp.body:
-        messages = decode_stored_messages(resp.body)
-        if tags is not None:
-            messages = [m for m in messages if m.properties.get(Prop.TAGS) in tags]
         bounds = {Prop.MIN_OFFSET: str(header.min_offset), Prop.MAX_OFFSET: str(header.max_offset)}
-        for m in messages:
-            m.properties.update(bounds)
+        messages = decode_stored_messages(resp.body, extra_properties=bounds)
+        if tags is not None:
+            messages = [m for m in messages if m.get_property(Prop.TAGS) in tags]
     return PullResult(status, header.next_begin_offset, header.min_offset, header.max_offset, messages,
                       header.suggest_which_broker_id)
 
