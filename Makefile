@@ -16,7 +16,7 @@ run: $(STAMP)
 
 test: $(STAMP) $(CPP_STAMP) java
 	$(VENV)/bin/lint-imports
-	SKIFF_CPP_PYTHON=$(abspath $(CPP_VENV))/bin/python $(PY) -m pytest $(PYTEST_ARGS)
+	SKIFF_CPP_PYTHON=$(abspath $(CPP_VENV))/bin/python $(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
 
 venv: $(STAMP)
 

@@ -33,3 +33,12 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     with Cluster(tmp_path_factory.mktemp("spark-cluster"), brokers=2,
                  broker_args=["--enablePropertyFilter=true"]) as running:
         yield running
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Keep every Spark test on one xdist worker, so `make test -n 2` starts one
+    JVM and one Spark cluster, not one per worker."""
+    here = os.path.dirname(__file__)
+    for item in items:
+        if str(item.path).startswith(here):
+            item.add_marker(pytest.mark.xdist_group("spark"))
