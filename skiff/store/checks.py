@@ -13,6 +13,7 @@ from skiff.common.limits import BATCH_MAX_MESSAGES, PROPERTIES_MAX_BYTES
 from skiff.common.names import topic_error
 from skiff.common.record import HOST_V4_BYTES, HOST_V6_BYTES, record_size
 from skiff.store.commitlog import BLANK_MIN_BYTES
+from skiff.store.dispatcher import NOT_CONSUMABLE
 from skiff.store.results import MessageInput, PutResult, PutStatus
 
 _INT32_MAX = 2**31 - 1
@@ -20,10 +21,17 @@ _TOPIC_CACHE_MAX = 65536
 _HOST_BYTES = (HOST_V4_BYTES, HOST_V6_BYTES)
 
 
+
 class Checked(NamedTuple):
+    """A batch that passed, and what the append needs to know about it."""
+
     topic_raw: bytes
     sizes: list[int]
     total: int
+    consumable: bool
+    """Every record goes into the ConsumeQueue (no prepared or rolled-back transaction)."""
+    key_count: int
+    """Index keys the batch has at most (UNIQ_KEYs and KEYS words)."""
 
 
 def _illegal(reason: str, status: PutStatus = PutStatus.MESSAGE_ILLEGAL) -> PutResult:
@@ -66,19 +74,26 @@ class MessageChecker:
         sizes = []
         topic, queue_id = first.topic, first.queue_id
         max_body, base = self.max_body_bytes, record_size(0, len(topic_raw), 0, 0, self.store_host_bytes)
+        sys_flags = keys = 0
         for m in msgs:
-            body, props, host = len(m.body), len(m.properties), len(m.born_host)
-            if (m.topic != topic or m.queue_id != queue_id or body > max_body or props > PROPERTIES_MAX_BYTES
-                    or host not in _HOST_BYTES):
+            m_topic, m_queue_id, body, props, _, sys_flag, _, host, _, _, _, words, uniq = m
+            body_len, props_len, host_len = len(body), len(props), len(host)
+            if (m_topic != topic or m_queue_id != queue_id or body_len > max_body or props_len > PROPERTIES_MAX_BYTES
+                    or host_len not in _HOST_BYTES):
                 return self._refusal(m, first)
-            sizes.append(base + body + props + host)
+            sizes.append(base + body_len + props_len + host_len)
+            sys_flags |= sys_flag
+            if uniq is not None:
+                keys += 1
+            if words:
+                keys += words.count(" ") + 1
         total = sum(sizes)
         if total != self.file_size and total > self.file_size - BLANK_MIN_BYTES:
             return _illegal(
                 f"the records take {total} bytes, more than a CommitLog file holds "
                 f"(mappedFileSizeCommitLog={self.file_size}, less {BLANK_MIN_BYTES} for an end-of-file record)"
             )
-        return Checked(topic_raw, sizes, total)
+        return Checked(topic_raw, sizes, total, not sys_flags & NOT_CONSUMABLE, keys)
 
     def _refusal(self, m: MessageInput, first: MessageInput) -> PutResult:
         """Why ``m`` failed the checks of `check` (kept out of its loop, which is hot)."""

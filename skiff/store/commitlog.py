@@ -26,6 +26,7 @@ down completely before ``write_pos`` moves past it).
 from __future__ import annotations
 
 import enum
+import itertools
 import struct
 import threading
 from collections.abc import Iterator, Sequence
@@ -37,16 +38,21 @@ from skiff.common.record import (
     BLANK_MAGIC,
     FIXED_BYTES_V4,
     MAGIC_V1,
+    RecordRow,
     body_crc,
+    pack_records,
     read_head,
     read_tail,
-    write_record,
 )
 from skiff.store.mapped_file import MappedFile, MappedFileQueue
-from skiff.store.results import MessageInput
+from skiff.store.pages import PAGE_BYTES
 
 BLANK_MIN_BYTES = BLANK_HEAD.size
 assert BLANK_MIN_BYTES == 8
+WARM_AHEAD_BYTES = 32 << 20
+"""How far ahead of the write position pages are populated (0.1 s of appends at 300 MB/s)."""
+WARM_CHUNK_BYTES = 4 << 20
+"""Bytes one populate call covers, so stopping or closing never waits long."""
 
 
 class Slot(enum.Enum):
@@ -105,6 +111,8 @@ class CommitLog:
         self.flushed = 0
         self.fsync_count = 0
         self._flush_lock = threading.Lock()
+        self._warmed = 0
+        """CommitLog offset up to which pages were populated ahead of the writer."""
 
     # -- loading and recovery -------------------------------------------------
 
@@ -164,32 +172,24 @@ class CommitLog:
 
     def append(
         self,
-        msgs: Sequence[MessageInput],
+        msgs: Sequence[RecordRow],
         topic_raw: bytes,
         queue_offsets: Sequence[int],
-        sizes: Sequence[int],
+        sizes: list[int],
         total: int,
         store_timestamp: int,
-    ) -> int:
-        """Write the records of ``msgs`` back to back in one file; return the first one's
-        offset. ``total`` must not exceed the file size. Raises OSError when a new file
-        cannot be created or reserved (the disk is full)."""
+    ) -> list[int]:
+        """Write the records of ``msgs`` (checked) back to back in one file, as one copy;
+        return their offsets. ``total`` must not exceed the file size. Raises OSError when
+        a new file cannot be created or reserved (the disk is full)."""
         f = self._file_with_room(total)
         rel = self.write_pos - f.start
         f.ensure_reserved(rel + total, f.size)
-        mm = f.mm
-        first = phys = self.write_pos
-        host = self.store_host
-        for m, queue_offset, size in zip(msgs, queue_offsets, sizes):
-            write_record(  # positional: see write_record
-                mm, rel, m.queue_id, m.flag, queue_offset, phys, m.sys_flag, m.born_timestamp, m.born_host,
-                store_timestamp, host, m.reconsume_times, m.prepared_transaction_offset, m.body, topic_raw,
-                m.properties,
-            )
-            rel += size
-            phys += size
-        self.write_pos = phys
-        return first
+        offsets = list(itertools.accumulate(sizes[:-1], initial=self.write_pos))
+        f.mm[rel : rel + total] = pack_records(msgs, topic_raw, queue_offsets, offsets, sizes, store_timestamp,
+                                               self.store_host)
+        self.write_pos += total
+        return offsets
 
     def _file_with_room(self, total: int) -> MappedFile:
         f = self.files.find(self.write_pos) or self.files.get_or_create(self.write_pos)
@@ -277,14 +277,37 @@ class CommitLog:
 
     # -- flushing -------------------------------------------------------------
 
-    def flush(self) -> int:
-        """fsync everything written so far; return the new flushed offset."""
+    def flush(self, keep_tail: bool = False) -> int:
+        """fdatasync what was written since the last flush; return the new flushed offset.
+
+        ``keep_tail`` leaves the last, partly written page for the next flush when whole
+        pages are due anyway (ASYNC_FLUSH's periodic flush while appends stream in): the
+        appending thread keeps writing into that page, and a write into a page the
+        kernel is writing back waits for it while holding the GIL. When appends have
+        slowed to less than a page per flush, everything is flushed."""
         with self._flush_lock:
             target = self.write_pos
+            whole_pages = target - target % PAGE_BYTES
+            if keep_tail and whole_pages > self.flushed:
+                target = whole_pages
             if target > self.flushed:
                 self.fsync_count += self.files.sync_range(self.flushed, target)
                 self.flushed = target
             return self.flushed
+
+    def warm(self, ahead_bytes: int = WARM_AHEAD_BYTES) -> int:
+        """Populate the pages of the current file up to ``ahead_bytes`` past the write
+        position (`MappedFile.populate`), a chunk per call with the GIL released, so the
+        appending thread finds them mapped; return how many bytes were populated."""
+        f = self.files.find(self.write_pos)
+        if f is None:
+            return 0
+        lo = max(self._warmed - f.start, self.write_pos - f.start)
+        hi = min(self.write_pos + ahead_bytes - f.start, f.size, lo + WARM_CHUNK_BYTES)
+        if hi <= lo or not f.populate(lo, hi):
+            return 0
+        self._warmed = f.start + hi
+        return hi - lo
 
     def close(self) -> None:
         self.files.close()

@@ -19,6 +19,8 @@ view many entries at once as a numpy array over the mapping.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import os
 import shutil
 import struct
@@ -38,6 +40,14 @@ assert ENTRY_DTYPE.itemsize == CQ_ENTRY_BYTES
 
 Entry = tuple[int, int, int]
 """(CommitLog offset, size, tag code)."""
+PACK_ENTRIES_MAX = 1024
+"""Entries one ``pack_into`` writes at most; longer runs are packed in pieces."""
+
+
+@functools.lru_cache(maxsize=PACK_ENTRIES_MAX)
+def entries_struct(count: int) -> struct.Struct:
+    """``count`` entries back to back: a batch's entries are one ``pack_into``, built once per length."""
+    return struct.Struct(">" + ENTRY.format.lstrip(">") * count)
 
 
 def _entries_of(f: MappedFile, lo: int, hi: int) -> np.ndarray:
@@ -153,45 +163,50 @@ class ConsumeQueue:
             self._room_end = f.start + f.reserved
             pos = f.end
 
-    def append(self, first_offset: int, entries: Sequence[Entry]) -> None:
-        """Write ``entries`` at logical offsets from ``first_offset`` on.
+    def append(self, first_offset: int, physical_offsets: Sequence[int], sizes: Sequence[int],
+               tag_codes: Sequence[int]) -> None:
+        """Write entries (columns) at logical offsets from ``first_offset`` on, as one
+        ``pack_into`` per file touched.
 
         Entries already present (a dispatch repeated after a failure) are skipped; an
         empty queue may start at any offset; any other gap is corruption.
         """
         if first_offset != self.max_offset:
-            entries = self._reconcile(first_offset, entries)
-            if not entries:
-                return
-        self.ensure_room(len(entries))
+            skip = self._reconcile(first_offset, physical_offsets[0] if physical_offsets else -1)
+            physical_offsets, sizes, tag_codes = physical_offsets[skip:], sizes[skip:], tag_codes[skip:]
+        count = len(physical_offsets)
+        if not count:
+            return
+        self.ensure_room(count)
+        flat = list(itertools.chain.from_iterable(zip(physical_offsets, sizes, tag_codes)))
         pos = self.max_offset * CQ_ENTRY_BYTES
-        f = self.files.find(pos)
-        assert f is not None  # ensure_room made it
-        mm, rel, pack = f.mm, pos - f.start, ENTRY.pack_into
-        for phys, size, tag in entries:
-            if rel == f.size:
-                f = self.files.find(f.end)
-                assert f is not None
-                mm, rel = f.mm, 0
-            pack(mm, rel, phys, size, tag)
-            rel += CQ_ENTRY_BYTES
-        self.max_offset += len(entries)
+        done = 0
+        while done < count:
+            f = self.files.find(pos)
+            assert f is not None  # ensure_room made it
+            rel = pos - f.start
+            n = min(count - done, (f.size - rel) // CQ_ENTRY_BYTES, PACK_ENTRIES_MAX)
+            entries_struct(n).pack_into(f.mm, rel, *flat[3 * done : 3 * (done + n)])
+            done += n
+            pos += n * CQ_ENTRY_BYTES
+        self.max_offset += count
 
-    def _reconcile(self, first_offset: int, entries: Sequence[Entry]) -> Sequence[Entry]:
+    def _reconcile(self, first_offset: int, first_phys: int) -> int:
+        """How many of the entries from ``first_offset`` are present already (they must
+        match); an empty queue moves to ``first_offset``."""
         if first_offset > self.max_offset:
             if self.max_offset != self.min_offset:
                 raise CorruptionError(
                     f"ConsumeQueue {self.topic}:{self.queue_id}: entry {first_offset} after {self.max_offset}"
                 )
             self.min_offset = self.max_offset = first_offset
-            return entries
-        skip = self.max_offset - first_offset
+            return 0
         present = self.entry(first_offset)
-        if present is None or present[0] != entries[0][0]:
+        if present is None or present[0] != first_phys:
             raise CorruptionError(
                 f"ConsumeQueue {self.topic}:{self.queue_id}: entry {first_offset} already holds {present}"
             )
-        return entries[skip:]
+        return self.max_offset - first_offset
 
     def truncate_phys(self, phys_end: int) -> int:
         """Remove the entries whose records start at or after ``phys_end``; return how many."""

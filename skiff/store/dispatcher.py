@@ -1,10 +1,12 @@
 """The dispatcher: the one code path that turns CommitLog records into ConsumeQueue and
 index entries.
 
-Its input is a sequence of `DispatchRequest`s. The append path builds them from
-what it has just written (the broker parsed tags and keys already); recovery and
-replication build them by parsing records (`request_from_record`). Either way the
-same `Dispatcher.dispatch` writes the entries.
+Its input is a `DispatchBatch`: the dispatch fields of consecutive records as
+columns. The append path builds one from what it has just written (the broker
+parsed tags and keys already), so a batch of one queue becomes one ConsumeQueue
+write and one index write without a per-message object; recovery and
+replication parse records (`request_from_record`) and transpose them
+(`DispatchBatch.of`). Either way the same `Dispatcher.dispatch` writes the entries.
 
 Only records of transaction type NOT or COMMIT go into a ConsumeQueue: a
 prepared or rolled-back message is stored, and found by its offset, but never
@@ -21,7 +23,7 @@ from skiff.common.properties import Prop, decode_properties
 from skiff.common.record import read_head, read_tail
 from skiff.common.sysflag import MessageSysFlag
 from skiff.store.commitlog import CommitLog
-from skiff.store.consume_queue import ConsumeQueueTable, Entry
+from skiff.store.consume_queue import ConsumeQueueTable
 from skiff.store.index_service import IndexService
 
 NOT_CONSUMABLE = int(MessageSysFlag.TRANSACTION_PREPARED)
@@ -31,13 +33,23 @@ A plain int: `&` with an IntFlag member goes through enum code, ten times slower
 RECOVERY_CHUNK = 1024
 """Records parsed per dispatch call when rebuilding from the CommitLog."""
 
+_TAG_CODES_MAX = 65536
 
-def consumable(sys_flag: int) -> bool:
-    """Whether a record of this sysFlag goes into a ConsumeQueue (transaction type NOT or COMMIT)."""
-    return not sys_flag & NOT_CONSUMABLE
+
+class TagCodes(dict[str | None, int]):
+    """`tag_hash` by TAGS value, remembered: a broker sees few distinct tags, and a batch's
+    codes are then one ``map`` over a dict lookup."""
+
+    def __missing__(self, tags: str | None) -> int:
+        if len(self) >= _TAG_CODES_MAX:
+            self.clear()
+        code = self[tags] = tag_hash(tags)
+        return code
 
 
 class DispatchRequest(NamedTuple):
+    """The dispatch fields of one record (what recovery parses); `DispatchBatch` has them as columns."""
+
     topic: str
     queue_id: int
     queue_offset: int
@@ -50,8 +62,77 @@ class DispatchRequest(NamedTuple):
     uniq_key: str | None
 
 
+class DispatchBatch(NamedTuple):
+    """Consecutive records in CommitLog order, one column per `DispatchRequest` field, and
+    the ConsumeQueue writes they make (`queue_runs` finds them when the builder did not:
+    an append knows its batch is one run)."""
+
+    topics: Sequence[str]
+    queue_ids: Sequence[int]
+    queue_offsets: Sequence[int]
+    physical_offsets: Sequence[int]
+    sizes: Sequence[int]
+    tag_codes: Sequence[int]
+    store_timestamps: Sequence[int]
+    sys_flags: Sequence[int]
+    keys: Sequence[str | None]
+    uniq_keys: Sequence[str | None]
+    runs: list[QueueRun] | None = None
+
+    @classmethod
+    def of(cls, requests: Sequence[DispatchRequest]) -> DispatchBatch:
+        if not requests:
+            return cls((), (), (), (), (), (), (), (), (), (), [])
+        return cls(*zip(*requests))
+
+    @property
+    def end(self) -> int:
+        """The CommitLog offset after the last record."""
+        return self.physical_offsets[-1] + self.sizes[-1]
+
+
+class QueueRun(NamedTuple):
+    """ConsumeQueue entries for consecutive offsets of one queue."""
+
+    topic: str
+    queue_id: int
+    first_offset: int
+    physical_offsets: Sequence[int]
+    sizes: Sequence[int]
+    tag_codes: Sequence[int]
+
+
 QueueTouch = tuple[str, int, int]
 """(topic, queue id, new max offset) of a queue that got entries."""
+
+
+def queue_runs(batch: DispatchBatch) -> list[QueueRun]:
+    """The ConsumeQueue writes ``batch`` needs: runs of consecutive offsets of one queue."""
+    return _split_runs(batch) if batch.runs is None else batch.runs
+
+
+def _split_runs(batch: DispatchBatch) -> list[QueueRun]:
+    runs: list[QueueRun] = []
+    expected = -1
+    key: tuple[str, int] | None = None
+    phys_run: list[int] = []
+    size_run: list[int] = []
+    tag_run: list[int] = []
+    for topic, queue_id, queue_offset, phys, size, tag, sys_flag in zip(
+        batch.topics, batch.queue_ids, batch.queue_offsets, batch.physical_offsets, batch.sizes,
+        batch.tag_codes, batch.sys_flags,
+    ):
+        if sys_flag & NOT_CONSUMABLE:
+            continue
+        if queue_offset != expected or (topic, queue_id) != key:
+            key, expected = (topic, queue_id), queue_offset
+            phys_run, size_run, tag_run = [], [], []
+            runs.append(QueueRun(topic, queue_id, queue_offset, phys_run, size_run, tag_run))
+        phys_run.append(phys)
+        size_run.append(size)
+        tag_run.append(tag)
+        expected += 1
+    return runs
 
 
 def request_from_record(buf: memoryview | bytes, pos: int = 0) -> DispatchRequest:
@@ -66,16 +147,16 @@ def request_from_record(buf: memoryview | bytes, pos: int = 0) -> DispatchReques
     )
 
 
-def requests_between(commitlog: CommitLog, start: int, end: int) -> Iterator[list[DispatchRequest]]:
-    """Dispatch requests of the records in [start, end), in chunks."""
+def batches_between(commitlog: CommitLog, start: int, end: int) -> Iterator[DispatchBatch]:
+    """The records in [start, end), parsed, in batches of at most `RECOVERY_CHUNK`."""
     chunk: list[DispatchRequest] = []
     for _, view in commitlog.iter_records(start, end):
         chunk.append(request_from_record(view))
         if len(chunk) >= RECOVERY_CHUNK:
-            yield chunk
+            yield DispatchBatch.of(chunk)
             chunk = []
     if chunk:
-        yield chunk
+        yield DispatchBatch.of(chunk)
 
 
 class Dispatcher:
@@ -92,31 +173,29 @@ class Dispatcher:
         if keys and self.index is not None:
             self.index.ensure_room(keys)
 
-    def dispatch(self, requests: Sequence[DispatchRequest]) -> list[QueueTouch]:
-        """Write the ConsumeQueue and index entries of ``requests`` (in CommitLog order)."""
-        touched: list[QueueTouch] = []
-        run: list[Entry] = []
-        run_topic, run_queue, expected = None, -1, -1
-        for topic, queue_id, queue_offset, phys, size, tag, _, sys_flag, _, _ in requests:
-            if sys_flag & NOT_CONSUMABLE:
-                continue
-            if queue_offset != expected or queue_id != run_queue or topic != run_topic:
-                self._write_run(run_topic, run_queue, expected - len(run), run, touched)
-                run, run_topic, run_queue = [], topic, queue_id
-                expected = queue_offset
-            run.append((phys, size, tag))
-            expected += 1
-        self._write_run(run_topic, run_queue, expected - len(run), run, touched)
-        if self.index is not None:
-            self.index.add(requests)
-        if len(touched) > 1:  # one touch per queue, with its final max offset
-            touched = [(t, q, m) for (t, q), m in {(t, q): m for t, q, m in touched}.items()]
-        return touched
+    def reserve_for(self, batch: DispatchBatch) -> None:
+        """`reserve` what dispatching ``batch`` will write."""
+        counts: dict[tuple[str, int], int] = {}
+        for run in queue_runs(batch):
+            key = (run.topic, run.queue_id)
+            counts[key] = counts.get(key, 0) + len(run.sizes)
+        self.reserve(counts, key_count(batch.keys, batch.uniq_keys))
 
-    def _write_run(
-        self, topic: str | None, queue_id: int, first: int, run: list[Entry], touched: list[QueueTouch]
-    ) -> None:
-        if topic is not None and run:
-            cq = self.queues.get_or_create(topic, queue_id)
-            cq.append(first, run)
-            touched.append((topic, queue_id, cq.max_offset))
+    def dispatch(self, batch: DispatchBatch) -> list[QueueTouch]:
+        """Write the ConsumeQueue and index entries of ``batch``; return one touch per queue grown."""
+        touched: dict[tuple[str, int], int] = {}
+        for run in queue_runs(batch):
+            cq = self.queues.get_or_create(run.topic, run.queue_id)
+            cq.append(run.first_offset, run.physical_offsets, run.sizes, run.tag_codes)
+            touched[(run.topic, run.queue_id)] = cq.max_offset
+        if self.index is not None:
+            self.index.add(batch)
+        return [(t, q, m) for (t, q), m in touched.items()]
+
+
+def key_count(keys: Sequence[str | None], uniq_keys: Sequence[str | None]) -> int:
+    """How many index keys these records can have at most (room to reserve)."""
+    count = len(uniq_keys) - uniq_keys.count(None)
+    if keys.count(None) != len(keys):
+        count += sum(k.count(" ") + 1 for k in keys if k)
+    return count

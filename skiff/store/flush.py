@@ -36,9 +36,11 @@ def _resolve(future: concurrent.futures.Future[PutStatus], status: PutStatus) ->
 
 
 class CommitLogFlusher:
-    """Runs ``flush`` (fsync what is written; return the flushed offset) on its own thread."""
+    """Runs ``flush(keep_tail)`` (fsync what is written, but the last partly written page
+    when ``keep_tail``: a periodic flush with nobody waiting; return the flushed offset)
+    on its own thread."""
 
-    def __init__(self, flush: Callable[[], int], *, interval_ms: int, sync: bool, timeout_ms: int) -> None:
+    def __init__(self, flush: Callable[[bool], int], *, interval_ms: int, sync: bool, timeout_ms: int) -> None:
         self._flush = flush
         self._interval_s = interval_ms / 1000
         self._timeout_s = timeout_ms / 1000
@@ -70,8 +72,9 @@ class CommitLogFlusher:
                 if not self._waiting and not self._stopping:
                     self._cond.wait(self._interval_s)
                 stopping = self._stopping
+                keep_tail = not self._waiting and not stopping
             try:
-                flushed = self._flush()
+                flushed = self._flush(keep_tail)
             except OSError:
                 log.exception("CommitLog fsync failed")
                 time.sleep(_ERROR_BACKOFF_S)

@@ -35,6 +35,7 @@ ahead of its write position, so a full disk is an OSError, not SIGBUS.
 
 from __future__ import annotations
 
+import itertools
 import os
 import struct
 from collections.abc import Iterator, Sequence
@@ -111,35 +112,35 @@ class IndexFile:
         """Reserve the blocks for ``count`` more entries (as many as fit). Raises OSError."""
         self.file.ensure_reserved(self._entry_pos(min(self.capacity, self.index_count + count)))
 
-    def put_many(self, items: Sequence[tuple[int, int, int]]) -> None:
-        """Add (key hash, CommitLog offset, store time) items, as many as `room` allows,
-        and write the header once."""
+    def put_many(self, items: Sequence[int]) -> None:
+        """Add keys given flat as (key hash, CommitLog offset, store time) triples, as many
+        as `room` allows, and write the header once."""
         mm = self.file.mm
         slots = self.slots
-        entries_at = self._entries_at
         unpack_slot, pack_slot, pack_entry = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
         number = self.index_count
-        used = self.hash_slot_count
-        if number == 1 and items:
-            self.begin_timestamp, self.begin_phy_offset = items[0][2], items[0][1]
+        count = min(len(items) // 3, self.capacity - number)
+        if count <= 0:
+            return
+        if number == 1:
+            self.begin_phy_offset, self.begin_timestamp = items[1], items[2]
         begin = self.begin_timestamp
-        taken = items[: self.capacity - number]
-        for key_hash, phys, store_timestamp in taken:
-            slot_pos = _SLOTS_AT + (key_hash % slots) * _SLOT_BYTES
+        used = self.hash_slot_count
+        entry_pos = self._entry_pos(number)
+        triples = iter(items)
+        for key_hash, phys, store_ts in itertools.islice(zip(triples, triples, triples), count):
+            slot_pos = _SLOTS_AT + key_hash % slots * _SLOT_BYTES
             prev = unpack_slot(mm, slot_pos)[0]
             if not 0 < prev < number:
                 prev = 0
                 used += 1
-            diff = (store_timestamp - begin) // 1000
-            if diff < 0:
-                diff = 0
-            elif diff > _INT32_MAX:
-                diff = _INT32_MAX
-            pack_entry(mm, entries_at + number * _ENTRY_BYTES, key_hash, phys, diff, prev)
+            diff = (store_ts - begin) // 1000
+            pack_entry(mm, entry_pos, key_hash, phys, 0 if diff < 0 else min(_INT32_MAX, diff),
+                       prev)
             pack_slot(mm, slot_pos, number)
             number += 1
-        if taken:
-            self.end_phy_offset, self.end_timestamp = taken[-1][1], taken[-1][2]
+            entry_pos += _ENTRY_BYTES
+        self.end_phy_offset, self.end_timestamp = items[3 * count - 2], items[3 * count - 1]
         self.index_count = number
         self.hash_slot_count = used
         self.write_header()

@@ -8,13 +8,15 @@ entries; then a new file starts.
 
 from __future__ import annotations
 
+import bisect
 import logging
 import os
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
+from zlib import crc32
 
 from skiff.common.clock import Clock
 from skiff.common.hashing import index_key_hash
@@ -23,13 +25,46 @@ from skiff.common.sysflag import TRANSACTION_TYPE_MASK, MessageSysFlag
 from skiff.store.index_file import IndexFile
 
 if TYPE_CHECKING:
-    from skiff.store.dispatcher import DispatchRequest
+    from skiff.store.dispatcher import DispatchBatch
 
 log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"^\d{17}$")
 _TX_MASK = TRANSACTION_TYPE_MASK
 _ROLLBACK = int(MessageSysFlag.TRANSACTION_ROLLBACK)
+_HASH_MASK = 0x7FFFFFFF
+_PREFIXES_MAX = 65536
+
+
+def index_items(batch: DispatchBatch, end_phys: int, prefixes: KeyPrefixes) -> list[int]:
+    """The keys of the records at or past ``end_phys``, in CommitLog order, flat: key hash,
+    CommitLog offset, store time, key hash, ... The hash of ``topic#key`` continues the
+    CRC of ``topic#`` (``prefixes``), so it is one ``crc32`` call per key."""
+    items: list[int] = []
+    start = bisect.bisect_left(batch.physical_offsets, end_phys)
+    columns = (batch.topics, batch.physical_offsets, batch.store_timestamps, batch.sys_flags, batch.keys,
+               batch.uniq_keys)
+    for topic, phys, store_ts, sys_flag, keys, uniq in zip(*(c[start:] for c in columns) if start else columns):
+        if sys_flag & _TX_MASK == _ROLLBACK:
+            continue
+        prefix = prefixes[topic]
+        if uniq:
+            items += (crc32(uniq.encode(), prefix) & _HASH_MASK, phys, store_ts)
+        if keys:
+            for key in keys.split(KEY_SEPARATOR):
+                if key:
+                    items += (crc32(key.encode(), prefix) & _HASH_MASK, phys, store_ts)
+    return items
+
+
+class KeyPrefixes(dict[str, int]):
+    """CRC-32 of ``topic#`` by topic (`index_key_hash` continued from it gives the same hash)."""
+
+    def __missing__(self, topic: str) -> int:
+        if len(self) >= _PREFIXES_MAX:
+            self.clear()
+        prefix = self[topic] = crc32(f"{topic}#".encode())
+        return prefix
 
 
 def _time_name(now_ms: int) -> str:
@@ -44,6 +79,7 @@ class IndexService:
         self.clock = clock
         self.files: tuple[IndexFile, ...] = ()
         self._unsynced: list[IndexFile] = []
+        self._prefixes = KeyPrefixes()
         self._lock = threading.Lock()
 
     def load(self) -> list[str]:
@@ -86,28 +122,21 @@ class IndexService:
             current = self._roll()
         current.ensure_room(keys)  # no syscall unless a new chunk is due
 
-    def add(self, requests: Sequence[DispatchRequest]) -> None:
-        """Index the KEYS words and the UNIQ_KEY of each request (rolled-back transactions
-        excepted). Requests below the newest indexed offset were indexed before and are skipped."""
-        items = []
-        end_phys = self.end_phy_offset
-        for topic, _, _, phys, _, _, store_timestamp, sys_flag, keys, uniq_key in requests:
-            if phys < end_phys or sys_flag & _TX_MASK == _ROLLBACK:
-                continue
-            if uniq_key:
-                items.append((index_key_hash(topic, uniq_key), phys, store_timestamp))
-            if keys:
-                items += [
-                    (index_key_hash(topic, key), phys, store_timestamp) for key in keys.split(KEY_SEPARATOR) if key
-                ]
+    def add(self, batch: DispatchBatch) -> None:
+        """Index the KEYS words and the UNIQ_KEY of each record (rolled-back transactions
+        excepted). Records below the newest indexed offset were indexed before and are skipped."""
+        items = index_items(batch, self.end_phy_offset, self._prefixes)
         while items:
             current = self.files[-1] if self.files else None
             if current is None or current.full:
                 current = self._roll()
-            room = current.room()
-            current.ensure_room(min(room, len(items)))
-            current.put_many(items[:room])
-            items = items[room:]
+            take = min(current.room(), len(items) // 3)
+            current.ensure_room(take)
+            if take * 3 == len(items):
+                current.put_many(items)
+                return
+            current.put_many(items[: 3 * take])
+            items = items[3 * take :]
 
     def query(self, topic: str, key: str, begin_ms: int, end_ms: int) -> Iterator[int]:
         """CommitLog offsets that may hold ``key``, newest first (hash matches: verify them)."""

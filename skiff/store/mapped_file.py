@@ -33,6 +33,7 @@ import threading
 import numpy as np
 
 from skiff.common.errors import ConfigError, CorruptionError
+from skiff.store import pages
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ def file_name(offset: int) -> str:
 class MappedFile:
     """One fixed-size file mapped into memory, covering offsets [start, start + size)."""
 
-    __slots__ = ("_fd", "_lock", "closed", "mm", "path", "reserved", "size", "start")
+    __slots__ = ("_address", "_fd", "_lock", "closed", "mm", "path", "reserved", "size", "start")
 
     def __init__(self, path: str, start: int, size: int, fd: int, reserved: int) -> None:
         self.path = path
@@ -59,6 +60,7 @@ class MappedFile:
         self.size = size
         self._fd = fd
         self.mm = mmap.mmap(fd, size)
+        self._address = pages.address_of(self.mm)
         self.reserved = reserved
         self._lock = threading.Lock()
         self.closed = False
@@ -120,13 +122,21 @@ class MappedFile:
             raise
         return lo, min(self.size, os.lseek(self._fd, lo, os.SEEK_HOLE))
 
-    def sync(self) -> bool:
-        """fdatasync the file (the kernel writes the mapping's dirty pages); False if closed."""
+    def sync(self, lo: int = 0, hi: int | None = None) -> bool:
+        """fdatasync file bytes [lo, hi) (the whole file by default; the kernel writes the
+        mapping's dirty pages), with the GIL released; False if closed."""
         with self._lock:
             if self.closed:
                 return False
-            os.fdatasync(self._fd)
+            if hi is None or not pages.sync(self._address, lo, min(hi, self.size)):
+                os.fdatasync(self._fd)
             return True
+
+    def populate(self, lo: int, hi: int) -> bool:
+        """Fault file bytes [lo, hi) in writable (`skiff.store.pages.populate`), with the GIL
+        released; only reserved bytes are touched. False if closed or unsupported."""
+        with self._lock:
+            return not self.closed and pages.populate(self._address, lo, min(hi, self.reserved))
 
     def zero_from(self, pos: int) -> int:
         """Zero every non-zero byte from ``pos`` to the end; return how many bytes were dirty.
@@ -262,8 +272,10 @@ class MappedFileQueue:
             next_start = new.end
 
     def sync_range(self, lo: int, hi: int) -> int:
-        """fsync every file overlapping [lo, hi); return how many were synced."""
-        return sum(1 for f in self.files if f.end > lo and f.start < hi and f.sync())
+        """fdatasync offsets [lo, hi) of the files they fall in (only those pages: pages
+        populated ahead of the writer stay out); return how many files were synced."""
+        return sum(1 for f in self.files if f.end > lo and f.start < hi and f.sync(max(lo, f.start) - f.start,
+                                                                                   min(hi, f.end) - f.start))
 
     def remove_from(self, offset: int) -> int:
         """Delete every file that starts at or after ``offset``; return how many."""

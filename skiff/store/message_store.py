@@ -13,16 +13,17 @@ Files under ``storePathRootDir``: ``commitlog/``, ``consumequeue/<topic>/<queueI
 
 from __future__ import annotations
 
+import base64
 import errno
-import itertools
 import logging
+import operator
 import os
+import struct
 import threading
 from collections.abc import Callable, Sequence
 
 from skiff.common.clock import SYSTEM_CLOCK, Clock
 from skiff.common.errors import DecodeError
-from skiff.common.hashing import tag_hash
 from skiff.common.limits import PULL_MAX_BYTES
 from skiff.common.msgid import decode_offset_msg_id
 from skiff.common.service import PeriodicThread
@@ -33,12 +34,13 @@ from skiff.store.config import FlushDiskType, StoreConfig
 from skiff.store.consume_queue import ConsumeQueueTable
 from skiff.store.dispatcher import (
     NOT_CONSUMABLE,
+    DispatchBatch,
     Dispatcher,
-    DispatchRequest,
+    QueueRun,
     QueueTouch,
-    consumable,
+    TagCodes,
+    batches_between,
     request_from_record,
-    requests_between,
 )
 from skiff.store.flush import CommitLogFlusher
 from skiff.store.index_service import IndexService
@@ -60,7 +62,37 @@ log = logging.getLogger(__name__)
 DispatchListener = Callable[[Sequence[QueueTouch]], None]
 
 _DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
-_TAG_CODES_MAX = 65536
+
+
+_OFFSET = struct.Struct(">q")
+_SYS_FLAG, _TAGS, _KEYS, _UNIQ_KEY = (operator.itemgetter(MessageInput._fields.index(name))
+                                     for name in ("sys_flag", "tags", "keys", "uniq_key"))
+
+
+def offset_msg_ids(store_host: bytes, offsets: Sequence[int]) -> tuple[str, ...]:
+    """`skiff.common.msgid.create_offset_msg_id` of each offset: one hex encoding for the
+    batch, then a slice per message."""
+    width = 2 * (len(store_host) + _OFFSET.size)
+    text = base64.b16encode(b"".join(map(store_host.__add__, map(_OFFSET.pack, offsets)))).decode()
+    return tuple([text[i : i + width] for i in range(0, len(text), width)])
+
+
+def _queue_offsets(base: int, sys_flags: Sequence[int]) -> tuple[list[int], int]:
+    """The queue offsets of a batch's records from ``base`` (0 for records that are never
+    consumed: prepared and rolled-back transactions) and the queue's next offset."""
+    offsets = []
+    next_offset = base
+    for sys_flag in sys_flags:
+        if sys_flag & NOT_CONSUMABLE:
+            offsets.append(0)
+        else:
+            offsets.append(next_offset)
+            next_offset += 1
+    return offsets, next_offset
+
+
+WARM_INTERVAL_MS = 10
+"""How often the warm thread looks at the write position (`CommitLog.warm`)."""
 
 
 class MessageStore:
@@ -79,11 +111,10 @@ class MessageStore:
         self.reader = Reader(self.commitlog, self.queues, config.max_filter_message_count)
         self.retention = Retention(config, clock, self.commitlog, self.queues, self.index, self._safe_offset)
         self._checker = MessageChecker(config.max_message_size, config.mapped_file_size_commit_log, len(store_host))
-        self._host_hex = store_host.hex().upper()
         self._put_lock = threading.Lock()
         self._queue_offsets: dict[tuple[str, int], int] = {}
         self._listeners: list[DispatchListener] = []
-        self._tag_codes: dict[str, int] = {}
+        self._tag_codes = TagCodes()
         self._dispatched = 0
         self._running = False
         self._started = False
@@ -93,6 +124,7 @@ class MessageStore:
             sync=config.flush_disk_type is FlushDiskType.SYNC_FLUSH, timeout_ms=config.sync_flush_timeout,
         )
         self._threads = [
+            PeriodicThread("skiff-store-warm", WARM_INTERVAL_MS / 1000, self._warm),
             PeriodicThread("skiff-store-checkpoint", config.flush_interval_consume_queue / 1000, self._checkpoint),
             PeriodicThread("skiff-store-clean", config.clean_resource_interval / 1000, self._housekeeping),
         ]
@@ -150,6 +182,10 @@ class MessageStore:
             flush_commitlog=flush_commitlog,
         )
 
+    def _warm(self) -> None:
+        while self._running and self.commitlog.warm():
+            pass
+
     def _checkpoint(self) -> None:
         self._make_durable(flush_commitlog=False)
 
@@ -194,63 +230,44 @@ class MessageStore:
         return self._checker.check(msgs)
 
     def _append(self, msgs: Sequence[MessageInput], checked: Checked) -> tuple[PutResult, list[QueueTouch]]:
+        """Write a checked batch and dispatch it (put lock held)."""
         first = msgs[0]
         topic, queue_id = key = (first.topic, first.queue_id)
-        base = next_offset = self._queue_offsets.get(key, 0)
-        queue_offsets = []
-        keys = 0
-        for m in msgs:
-            if m.sys_flag & NOT_CONSUMABLE:
-                queue_offsets.append(0)
-            else:
-                queue_offsets.append(next_offset)
-                next_offset += 1
-            if m.uniq_key is not None:
-                keys += 1
-            if m.keys:
-                keys += m.keys.count(" ") + 1
+        n = len(msgs)
+        base = self._queue_offsets.get(key, 0)
+        sys_flags = tuple(map(_SYS_FLAG, msgs))
+        queue_offsets, next_offset = (range(base, base + n), base + n) if checked.consumable else _queue_offsets(
+            base, sys_flags)
         try:
             if self._dispatched < self.commitlog.write_pos:
                 self._catch_up()
-            self.dispatcher.reserve({key: next_offset - base}, keys)
+            self.dispatcher.reserve({key: next_offset - base}, checked.key_count)
             store_ts = self.clock.now_ms()
-            phys = self.commitlog.append(msgs, checked.topic_raw, queue_offsets, checked.sizes, checked.total, store_ts)
+            offsets = self.commitlog.append(msgs, checked.topic_raw, queue_offsets, checked.sizes, checked.total,
+                                            store_ts)
         except OSError as exc:
             self._put_failures += 1
             return self._disk_error(exc), []
-        offsets = list(itertools.accumulate(checked.sizes[:-1], initial=phys))
-        code = self._tag_code
-        new = tuple.__new__  # builds the NamedTuple at a third of the cost of calling the class
-        touched = self._dispatch([
-            new(DispatchRequest, (topic, queue_id, qo, off, size, code(m.tags), store_ts, m.sys_flag, m.keys, m.uniq_key))
-            for m, qo, off, size in zip(msgs, queue_offsets, offsets, checked.sizes)
-        ])
+        tag_codes = list(map(self._tag_codes.__getitem__, map(_TAGS, msgs)))
+        touched = self._dispatch(DispatchBatch(
+            (topic,) * n, (queue_id,) * n, queue_offsets, offsets, checked.sizes, tag_codes, (store_ts,) * n,
+            sys_flags, tuple(map(_KEYS, msgs)), tuple(map(_UNIQ_KEY, msgs)),
+            [QueueRun(topic, queue_id, base, offsets, checked.sizes, tag_codes)] if checked.consumable else None,
+        ))
         self._queue_offsets[key] = next_offset
-        self._puts += len(msgs)
+        self._puts += n
         self._put_bytes += checked.total
-        flushed = self._flusher.request(phys + checked.total) if self._flusher.sync else None
-        host = self._host_hex
-        ids = tuple([f"{host}{off:016X}" for off in offsets])
+        flushed = self._flusher.request(offsets[-1] + checked.sizes[-1]) if self._flusher.sync else None
         return PutResult(
-            PutStatus.PUT_OK, "", phys, ids, queue_offsets[0], len(msgs), store_ts, checked.total, flushed
+            PutStatus.PUT_OK, "", offsets[0], offset_msg_ids(self.store_host, offsets), queue_offsets[0], n, store_ts,
+            checked.total, flushed,
         ), touched
 
-    def _tag_code(self, tags: str | None) -> int:
-        """`tag_hash`, remembered: a broker sees few distinct tags, and the hash is on the hot path."""
-        if not tags:
-            return 0
-        code = self._tag_codes.get(tags)
-        if code is None:
-            if len(self._tag_codes) >= _TAG_CODES_MAX:
-                self._tag_codes.clear()
-            code = self._tag_codes[tags] = tag_hash(tags)
-        return code
-
-    def _dispatch(self, requests: Sequence[DispatchRequest]) -> list[QueueTouch]:
+    def _dispatch(self, batch: DispatchBatch) -> list[QueueTouch]:
         """Dispatch under the put lock. A failure is logged and left for `_catch_up`, which
         re-dispatches from the CommitLog; the records themselves are stored."""
         try:
-            touched = self.dispatcher.dispatch(requests)
+            touched = self.dispatcher.dispatch(batch)
         except Exception:
             log.exception("dispatch failed at CommitLog offset %d; it will be retried", self._dispatched)
             return []
@@ -261,9 +278,9 @@ class MessageStore:
         """Re-dispatch records written after the last successful dispatch (put lock held)."""
         if self._dispatched >= self.commitlog.write_pos:
             return
-        for chunk in requests_between(self.commitlog, self._dispatched, self.commitlog.write_pos):
-            self.dispatcher.dispatch(chunk)
-            self._dispatched = chunk[-1].physical_offset + chunk[-1].size
+        for batch in batches_between(self.commitlog, self._dispatched, self.commitlog.write_pos):
+            self.dispatcher.dispatch(batch)
+            self._dispatched = batch.end
         self._dispatched = self.commitlog.write_pos
         self._queue_offsets.update({(cq.topic, cq.queue_id): cq.max_offset for cq in self.queues.all()})
 
@@ -289,23 +306,16 @@ class MessageStore:
             if physical_offset != self.commitlog.write_pos:
                 raise ValueError(f"replicated data starts at {physical_offset}, the CommitLog ends at {self.commitlog.write_pos}")
             self._catch_up()
-            requests = [request_from_record(view, pos) for pos, _ in self.commitlog.check_raw(view, physical_offset)]
-            self._reserve_for(requests)
+            batch = DispatchBatch.of(
+                [request_from_record(view, pos) for pos, _ in self.commitlog.check_raw(view, physical_offset)])
+            self.dispatcher.reserve_for(batch)
             self.commitlog.append_raw(view)
-            touched = self._dispatch(requests)
+            touched = self._dispatch(batch)
             self._queue_offsets.update({(t, q): m for t, q, m in touched})
             end = self.commitlog.write_pos
         if touched:
             self._notify(touched)
         return end
-
-    def _reserve_for(self, requests: Sequence[DispatchRequest]) -> None:
-        counts: dict[tuple[str, int], int] = {}
-        for r in requests:
-            if consumable(r.sys_flag):
-                counts[(r.topic, r.queue_id)] = counts.get((r.topic, r.queue_id), 0) + 1
-        keys = sum((r.uniq_key is not None) + (r.keys.count(" ") + 1 if r.keys else 0) for r in requests)
-        self.dispatcher.reserve(counts, keys)
 
     def add_dispatch_listener(self, fn: DispatchListener) -> None:
         """Call ``fn`` after each dispatched append with (topic, queue id, new max offset)

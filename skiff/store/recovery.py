@@ -32,7 +32,7 @@ from skiff.store.checkpoint import (
 )
 from skiff.store.commitlog import CommitLog
 from skiff.store.consume_queue import ConsumeQueueTable
-from skiff.store.dispatcher import Dispatcher, requests_between
+from skiff.store.dispatcher import Dispatcher, batches_between
 from skiff.store.index_service import IndexService
 from skiff.store.results import RecoveryReport
 
@@ -63,9 +63,9 @@ def recover(
     if index is not None:
         index.truncate_phys(start)
     redispatched = 0
-    for chunk in requests_between(commitlog, start, end):
-        dispatcher.dispatch(chunk)
-        redispatched += len(chunk)
+    for batch in batches_between(commitlog, start, end):
+        dispatcher.dispatch(batch)
+        redispatched += len(batch.sizes)
     for cq in queues.all():
         cq.correct_min(commitlog.min_offset)
     make_durable(root, commitlog, queues, index, end, clock)

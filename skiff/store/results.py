@@ -9,15 +9,19 @@ from __future__ import annotations
 import concurrent.futures
 import enum
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
-@dataclass(frozen=True, slots=True)
-class MessageInput:
+class MessageInput(NamedTuple):
     """One message as the broker hands it over, with its bytes already encoded.
 
     ``tags``, ``keys`` and ``uniq_key`` repeat what ``properties`` holds; the broker
     has parsed them already, so the append path builds ConsumeQueue and index
     entries without decoding the properties again.
+
+    A NamedTuple, not a frozen dataclass: the broker makes one per message sent
+    (a third of the cost), and the append path turns a batch into columns with
+    one ``zip(*batch)``.
     """
 
     topic: str

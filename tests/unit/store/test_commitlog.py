@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from skiff.common.clock import ManualClock
-from skiff.common.msgid import decode_offset_msg_id
+from skiff.common.msgid import create_offset_msg_id, decode_offset_msg_id
 from skiff.common.properties import decode_properties
 from skiff.common.record import (
     BLANK_HEAD,
@@ -180,28 +180,38 @@ def test_read_record_rejects_offsets_that_are_not_records(open_store):
 
 
 batch_st = st.lists(
-    st.tuples(st.integers(0, 2), st.lists(st.binary(max_size=700), min_size=1, max_size=4)), min_size=1, max_size=25
+    st.tuples(st.integers(0, 2), st.lists(st.tuples(st.binary(max_size=700), st.booleans()), min_size=1, max_size=4)),
+    min_size=1, max_size=25,
 )
+V6_HOST = pack_host("fe80::1", 7)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=batch_st)
 def test_appends_read_back_exactly(batches):
+    """Batches (born hosts IPv4 and IPv6 mixed) read back field by field, by id and by pull."""
     with tempfile.TemporaryDirectory() as tmp:
         store = MessageStore(make_config(tmp), store_host=STORE_HOST, clock=ManualClock())
         store.start()
         try:
             expected = {q: [] for q in range(3)}
             n = 0
-            for queue_id, bodies in batches:
-                msgs = [message(n + k, queue_id=queue_id, body=b, keys=f"key{n + k}") for k, b in enumerate(bodies)]
-                n += len(bodies)
+            for queue_id, items in batches:
+                msgs = [message(n + k, queue_id=queue_id, body=b, keys=f"key{n + k}", born_host=V6_HOST if v6 else BORN_HOST)
+                        for k, (b, v6) in enumerate(items)]
+                n += len(items)
                 r = store.put_messages(msgs)
                 assert r.ok, r.reason
+                phys = r.physical_offset
                 for k, (m, msg_id) in enumerate(zip(msgs, r.offset_msg_ids)):
+                    assert msg_id == create_offset_msg_id(STORE_HOST, phys)
                     rec = decode_record(store.read_record_by_msg_id(msg_id))
                     assert (rec.body, rec.queue_id, rec.queue_offset) == (m.body, queue_id, r.queue_offset + k)
+                    assert (rec.born_host, rec.flag, rec.born_timestamp) == (unpack_host(m.born_host), m.flag,
+                                                                             m.born_timestamp)
+                    assert bool(rec.sys_flag & MessageSysFlag.BORNHOST_V6) == (m.born_host == V6_HOST)
                     assert decode_properties(m.properties) == rec.properties
+                    phys += rec.store_size
                 expected[queue_id] += [m.body for m in msgs]
             for queue_id, bodies in expected.items():
                 got, nxt = [], 0

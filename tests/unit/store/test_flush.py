@@ -68,7 +68,7 @@ def test_slow_fsync_times_out_then_recovers():
     gate = threading.Event()
     flushed = [0]
 
-    def flush():
+    def flush(keep_tail):
         gate.wait()
         flushed[0] = 100
         return flushed[0]
@@ -90,7 +90,7 @@ def test_slow_fsync_times_out_then_recovers():
 
 
 def test_stop_resolves_every_waiter():
-    flusher = CommitLogFlusher(lambda: 10, interval_ms=5, sync=True, timeout_ms=10_000)
+    flusher = CommitLogFlusher(lambda keep_tail: 10, interval_ms=5, sync=True, timeout_ms=10_000)
     flusher.start()
     covered = flusher.request(10)
     beyond = flusher.request(20)

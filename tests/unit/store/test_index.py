@@ -8,7 +8,10 @@ from hypothesis import strategies as st
 from skiff.common.clock import ManualClock
 from skiff.common.hashing import index_key_hash
 from skiff.common.record import decode_record
+from skiff.common.sysflag import MessageSysFlag
+from skiff.store.dispatcher import DispatchBatch, DispatchRequest
 from skiff.store.index_file import ENTRY, HEADER, IndexFile, index_file_size
+from skiff.store.index_service import KeyPrefixes, index_items
 
 from .conftest import message
 
@@ -28,7 +31,7 @@ def test_file_keeps_header_slots_and_chains(tmp_path):
     path = str(tmp_path / "20240101000000000")
     index = IndexFile.create(path, slots=4, capacity=10)
     assert os.path.getsize(path) == index_file_size(4, 10) == 40 + 16 + 200
-    index.put_many([(index_key_hash("T", key), 1000 + n, 5_000 + 1000 * n) for n, key in enumerate("abaca")])
+    index.put_many([x for n, key in enumerate("abaca") for x in (index_key_hash("T", key), 1000 + n, 5_000 + 1000 * n)])
     index.close()
     again = IndexFile.open(path, slots=4, capacity=10)
     assert (again.begin_timestamp, again.end_timestamp) == (5_000, 9_000)
@@ -38,7 +41,7 @@ def test_file_keeps_header_slots_and_chains(tmp_path):
     assert again.truncate_phys(1002) == 3
     assert list(again.offsets(index_key_hash("T", "a"), *EVER)) == [1000]
     assert list(again.offsets(index_key_hash("T", "c"), *EVER)) == []
-    again.put_many([(index_key_hash("T", "a"), 2000, 20_000)])
+    again.put_many([index_key_hash("T", "a"), 2000, 20_000])
     assert list(again.offsets(index_key_hash("T", "a"), *EVER)) == [2000, 1000]
     again.close()
 
@@ -99,3 +102,22 @@ def test_index_can_be_disabled(open_store):
     store.put_message(message(1, keys="k"))
     assert store.query_by_key("T", "k", 64, *EVER) == []
     assert not os.path.exists(os.path.join(store.root, "index"))
+
+
+@given(st.text(min_size=1, max_size=20), st.lists(st.text(st.characters(blacklist_characters=" "), max_size=12),
+                                                 min_size=1, max_size=4), st.text(max_size=30))
+def test_batch_keys_hash_as_index_key_hash(topic, words, uniq):
+    """The dispatcher hashes a batch's keys by continuing the CRC of ``topic#``; queries use
+    `index_key_hash`: both must agree, in CommitLog order, rolled-back records left out."""
+    keys = " ".join(words)
+    batch = DispatchBatch.of([
+        DispatchRequest(topic, 0, 0, 100, 10, 0, 5, 0, keys, uniq or None),
+        DispatchRequest(topic, 0, 0, 110, 10, 0, 6, int(MessageSysFlag.TRANSACTION_ROLLBACK), keys, uniq or None),
+        DispatchRequest(topic, 0, 1, 120, 10, 0, 7, 0, None, "u"),
+    ])
+    expected = [(index_key_hash(topic, uniq), 100, 5)] if uniq else []
+    expected += [(index_key_hash(topic, w), 100, 5) for w in words if w]
+    expected += [(index_key_hash(topic, "u"), 120, 7)]
+    items = index_items(batch, 0, KeyPrefixes())
+    assert list(zip(items[::3], items[1::3], items[2::3])) == expected
+    assert index_items(batch, 110, KeyPrefixes()) == [index_key_hash(topic, "u"), 120, 7]

@@ -1,0 +1,90 @@
+"""Page calls on a mapping that ``mmap`` and ``os`` lack, made through libc so that the
+GIL is released while they run.
+
+- `populate`: ``madvise(MADV_POPULATE_WRITE)`` faults pages in writable ahead of the
+  writer. A write fault on a fresh page of a file mapping zeroes it (and reads ahead,
+  zeroing more) inside the faulting thread; when that thread is the broker's event
+  loop holding the GIL, every other thread waits too. Populating from a background
+  thread moves that work off the loop and out of the GIL.
+- `sync`: ``msync(MS_SYNC)`` of a byte range: on Linux ``vfs_fsync_range`` with
+  datasync, i.e. ``fdatasync`` limited to the range. ``mmap.flush`` does the same
+  call but holds the GIL for the whole fsync; ``os.fdatasync`` releases it but
+  writes every dirty page of the file, including pages populated ahead.
+
+Both are no-ops returning False where libc or the call is missing (then the
+caller falls back: the writer faults its own pages, ``os.fdatasync`` syncs).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import logging
+import mmap
+
+log = logging.getLogger(__name__)
+
+PAGE_BYTES = mmap.PAGESIZE
+MADV_POPULATE_WRITE = 23
+"""Linux 5.14+; older kernels answer EINVAL and populating is switched off."""
+MS_SYNC = 4
+"""Linux's value (glibc <bits/mman-linux.h>)."""
+
+
+def _libc() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+        for name in ("madvise", "msync"):
+            fn = getattr(libc, name)
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+            fn.restype = ctypes.c_int
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+_LIBC = _libc()
+_populate_supported = _LIBC is not None
+
+
+def address_of(mm: mmap.mmap) -> int:
+    """The mapping's address. The ctypes view is dropped at once, so ``mm.close()`` still
+    works; the address is valid while the mapping is open (callers hold the file's lock)."""
+    view = ctypes.c_char.from_buffer(mm)
+    try:
+        return ctypes.addressof(view)
+    finally:
+        del view
+
+
+def _page_span(address: int, lo: int, hi: int) -> tuple[int, int]:
+    start = lo - lo % PAGE_BYTES
+    return address + start, hi - start
+
+
+def populate(address: int, lo: int, hi: int) -> bool:
+    """Fault in bytes [lo, hi) of the mapping at ``address`` writable; False if unsupported
+    or refused (a full disk refuses a sparse file's pages: the writer then gets the error)."""
+    global _populate_supported
+    if not _populate_supported or hi <= lo:
+        return False
+    assert _LIBC is not None
+    if _LIBC.madvise(*_page_span(address, lo, hi), MADV_POPULATE_WRITE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err == errno.EINVAL:
+        _populate_supported = False
+        log.info("madvise(MADV_POPULATE_WRITE) is not supported here: the writer faults its own pages")
+    return False
+
+
+def sync(address: int, lo: int, hi: int) -> bool:
+    """fdatasync bytes [lo, hi) of the mapping at ``address``; False if msync is missing.
+    Raises OSError when the sync fails (an I/O error)."""
+    if _LIBC is None or hi <= lo:
+        return _LIBC is not None
+    if _LIBC.msync(*_page_span(address, lo, hi), MS_SYNC) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"msync: {errno.errorcode.get(err, err)}")
+    return True

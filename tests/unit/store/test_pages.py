@@ -1,0 +1,77 @@
+"""Pages populated ahead of the writer, and range flushes that leave them (and the tail) out."""
+
+import resource
+
+import pytest
+
+from skiff.store.commitlog import CommitLog
+from skiff.store.pages import PAGE_BYTES
+
+from .conftest import STORE_HOST, message
+
+FILE = 1 << 20
+
+
+def _faults() -> int:
+    return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+
+
+@pytest.fixture
+def commitlog(tmp_path):
+    log = CommitLog(str(tmp_path / "commitlog"), FILE, STORE_HOST)
+    log.load()
+    log.files.get_or_create(0)
+    yield log
+    log.close()
+
+
+def _append(log: CommitLog, count: int, body_bytes: int = 100) -> None:
+    msgs = [message(i, body=bytes(body_bytes)) for i in range(count)]
+    size = 92 + body_bytes + len(msgs[0].properties)
+    log.append(msgs, b"T", range(count), [size] * count, size * count, 1_000)
+
+
+def test_warmed_pages_take_no_fault_when_written(commitlog):
+    populated = 0
+    while (step := commitlog.warm(ahead_bytes=256 << 10)) > 0:
+        populated += step
+    if not populated:
+        pytest.skip("madvise(MADV_POPULATE_WRITE) is not supported by this kernel")
+    assert populated == 256 << 10
+    f = commitlog.files.find(0)
+    before = _faults()
+    for pos in range(0, 256 << 10, PAGE_BYTES):
+        f.mm[pos] = 0
+    assert _faults() - before == 0
+    assert commitlog.warm(ahead_bytes=256 << 10) == 0  # nothing new until the writer moves on
+
+
+def test_warming_follows_the_write_position_and_stops_at_the_file_end(commitlog):
+    while commitlog.warm(ahead_bytes=64 << 10):
+        pass
+    _append(commitlog, 400)
+    assert commitlog.write_pos > 64 << 10  # past the warmed window
+    fresh = 0
+    while (step := commitlog.warm(ahead_bytes=FILE)) > 0:
+        fresh += step
+    if not fresh:
+        pytest.skip("madvise(MADV_POPULATE_WRITE) is not supported by this kernel")
+    assert fresh == FILE - commitlog.write_pos
+
+
+def test_periodic_flush_keeps_the_tail_page_while_whole_pages_are_due(commitlog):
+    _append(commitlog, 100)  # 3 pages and a part
+    end = commitlog.write_pos
+    assert end % PAGE_BYTES
+    assert commitlog.flush(keep_tail=True) == end - end % PAGE_BYTES
+    assert commitlog.flush(keep_tail=True) == end  # no whole page due: everything goes
+    _append(commitlog, 2)
+    assert commitlog.flush() == commitlog.write_pos
+    assert commitlog.fsync_count == 3
+
+
+def test_a_closed_file_is_neither_synced_nor_populated(commitlog):
+    f = commitlog.files.find(0)
+    assert f.sync(0, PAGE_BYTES) and f.sync()
+    f.close()
+    assert not f.sync(0, PAGE_BYTES) and not f.populate(0, PAGE_BYTES)
