@@ -21,13 +21,17 @@ _TOPIC_CACHE_MAX = 65536
 _HOST_BYTES = (HOST_V4_BYTES, HOST_V6_BYTES)
 
 
-
 class Checked(NamedTuple):
-    """A batch that passed, and what the append needs to know about it."""
+    """A batch that passed, and what the append needs to know about it: the record sizes
+    and the columns the dispatch reads, collected by the same pass."""
 
     topic_raw: bytes
     sizes: list[int]
     total: int
+    sys_flags: list[int]
+    tags: list[str | None]
+    keys: list[str | None]
+    uniq_keys: list[str | None]
     consumable: bool
     """Every record goes into the ConsumeQueue (no prepared or rolled-back transaction)."""
     key_count: int
@@ -74,26 +78,32 @@ class MessageChecker:
         sizes = []
         topic, queue_id = first.topic, first.queue_id
         max_body, base = self.max_body_bytes, record_size(0, len(topic_raw), 0, 0, self.store_host_bytes)
-        sys_flags = keys = 0
+        sys_flags, tags, keys, uniq_keys = [], [], [], []
+        any_flags = key_count = 0
         for m in msgs:
-            m_topic, m_queue_id, body, props, _, sys_flag, _, host, _, _, _, words, uniq = m
+            m_topic, m_queue_id, body, props, _, sys_flag, _, host, _, _, tag, words, uniq = m
             body_len, props_len, host_len = len(body), len(props), len(host)
             if (m_topic != topic or m_queue_id != queue_id or body_len > max_body or props_len > PROPERTIES_MAX_BYTES
                     or host_len not in _HOST_BYTES):
                 return self._refusal(m, first)
             sizes.append(base + body_len + props_len + host_len)
-            sys_flags |= sys_flag
+            sys_flags.append(sys_flag)
+            tags.append(tag)
+            keys.append(words)
+            uniq_keys.append(uniq)
+            any_flags |= sys_flag
             if uniq is not None:
-                keys += 1
+                key_count += 1
             if words:
-                keys += words.count(" ") + 1
+                key_count += words.count(" ") + 1
         total = sum(sizes)
         if total != self.file_size and total > self.file_size - BLANK_MIN_BYTES:
             return _illegal(
                 f"the records take {total} bytes, more than a CommitLog file holds "
                 f"(mappedFileSizeCommitLog={self.file_size}, less {BLANK_MIN_BYTES} for an end-of-file record)"
             )
-        return Checked(topic_raw, sizes, total, not sys_flags & NOT_CONSUMABLE, keys)
+        return Checked(topic_raw, sizes, total, sys_flags, tags, keys, uniq_keys, not any_flags & NOT_CONSUMABLE,
+                       key_count)
 
     def _refusal(self, m: MessageInput, first: MessageInput) -> PutResult:
         """Why ``m`` failed the checks of `check` (kept out of its loop, which is hot)."""

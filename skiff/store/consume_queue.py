@@ -178,16 +178,15 @@ class ConsumeQueue:
         if not count:
             return
         self.ensure_room(count)
-        flat = list(itertools.chain.from_iterable(zip(physical_offsets, sizes, tag_codes)))
+        fields = itertools.chain.from_iterable(zip(physical_offsets, sizes, tag_codes))
         pos = self.max_offset * CQ_ENTRY_BYTES
-        done = 0
-        while done < count:
+        end = pos + count * CQ_ENTRY_BYTES
+        while pos < end:
             f = self.files.find(pos)
             assert f is not None  # ensure_room made it
             rel = pos - f.start
-            n = min(count - done, (f.size - rel) // CQ_ENTRY_BYTES, PACK_ENTRIES_MAX)
-            entries_struct(n).pack_into(f.mm, rel, *flat[3 * done : 3 * (done + n)])
-            done += n
+            n = min((min(end, f.end) - pos) // CQ_ENTRY_BYTES, PACK_ENTRIES_MAX)
+            entries_struct(n).pack_into(f.mm, rel, *itertools.islice(fields, 3 * n))
             pos += n * CQ_ENTRY_BYTES
         self.max_offset += count
 

@@ -108,7 +108,8 @@ QueueTouch = tuple[str, int, int]
 
 def queue_runs(batch: DispatchBatch) -> list[QueueRun]:
     """The ConsumeQueue writes ``batch`` needs: runs of consecutive offsets of one queue."""
-    return _split_runs(batch) if batch.runs is None else batch.runs
+    runs = batch[-1]
+    return _split_runs(batch) if runs is None else runs
 
 
 def _split_runs(batch: DispatchBatch) -> list[QueueRun]:
@@ -118,10 +119,7 @@ def _split_runs(batch: DispatchBatch) -> list[QueueRun]:
     phys_run: list[int] = []
     size_run: list[int] = []
     tag_run: list[int] = []
-    for topic, queue_id, queue_offset, phys, size, tag, sys_flag in zip(
-        batch.topics, batch.queue_ids, batch.queue_offsets, batch.physical_offsets, batch.sizes,
-        batch.tag_codes, batch.sys_flags,
-    ):
+    for topic, queue_id, queue_offset, phys, size, tag, _, sys_flag in zip(*batch[:8]):
         if sys_flag & NOT_CONSUMABLE:
             continue
         if queue_offset != expected or (topic, queue_id) != key:
@@ -183,14 +181,16 @@ class Dispatcher:
 
     def dispatch(self, batch: DispatchBatch) -> list[QueueTouch]:
         """Write the ConsumeQueue and index entries of ``batch``; return one touch per queue grown."""
-        touched: dict[tuple[str, int], int] = {}
-        for run in queue_runs(batch):
-            cq = self.queues.get_or_create(run.topic, run.queue_id)
-            cq.append(run.first_offset, run.physical_offsets, run.sizes, run.tag_codes)
-            touched[(run.topic, run.queue_id)] = cq.max_offset
+        touched: list[QueueTouch] = []
+        for topic, queue_id, first, physical_offsets, sizes, tag_codes in queue_runs(batch):
+            cq = self.queues.get_or_create(topic, queue_id)
+            cq.append(first, physical_offsets, sizes, tag_codes)
+            touched.append((topic, queue_id, cq.max_offset))
         if self.index is not None:
             self.index.add(batch)
-        return [(t, q, m) for (t, q), m in touched.items()]
+        if len(touched) > 1:  # one touch per queue, with its final max offset
+            touched = [(t, q, m) for (t, q), m in {(t, q): m for t, q, m in touched}.items()]
+        return touched
 
 
 def key_count(keys: Sequence[str | None], uniq_keys: Sequence[str | None]) -> int:

@@ -135,8 +135,11 @@ class IndexFile:
                 prev = 0
                 used += 1
             diff = (store_ts - begin) // 1000
-            pack_entry(mm, entry_pos, key_hash, phys, 0 if diff < 0 else min(_INT32_MAX, diff),
-                       prev)
+            if diff < 0:
+                diff = 0
+            elif diff > _INT32_MAX:
+                diff = _INT32_MAX
+            pack_entry(mm, entry_pos, key_hash, phys, diff, prev)
             pack_slot(mm, slot_pos, number)
             number += 1
             entry_pos += _ENTRY_BYTES

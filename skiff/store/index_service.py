@@ -41,9 +41,9 @@ def index_items(batch: DispatchBatch, end_phys: int, prefixes: KeyPrefixes) -> l
     CommitLog offset, store time, key hash, ... The hash of ``topic#key`` continues the
     CRC of ``topic#`` (``prefixes``), so it is one ``crc32`` call per key."""
     items: list[int] = []
-    start = bisect.bisect_left(batch.physical_offsets, end_phys)
-    columns = (batch.topics, batch.physical_offsets, batch.store_timestamps, batch.sys_flags, batch.keys,
-               batch.uniq_keys)
+    topics, _, _, physical_offsets, _, _, store_timestamps, sys_flags, keys_column, uniq_keys, _ = batch
+    columns = (topics, physical_offsets, store_timestamps, sys_flags, keys_column, uniq_keys)
+    start = bisect.bisect_left(physical_offsets, end_phys)
     for topic, phys, store_ts, sys_flag, keys, uniq in zip(*(c[start:] for c in columns) if start else columns):
         if sys_flag & _TX_MASK == _ROLLBACK:
             continue

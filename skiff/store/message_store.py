@@ -13,10 +13,8 @@ Files under ``storePathRootDir``: ``commitlog/``, ``consumequeue/<topic>/<queueI
 
 from __future__ import annotations
 
-import base64
 import errno
 import logging
-import operator
 import os
 import struct
 import threading
@@ -65,15 +63,13 @@ _DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
 _OFFSET = struct.Struct(">q")
-_SYS_FLAG, _TAGS, _KEYS, _UNIQ_KEY = (operator.itemgetter(MessageInput._fields.index(name))
-                                     for name in ("sys_flag", "tags", "keys", "uniq_key"))
 
 
 def offset_msg_ids(store_host: bytes, offsets: Sequence[int]) -> tuple[str, ...]:
     """`skiff.common.msgid.create_offset_msg_id` of each offset: one hex encoding for the
     batch, then a slice per message."""
     width = 2 * (len(store_host) + _OFFSET.size)
-    text = base64.b16encode(b"".join(map(store_host.__add__, map(_OFFSET.pack, offsets)))).decode()
+    text = b"".join(map(store_host.__add__, map(_OFFSET.pack, offsets))).hex().upper()
     return tuple([text[i : i + width] for i in range(0, len(text), width)])
 
 
@@ -231,36 +227,33 @@ class MessageStore:
 
     def _append(self, msgs: Sequence[MessageInput], checked: Checked) -> tuple[PutResult, list[QueueTouch]]:
         """Write a checked batch and dispatch it (put lock held)."""
-        first = msgs[0]
-        topic, queue_id = key = (first.topic, first.queue_id)
+        topic_raw, sizes, total, sys_flags, tags, keys, uniq_keys, consumable, key_count = checked
+        topic, queue_id = key = msgs[0][:2]
         n = len(msgs)
         base = self._queue_offsets.get(key, 0)
-        sys_flags = tuple(map(_SYS_FLAG, msgs))
-        queue_offsets, next_offset = (range(base, base + n), base + n) if checked.consumable else _queue_offsets(
+        queue_offsets, next_offset = (range(base, base + n), base + n) if consumable else _queue_offsets(
             base, sys_flags)
         try:
             if self._dispatched < self.commitlog.write_pos:
                 self._catch_up()
-            self.dispatcher.reserve({key: next_offset - base}, checked.key_count)
+            self.dispatcher.reserve({key: next_offset - base}, key_count)
             store_ts = self.clock.now_ms()
-            offsets = self.commitlog.append(msgs, checked.topic_raw, queue_offsets, checked.sizes, checked.total,
-                                            store_ts)
+            offsets = self.commitlog.append(msgs, topic_raw, queue_offsets, sizes, total, store_ts)
         except OSError as exc:
             self._put_failures += 1
             return self._disk_error(exc), []
-        tag_codes = list(map(self._tag_codes.__getitem__, map(_TAGS, msgs)))
+        tag_codes = list(map(self._tag_codes.__getitem__, tags))
         touched = self._dispatch(DispatchBatch(
-            (topic,) * n, (queue_id,) * n, queue_offsets, offsets, checked.sizes, tag_codes, (store_ts,) * n,
-            sys_flags, tuple(map(_KEYS, msgs)), tuple(map(_UNIQ_KEY, msgs)),
-            [QueueRun(topic, queue_id, base, offsets, checked.sizes, tag_codes)] if checked.consumable else None,
+            (topic,) * n, (queue_id,) * n, queue_offsets, offsets, sizes, tag_codes, (store_ts,) * n, sys_flags,
+            keys, uniq_keys, [QueueRun(topic, queue_id, base, offsets, sizes, tag_codes)] if consumable else None,
         ))
         self._queue_offsets[key] = next_offset
         self._puts += n
-        self._put_bytes += checked.total
-        flushed = self._flusher.request(offsets[-1] + checked.sizes[-1]) if self._flusher.sync else None
+        self._put_bytes += total
+        flushed = self._flusher.request(offsets[-1] + sizes[-1]) if self._flusher.sync else None
         return PutResult(
             PutStatus.PUT_OK, "", offsets[0], offset_msg_ids(self.store_host, offsets), queue_offsets[0], n, store_ts,
-            checked.total, flushed,
+            total, flushed,
         ), touched
 
     def _dispatch(self, batch: DispatchBatch) -> list[QueueTouch]:
