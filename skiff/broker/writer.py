@@ -8,17 +8,20 @@ both write through it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
+from itertools import repeat
 
 from skiff.broker.redirect import REDIRECT_PROPERTIES, DelayPolicy, Redirected, is_half, park_delayed, park_half
 from skiff.common.clock import Clock
 from skiff.common.properties import Prop, decode_properties, encode_properties
 from skiff.common.sysflag import MessageSysFlag
-from skiff.protocol.message_codec import BatchRecord
+from skiff.protocol.message_codec import BatchColumns, property_columns
 from skiff.store import MessageInput
 
 _PREPARED_OR_ROLLBACK = int(MessageSysFlag.TRANSACTION_PREPARED)
 """The bit set by both the prepared (0x4) and the rolled-back (0xC) transaction types."""
+_INDEXED = (Prop.TAGS, Prop.KEYS, Prop.UNIQ_KEY)
+"""The properties the store indexes, in `MessageInput`'s order."""
 
 
 class MessageWriter:
@@ -62,7 +65,7 @@ class MessageWriter:
         self,
         topic: str,
         queue_id: int,
-        records: Sequence[BatchRecord],
+        records: BatchColumns,
         sys_flag: int,
         born_timestamp: int,
         born_host: bytes,
@@ -70,15 +73,19 @@ class MessageWriter:
     ) -> list[MessageInput] | str:
         """The store inputs of a batch's messages, or why the batch is refused. A batch is
         stored as sent (RocketMQ's rule): none of its messages may be delayed or half."""
-        out = []
-        for flag, body, raw in records:
-            props = decode_properties(raw)
-            if not REDIRECT_PROPERTIES.isdisjoint(props):
-                return batch_refusal(props)
-            out.append(MessageInput(topic, queue_id, body, raw, flag, sys_flag, born_timestamp, born_host,
-                                    reconsume_times, 0, props.get(Prop.TAGS), props.get(Prop.KEYS),
-                                    props.get(Prop.UNIQ_KEY)))
-        return out
+        flags, bodies, raw = records
+        columns = property_columns(raw)
+        if columns is not None and REDIRECT_PROPERTIES.isdisjoint(columns.names):
+            fields = [columns.values(name) for name in _INDEXED]
+        else:
+            props = list(map(decode_properties, raw))
+            refused = next((p for p in props if not REDIRECT_PROPERTIES.isdisjoint(p)), None)
+            if refused is not None:
+                return batch_refusal(refused)
+            fields = [[p.get(name) for p in props] for name in _INDEXED]
+        n = len(flags)
+        return list(map(MessageInput, repeat(topic, n), repeat(queue_id), bodies, raw, flags, repeat(sys_flag),
+                        repeat(born_timestamp), repeat(born_host), repeat(reconsume_times), repeat(0), *fields))
 
     def _redirect(self, topic: str, queue_id: int, props: Mapping[str, str], sys_flag: int) -> Redirected | str | None:
         if is_half(props):

@@ -35,7 +35,6 @@ ahead of its write position, so a full disk is an OSError, not SIGBUS.
 
 from __future__ import annotations
 
-import itertools
 import os
 import struct
 from collections.abc import Iterator, Sequence
@@ -119,7 +118,8 @@ class IndexFile:
         slots = self.slots
         unpack_slot, pack_slot, pack_entry = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
         number = self.index_count
-        count = min(len(items) // 3, self.capacity - number)
+        count = len(items) // 3
+        count = min(count, self.capacity - number)
         if count <= 0:
             return
         if number == 1:
@@ -127,19 +127,19 @@ class IndexFile:
         begin = self.begin_timestamp
         used = self.hash_slot_count
         entry_pos = self._entry_pos(number)
-        triples = iter(items)
-        for key_hash, phys, store_ts in itertools.islice(zip(triples, triples, triples), count):
+        for i in range(0, 3 * count, 3):
+            key_hash = items[i]
             slot_pos = _SLOTS_AT + key_hash % slots * _SLOT_BYTES
             prev = unpack_slot(mm, slot_pos)[0]
             if not 0 < prev < number:
                 prev = 0
                 used += 1
-            diff = (store_ts - begin) // 1000
+            diff = (items[i + 2] - begin) // 1000
             if diff < 0:
                 diff = 0
             elif diff > _INT32_MAX:
                 diff = _INT32_MAX
-            pack_entry(mm, entry_pos, key_hash, phys, diff, prev)
+            pack_entry(mm, entry_pos, key_hash, items[i + 1], diff, prev)
             pack_slot(mm, slot_pos, number)
             number += 1
             entry_pos += _ENTRY_BYTES

@@ -130,13 +130,14 @@ class IndexService:
             current = self.files[-1] if self.files else None
             if current is None or current.full:
                 current = self._roll()
-            take = min(current.room(), len(items) // 3)
-            current.ensure_room(take)
-            if take * 3 == len(items):
+            room = current.room()
+            if 3 * room >= len(items):
+                current.ensure_room(len(items) // 3)
                 current.put_many(items)
                 return
-            current.put_many(items[: 3 * take])
-            items = items[3 * take :]
+            current.ensure_room(room)
+            current.put_many(items[: 3 * room])
+            items = items[3 * room :]
 
     def query(self, topic: str, key: str, begin_ms: int, end_ms: int) -> Iterator[int]:
         """CommitLog offsets that may hold ``key``, newest first (hash matches: verify them)."""

@@ -1,11 +1,13 @@
 """The message store: the CommitLog, its ConsumeQueues and index, and the threads that
-flush, checkpoint and clean them.
+flush, warm, checkpoint and clean them.
 
 Threading: appends (`put_message`, `put_messages`, `append_replicated`) take one
 lock and do one write and one dispatch call per batch; they may come from any
 thread (the broker's event loop, benchmark threads). Reads take no lock. fsyncs
 run on the flush threads; a SYNC_FLUSH append returns at once with a future in
-`PutResult.flushed` that the broker awaits with ``asyncio.wrap_future``.
+`PutResult.flushed` that the broker awaits with ``asyncio.wrap_future``. The warm
+thread populates CommitLog pages ahead of the writer, so an append on the event
+loop does not fault fresh pages in (docs/store.md, "Warming").
 
 Files under ``storePathRootDir``: ``commitlog/``, ``consumequeue/<topic>/<queueId>/``,
 ``index/``, ``checkpoint``, ``abort`` and ``lock`` (see docs/store.md).
@@ -60,8 +62,6 @@ log = logging.getLogger(__name__)
 DispatchListener = Callable[[Sequence[QueueTouch]], None]
 
 _DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
-
-
 _OFFSET = struct.Struct(">q")
 
 

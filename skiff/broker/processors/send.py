@@ -35,7 +35,7 @@ from skiff.protocol.bodies.topic import Perm, TopicConfig
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers.send import SendMessageRequestHeader, decode_send_request
-from skiff.protocol.message_codec import split_batch
+from skiff.protocol.message_codec import split_batch_columns
 from skiff.store import MessageInput, MessageStore, PutResult, PutStatus
 from skiff.transport.connection import Connection, Handler
 
@@ -161,7 +161,7 @@ class SendProcessor:
         if is_retry_topic(h.topic):
             return f"a batch cannot be sent to the retry topic {h.topic}", outer
         try:
-            records = split_batch(body, compressed=bool(h.sys_flag & _COMPRESSED))
+            records = split_batch_columns(body, compressed=bool(h.sys_flag & _COMPRESSED))
         except DecodeError as exc:
             return f"the batch body does not decode: {exc}", outer
         if not REDIRECT_PROPERTIES.isdisjoint(outer):

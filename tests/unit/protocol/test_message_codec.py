@@ -19,6 +19,7 @@ from skiff.protocol.message_codec import (
     decode_stored_messages,
     encode_batch,
     inflate,
+    property_columns,
     send_properties,
 )
 
@@ -161,3 +162,34 @@ def test_send_properties_add_wait_and_uniq_key_without_overriding():
 def test_send_properties_refuse_what_cannot_be_encoded(props, match):
     with pytest.raises(MessageIllegalError, match=match):
         send_properties(Message("T", b"", props))
+
+
+raw_pair = st.tuples(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "a", "", "\x01"]),
+                     st.one_of(st.text(alphabet="ab \xff", max_size=4), st.text(alphabet="a\x01\x02", max_size=3)))
+
+
+@settings(max_examples=300)
+@given(st.lists(st.lists(raw_pair, max_size=4), min_size=1, max_size=5), st.booleans(), st.booleans())
+def test_property_columns_read_what_decode_properties_reads(pair_lists, same_names, trailing):
+    """The broker reads a batch's indexed properties as columns when every message has the
+    same names in the same order; whatever it reads must be what the per-message decoder
+    reads, and any batch it cannot read so is handed back (None), never misread."""
+    if same_names:
+        names = [n for n, _ in pair_lists[0]]
+        pair_lists = [[(n, v) for n, (_, v) in zip(names, itertools.cycle(p or [("", "")]))] for p in pair_lists]
+    raws = [b"".join(f"{n}\x01{v}\x02".encode() for n, v in pairs)[: None if trailing else -1] for pairs in pair_lists]
+    columns = property_columns(raws)
+    decoded = [decode_properties(r) for r in raws]
+    if columns is None:
+        return
+    assert {n for d in decoded for n in d} <= set(columns.names)
+    for name in {*columns.names, "TAGS", "absent"}:
+        assert columns.values(name) == [d.get(name) for d in decoded], name
+
+
+def test_property_columns_take_the_common_batch():
+    raws = [f"TAGS\x01t{i}\x02KEYS\x01k{i} x\x02UNIQ_KEY\x01U{i}\x02".encode() for i in range(3)]
+    columns = property_columns(raws)
+    assert columns is not None and columns.names == ["TAGS", "KEYS", "UNIQ_KEY"]
+    assert columns.values("KEYS") == ["k0 x", "k1 x", "k2 x"]
+    assert property_columns([raws[0], b"KEYS\x01k\x02TAGS\x01t\x02UNIQ_KEY\x01u\x02", raws[2]]) is None
