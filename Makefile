@@ -23,7 +23,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[spark,dev]'
+	$(PY) -m pip install --quiet -e '.[spark,dev,bench]'
 	touch $@
 
 # The PyPI `rocketmq` 0.4.4 wheel bundles the RocketMQ C++ client; it gets its

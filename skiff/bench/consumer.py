@@ -35,7 +35,7 @@ from skiff.client.producer import AsyncProducer
 from skiff.client.push_consumer import AsyncPushConsumer
 from skiff.client.results import ConsumeStatus
 from skiff.common.message import Message
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 from skiff.protocol.bodies.heartbeat import ConsumeFromWhere
 from skiff.transport.loop import run_coroutine
 

@@ -37,7 +37,8 @@ from skiff.common.clock import SYSTEM_CLOCK
 from skiff.common.config import build_config
 from skiff.common.names import SCHEDULE_TOPIC
 from skiff.common.properties import Prop, encode_properties
-from skiff.common.record import decode_records, pack_host
+from skiff.common.record import pack_host
+from skiff.common.stored_message import decode_records
 from skiff.store import GetStatus, MessageInput, MessageStore, StoreConfig
 from skiff.store.timer import TimerService
 

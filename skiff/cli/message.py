@@ -31,17 +31,21 @@ from skiff.cli.consumer import parse_timestamp_ms
 from skiff.cli.topic import format_time_ms
 from skiff.cli.trace import register_trace
 from skiff.client.admin import QUERY_MAX_NUM, TIME_MAX_MS, AsyncAdmin
-from skiff.client.errors import ClientError, MessageValidationError
+from skiff.client.errors import ClientError, ClientTimeoutError, MessageValidationError
 from skiff.client.producer import AsyncProducer, SelectByHash
 from skiff.client.pull_client import AsyncPullClient
-from skiff.client.results import MessageSelector, PullStatus, SendResult
+from skiff.client.results import MessageSelector, SendResult
 from skiff.common.message import Message, MessageQueue
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
+from skiff.protocol.errors import ConnectionClosed, RequestTimeout
 
 CLI_PRODUCER_GROUP = "SKIFF_CLI_PRODUCER"
 BODY_PREVIEW_CHARS = 60
 SUSPEND_MAX_MS = 5_000
 """Longest long-polling wait of `skiff consume`, so it notices its deadline."""
+RETRIABLE = (RequestTimeout, ConnectionClosed, ClientTimeoutError)
+"""Pull failures `skiff consume` retries until its deadline: the broker did not answer."""
+RETRY_PAUSE_S = 0.5
 
 
 def register(sub: Any) -> None:
@@ -208,10 +212,13 @@ class _Consume:
                 pass
             for loop in loops:
                 loop.cancel()
-            await asyncio.gather(*loops, return_exceptions=True)
+            failures = [r for r in await asyncio.gather(*loops, return_exceptions=True)
+                        if isinstance(r, Exception) and not isinstance(r, asyncio.CancelledError)]
             if self.args.group:
                 await asyncio.gather(*(admin.update_consumer_offset(self.args.group, mq, off)
                                        for mq, off in self.next_offsets.items()))
+            if failures and (self.args.count is None or self.received < self.args.count):
+                raise failures[0]
         return self.received
 
     async def _start(self, admin: AsyncAdmin, mq: MessageQueue) -> int:
@@ -226,9 +233,16 @@ class _Consume:
             remaining_ms = int((self.deadline - time.monotonic()) * 1000)
             if remaining_ms <= 0:
                 return
-            result = await client.pull_blocking(
-                mq, offset, 32, sub_expression=self.selector.expression,
-                expression_type=self.selector.expression_type, suspend_timeout_ms=min(remaining_ms, SUSPEND_MAX_MS))
+            try:
+                result = await client.pull_blocking(
+                    mq, offset, 32, sub_expression=self.selector.expression,
+                    expression_type=self.selector.expression_type,
+                    suspend_timeout_ms=min(remaining_ms, SUSPEND_MAX_MS))
+            except RETRIABLE as exc:  # a slow or restarting broker: the deadline decides, not one pull
+                print(f"skiff: pulling {mq.topic}:{mq.queue_id} from {mq.broker_name} failed ({exc}); retrying",
+                      file=sys.stderr)
+                await asyncio.sleep(RETRY_PAUSE_S)
+                continue
             for m in result.messages:
                 if self.done.is_set():
                     return

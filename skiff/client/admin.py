@@ -39,7 +39,7 @@ from skiff.common.errors import DecodeError
 from skiff.common.message import MessageQueue
 from skiff.common.msgid import decode_offset_msg_id
 from skiff.common.names import dlq_topic, group_error, retry_topic
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 from skiff.protocol.bodies.admin import SubscriptionGroupConfig
 from skiff.protocol.bodies.route import ClusterInfo, TopicRouteData
 from skiff.protocol.bodies.timer import CancelScheduledBody, overall_status

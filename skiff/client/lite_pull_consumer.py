@@ -29,12 +29,12 @@ from skiff.client._impl.instance import ClientInstance
 from skiff.client._impl.lite_pull_impl import LitePullImpl, LitePullSettings
 from skiff.client._impl.offset_store import ReadFrom
 from skiff.client._impl.strategies import AllocateAverage, AllocateStrategy
-from skiff.client.errors import ClientConfigError, ClientStateError
 from skiff.client._impl.trace_hooks import ConsumeTracer
+from skiff.client.errors import ClientConfigError, ClientStateError
 from skiff.client.results import MessageSelector
 from skiff.client.trace import TraceSettings, trace_settings
 from skiff.common.message import MessageQueue
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 from skiff.protocol.bodies.heartbeat import ConsumeFromWhere, MessageModel
 
 __all__ = ["AsyncLitePullConsumer", "LitePullConsumer"]

@@ -8,7 +8,7 @@ import enum
 from dataclasses import dataclass, field
 
 from skiff.common.message import MessageQueue
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 from skiff.protocol.bodies.heartbeat import SUB_ALL, ExpressionType
 
 

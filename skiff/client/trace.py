@@ -37,7 +37,7 @@ from skiff.common.errors import DecodeError
 from skiff.common.limits import MESSAGE_MAX_BYTES, TRACE_BUFFER_MAX_RECORDS, TRACE_MESSAGE_MAX_BYTES
 from skiff.common.msgid import decode_offset_msg_id
 from skiff.common.names import TRACE_TOPIC, topic_error
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 from skiff.protocol.errors import ResponseError
 
 if TYPE_CHECKING:

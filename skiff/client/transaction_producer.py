@@ -51,7 +51,7 @@ from skiff.common.message import Message
 from skiff.common.msgid import decode_offset_msg_id
 from skiff.common.names import TBW102
 from skiff.common.properties import Prop
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 from skiff.common.sysflag import MessageSysFlag
 from skiff.protocol.headers.transaction import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 

@@ -32,7 +32,7 @@ from pyspark.sql.datasource import InputPartition
 from skiff.client import AsyncPullClient, PullResult, PullStatus
 from skiff.client.blocking import loop_thread
 from skiff.common.message import MessageQueue
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 from skiff.spark import clients
 from skiff.spark.errors import DataLossError
 from skiff.spark.metadata import data_loss_message

@@ -33,7 +33,7 @@ from pyspark.sql.types import (
 
 from skiff.common.message import MessageQueue
 from skiff.common.properties import Prop
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 
 SCHEMA = StructType([
     StructField("topic", StringType()),

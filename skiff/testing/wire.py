@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from skiff.common.message import Message, MessageQueue
 from skiff.common.msgid import UNIQ_IDS
 from skiff.common.names import TBW102
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 from skiff.common.sysflag import PullSysFlag
 from skiff.protocol.bodies.heartbeat import (
     ConsumeFromWhere,

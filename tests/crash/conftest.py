@@ -12,7 +12,7 @@ import threading
 import time
 from pathlib import Path
 
-from skiff.common.record import decode_record, decode_records
+from skiff.common.stored_message import decode_record, decode_records
 from skiff.store import GetStatus, MessageStore
 from tests.crash.store_child import QUEUES, STORE_HOST, TOPIC, child_config
 

@@ -6,7 +6,8 @@ import shutil
 
 import pytest
 
-from skiff.common.record import HEAD_V4, decode_record
+from skiff.common.record import HEAD_V4
+from skiff.common.stored_message import decode_record
 from skiff.store import PutStatus
 from tests.crash.conftest import Child, check_survivors, open_child_store
 from tests.crash.store_child import TOPIC, make

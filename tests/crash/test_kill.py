@@ -7,7 +7,7 @@ SKIFF_CRASH_SEED=<seed>.
 import os
 import random
 
-from skiff.common.record import decode_record
+from skiff.common.stored_message import decode_record
 from skiff.store import PutStatus
 from tests.crash.conftest import Child, check_survivors, open_child_store
 from tests.crash.store_child import make

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from skiff.client import AsyncAdmin, AsyncProducer, AsyncPushConsumer, ClientConfig, Message, MessageQueue, SendResult
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 from skiff.transport.loop import run_coroutine
 
 T = TypeVar("T")

@@ -14,7 +14,7 @@ from skiff.common.message import Message
 from skiff.common.msgid import decode_offset_msg_id
 from skiff.common.names import SCHEDULE_TOPIC
 from skiff.common.properties import Prop
-from skiff.common.record import decode_record
+from skiff.common.stored_message import decode_record
 from skiff.protocol.bodies.route import TopicRouteData
 from skiff.protocol.bodies.topic import TopicConfigSerializeWrapper
 from skiff.protocol.codes import RequestCode, ResponseCode

@@ -25,7 +25,7 @@ from skiff.client.errors import MessageValidationError, NoRouteError
 from skiff.common.msgid import decode_offset_msg_id
 from skiff.common.names import SCHEDULE_TOPIC
 from skiff.common.properties import Prop
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 from skiff.testing.cluster import Cluster
 from skiff.testing.waits import eventually
 from skiff.transport.loop import run_coroutine

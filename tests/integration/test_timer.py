@@ -13,7 +13,7 @@ import pytest
 
 from skiff.common.message import Message
 from skiff.common.properties import Prop
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 from skiff.protocol.codes import ResponseCode
 from skiff.testing.cluster import Cluster
 from skiff.testing.waits import eventually

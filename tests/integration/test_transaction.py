@@ -18,7 +18,7 @@ from skiff.client import AsyncTransactionProducer, LocalTransactionState, Messag
 from skiff.common.msgid import UNIQ_IDS, decode_offset_msg_id
 from skiff.common.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_OP_HALF_TOPIC
 from skiff.common.properties import Prop
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.message_codec import send_properties
 from skiff.testing.cluster import Cluster

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from skiff.client.errors import NameServerUnavailableError
 from skiff.common.message import MessageQueue
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 from skiff.protocol.bodies.consumer import ConsumerIdList
 from skiff.protocol.bodies.heartbeat import CheckClientRequestBody, HeartbeatData
 from skiff.protocol.bodies.lock import LockBatchRequestBody, LockBatchResponseBody

@@ -28,7 +28,7 @@ from skiff.client._impl.listener import SKIPPED, ConsumeConcurrentlyContext, Lis
 from skiff.client._impl.process_queue import ProcessQueue
 from skiff.client.results import ConsumeStatus
 from skiff.common.message import MessageQueue
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from skiff.common.clock import SYSTEM_CLOCK, Clock
 from skiff.common.message import MessageQueue
 from skiff.common.names import retry_topic, topic_error
 from skiff.common.properties import Prop
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 from skiff.filter import MessageFilter, TagFilter, build_filter
 from skiff.protocol.bodies.client_calls import ConsumeStatus as ConsumeStatusInfo
 from skiff.protocol.bodies.heartbeat import (

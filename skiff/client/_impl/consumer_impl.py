@@ -30,7 +30,7 @@ from skiff.client._impl.rebalance import Rebalancer
 from skiff.client.errors import ClientStateError
 from skiff.common.clock import SYSTEM_CLOCK, Clock
 from skiff.common.message import MessageQueue
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 from skiff.common.service import Periodic
 from skiff.protocol.bodies.client_calls import ConsumerRunningInfo
 from skiff.protocol.bodies.heartbeat import ConsumerData, ConsumeType

@@ -25,7 +25,7 @@ from typing import Any, Union
 from skiff.client._impl.worker_pool import WorkerPool
 from skiff.client.results import ConsumeOrderlyStatus, ConsumeStatus
 from skiff.common.message import MessageQueue
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 
 log = logging.getLogger(__name__)
 

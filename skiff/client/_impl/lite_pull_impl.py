@@ -40,7 +40,7 @@ from skiff.client.errors import ClientStateError
 from skiff.client.results import MessageSelector
 from skiff.common.clock import SYSTEM_CLOCK, Clock
 from skiff.common.message import MessageQueue
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 from skiff.protocol.bodies.client_calls import ConsumerRunningInfo
 from skiff.protocol.bodies.heartbeat import SUB_ALL, ConsumerData, ConsumeType
 

@@ -5,10 +5,11 @@ with them. The offset a consumer may commit is the smallest offset still here:
 everything below it is consumed, so a restart from it loses nothing (it may
 deliver the in-flight ones again, which is RocketMQ's at-least-once).
 
-Pulls append in ascending offset order, so the structure is an offset-keyed
-dict (in flight) plus a deque of offsets in arrival order whose head is trimmed
-lazily: the smallest in-flight offset costs amortised O(1), and removing any
-message costs O(1), with no sorted container.
+The structure is one offset-keyed dict kept in ascending key order: pulls
+append ascending offsets, and the rare insertion below the newest (a pull that
+overlaps, messages put back) rebuilds it sorted. Its first key is then the
+smallest offset in flight, and adding or removing a batch is a few C-level
+passes over it (no Python step per message, no sorted container).
 
 Orderly consumption takes messages from the head (`take`), then either commits
 them all (`commit`) or puts some back to be consumed again (`restore`).
@@ -16,11 +17,12 @@ them all (`commit`) or puts some back to be consumed again (`restore`).
 
 from __future__ import annotations
 
-import collections
+import itertools
+import operator
 from collections.abc import Iterable, Sequence
 
 from skiff.common.clock import SYSTEM_CLOCK, Clock
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 from skiff.protocol.bodies.client_calls import ProcessQueueInfo
 
 LOCK_VALID_MS = 30_000
@@ -30,19 +32,26 @@ LOCK_VALID_MS = 30_000
 PULL_EXPIRED_MS = 120_000
 """A queue whose pulls stopped this long ago is dropped by the next rebalance."""
 
+_OFFSET = operator.attrgetter("queue_offset")
+_BODY = operator.attrgetter("body")
+
+
+def _body_bytes(msgs: Iterable[StoredMessage]) -> int:
+    return sum(map(len, map(_BODY, msgs)))
+
 
 class ProcessQueue:
     """In-flight messages of one queue, their count and bytes, and the queue's flags."""
 
     __slots__ = (
-        "_msgs", "_order", "_consuming", "_clock", "count", "size_bytes", "max_offset", "pulled_to", "dropped",
+        "_msgs", "_consuming", "_clock", "count", "size_bytes", "max_offset", "pulled_to", "dropped",
         "locked",
         "last_lock_ms", "last_pull_ms", "last_consume_ms", "try_unlock_times",
     )
 
     def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
         self._msgs: dict[int, StoredMessage] = {}
-        self._order: collections.deque[int] = collections.deque()
+        """In flight, in ascending offset order (the first key is the smallest)."""
         self._consuming: dict[int, StoredMessage] = {}
         self._clock = clock
         self.count = 0
@@ -66,27 +75,32 @@ class ProcessQueue:
         """Hold ``msgs`` (ascending offsets, as pulls return them); offsets already held are skipped."""
         if not msgs:
             return
-        offsets = [m.queue_offset for m in msgs]
+        offsets = list(map(_OFFSET, msgs))
+        held = self._msgs
         if offsets[0] <= self.max_offset:
-            kept = [(o, m) for o, m in zip(offsets, msgs) if o not in self._msgs and o not in self._consuming]
+            kept = [(o, m) for o, m in zip(offsets, msgs) if o not in held and o not in self._consuming]
+            if not kept:
+                return
             offsets = [o for o, _ in kept]
             msgs = [m for _, m in kept]
-        self._msgs.update(zip(offsets, msgs))
-        self._order.extend(offsets)
+            if held and offsets[0] < next(reversed(held)):
+                self._msgs = held = dict(sorted([*held.items(), *kept], key=operator.itemgetter(0)))
+        held.update(zip(offsets, msgs))
         self.count += len(offsets)
-        self.size_bytes += sum([len(m.body) for m in msgs])
-        if offsets:
-            self.max_offset = max(self.max_offset, offsets[-1])
+        self.size_bytes += _body_bytes(msgs)
+        self.max_offset = max(self.max_offset, offsets[-1])
 
-    def remove(self, msgs: Iterable[StoredMessage]) -> int:
+    def remove(self, msgs: Sequence[StoredMessage]) -> int:
         """Forget consumed ``msgs``; the offset now safe to commit, or -1 if nothing was held."""
         held = self._msgs
         if not held:
             return -1
-        pop = held.pop
-        gone = [m for m in msgs if pop(m.queue_offset, None) is not None]
+        before = len(held)
+        gone = list(map(held.pop, map(_OFFSET, msgs), itertools.repeat(None)))
+        if before - len(held) != len(gone):
+            gone = [m for m in gone if m is not None]
         self.count -= len(gone)
-        self.size_bytes -= sum([len(m.body) for m in gone])
+        self.size_bytes -= _body_bytes(gone)
         self.last_consume_ms = self._clock.now_ms()
         return self.commit_offset()
 
@@ -97,11 +111,7 @@ class ProcessQueue:
 
     def min_offset(self) -> int:
         """The smallest offset held (in flight or being consumed), -1 when empty."""
-        order = self._order
-        held = self._msgs
-        while order and order[0] not in held:
-            order.popleft()
-        first = order[0] if order else -1
+        first = next(iter(self._msgs), -1)
         if self._consuming:
             taken = min(self._consuming)
             return taken if first < 0 else min(first, taken)
@@ -123,16 +133,10 @@ class ProcessQueue:
 
     def take(self, limit: int) -> list[StoredMessage]:
         """Orderly: move up to ``limit`` of the oldest messages to the consuming set."""
-        out: list[StoredMessage] = []
-        order = self._order
         held = self._msgs
-        while order and len(out) < limit:
-            offset = order.popleft()
-            msg = held.pop(offset, None)
-            if msg is not None:
-                self._consuming[offset] = msg
-                out.append(msg)
+        out = [held.pop(offset) for offset in list(itertools.islice(held, limit))]
         if out:
+            self._consuming.update(zip(map(_OFFSET, out), out))
             self.last_consume_ms = self._clock.now_ms()
         return out
 
@@ -142,22 +146,20 @@ class ProcessQueue:
             return -1
         last = max(self._consuming)
         self.count -= len(self._consuming)
-        self.size_bytes -= sum(len(m.body) for m in self._consuming.values())
+        self.size_bytes -= _body_bytes(self._consuming.values())
         self._consuming.clear()
         return last + 1
 
     def restore(self, msgs: Sequence[StoredMessage]) -> None:
         """Orderly: put ``msgs`` (taken, not consumed) back at the head, to be taken again."""
-        back = sorted(msgs, key=lambda m: m.queue_offset)
+        back = sorted(msgs, key=_OFFSET)
         for msg in back:
             self._consuming.pop(msg.queue_offset, None)
-            self._msgs[msg.queue_offset] = msg
-        self._order.extendleft(reversed([m.queue_offset for m in back]))
+        self._msgs = {**dict(zip(map(_OFFSET, back), back)), **self._msgs}
 
     def clear(self) -> None:
         """Drop everything held (a seek, a reset): the next pull starts afresh."""
         self._msgs.clear()
-        self._order.clear()
         self._consuming.clear()
         self.count = 0
         self.size_bytes = 0

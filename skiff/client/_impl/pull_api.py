@@ -10,12 +10,14 @@ MIN_OFFSET and MAX_OFFSET properties, as Java's client sets them.
 
 from __future__ import annotations
 
+import functools
+
 from skiff.client._impl.api import MQClientAPI, PullResponse
 from skiff.client._impl.route import MASTER_ID, RouteCache
 from skiff.client.results import PullResult, PullStatus
 from skiff.common.message import MessageQueue
 from skiff.common.properties import Prop
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 from skiff.common.sysflag import PullSysFlag
 from skiff.filter import build_filter
 from skiff.filter.factory import expression_type_of
@@ -49,13 +51,21 @@ def pull_sys_flag(*, commit_offset: bool = False, suspend: bool = False, subscri
     return int(flag)
 
 
+@functools.lru_cache(maxsize=256)
 def exact_tags(sub_expression: str, expression_type: str) -> frozenset[str] | None:
     """The tag set the client re-checks, or None when nothing is re-checked (``*``, SQL92).
+    Cached: every pull asks.
 
     Raises `skiff.filter.FilterError` for an expression that does not parse.
     """
     compiled = build_filter(sub_expression or SUB_ALL, expression_type or ExpressionType.TAG)
     return compiled.tags if isinstance(compiled, TagFilter) else None
+
+
+@functools.lru_cache(maxsize=16)
+def _wire_type(expression_type: str) -> str:
+    """The expressionType a pull sends for what the caller named (TAG, SQL92)."""
+    return expression_type_of(expression_type).value
 
 
 def to_pull_result(resp: PullResponse, tags: frozenset[str] | None) -> PullResult:
@@ -84,6 +94,9 @@ class Puller:
         """Where to pull ``mq`` from: the broker last suggested for it, else the master."""
         if self._routes.broker_data(mq.broker_name) is None:
             await self._routes.route(mq.topic)
+        return self._known_addr(mq)
+
+    def _known_addr(self, mq: MessageQueue) -> str:
         return self._routes.find_broker_addr(mq.broker_name, self._suggested.get(mq, MASTER_ID))
 
     async def pull(
@@ -102,7 +115,7 @@ class Puller:
         timeout_ms: int | None = None,
     ) -> PullResult:
         """One PULL_MESSAGE for ``mq`` from ``offset``; raises the broker's error for other codes."""
-        kind = expression_type_of(expression_type).value
+        kind = _wire_type(expression_type)
         tags = exact_tags(sub_expression, kind)
         header = PullMessageRequestHeader(
             group, mq.topic, mq.queue_id, offset, max_nums,
@@ -110,7 +123,8 @@ class Puller:
             commit_offset, suspend_timeout_ms, sub_version, sub_expression or SUB_ALL,
             kind, mq.broker_name,
         )
-        resp = await self._api.pull(await self.broker_addr(mq), header, timeout_ms)
+        known = self._routes.broker_data(mq.broker_name) is not None  # no coroutine on every pull
+        resp = await self._api.pull(self._known_addr(mq) if known else await self.broker_addr(mq), header, timeout_ms)
         result = to_pull_result(resp, tags)
         self._suggested[mq] = result.suggest_which_broker_id
         return result

@@ -28,7 +28,7 @@ from skiff.client._impl.pull_api import Puller, pull_sys_flag
 from skiff.client._impl.wakeup import Wakeup
 from skiff.client.results import PullStatus
 from skiff.common.message import MessageQueue
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 
 log = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ from skiff.common.clock import SYSTEM_CLOCK, Clock
 from skiff.common.message import Message
 from skiff.common.msgid import UNIQ_IDS
 from skiff.common.properties import Prop
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 
 _DELAY_PROPS = frozenset({Prop.DELAY, Prop.DELIVER_TIME_MS, Prop.DELAY_MS, Prop.TIMER_DELIVER_MS,
                           Prop.TIMER_DELAY_SEC, Prop.TIMER_DELAY_MS})

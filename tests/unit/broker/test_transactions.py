@@ -21,7 +21,8 @@ from skiff.common.clock import ManualClock
 from skiff.common.config import build_config
 from skiff.common.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_GROUP, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from skiff.common.properties import Prop
-from skiff.common.record import StoredMessage, decode_records, pack_host
+from skiff.common.record import pack_host
+from skiff.common.stored_message import StoredMessage, decode_records
 from skiff.common.sysflag import MessageSysFlag, transaction_type
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand

@@ -25,7 +25,7 @@ from skiff.client._impl.worker_pool import WorkerPool
 from skiff.client.errors import ClientConfigError
 from skiff.client.results import ConsumeOrderlyStatus, ConsumeStatus, MessageSelector
 from skiff.common.message import MessageQueue
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 from skiff.protocol.bodies.heartbeat import ExpressionType, MessageModel
 
 MQ = MessageQueue("T", "broker-a", 0)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from skiff.client._impl.process_queue import LOCK_VALID_MS, PULL_EXPIRED_MS, ProcessQueue
 from skiff.common.clock import ManualClock
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 
 
 def msg(offset: int, size: int = 10) -> StoredMessage:

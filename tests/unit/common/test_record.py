@@ -7,15 +7,8 @@ from hypothesis import strategies as st
 from skiff.common.errors import DecodeError
 from skiff.common.msgid import UniqIdGenerator, create_offset_msg_id, decode_offset_msg_id
 from skiff.common.properties import decode_properties, encode_properties
-from skiff.common.record import (
-    MAGIC_V1,
-    decode_record,
-    decode_records,
-    pack_host,
-    read_head,
-    record_size,
-    write_record,
-)
+from skiff.common.record import MAGIC_V1, pack_host, read_head, record_size, write_record
+from skiff.common.stored_message import decode_record, decode_records
 from skiff.common.sysflag import MessageSysFlag
 
 prop_text = st.text(

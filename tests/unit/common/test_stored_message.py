@@ -10,19 +10,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from skiff.common.errors import DecodeError
 from skiff.common.msgid import create_offset_msg_id
 from skiff.common.properties import decode_properties, encode_properties, split_keys
 from skiff.common.record import (
-    StoredMessage,
-    decode_record,
-    decode_records,
     pack_host,
-    raw_property,
     read_head,
     read_tail,
     record_size,
     unpack_host,
     write_record,
+)
+from skiff.common.stored_message import (
+    StoredMessage,
+    decode_record,
+    decode_records,
+    raw_property,
 )
 from skiff.common.sysflag import MessageSysFlag
 
@@ -122,7 +125,7 @@ def test_the_namedtuple_api_is_kept():
     eager = StoredMessage("T", b"body", {"UNIQ_KEY": "U1"}, queue_offset=3)
     for msg in (decoded, eager):
         assert msg._fields[:3] == ("topic", "body", "properties") and len(msg) == len(msg._fields) == 17
-        assert list(msg._asdict()) == list(msg._fields) and msg[1] == b"body" and list(msg)[0] == "T"
+        assert list(msg._asdict()) == list(msg._fields) and msg[1] == b"body" and next(iter(msg)) == "T"
         changed = msg._replace(topic="U", reconsume_times=4)
         assert (changed.topic, changed.reconsume_times, changed.body, msg.topic) == ("U", 4, b"body", "T")
         assert pickle.loads(pickle.dumps(msg)) == msg
@@ -137,3 +140,17 @@ def test_the_namedtuple_api_is_kept():
         with pytest.raises(TypeError):
             hash(msg)
     assert decoded != eager and decoded == decoded._replace()
+
+
+@pytest.mark.parametrize(("cut", "message"), [
+    (lambda raw: raw[:50], "record at 0 is cut short"),
+    (lambda raw: raw[:4] + b"\x00" * 4 + raw[8:], "record at 0: bad magic 0x0"),
+    (lambda raw: raw[:-1], "record at 0: size 100 overruns the buffer"),
+    (lambda raw: raw[:84] + (50).to_bytes(4, "big") + raw[88:], "record at 0: body length 50 overruns the record"),
+    (lambda raw: raw[:-6] + (5).to_bytes(2, "big") + raw[-4:], "record at 0: properties length 5 does not fit"),
+])
+def test_a_bad_record_is_named_with_what_is_wrong(cut, message):
+    raw = record(b"body", "T", {"K": "v"}, ("127.0.0.1", 1), ("127.0.0.1", 2), 3)
+    assert len(raw) == 100
+    with pytest.raises(DecodeError, match=f"^{message}$"):
+        decode_records(cut(raw))

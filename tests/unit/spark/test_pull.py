@@ -6,7 +6,7 @@ import pytest
 from pyspark.sql.datasource import CaseInsensitiveDict
 
 from skiff.client import PullResult, PullStatus
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 from skiff.spark.errors import DataLossError
 from skiff.spark.options import SourceOptions
 from skiff.spark.pull import QueueRange, _SegmentReader

@@ -7,7 +7,7 @@ import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from skiff.common.message import MessageQueue
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 from skiff.spark.schema import ARROW_SCHEMA, SCHEMA, record_batch
 
 pytestmark = pytest.mark.spark

@@ -12,7 +12,8 @@ import pytest
 from skiff.common.clock import ManualClock
 from skiff.common.config import build_config
 from skiff.common.properties import Prop, encode_properties
-from skiff.common.record import decode_records, pack_host
+from skiff.common.record import pack_host
+from skiff.common.stored_message import decode_records
 from skiff.store import (
     GetResult,
     MessageInput,

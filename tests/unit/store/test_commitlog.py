@@ -9,13 +9,8 @@ from hypothesis import strategies as st
 from skiff.common.clock import ManualClock
 from skiff.common.msgid import create_offset_msg_id, decode_offset_msg_id
 from skiff.common.properties import decode_properties
-from skiff.common.record import (
-    BLANK_HEAD,
-    BLANK_MAGIC,
-    decode_record,
-    pack_host,
-    unpack_host,
-)
+from skiff.common.record import BLANK_HEAD, BLANK_MAGIC, pack_host, unpack_host
+from skiff.common.stored_message import decode_record
 from skiff.common.sysflag import MessageSysFlag
 from skiff.store import MessageStore, PutStatus
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from skiff.common.errors import ConfigError, CorruptionError
-from skiff.common.record import decode_record
+from skiff.common.stored_message import decode_record
 from skiff.store.checkpoint import Checkpoint, read_checkpoint
 
 from .conftest import message, records_of

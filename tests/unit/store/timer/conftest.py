@@ -12,7 +12,7 @@ import pytest
 from skiff.common.clock import ManualClock
 from skiff.common.names import SCHEDULE_TOPIC
 from skiff.common.properties import Prop, encode_properties
-from skiff.common.record import StoredMessage
+from skiff.common.stored_message import StoredMessage
 from skiff.store import GetStatus, MessageInput, MessageStore, PutResult
 from skiff.store.timer import TimerRecovery, TimerService
 from tests.unit.store.conftest import BORN_HOST, STORE_HOST, make_config, records_of
