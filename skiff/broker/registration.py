@@ -60,6 +60,21 @@ class NamesrvRegistration:
             except RuntimeError:  # no loop yet (loading): the first registration carries it
                 pass
 
+    async def settled(self, timeout_s: float) -> bool:
+        """Wait until the topic changes made so far are registered, at most ``timeout_s``
+        (a NameServer that is down must not hold an admin answer). Whether they were.
+
+        RocketMQ's broker registers a created or deleted topic before it answers: a
+        client that routes the topic right after sees it. Without the wait a producer
+        could route a just-created topic by the auto-create template and send to
+        queues the topic does not have.
+        """
+        task = self._trigger_task
+        if task is None or task.done():
+            return True
+        done, _ = await asyncio.wait([task], timeout=timeout_s)
+        return bool(done)
+
     async def _triggered(self) -> None:
         while self._again.is_set():
             self._again.clear()

@@ -8,6 +8,8 @@ NameServers at once (the topic manager's ``on_change``).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from skiff.broker.config import BrokerConfig, config_properties
 from skiff.broker.offsets import ConsumerOffsetManager
 from skiff.broker.stats import BrokerStats
@@ -27,10 +29,18 @@ from skiff.protocol.headers.admin import (
 from skiff.store import MessageStore, StoreConfig
 from skiff.transport.connection import Connection, Handler
 
+REGISTER_WAIT_S = 3.0
+"""Longest a topic change's answer waits for its registration (then it answers anyway;
+the registration goes on, and the periodic one retries a NameServer that is down)."""
+
+
 class TopicAdminProcessor:
     def __init__(self, config: BrokerConfig, store_config: StoreConfig, store: MessageStore,
-                 topics: TopicConfigManager, offsets: ConsumerOffsetManager, stats: BrokerStats) -> None:
+                 topics: TopicConfigManager, offsets: ConsumerOffsetManager, stats: BrokerStats,
+                 registered: Callable[[float], Awaitable[bool]]) -> None:
         self.config = config
+        self.registered = registered
+        """Waits (at most the seconds given) until topic changes reach the NameServers."""
         self.store_config = store_config
         self.store = store
         self.topics = topics
@@ -47,16 +57,17 @@ class TopicAdminProcessor:
             RequestCode.GET_BROKER_CONFIG: self.broker_config,
         }
 
-    def create_topic(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    async def create_topic(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = CreateTopicRequestHeader.from_ext(req.ext_fields)
         why = _topic_refusal(h.topic, self.config) or _create_refusal(h)
         if why is not None:
             return req.response(ResponseCode.SYSTEM_ERROR, why)
         self.topics.put(TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
                                     TopicFilterType(h.topic_filter_type), h.topic_sys_flag or 0, h.order))
+        await self.registered(REGISTER_WAIT_S)
         return req.response()
 
-    def delete_topic(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    async def delete_topic(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         topic = DeleteTopicRequestHeader.from_ext(req.ext_fields).topic
         why = _topic_refusal(topic, self.config)
         if why is not None:
@@ -64,6 +75,7 @@ class TopicAdminProcessor:
         self.topics.delete(topic)
         self.offsets.remove_topic(topic)
         self.store.delete_topic(topic)
+        await self.registered(REGISTER_WAIT_S)
         return req.response()
 
     def all_topics(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
