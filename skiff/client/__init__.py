@@ -64,7 +64,7 @@ _EXPORTS: dict[str, str] = {
     "ClientError": "skiff.client.errors",
 }
 _RENAMED: dict[str, tuple[str, str]] = {
-    "MessageExt": ("skiff.common.record", "StoredMessage"),
+    "MessageExt": ("skiff.common.stored_message", "StoredMessage"),
 }
 
 __all__ = sorted([*_EXPORTS, *_RENAMED])
