@@ -51,6 +51,10 @@ class StoreConfig:
     """ms between fsyncs of ConsumeQueue and index files, each followed by a checkpoint."""
     sync_flush_timeout: int = 5000
     """ms a SYNC_FLUSH writer waits for its fsync before it gets FLUSH_DISK_TIMEOUT."""
+    os_page_cache_busy_time_out_mills: int = 1000
+    """ms an append waits for the append lock (held by another append, a catch-up or a topic
+    deletion's checkpoint) before it is refused with OS_PAGE_CACHE_BUSY, which the broker
+    answers as SYSTEM_BUSY: a sender retries elsewhere instead of stalling the broker."""
     file_reserved_time: int = 72
     """hours a CommitLog file is kept after its last write."""
     delete_when: str = "04"
@@ -86,6 +90,7 @@ class StoreConfig:
         self._positive(
             "mapped_file_size_commit_log", "mapped_file_size_consume_queue",
             "flush_interval_commit_log", "flush_interval_consume_queue", "sync_flush_timeout",
+            "os_page_cache_busy_time_out_mills",
             "clean_resource_interval", "max_message_size", "max_hash_slot_num",
             "max_filter_message_count", "max_msgs_num_batch", "timer_precision_ms", "timer_slot_ms",
             "timer_flush_interval_ms",

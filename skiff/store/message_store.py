@@ -108,6 +108,7 @@ class MessageStore:
         self.retention = Retention(config, clock, self.commitlog, self.queues, self.index, self._safe_offset)
         self._checker = MessageChecker(config.max_message_size, config.mapped_file_size_commit_log, len(store_host))
         self._put_lock = threading.Lock()
+        self._busy_wait_s = config.os_page_cache_busy_time_out_mills / 1000
         self._queue_offsets: dict[tuple[str, int], int] = {}
         self._listeners: list[DispatchListener] = []
         self._tag_codes = TagCodes()
@@ -210,10 +211,17 @@ class MessageStore:
         if isinstance(checked, PutResult):
             self._put_failures += 1
             return checked
-        with self._put_lock:
+        if not self._put_lock.acquire(timeout=self._busy_wait_s):
+            self._put_failures += 1
+            return PutResult(PutStatus.OS_PAGE_CACHE_BUSY,
+                             f"the store's append lock stayed busy for {self.config.os_page_cache_busy_time_out_mills} ms "
+                             f"(osPageCacheBusyTimeOutMills); nothing was written, try again")
+        try:
             if not self._running:
                 return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, "the store is shutting down")
             result, touched = self._append(msgs, checked)
+        finally:
+            self._put_lock.release()
         if touched:
             self._notify(touched)
         return result

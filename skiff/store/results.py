@@ -48,6 +48,8 @@ class PutStatus(enum.Enum):
     PROPERTIES_SIZE_EXCEEDED = 5
     DISK_FULL = 6
     UNKNOWN_ERROR = 7
+    OS_PAGE_CACHE_BUSY = 8
+    """The append lock stayed busy for osPageCacheBusyTimeOutMills: nothing was written."""
 
 
 @dataclass(frozen=True, slots=True)

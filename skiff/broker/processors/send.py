@@ -51,6 +51,7 @@ STATUS_CODES = {
     PutStatus.MESSAGE_ILLEGAL: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
+    PutStatus.OS_PAGE_CACHE_BUSY: ResponseCode.SYSTEM_BUSY,
 }
 """Store outcome → response code. FLUSH_DISK_TIMEOUT still carries the send result
 (clients treat codes 10-12 as a SendResult with that status)."""

@@ -39,3 +39,5 @@ def test_send_results_carry_ids_queue_and_offset_as_strings():
     assert (slow.code, slow.remark, slow.ext("queueOffset")) == (ResponseCode.FLUSH_DISK_TIMEOUT, "no fsync in time", "41")
     full = put_response(req, PutResult(PutStatus.DISK_FULL, "the disk is 95.0% full"), 3)
     assert (full.code, full.remark, full.ext_fields) == (ResponseCode.SERVICE_NOT_AVAILABLE, "the disk is 95.0% full", {})
+    busy = put_response(req, PutResult(PutStatus.OS_PAGE_CACHE_BUSY, "the append lock stayed busy"), 3)
+    assert (busy.code, busy.remark, busy.ext_fields) == (ResponseCode.SYSTEM_BUSY, "the append lock stayed busy", {})

@@ -129,3 +129,33 @@ def test_shutdown_while_writers_run(open_store):
     assert all(f is PutStatus.PUT_OK for s, f, _ in results if s is PutStatus.PUT_OK)
     again = open_store(root=store.root, mappedFileSizeCommitLog=1 << 20)
     assert all(again.read_record(phys) is not None for phys in stored)
+
+
+def test_an_append_lock_busy_too_long_refuses_the_put_and_writes_nothing(open_store):
+    """RocketMQ's OS_PAGECACHE_BUSY: an append that cannot get the lock within
+    osPageCacheBusyTimeOutMills is refused (the broker answers SYSTEM_BUSY) instead of
+    stalling its caller, the broker's event loop."""
+    store = open_store(osPageCacheBusyTimeOutMills=50)
+    assert store.put_message(message(0)).status is PutStatus.PUT_OK
+    held, release = threading.Event(), threading.Event()
+
+    def hold_the_lock() -> None:  # what a long catch-up or a topic deletion's checkpoint does
+        with store._put_lock:
+            held.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold_the_lock)
+    holder.start()
+    try:
+        assert held.wait(10)
+        started = time.monotonic()
+        busy = store.put_message(message(1))
+        waited = time.monotonic() - started
+    finally:
+        release.set()
+        holder.join()
+    assert busy.status is PutStatus.OS_PAGE_CACHE_BUSY and "osPageCacheBusyTimeOutMills" in busy.reason
+    assert 0.04 <= waited < 5
+    assert store.get_max_offset("T", 0) == 1, "the refused put wrote nothing"
+    after = store.put_message(message(2))
+    assert after.status is PutStatus.PUT_OK and after.queue_offset == 1
