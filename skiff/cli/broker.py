@@ -17,6 +17,7 @@ import argparse
 import asyncio
 import dataclasses
 import logging
+import resource
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("skiff.broker")
 
 UP_STORE_DIR = "./store"
+OPEN_FILES_WARN_BELOW = 65_536
 
 
 def register(sub: Any) -> None:
@@ -84,9 +86,31 @@ def run_up(args: argparse.Namespace, extra: list[str]) -> int:
     return run(lambda stop: serve_up(namesrv_config, broker_config, store_config, stop))
 
 
+def raise_open_file_limit() -> int:
+    """Raise this process's soft limit of open files to its hard limit; return the new soft limit.
+
+    Every ConsumeQueue file holds a descriptor (as in RocketMQ, whose docs ask for
+    ``ulimit -n 655350``), and Debian's default soft limit of 1,024 would stop a
+    broker at about a thousand queues with "Too many open files"; the hard limit
+    (often 524,288 or more) is the operator's choice, so it is left alone.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            soft = hard
+        except (ValueError, OSError) as exc:
+            log.warning("cannot raise the open-file limit from %d to %d: %s", soft, hard, exc)
+    return soft
+
+
 async def serve_broker(config: BrokerConfig, store_config: StoreConfig, stop: asyncio.Event) -> int:
     from skiff.broker import BrokerServer
 
+    limit = raise_open_file_limit()
+    if limit != resource.RLIM_INFINITY and limit < OPEN_FILES_WARN_BELOW:
+        log.warning("the open-file limit is %d: each queue's ConsumeQueue file holds one, so this broker "
+                    "serves fewer than that many queues; raise it with ulimit -Hn / LimitNOFILE", limit)
     server = BrokerServer(config, store_config)
     await server.start()
     try:

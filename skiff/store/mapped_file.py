@@ -16,6 +16,14 @@ touched below the reserved or written part of its file; code that must look at
 a file's unknown extent (loading a ConsumeQueue) uses `data_extent` and `pread`,
 which never allocate.
 
+ConsumeQueue mappings are advised MADV_RANDOM (`advise_random`): the
+first write into a fresh page of a sparse file faults it in, and with the default
+advice the kernel reads ahead (zero-fills) a large folio around it inside that
+fault, while the writer holds the GIL. Measured on a store appending one batch to
+each of 2,048 new queues: 2.1 ms of CPU per new queue with the default advice,
+0.65 ms with MADV_RANDOM (the rest is mkdir and open). Pages already cached are
+mapped around a fault either way, so reads of hot queues are unchanged.
+
 A mapping whose slices are still referenced (a pull answer on its way to a
 socket) cannot be unmapped; `close` then leaves it to Python, which unmaps it
 when the last slice is released. The file is unlinked at once either way.
@@ -94,6 +102,10 @@ class MappedFile:
     @property
     def end(self) -> int:
         return self.start + self.size
+
+    def advise_random(self) -> None:
+        """No read-ahead on faults: for files written or read a page here and there."""
+        self.mm.madvise(mmap.MADV_RANDOM)
 
     def ensure_reserved(self, upto: int, chunk: int = RESERVE_CHUNK_BYTES) -> None:
         """Allocate blocks so that writes below file position ``upto`` cannot SIGBUS."""
@@ -185,8 +197,11 @@ class MappedFileQueue:
     consistent list while retention removes files or the writer adds one.
     """
 
-    def __init__(self, directory: str, file_size: int, *, reserve_on_create: int, size_key: str) -> None:
+    def __init__(self, directory: str, file_size: int, *, reserve_on_create: int, size_key: str,
+                 random_access: bool = False) -> None:
         self.directory = directory
+        self.random_access = random_access
+        """Advise every mapping MADV_RANDOM (ConsumeQueues: see the module docstring)."""
         self.file_size = file_size
         self.size_key = size_key
         """The configuration key of ``file_size``, for errors."""
@@ -195,6 +210,11 @@ class MappedFileQueue:
         self.extended_start: int | None = None
         """Start of a last file that was too short at load (now extended): its contents are suspect."""
         self._lock = threading.Lock()
+
+    def _advised(self, f: MappedFile) -> MappedFile:
+        if self.random_access:
+            f.advise_random()
+        return f
 
     def load(self) -> list[str]:
         """Map the files on disk. A last file that is too short (its creation or its tail
@@ -222,7 +242,7 @@ class MappedFileQueue:
                     )
                 notes.append(f"{path}: {actual} bytes extended to {self.file_size}")
                 self.extended_start = start
-            files.append(MappedFile.open(path, start, self.file_size))
+            files.append(self._advised(MappedFile.open(path, start, self.file_size)))
         self.files = tuple(files)
         return notes
 
@@ -264,7 +284,8 @@ class MappedFileQueue:
         next_start = start if last is None else last.end
         while True:
             path = os.path.join(self.directory, file_name(next_start))
-            new = MappedFile.create(path, next_start, self.file_size, reserve_bytes=self.reserve_on_create)
+            new = self._advised(MappedFile.create(path, next_start, self.file_size,
+                                                  reserve_bytes=self.reserve_on_create))
             with self._lock:
                 self.files = (*self.files, new)
             if new.start == start:
