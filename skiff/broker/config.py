@@ -111,8 +111,12 @@ class BrokerConfig:
     reject_transaction_message: bool = False
     enable_property_filter: bool = False
     """Serve SQL92 subscriptions (RocketMQ's default is off)."""
-    max_transfer_count_on_message_in_memory: int = 32
-    max_transfer_bytes_on_message_in_memory: int = 262_144
+    max_transfer_count_on_message_in_memory: int = 1024
+    """Most messages one pull answers. RocketMQ caps at 32; Skiff answers what a client
+    asks for up to this: an answer is slices of the mapped CommitLog, so a bigger one costs
+    no copy, and per-pull costs (request, frame, wake-up) are what limit a consumer."""
+    max_transfer_bytes_on_message_in_memory: int = 1 << 20
+    """Most bytes one pull answers (RocketMQ: 256 KiB; Kafka's per-partition fetch: 1 MiB)."""
     region_id: str = "DefaultRegion"
     trace_on: bool = True
     shutdown_drain_timeout_ms: int = 5_000
