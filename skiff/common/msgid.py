@@ -70,9 +70,8 @@ def _month_bounds_ms(now_ms: int) -> tuple[int, int]:
 
 
 class UniqIdGenerator:
-    """Makes UNIQ_KEY ids; thread-safe and cheap (one counter step and one pack)."""
-
-    _TAIL = struct.Struct(">IH")
+    """Makes UNIQ_KEY ids; thread-safe and cheap: the prefix and the time part are
+    formatted once per millisecond, so an id is a counter step and one format."""
 
     def __init__(self, ip: bytes | None = None, pid: int | None = None) -> None:
         prefix = (ip or _local_ip_bytes())[:4] + struct.pack(
@@ -83,14 +82,19 @@ class UniqIdGenerator:
         self._lock = threading.Lock()
         self._month_start_ms = 0
         self._next_month_ms = 0
+        self._time_ms = -1
+        self._time_hex = ""
+        """The id's time part for ``_time_ms``: a producer makes many ids per millisecond."""
 
     def next_id(self) -> str:
         now_ms = time.time_ns() // 1_000_000
-        if now_ms >= self._next_month_ms:
-            with self._lock:
-                self._month_start_ms, self._next_month_ms = _month_bounds_ms(now_ms)
-        tail = self._TAIL.pack((now_ms - self._month_start_ms) & 0xFFFFFFFF, next(self._counter) & 0xFFFF)
-        return self._prefix_hex + tail.hex().upper()
+        if now_ms != self._time_ms:
+            if now_ms >= self._next_month_ms:
+                with self._lock:
+                    self._month_start_ms, self._next_month_ms = _month_bounds_ms(now_ms)
+            self._time_hex = f"{self._prefix_hex}{(now_ms - self._month_start_ms) & 0xFFFFFFFF:08X}"
+            self._time_ms = now_ms
+        return f"{self._time_hex}{next(self._counter) & 0xFFFF:04X}"
 
 
 UNIQ_IDS = UniqIdGenerator()

@@ -69,27 +69,37 @@ def send_properties(msg: Message, uniq_key: str | None = None) -> str:
     `MessageIllegalError` when a name or value holds a separator byte or the
     whole string outgrows the stored record's 16-bit length.
     """
-    props: dict[str, str] = dict(msg.properties)
+    own = msg.properties
+    if not own:  # nothing of the sender's to check: the common case of a bare message
+        return _WAIT_TRUE if uniq_key is None else f"{_WAIT_TRUE}{_UNIQ_KEY_EQ}{uniq_key}{PROPERTY_SEPARATOR}"
+    props: dict[str, str] = dict(own)
     props.setdefault(Prop.WAIT, "true")
     if uniq_key is not None:
         props.setdefault(Prop.UNIQ_KEY, uniq_key)
     text = _properties_text(props)
-    size = len(text.encode())
-    if size > PROPERTIES_MAX_BYTES:
-        raise MessageIllegalError(f"the properties are {size} bytes, more than the {PROPERTIES_MAX_BYTES} allowed")
+    if len(text) * 4 > PROPERTIES_MAX_BYTES:  # UTF-8 takes at most 4 bytes a character
+        size = len(text.encode())
+        if size > PROPERTIES_MAX_BYTES:
+            raise MessageIllegalError(f"the properties are {size} bytes, more than the {PROPERTIES_MAX_BYTES} allowed")
     return text
 
 
+_WAIT_TRUE = f"{Prop.WAIT}{NAME_VALUE_SEPARATOR}true{PROPERTY_SEPARATOR}"
+_UNIQ_KEY_EQ = f"{Prop.UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
+
+
 def _properties_text(props: Mapping[str, str]) -> str:
-    parts = []
+    """The pairs joined; checked as a whole (one separator of each kind per pair, no empty
+    name), and pair by pair only to say which one is wrong."""
+    text = "".join([f"{name}{NAME_VALUE_SEPARATOR}{value}{PROPERTY_SEPARATOR}" for name, value in props.items()])
+    n = len(props)
+    if text.count(NAME_VALUE_SEPARATOR) == n and text.count(PROPERTY_SEPARATOR) == n and "" not in props:
+        return text
     for name, value in props.items():
-        for text in (name, value):
-            if NAME_VALUE_SEPARATOR in text or PROPERTY_SEPARATOR in text:
+        for part in (name, value):
+            if NAME_VALUE_SEPARATOR in part or PROPERTY_SEPARATOR in part:
                 raise MessageIllegalError(f"the property {name!r} holds a 0x01 or 0x02 separator byte")
-        if not name:
-            raise MessageIllegalError("a property has an empty name")
-        parts.append(f"{name}{NAME_VALUE_SEPARATOR}{value}{PROPERTY_SEPARATOR}")
-    return "".join(parts)
+    raise MessageIllegalError("a property has an empty name")
 
 
 def encode_batch(messages: Iterable[Message], uniq_key: Callable[[], str] | None = None) -> bytes:
@@ -98,16 +108,14 @@ def encode_batch(messages: Iterable[Message], uniq_key: Callable[[], str] | None
     ``uniq_key`` makes each message's UNIQ_KEY (as clients give every message
     in a batch its own id). Topics are not encoded: the header names one.
     """
-    out = bytearray()
+    parts: list[bytes] = []
+    add = parts.extend
+    head, props_len, fixed = _BATCH_HEAD.pack, _PROPS_LEN.pack, BATCH_RECORD_FIXED_BYTES
     for msg in messages:
         props = send_properties(msg, uniq_key() if uniq_key is not None else None).encode()
         body = msg.body
-        total = BATCH_RECORD_FIXED_BYTES + len(body) + len(props)
-        out += _BATCH_HEAD.pack(total, 0, 0, msg.flag, len(body))
-        out += body
-        out += _PROPS_LEN.pack(len(props))
-        out += props
-    return bytes(out)
+        add((head(fixed + len(body) + len(props), 0, 0, msg.flag, len(body)), body, props_len(len(props)), props))
+    return b"".join(parts)
 
 
 class BatchRecord(NamedTuple):

@@ -100,3 +100,20 @@ def test_uniq_ids_are_unique_and_well_formed():
     ids = [gen.next_id() for _ in range(10000)]
     assert len(set(ids)) == len(ids)
     assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+
+
+def test_uniq_id_layout_is_ip_pid_random_time_counter():
+    """RocketMQ's layout: 4 bytes IP, 2 pid, 4 random, 4 ms since the month began, 2 counter."""
+    import time
+    from datetime import datetime, timezone
+
+    gen = UniqIdGenerator(ip=b"\x0a\x00\x00\x07", pid=0x1234)
+    before = time.time_ns() // 1_000_000
+    a, b = gen.next_id(), gen.next_id()
+    after = time.time_ns() // 1_000_000
+    assert a[:12] == b[:12] == "0A0000071234" and a[:20] == b[:20]
+    assert (int(b[28:], 16) - int(a[28:], 16)) % 0x10000 == 1
+    month = datetime.fromtimestamp(before / 1000, tz=timezone.utc).replace(day=1, hour=0, minute=0, second=0,
+                                                                          microsecond=0)
+    start = int(month.timestamp() * 1000)
+    assert before - start <= int(a[20:28], 16) <= after - start
