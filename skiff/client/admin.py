@@ -363,10 +363,12 @@ class AsyncAdmin(AsyncClient):
 
     async def messages_by_key(self, topic: str, key: str, *, begin_ms: int = 0, end_ms: int = TIME_MAX_MS,
                               max_num: int = QUERY_MAX_NUM) -> list[StoredMessage]:
-        """Messages of ``topic`` with ``key`` among their KEYS, stored between the times (oldest first)."""
+        """Messages of ``topic`` with ``key`` among their KEYS, stored between the times (oldest
+        first: by store time, then CommitLog order on one broker; messages stored in the same
+        millisecond on different brokers have no order between them)."""
         found = [m for m in await self._query(topic, key, begin_ms=begin_ms, end_ms=end_ms, max_num=max_num)
                  if key in m.keys]
-        return sorted(found, key=lambda m: m.store_timestamp)[:max_num]
+        return sorted(found, key=lambda m: (m.store_timestamp, m.store_host, m.commit_log_offset))[:max_num]
 
     async def _query(self, topic: str, key: str, *, unique: bool = False, begin_ms: int = 0,
                      end_ms: int = TIME_MAX_MS, max_num: int = QUERY_MAX_NUM) -> list[StoredMessage]:
