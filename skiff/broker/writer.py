@@ -4,6 +4,12 @@ It is the one place that decides where a message is really stored (delayed and
 half messages are parked, see `skiff.broker.redirect`) and that fills in what
 the store indexes (tags, keys, unique id). The send and send-back processors
 both write through it.
+
+It also drops ``TIMER_ID`` from what clients send: the timer marks its
+deliveries with it, and after a restart it reads the CommitLog's tail for those
+marks to learn what it already delivered. A forged or forwarded mark (a consumer
+re-sending a delivered timed message as it got it) would make it skip a
+scheduled message: a loss.
 """
 
 from __future__ import annotations
@@ -22,6 +28,13 @@ _PREPARED_OR_ROLLBACK = int(MessageSysFlag.TRANSACTION_PREPARED)
 """The bit set by both the prepared (0x4) and the rolled-back (0xC) transaction types."""
 _INDEXED = (Prop.TAGS, Prop.KEYS, Prop.UNIQ_KEY)
 """The properties the store indexes, in `MessageInput`'s order."""
+_NOT_AS_SENT = REDIRECT_PROPERTIES | {Prop.TIMER_ID}
+"""Properties that keep a batch's messages from being stored exactly as sent."""
+
+
+def without_timer_id(props: Mapping[str, str]) -> dict[str, str]:
+    """``props`` less ``TIMER_ID``, which only the timer may set (see the module docstring)."""
+    return {name: value for name, value in props.items() if name != Prop.TIMER_ID}
 
 
 class MessageWriter:
@@ -48,6 +61,9 @@ class MessageWriter:
         ``raw_props`` are ``props`` already encoded (a single send carries them
         that way), or None to encode them here.
         """
+        if Prop.TIMER_ID in props:
+            props = without_timer_id(props)
+            raw_props = None
         if not REDIRECT_PROPERTIES.isdisjoint(props):
             redirected = self._redirect(topic, queue_id, props, sys_flag)
             if isinstance(redirected, str):
@@ -75,13 +91,16 @@ class MessageWriter:
         stored as sent (RocketMQ's rule): none of its messages may be delayed or half."""
         flags, bodies, raw = records
         columns = property_columns(raw)
-        if columns is not None and REDIRECT_PROPERTIES.isdisjoint(columns.names):
+        if columns is not None and _NOT_AS_SENT.isdisjoint(columns.names):
             fields = [columns.values(name) for name in _INDEXED]
         else:
             props = list(map(decode_properties, raw))
             refused = next((p for p in props if not REDIRECT_PROPERTIES.isdisjoint(p)), None)
             if refused is not None:
                 return batch_refusal(refused)
+            if any(Prop.TIMER_ID in p for p in props):
+                props = [without_timer_id(p) for p in props]
+                raw = [encode_properties(p) for p in props]
             fields = [[p.get(name) for p in props] for name in _INDEXED]
         n = len(flags)
         return list(map(MessageInput, repeat(topic, n), repeat(queue_id), bodies, raw, flags, repeat(sys_flag),

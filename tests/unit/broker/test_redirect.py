@@ -81,3 +81,25 @@ def test_half_messages_can_be_refused():
 
 def test_rolled_back_or_prepared_types_are_never_delayed():
     assert _write({Prop.DELAY: "1"}, sys_flag=0xC).topic == "Orders"
+
+
+def test_a_sent_timer_id_is_dropped_from_single_messages_and_batches():
+    """TIMER_ID marks the timer's deliveries; a restarted timer trusts the marks it finds in
+    the CommitLog, so one a client sent (forged, or forwarded from a delivered message)
+    would make it skip a scheduled message. The writer drops it, and keeps the rest."""
+    from skiff.protocol.message_codec import BatchColumns
+
+    forged = {Prop.TAGS: "A", Prop.TIMER_ID: "3600000_4096", Prop.UNIQ_KEY: "U1"}
+    raw = encode_properties(forged)
+    writer = MessageWriter(POLICY, ManualClock(NOW))
+    single = writer.message("Orders", 3, b"body", decode_properties(raw), raw, 7, 0, NOW - 1, b"h" * 8)
+    assert decode_properties(single.properties) == {Prop.TAGS: "A", Prop.UNIQ_KEY: "U1"}
+    assert (single.tags, single.uniq_key) == ("A", "U1")
+
+    clean = encode_properties({Prop.TAGS: "B", Prop.UNIQ_KEY: "U2"})
+    for raws in ([raw, raw], [clean, raw]):  # one name layout (columns), and mixed layouts
+        stored = writer.batch("Orders", 3, BatchColumns([0, 0], [b"a", b"b"], raws), 0, NOW - 1, b"h" * 8)
+        assert all(Prop.TIMER_ID not in decode_properties(m.properties) for m in stored)
+        assert [m.uniq_key for m in stored] == [decode_properties(r)[Prop.UNIQ_KEY] for r in raws]
+    untouched = writer.batch("Orders", 3, BatchColumns([0], [b"c"], [clean]), 0, NOW - 1, b"h" * 8)
+    assert untouched[0].properties is clean
