@@ -60,9 +60,9 @@ class NamesrvRegistration:
             except RuntimeError:  # no loop yet (loading): the first registration carries it
                 pass
 
-    async def settled(self, timeout_s: float) -> bool:
+    async def settled(self, timeout_s: float) -> None:
         """Wait until the topic changes made so far are registered, at most ``timeout_s``
-        (a NameServer that is down must not hold an admin answer). Whether they were.
+        (a NameServer that is down must not hold an admin answer).
 
         RocketMQ's broker registers a created or deleted topic before it answers: a
         client that routes the topic right after sees it. Without the wait a producer
@@ -70,10 +70,8 @@ class NamesrvRegistration:
         queues the topic does not have.
         """
         task = self._trigger_task
-        if task is None or task.done():
-            return True
-        done, _ = await asyncio.wait([task], timeout=timeout_s)
-        return bool(done)
+        if task is not None and not task.done():
+            await asyncio.wait([task], timeout=timeout_s)
 
     async def _triggered(self) -> None:
         while self._again.is_set():

@@ -212,8 +212,7 @@ class _Consume:
                 pass
             for loop in loops:
                 loop.cancel()
-            failures = [r for r in await asyncio.gather(*loops, return_exceptions=True)
-                        if isinstance(r, Exception) and not isinstance(r, asyncio.CancelledError)]
+            failures = [r for r in await asyncio.gather(*loops, return_exceptions=True) if isinstance(r, Exception)]
             if self.args.group:
                 await asyncio.gather(*(admin.update_consumer_offset(self.args.group, mq, off)
                                        for mq, off in self.next_offsets.items()))

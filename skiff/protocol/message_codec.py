@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import struct
 import zlib
-from itertools import repeat
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from itertools import repeat
 from typing import NamedTuple
 
 from skiff.common.compression import inflate as common_inflate
@@ -118,14 +118,6 @@ def encode_batch(messages: Iterable[Message], uniq_key: Callable[[], str] | None
     return b"".join(parts)
 
 
-class BatchRecord(NamedTuple):
-    """One message of a batch body, its properties still encoded (as the store keeps them)."""
-
-    flag: int
-    body: bytes
-    properties: bytes
-
-
 class BatchColumns(NamedTuple):
     """A batch body split into columns, one entry per message: the broker works on a batch
     as a whole (`property_columns`), never message by message."""
@@ -135,31 +127,19 @@ class BatchColumns(NamedTuple):
     properties: list[bytes]
 
 
-def split_batch(
-    body: bytes | bytearray | memoryview,
-    *,
-    compressed: bool = False,
-    max_messages: int = BATCH_MAX_MESSAGES,
-) -> list[BatchRecord]:
-    """Split a batch body into its records; inflate it first if ``compressed``.
-
-    Raises `MessageDecodeError` for an empty, truncated or inconsistent batch, or
-    one of more than ``max_messages`` messages.
-    """
-    columns = split_batch_columns(body, compressed=compressed, max_messages=max_messages)
-    return list(map(BatchRecord, *columns))
-
-
 def split_batch_columns(
     body: bytes | bytearray | memoryview,
     *,
     compressed: bool = False,
     max_messages: int = BATCH_MAX_MESSAGES,
 ) -> BatchColumns:
-    """`split_batch` as columns. One short step per record: its checks are one test
-    (TOTALSIZE must be the sum of its parts, the parts in bounds: a read past the end
-    raises struct.error), and `_record_error` says what is wrong with a record that
-    fails it."""
+    """Split a batch body into its records, as columns; inflate it first if ``compressed``.
+
+    Raises `MessageDecodeError` for an empty, truncated or inconsistent batch, or
+    one of more than ``max_messages`` messages. One short step per record: its checks
+    are one test (TOTALSIZE must be the sum of its parts, the parts in bounds: a read
+    past the end raises struct.error), and `_record_error` says what is wrong with a
+    record that fails it."""
     data = inflate(body) if compressed else body if type(body) is bytes else bytes(body)
     flags: list[int] = []
     bodies: list[bytes] = []
@@ -246,9 +226,9 @@ def decode_batch(
     compressed: bool = False,
     max_messages: int = BATCH_MAX_MESSAGES,
 ) -> list[Message]:
-    """`split_batch`, as messages of ``topic`` with their properties decoded."""
-    return [Message(topic, r.body, decode_properties(r.properties), r.flag)
-            for r in split_batch(body, compressed=compressed, max_messages=max_messages)]
+    """`split_batch_columns`, as messages of ``topic`` with their properties decoded."""
+    flags, bodies, raw = split_batch_columns(body, compressed=compressed, max_messages=max_messages)
+    return [Message(topic, b, decode_properties(p), f) for f, b, p in zip(flags, bodies, raw)]
 
 
 def _record_error(data: bytes, pos: int) -> MessageDecodeError:

@@ -118,8 +118,7 @@ class IndexFile:
         slots = self.slots
         unpack_slot, pack_slot, pack_entry = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
         number = self.index_count
-        count = len(items) // 3
-        count = min(count, self.capacity - number)
+        count = min(len(items) // 3, self.capacity - number)
         if count <= 0:
             return
         if number == 1:

@@ -37,7 +37,7 @@ the registration goes on, and the periodic one retries a NameServer that is down
 class TopicAdminProcessor:
     def __init__(self, config: BrokerConfig, store_config: StoreConfig, store: MessageStore,
                  topics: TopicConfigManager, offsets: ConsumerOffsetManager, stats: BrokerStats,
-                 registered: Callable[[float], Awaitable[bool]]) -> None:
+                 registered: Callable[[float], Awaitable[None]]) -> None:
         self.config = config
         self.registered = registered
         """Waits (at most the seconds given) until topic changes reach the NameServers."""
