@@ -39,10 +39,18 @@ def test_warmed_pages_take_no_fault_when_written(commitlog):
         pytest.skip("madvise(MADV_POPULATE_WRITE) is not supported by this kernel")
     assert populated == 256 << 10
     f = commitlog.files.find(0)
-    before = _faults()
-    for pos in range(0, 256 << 10, PAGE_BYTES):
-        f.mm[pos] = 0
-    assert _faults() - before == 0
+
+    def faults_writing(lo: int, hi: int) -> int:
+        before = _faults()
+        for pos in range(lo, hi, PAGE_BYTES):
+            f.mm[pos] = 0
+        return _faults() - before
+
+    pages = (256 << 10) // PAGE_BYTES
+    # A fault or two of the interpreter's own (its heap) may land in the window on a busy machine;
+    # the warmed pages themselves take none, where the same writes past the window fault on most pages.
+    assert faults_writing(0, 256 << 10) <= 2
+    assert faults_writing(512 << 10, 768 << 10) >= pages // 2
     assert commitlog.warm(ahead_bytes=256 << 10) == 0  # nothing new until the writer moves on
 
 
