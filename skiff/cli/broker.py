@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("skiff.broker")
 
 UP_STORE_DIR = "./store"
-OPEN_FILES_WARN_BELOW = 65_536
 
 
 def register(sub: Any) -> None:
@@ -107,10 +106,7 @@ def raise_open_file_limit() -> int:
 async def serve_broker(config: BrokerConfig, store_config: StoreConfig, stop: asyncio.Event) -> int:
     from skiff.broker import BrokerServer
 
-    limit = raise_open_file_limit()
-    if limit != resource.RLIM_INFINITY and limit < OPEN_FILES_WARN_BELOW:
-        log.warning("the open-file limit is %d: each queue's ConsumeQueue file holds one, so this broker "
-                    "serves fewer than that many queues; raise it with ulimit -Hn / LimitNOFILE", limit)
+    raise_open_file_limit()  # the broker warns if its queues come near the limit (skiff.broker.open_files)
     server = BrokerServer(config, store_config)
     await server.start()
     try:
