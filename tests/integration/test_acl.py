@@ -17,6 +17,7 @@ from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.errors import NoPermissionError
 from skiff.testing.cluster import Cluster
+from skiff.testing.processes import run_skiff
 from skiff.testing.waits import eventually
 from skiff.testing.wire import BrokerWire, send_header
 from skiff.transport.loop import run_coroutine
@@ -180,3 +181,28 @@ async def _refused(cluster: Cluster) -> bool:
     except SendFailedError as exc:
         return isinstance(exc.__cause__, NoPermissionError)
     return False
+
+
+def test_cli_signs_with_flags_file_or_environment(cluster: Cluster, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    ns = ["-n", cluster.namesrv_addr]
+    keys = ["--access-key", APP.access_key, "--secret-key", APP.secret_key]
+    refused = run_skiff(["topic", "delete", "-t", "Open", *ns, *keys])
+    assert refused.returncode == 1 and "NO_PERMISSION" in refused.stdout and "needs an admin" in refused.stdout
+    assert APP.secret_key not in refused.stdout
+    unsigned = run_skiff(["send", *ns, "-t", "Open", "unsigned"])
+    assert unsigned.returncode == 1 and "no AccessKey" in unsigned.stdout
+    tools = tmp_path / "tools.yml"
+    tools.write_text(f"accessKey: {APP.access_key}\nsecretKey: {APP.secret_key}\n")
+    by_file = run_skiff(["send", *ns, "-t", "Open", "signed-by-file", "--credentials", str(tools), "--json"])
+    assert by_file.returncode == 0, by_file.stdout
+    monkeypatch.setenv("SKIFF_ACCESS_KEY", APP.access_key)
+    monkeypatch.setenv("SKIFF_SECRET_KEY", APP.secret_key)
+    by_env = run_skiff(["send", *ns, "-t", "Open", "signed-by-env", "--json"])
+    assert by_env.returncode == 0, by_env.stdout
+
+    async def bodies() -> list[bytes]:
+        async with AsyncPullClient(client_config=config(cluster, "acl-pull-cli", APP), group="G4") as puller:
+            return [m.body for m in (await puller.pull(mq(cluster, "Open"), 0, 64)).messages]
+    got = run_coroutine(bodies())
+    assert b"signed-by-file" in got and b"signed-by-env" in got and b"unsigned" not in got
