@@ -85,16 +85,44 @@ function ratesChart(el) {
   setInterval(refresh, POLL_MS);
 }
 
+function formatCell(col, value) {
+  if (value === null || value === undefined) return "";
+  if (col.endsWith("timestamp")) return value > 0 ? new Date(value).toISOString().replace("T", " ") : "-";
+  if (col.endsWith("_tps")) return value.toFixed(1);
+  if (col.endsWith("_ratio")) return (value * 100).toFixed(1) + " %";
+  return String(value);
+}
+
+// tbody[data-rows=NAME][data-cols="a b c"]: the rows of d[NAME], one cell per column.
+function fillRows(tbody, rows) {
+  const cols = tbody.dataset.cols.split(/\s+/).filter(Boolean);
+  tbody.replaceChildren(...rows.map((row) => {
+    const tr = document.createElement("tr");
+    for (const col of cols) {
+      const td = document.createElement("td");
+      td.textContent = formatCell(col, row[col]);
+      tr.appendChild(td);
+    }
+    return tr;
+  }));
+}
+
+function lagChart(el) {
+  const c = {el, chart: makeChart(el, ["lag"]), xs: [Date.now() / 1000], ys: [Number(el.dataset.initial)]};
+  c.chart.setData([c.xs, c.ys]);
+  return c;
+}
+
 function wirePolls() {
   for (const el of document.querySelectorAll("[data-chart=rates]")) ratesChart(el);
   for (const box of document.querySelectorAll("[data-poll]")) {
-    const charts = [...box.querySelectorAll("[data-chart=lag]")].map((el) => ({el, chart: makeChart(el, ["lag"]),
-                                                                             xs: [], ys: []}));
+    const charts = [...box.querySelectorAll("[data-chart=lag]")].map(lagChart);
     setInterval(async () => {
       const resp = await fetch(box.dataset.poll);
       if (!resp.ok) return;
       const d = await resp.json();
       for (const el of box.querySelectorAll("[data-field]:not([data-chart])")) el.textContent = d[el.dataset.field];
+      for (const tbody of box.querySelectorAll("tbody[data-rows]")) fillRows(tbody, d[tbody.dataset.rows]);
       for (const c of charts) {
         c.xs.push(Date.now() / 1000);
         c.ys.push(d[c.el.dataset.field]);

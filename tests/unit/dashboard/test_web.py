@@ -8,30 +8,19 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
-from skiff.dashboard.form import Form
-from skiff.dashboard.service import Dashboard, DashboardConfig, topic_kind
-from skiff.dashboard.web import build_app, format_time_ms
 from skiff.client.errors import MessageValidationError
+from skiff.dashboard.form import Form
+from skiff.dashboard.service import topic_kind
+from skiff.dashboard.web import format_time_ms
+from skiff.testing.dashboard import with_dashboard_client
 from skiff.testing.processes import free_port
-from skiff.transport.loop import run_coroutine
 
 
 def with_client(test: Callable[[TestClient], Awaitable[Any]]) -> None:
-    async def main() -> None:
-        # A port nothing listens on: every call that reaches for the cluster fails to connect.
-        dashboard = Dashboard(DashboardConfig(f"127.0.0.1:{free_port()}", sample_interval_s=60))
-        await dashboard.start()
-        client = TestClient(TestServer(build_app(dashboard)))
-        await client.start_server()
-        try:
-            await test(client)
-        finally:
-            await client.close()
-            await dashboard.stop()
-
-    run_coroutine(main())
+    # A port nothing listens on: every call that reaches for the cluster fails to connect.
+    with_dashboard_client(f"127.0.0.1:{free_port()}", test, sample_interval_s=60)
 
 
 @pytest.mark.parametrize("method, path, body, error", [
