@@ -19,6 +19,7 @@ import asyncio
 import logging
 import socket
 
+from skiff.broker.acl import AclService
 from skiff.broker.clients import ClientManager
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
@@ -78,6 +79,10 @@ class BrokerServer:
         self.registration: NamesrvRegistration
         self._remoting: RemotingServer | None = None
         self._services: list[Periodic] = []
+        self.acl: AclService | None = None
+        if config.acl_enable:
+            self.acl = AclService(config.plain_acl_file, config.acl_reload_interval_ms)
+            self.acl.load()
 
     @property
     def addr(self) -> str:
@@ -128,6 +133,8 @@ class BrokerServer:
         ]
         for service in self._services:
             service.start()
+        if self.acl is not None:
+            self.acl.start()
         await self.registration.register_all()
         self.registration.start()
 
@@ -150,7 +157,7 @@ class BrokerServer:
         handlers: dict[int, Handler] = {}
         for processor in processors:
             handlers.update(processor.handlers())
-        return handlers
+        return handlers if self.acl is None else self.acl.guard(handlers)
 
     async def stop(self) -> None:
         """Unregister, drain, persist, shut the store down; safe to call once after start."""
@@ -162,6 +169,8 @@ class BrokerServer:
         await remoting.stop(self.config.shutdown_drain_timeout_ms / 1000.0)
         for service in self._services:
             await service.stop()
+        if self.acl is not None:
+            await self.acl.stop()
         await self.transactions.commit_progress()
         await self._namesrv_client.close()
         await self._persist_offsets()

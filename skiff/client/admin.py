@@ -16,7 +16,8 @@ import asyncio
 import logging
 from typing import Any
 
-from skiff.client._impl.config import DEFAULT_INSTANCE_NAME, ClientConfig
+from skiff.client._impl.config import DEFAULT_INSTANCE_NAME, ClientConfig, client_config_for
+from skiff.client.credentials import Credentials
 from skiff.client._impl.instance import ClientInstance
 from skiff.client._impl.lifecycle import AsyncClient
 from skiff.client._impl.producer_impl import check_topic
@@ -66,8 +67,8 @@ class AsyncAdmin(AsyncClient):
     """Cluster, topic, group, offset and message administration over the remoting protocol."""
 
     def __init__(self, namesrv_addr: str = "", *, instance_name: str = DEFAULT_INSTANCE_NAME,
-                 client_config: ClientConfig | None = None) -> None:
-        self.client_config = client_config or ClientConfig(namesrv_addr, instance_name)
+                 client_config: ClientConfig | None = None, credentials: Credentials | None = None) -> None:
+        self.client_config = client_config_for(namesrv_addr, instance_name, client_config, credentials)
         self._instance: ClientInstance | None = None
 
     async def start(self) -> None:
