@@ -9,6 +9,7 @@ from aiohttp import web
 
 from skiff.common.errors import SkiffError
 from skiff.dashboard.service import Dashboard, DashboardConfig
+from skiff.dashboard.sessions import Sessions
 from skiff.dashboard.web import build_app
 
 log = logging.getLogger("skiff.dashboard")
@@ -28,6 +29,7 @@ class DashboardServer:
         self.host = host
         self.port = port
         self.dashboard = Dashboard(config)
+        self.sessions = Sessions(config, self.dashboard)
         self._runner: web.AppRunner | None = None
 
     @property
@@ -36,7 +38,7 @@ class DashboardServer:
 
     async def start(self) -> None:
         await self.dashboard.start()
-        runner = web.AppRunner(build_app(self.dashboard), access_log=None, handle_signals=False)
+        runner = web.AppRunner(build_app(self.sessions), access_log=None, handle_signals=False)
         await runner.setup()
         try:
             await web.TCPSite(runner, self.host, self.port).start()
@@ -53,4 +55,5 @@ class DashboardServer:
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+            await self.sessions.stop()
             await self.dashboard.stop()

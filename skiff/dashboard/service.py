@@ -15,6 +15,7 @@ from typing import Any
 from skiff.client._impl.config import ClientConfig
 from skiff.client.admin import AsyncAdmin
 from skiff.client.admin_results import BrokerInfo
+from skiff.client.credentials import Credentials
 from skiff.client.producer import AsyncProducer
 from skiff.client.pull_client import AsyncPullClient
 from skiff.common.message import Message
@@ -39,6 +40,8 @@ class DashboardConfig:
     """How often the in/out rates are sampled for the live charts."""
     history_points: int = 300
     """Samples the charts keep (10 minutes at the default interval)."""
+    session_idle_s: float = 3600.0
+    """A login (brokers with ACL on) ends after this long without a request."""
 
 
 SYSTEM_TOPIC_NAMES = frozenset({*SYSTEM_TOPICS, TRACE_TOPIC, "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"})
@@ -58,9 +61,14 @@ def topic_kind(topic: str, own_names: frozenset[str] = frozenset()) -> str:
 
 
 class Dashboard:
-    def __init__(self, config: DashboardConfig) -> None:
+    """One set of clients; ``credentials`` (a login) sign their requests, else the environment's
+    keys do when set (`Credentials.from_env`), else none."""
+
+    def __init__(self, config: DashboardConfig, credentials: Credentials | None = None,
+                 instance_name: str = DASHBOARD_INSTANCE) -> None:
         self.config = config
-        client = ClientConfig(config.namesrv_addr, DASHBOARD_INSTANCE)
+        self.credentials = credentials
+        client = ClientConfig(config.namesrv_addr, instance_name, credentials=credentials)
         self.admin = AsyncAdmin(client_config=client)
         self.producer = AsyncProducer(DASHBOARD_PRODUCER_GROUP, client_config=client)
         self.puller = AsyncPullClient(group=DASHBOARD_PULL_GROUP, client_config=client)

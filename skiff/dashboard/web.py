@@ -23,12 +23,14 @@ from skiff.client.errors import NameServerUnavailableError, NoRouteError
 from skiff.common.errors import SkiffError
 from skiff.dashboard.form import Form
 from skiff.dashboard.service import Dashboard
-from skiff.protocol.errors import ConnectionClosed, RequestTimeout, TopicNotExistError
+from skiff.dashboard.sessions import SESSION_COOKIE, LoginError, Sessions
+from skiff.protocol.errors import ConnectionClosed, NoPermissionError, RequestTimeout, TopicNotExistError
 
 log = logging.getLogger(__name__)
 
 HERE = Path(__file__).parent
-DASHBOARD_KEY = web.AppKey("dashboard", Dashboard)
+SESSIONS_KEY = web.AppKey("sessions", Sessions)
+TEMPLATES_KEY = web.AppKey("templates", jinja2.Environment)
 Read = Callable[[Dashboard, web.Request], Awaitable[dict[str, Any]]]
 
 
@@ -90,7 +92,29 @@ async def _maybe_dlq(d: Dashboard, r: web.Request) -> dict[str, Any]:
     return await d.messages.dlq(group) if group else {"group": "", "messages": None}
 
 
+class LoginNeeded(SkiffError):
+    """The brokers refuse unsigned requests and this browser has not signed in."""
+
+    def __init__(self) -> None:
+        super().__init__("the brokers have ACL on: sign in with an access key and secret key")
+
+
+async def _dashboard_for(request: web.Request) -> Dashboard:
+    """The signed-in session's clients, else the dashboard's own when the brokers take them."""
+    sessions = request.app[SESSIONS_KEY]
+    dashboard = sessions.get(request.cookies.get(SESSION_COOKIE))
+    if dashboard is not None:
+        return dashboard
+    if await sessions.login_required():
+        raise LoginNeeded()
+    return sessions.anonymous
+
+
 def _status_of(exc: Exception) -> int:
+    if isinstance(exc, (LoginNeeded, LoginError)):
+        return 401
+    if isinstance(exc, NoPermissionError):
+        return 403
     if isinstance(exc, (NoRouteError, TopicNotExistError)):
         return 404
     if isinstance(exc, (RequestTimeout, ConnectionClosed, NameServerUnavailableError)):
@@ -104,23 +128,56 @@ def _json(data: Any, status: int = 200) -> web.Response:
 
 def _page_handler(template: jinja2.Template, read: Read, path: str) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def page(request: web.Request) -> web.Response:
-        dashboard = request.app[DASHBOARD_KEY]
         try:
+            dashboard = await _dashboard_for(request)
             data, error, status = await read(dashboard, request), None, 200
+        except LoginNeeded:
+            raise web.HTTPSeeOther(f"/login?next={request.path_qs}") from None
         except SkiffError as exc:
-            data, error, status = {}, str(exc), _status_of(exc)
-        html = template.render(data=data, error=error, request=request, path=path)
+            dashboard, data, error, status = None, {}, str(exc), _status_of(exc)
+        html = template.render(data=data, error=error, request=request, path=path, user=_user(dashboard))
         return web.Response(text=html, status=status, content_type="text/html")
     return page
+
+
+def _user(dashboard: Dashboard | None) -> str | None:
+    return dashboard.credentials.access_key if dashboard is not None and dashboard.credentials else None
 
 
 def _api_handler(read: Read) -> Callable[[web.Request], Awaitable[web.Response]]:
     async def api(request: web.Request) -> web.Response:
         try:
-            return _json(await read(request.app[DASHBOARD_KEY], request))
+            return _json(await read(await _dashboard_for(request), request))
         except SkiffError as exc:
             return _json({"error": str(exc)}, _status_of(exc))
     return api
+
+
+async def login_page(request: web.Request) -> web.Response:
+    html = request.app[TEMPLATES_KEY].get_template("login.html").render(
+        data={}, error=None, request=request, path="/login", user=None)
+    return web.Response(text=html, content_type="text/html")
+
+
+async def login(request: web.Request) -> web.Response:
+    """Sign in: check the keys against the brokers, then set the session cookie."""
+    try:
+        form = await _body(request)
+        sessions = request.app[SESSIONS_KEY]
+        token = await sessions.login(form.text("access_key"), form.text("secret_key"))
+    except SkiffError as exc:
+        return _json({"error": str(exc)}, _status_of(exc))
+    await sessions.logout(request.cookies.get(SESSION_COOKIE))  # signing in as someone else ends the old one
+    resp = _json({"access_key": form.text("access_key")})
+    resp.set_cookie(SESSION_COOKIE, token, httponly=True, samesite="Strict", path="/")
+    return resp
+
+
+async def logout(request: web.Request) -> web.Response:
+    await request.app[SESSIONS_KEY].logout(request.cookies.get(SESSION_COOKIE))
+    resp = _json({})
+    resp.del_cookie(SESSION_COOKIE, path="/")
+    return resp
 
 
 def templates() -> jinja2.Environment:
@@ -138,14 +195,18 @@ def format_time_ms(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, timezone.utc).isoformat(sep=" ", timespec="milliseconds")[:-6] + "Z"
 
 
-def build_app(dashboard: Dashboard) -> web.Application:
+def build_app(sessions: Sessions) -> web.Application:
+    """The app over ``sessions`` (the dashboard's own clients, and those of signed-in people)."""
     app = web.Application()
-    app[DASHBOARD_KEY] = dashboard
-    env = templates()
+    app[SESSIONS_KEY] = sessions
+    env = app[TEMPLATES_KEY] = templates()
     for path, (name, read) in READS.items():
         app.router.add_get(path, _page_handler(env.get_template(name), read, path))
         app.router.add_get("/api" + (path if path != "/" else "/cluster"), _api_handler(read))
     for method, path, act in ACTIONS:
         app.router.add_route(method, path, _api_handler(act))
+    app.router.add_get("/login", login_page)
+    app.router.add_post("/api/login", login)
+    app.router.add_post("/api/logout", logout)
     app.router.add_static("/static", HERE / "static")
     return app

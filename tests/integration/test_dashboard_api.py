@@ -14,6 +14,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from skiff.testing.cluster import Cluster
+from skiff.testing.dashboard import api_call as call
 from skiff.testing.dashboard import with_dashboard_client
 from skiff.testing.processes import start_skiff
 from skiff.testing.waits import eventually
@@ -27,13 +28,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
 
 def with_client(cluster: Cluster, test: Callable[[TestClient], Awaitable[Any]]) -> None:
     with_dashboard_client(cluster.namesrv_addr, test)
-
-
-async def call(client: TestClient, method: str, path: str, body: Any = None, status: int = 200) -> Any:
-    resp = await client.request(method, path, json=body)
-    data = await resp.json()
-    assert resp.status == status, data
-    return data
 
 
 def test_cluster_topics_messages_and_trace(cluster: Cluster):

@@ -32,12 +32,21 @@ async function callApi(el, body) {
   });
   const data = await resp.json();
   const result = document.getElementById("result");
+  if (resp.status === 401 && el.dataset.api !== "/api/login") {
+    location.href = "/login?next=" + encodeURIComponent(location.pathname + location.search);
+    return;
+  }
   if (!resp.ok) {
     show(data.error || resp.statusText, false);
     return;
   }
   if (el.dataset.then === "reload") {
     location.reload();
+    return;
+  }
+  if (el.dataset.then === "next") {
+    const next = new URLSearchParams(location.search).get("next") || "/";
+    location.href = next.startsWith("/") && !next.startsWith("//") ? next : "/";
     return;
   }
   show("Done.", true);
