@@ -4,6 +4,7 @@ against what the test did (topics created, messages sent, offsets consumed)."""
 from __future__ import annotations
 
 import json
+import socket
 import time
 import urllib.request
 from collections.abc import Awaitable, Callable
@@ -16,7 +17,7 @@ from aiohttp.test_utils import TestClient
 from skiff.testing.cluster import Cluster
 from skiff.testing.dashboard import api_call as call
 from skiff.testing.dashboard import with_dashboard_client
-from skiff.testing.processes import start_skiff
+from skiff.testing.processes import run_skiff, start_skiff
 from skiff.testing.waits import eventually
 
 
@@ -127,3 +128,17 @@ def test_skiff_up_without_the_dashboard(tmp_path: Path):
     with start_skiff([*UP_ARGS, "--no-dashboard"], cwd=tmp_path) as up:
         up.wait_for_line(r"skiff broker listening on")
     assert up.popen.returncode == 0 and "dashboard" not in up.output
+
+
+def test_skiff_dashboard_refuses_bad_arguments_and_a_port_in_use():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for args, reason in [
+            (["--port", str(port)], f"skiff: the dashboard cannot listen on 127.0.0.1:{port}: "),
+            (["--port", "70000"], "skiff: dashboard port 70000 is not a port (0 picks a free one)"),
+            (["-n", "nonsense"], "skiff: namesrv_addr: 'nonsense' is not a host:port address"),
+        ]:
+            proc = run_skiff(["dashboard", *args])
+            assert proc.returncode == 1 and reason in proc.stdout, proc.stdout
