@@ -242,6 +242,13 @@ class AsyncAdmin(AsyncClient):
                 await self.delete_topic(topic, cluster=cluster)
         return list(masters.values())
 
+    async def consumer_groups(self, cluster: str | None = None) -> list[str]:
+        """The subscription groups every master (of ``cluster``) knows, sorted: the ones created
+        by admin and the ones consumers registered by subscribing."""
+        masters = await self._masters(cluster)
+        wrappers = await asyncio.gather(*(self._inst.api.get_all_subscription_groups(a) for a in masters.values()))
+        return sorted({name for w in wrappers for name in w.subscription_group_table})
+
     async def consumer_progress(self, group: str, topic: str | None = None) -> ConsumerProgress:
         """Per queue the group consumes (of ``topic``): broker offset, committed offset, lag.
         `ClientError` when no broker has an offset of the group (of ``topic``)."""
@@ -444,8 +451,8 @@ def _check_group(group: str) -> None:
 
 @mirror(AsyncAdmin, "cluster_info", "brokers", "broker_runtime_info", "create_topic", "delete_topic",
         "topic_list", "topic_route", "topic_status", "create_consumer_group", "delete_consumer_group",
-        "consumer_progress", "consumer_connections", "reset_offset_by_time", "max_offset", "min_offset",
-        "search_offset", "earliest_msg_store_time", "update_consumer_offset", "fetch_consumer_offset",
+        "consumer_groups", "consumer_progress", "consumer_connections", "reset_offset_by_time", "max_offset",
+        "min_offset", "search_offset", "earliest_msg_store_time", "update_consumer_offset", "fetch_consumer_offset",
         "message_by_id", "messages_by_key", "message_at", "timer_slots", "cancel_scheduled")
 class Admin(BlockingClient[AsyncAdmin]):
     """The blocking `AsyncAdmin`: same constructor, same methods."""
