@@ -20,6 +20,7 @@ from skiff.cli.admin import (
     CLI_INSTANCE,
     command,
     common_args,
+    credentials,
     emit,
     family,
     print_json_line,
@@ -173,7 +174,8 @@ def _pair(text: str) -> tuple[str, str]:
 
 
 async def _send(args: argparse.Namespace, msg: Message) -> list[SendResult]:
-    async with AsyncProducer(args.group, args.namesrv, instance_name=CLI_INSTANCE) as producer:
+    async with AsyncProducer(args.group, args.namesrv, instance_name=CLI_INSTANCE,
+                             credentials=credentials(args)) as producer:
         if args.order_key is None:
             return [await producer.send(msg) for _ in range(args.count)]
         return [await producer.send(msg, selector=SelectByHash(), arg=args.order_key) for _ in range(args.count)]
@@ -220,8 +222,9 @@ class _Consume:
         self.next_offsets: dict[MessageQueue, int] = {}
 
     async def run(self) -> int:
-        async with AsyncAdmin(self.args.namesrv, instance_name=CLI_INSTANCE) as admin, \
-                AsyncPullClient(self.args.namesrv, instance_name=CLI_INSTANCE) as client:
+        creds = credentials(self.args)
+        async with AsyncAdmin(self.args.namesrv, instance_name=CLI_INSTANCE, credentials=creds) as admin, \
+                AsyncPullClient(self.args.namesrv, instance_name=CLI_INSTANCE, credentials=creds) as client:
             queues = await client.fetch_subscribe_queues(self.args.topic)
             starts = await asyncio.gather(*(self._start(admin, mq) for mq in queues))
             loops = [asyncio.ensure_future(self._pull_loop(client, mq, off)) for mq, off in zip(queues, starts)]

@@ -16,7 +16,8 @@ import asyncio
 import logging
 from typing import Any
 
-from skiff.client._impl.config import DEFAULT_INSTANCE_NAME, ClientConfig
+from skiff.client._impl.config import DEFAULT_INSTANCE_NAME, ClientConfig, client_config_for
+from skiff.client.credentials import Credentials
 from skiff.client._impl.instance import ClientInstance
 from skiff.client._impl.lifecycle import AsyncClient
 from skiff.client._impl.producer_impl import check_topic
@@ -69,8 +70,8 @@ class AsyncAdmin(AsyncClient):
     """Cluster, topic, group, offset and message administration over the remoting protocol."""
 
     def __init__(self, namesrv_addr: str = "", *, instance_name: str = DEFAULT_INSTANCE_NAME,
-                 client_config: ClientConfig | None = None) -> None:
-        self.client_config = client_config or ClientConfig(namesrv_addr, instance_name)
+                 client_config: ClientConfig | None = None, credentials: Credentials | None = None) -> None:
+        self.client_config = client_config_for(namesrv_addr, instance_name, client_config, credentials)
         self._instance: ClientInstance | None = None
 
     async def start(self) -> None:
@@ -240,6 +241,13 @@ class AsyncAdmin(AsyncClient):
             if await self._inst.api.get_topic_route(topic) is not None:
                 await self.delete_topic(topic, cluster=cluster)
         return list(masters.values())
+
+    async def consumer_groups(self, cluster: str | None = None) -> list[str]:
+        """The subscription groups every master (of ``cluster``) knows, sorted: the ones created
+        by admin and the ones consumers registered by subscribing."""
+        masters = await self._masters(cluster)
+        wrappers = await asyncio.gather(*(self._inst.api.get_all_subscription_groups(a) for a in masters.values()))
+        return sorted({name for w in wrappers for name in w.subscription_group_table})
 
     async def consumer_progress(self, group: str, topic: str | None = None) -> ConsumerProgress:
         """Per queue the group consumes (of ``topic``): broker offset, committed offset, lag.
@@ -443,8 +451,8 @@ def _check_group(group: str) -> None:
 
 @mirror(AsyncAdmin, "cluster_info", "brokers", "broker_runtime_info", "create_topic", "delete_topic",
         "topic_list", "topic_route", "topic_status", "create_consumer_group", "delete_consumer_group",
-        "consumer_progress", "consumer_connections", "reset_offset_by_time", "max_offset", "min_offset",
-        "search_offset", "earliest_msg_store_time", "update_consumer_offset", "fetch_consumer_offset",
+        "consumer_groups", "consumer_progress", "consumer_connections", "reset_offset_by_time", "max_offset",
+        "min_offset", "search_offset", "earliest_msg_store_time", "update_consumer_offset", "fetch_consumer_offset",
         "message_by_id", "messages_by_key", "message_at", "timer_slots", "cancel_scheduled")
 class Admin(BlockingClient[AsyncAdmin]):
     """The blocking `AsyncAdmin`: same constructor, same methods."""

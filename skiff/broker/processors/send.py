@@ -25,6 +25,7 @@ from collections.abc import Awaitable
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.redirect import REDIRECT_PROPERTIES
+from skiff.broker.stats import BrokerStats
 from skiff.broker.topics import READ_WRITE, TopicConfigManager
 from skiff.broker.writer import MessageWriter, batch_refusal
 from skiff.common.errors import DecodeError
@@ -71,8 +72,9 @@ def born_host(peer: tuple[str, int]) -> bytes:
 
 class SendProcessor:
     def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
-                 writer: MessageWriter) -> None:
+                 writer: MessageWriter, stats: BrokerStats | None = None) -> None:
         self.config = config
+        self.stats = stats
         self.store = store
         self.topics = topics
         self.writer = writer
@@ -110,6 +112,8 @@ class SendProcessor:
         """Append ``inputs`` in one write; under SYNC_FLUSH a ``wait``ing sender is answered
         after the fsync that covers them."""
         result = self.store.put_messages(inputs)
+        if self.stats is not None and result.status is PutStatus.PUT_OK:
+            self.stats.stored(inputs[0].topic, result.message_count, len(req.body))
         if wait and result.flushed is not None:
             return self._after_flush(req, queue_id, result)
         return put_response(req, result, queue_id, self._extra)
