@@ -6,6 +6,7 @@ pins Skiff's answer."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ import pytest
 from skiff.common.message import Message
 from skiff.common.msgid import decode_offset_msg_id
 from skiff.common.sysflag import MessageSysFlag
+from skiff.protocol.bodies.consumer import ConsumerIdList
+from skiff.protocol.bodies.heartbeat import ExpressionType, SubscriptionData
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.headers.consumer import (
     ConsumerSendMsgBackRequestHeader,
@@ -27,7 +30,7 @@ from skiff.protocol.headers.transaction import EndTransactionRequestHeader
 from skiff.protocol.message_codec import decode_stored_messages
 from skiff.testing.cluster import Cluster
 from skiff.testing.waits import eventually
-from skiff.testing.wire import BrokerWire, with_wire
+from skiff.testing.wire import BrokerWire, consumer, with_wire
 
 EVERY_HOUR = ";".join(f"{h:02d}" for h in range(24))
 RETENTION = ["--fileReservedTime=0", f"--deleteWhen={EVERY_HOUR}", "--cleanResourceInterval=100",
@@ -224,4 +227,19 @@ def test_lookups_of_what_is_not_there(cluster: Cluster):
         end = await wire.call(RequestCode.END_TRANSACTION, EndTransactionRequestHeader(
             "PG-none", 0, 2**40, int(MessageSysFlag.TRANSACTION_COMMIT), "00").to_ext())
         assert end.code == ResponseCode.SYSTEM_ERROR
+    with_wire(cluster.broker_addr(), test)
+
+
+def test_heartbeat_with_a_subscription_the_broker_cannot_serve(cluster: Cluster):
+    """Deliberate difference: Java answers such a heartbeat SUCCESS; Skiff registers the member
+    as Java does but answers why it will get nothing (docs/protocol.md)."""
+    async def test(wire: BrokerWire):
+        sql = SubscriptionData("CF-hb", "a > 1", expression_type=ExpressionType.SQL92)
+        data = dataclasses.replace(consumer("CG-hb", "CF-hb"), subscription_data_set=(sql,))
+        resp = await wire.heartbeat("client-hb", consumers=[data])
+        assert resp.code == ResponseCode.SYSTEM_ERROR and "set enablePropertyFilter=true" in resp.remark
+        members = await wire.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                  GetConsumerListByGroupRequestHeader("CG-hb").to_ext())
+        assert members.code == ResponseCode.SUCCESS
+        assert ConsumerIdList.from_json(members.body).consumer_id_list == ("client-hb",)
     with_wire(cluster.broker_addr(), test)
