@@ -14,9 +14,10 @@ import pytest
 from skiff.common.message import Message
 from skiff.common.msgid import decode_offset_msg_id
 from skiff.common.sysflag import MessageSysFlag
-from skiff.protocol.bodies.consumer import ConsumerIdList
+from skiff.protocol.bodies.consumer import ConsumeStats, ConsumerIdList
 from skiff.protocol.bodies.heartbeat import ExpressionType, SubscriptionData
 from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.headers.admin import CreateTopicRequestHeader, GetConsumeStatsRequestHeader
 from skiff.protocol.headers.consumer import (
     ConsumerSendMsgBackRequestHeader,
     GetConsumerListByGroupRequestHeader,
@@ -242,4 +243,22 @@ def test_heartbeat_with_a_subscription_the_broker_cannot_serve(cluster: Cluster)
                                   GetConsumerListByGroupRequestHeader("CG-hb").to_ext())
         assert members.code == ResponseCode.SUCCESS
         assert ConsumerIdList.from_json(members.body).consumer_id_list == ("client-hb",)
+    with_wire(cluster.broker_addr(), test)
+
+
+def test_consume_stats_cover_read_queues_and_count_a_negative_offset_as_zero(cluster: Cluster):
+    """getConsumeStats: one row per read queue of each topic the group has offsets on; a stored
+    offset below 0 is reported as 0 (so the lag is the whole queue, not one more)."""
+    async def test(wire: BrokerWire):
+        created = await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC,
+                                  CreateTopicRequestHeader("CF-stats", "TBW102", 3, 2, 6, "SINGLE_TAG").to_ext())
+        assert created.code == ResponseCode.SUCCESS, created.remark
+        for _ in range(2):
+            await wire.send(Message.of("CF-stats", b"s"), queue_id=1)
+        await commit(wire, "CG-stats", "CF-stats", 1, -1)
+        resp = await wire.call(RequestCode.GET_CONSUME_STATS, GetConsumeStatsRequestHeader("CG-stats").to_ext())
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        table = {mq.queue_id: (w.broker_offset, w.consumer_offset) for mq, w in
+                 ConsumeStats.from_json(resp.body).offset_table.items()}
+        assert table == {0: (0, 0), 1: (2, 0), 2: (0, 0)}
     with_wire(cluster.broker_addr(), test)
