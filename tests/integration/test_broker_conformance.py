@@ -14,10 +14,12 @@ import pytest
 from skiff.common.message import Message
 from skiff.common.msgid import decode_offset_msg_id
 from skiff.common.sysflag import MessageSysFlag
+from skiff.protocol.bodies.client_calls import ResetOffsetBody
 from skiff.protocol.bodies.consumer import ConsumeStats, ConsumerIdList
 from skiff.protocol.bodies.heartbeat import ExpressionType, SubscriptionData
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.headers.admin import CreateTopicRequestHeader, GetConsumeStatsRequestHeader
+from skiff.protocol.headers.client_calls import ResetOffsetRequestHeader
 from skiff.protocol.headers.consumer import (
     ConsumerSendMsgBackRequestHeader,
     GetConsumerListByGroupRequestHeader,
@@ -261,4 +263,21 @@ def test_consume_stats_cover_read_queues_and_count_a_negative_offset_as_zero(clu
         table = {mq.queue_id: (w.broker_offset, w.consumer_offset) for mq, w in
                  ConsumeStats.from_json(resp.body).offset_table.items()}
         assert table == {0: (0, 0), 1: (2, 0), 2: (0, 0)}
+    with_wire(cluster.broker_addr(), test)
+
+
+def test_reset_offset_of_an_offline_group_with_a_negative_offset(cluster: Cluster):
+    """Deliberate difference: Java's broker refuses a reset for a queue the group has no offset on
+    and only tells online consumers (CONSUMER_NOT_ONLINE otherwise); Skiff commits the new offsets
+    itself, a stored -1 counting as no offset, so even a non-forced reset takes effect."""
+    async def test(wire: BrokerWire):
+        for _ in range(3):
+            await wire.send(Message.of("CF-reset", b"r"), queue_id=0)
+        await commit(wire, "CG-reset", "CF-reset", 0, -1)
+        resp = await wire.call(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                               ResetOffsetRequestHeader("CF-reset", "CG-reset", -1, False).to_ext())
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        table = {mq.queue_id: off for mq, off in ResetOffsetBody.from_json(resp.body).offset_table.items()}
+        assert table[0] == 3
+        assert await query(wire, "CG-reset", "CF-reset", 0) == (ResponseCode.SUCCESS, 3)
     with_wire(cluster.broker_addr(), test)

@@ -125,7 +125,7 @@ class GroupAdminProcessor:
         for queue_id in range(tc.write_queue_nums):
             target = self._reset_target(r.topic, queue_id, r.timestamp)
             current = self.offsets.query(r.group, r.topic, queue_id)
-            if r.is_force or current is None or target < current:
+            if r.is_force or current is None or current < 0 or target < current:  # below 0: no offset
                 self.offsets.commit(r.group, r.topic, queue_id, target)
             else:
                 target = current
