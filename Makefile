@@ -12,6 +12,7 @@ SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 .PHONY: run test venv java chromium lint bench-compare clean
 
 run: $(STAMP)
+	@echo "The skiff command is in $(VENV)/bin: in another shell, run '. $(VENV)/bin/activate' to use it."
 	$(VENV)/bin/skiff up
 
 test: $(STAMP) $(CPP_STAMP) java chromium

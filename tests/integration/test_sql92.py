@@ -18,7 +18,6 @@ from skiff.client import (
     AsyncAdmin,
     AsyncLitePullConsumer,
     AsyncPushConsumer,
-    ClientError,
     ConsumeFromWhere,
     ConsumeStatus,
     Message,
@@ -74,13 +73,8 @@ def selective(p: dict[str, str]) -> bool:
 
 
 async def lag_of(ns: str, group: str) -> int:
-    """The group's total lag; -1 until it has committed an offset (progress refuses it then)."""
     async with AsyncAdmin(client_config=config(ns, "lag-reader")) as admin:
-        try:
-            return (await admin.consumer_progress(group)).total_lag
-        except ClientError as exc:
-            assert "has no offsets" in str(exc)
-            return -1
+        return (await admin.consumer_progress(group)).total_lag
 
 
 def push(ns: str, group: str, topic: str, selector: MessageSelector, got: list[Any],
