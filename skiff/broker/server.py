@@ -29,6 +29,7 @@ from skiff.broker.locks import RebalanceLockManager
 from skiff.broker.long_polling import PullHoldService
 from skiff.broker.metrics import BrokerCollector
 from skiff.broker.offsets import ConsumerOffsetManager
+from skiff.broker.open_files import OpenFileWatch
 from skiff.broker.processors.admin_groups import GroupAdminProcessor
 from skiff.broker.processors.admin_timer import TimerAdminProcessor
 from skiff.broker.processors.admin_topics import TopicAdminProcessor
@@ -121,7 +122,9 @@ class BrokerServer:
         self.groups.load()
         self.offsets.load()
         self.registration = NamesrvRegistration(self.config, self.topics, self._namesrv_client, self.port)
-        self.topics.on_change = self.registration.trigger
+        self.open_files = OpenFileWatch(self.topics)
+        self.open_files.check()
+        self.topics.on_change = self._topics_changed
         self.store.add_dispatch_listener(self.hold.notify)
         self.stats = BrokerStats(self.config, self.store, self.clock)
         self.transactions = TransactionService(self.config, self.store, self.topics, self.clients, self.offsets,
@@ -214,6 +217,10 @@ class BrokerServer:
         data = self.offsets.snapshot()
         if data is not None:
             await asyncio.to_thread(self.offsets.write, data)
+
+    def _topics_changed(self) -> None:
+        self.registration.trigger()
+        self.open_files.check()
 
     def _notify_enabled(self, group: str) -> bool:
         found = self.groups.get(group)

@@ -35,7 +35,7 @@ def test_bad_configs_exit_non_zero_with_the_reason(tmp_path: Path):
     with ThreadPoolExecutor(len(cases)) as pool:
         results = list(pool.map(lambda case: run_skiff(case[0], cwd=tmp_path), cases))
     for (args, words), done in zip(cases, results):
-        assert done.returncode == 1 and words in done.stdout, (args, done.stdout)
+        assert done.returncode == 2 and words in done.stdout, (args, done.stdout)
         assert "Traceback" not in done.stdout
 
 
