@@ -17,7 +17,7 @@ from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.errors import NoPermissionError
 from skiff.testing.cluster import Cluster
-from skiff.testing.processes import run_skiff
+from skiff.testing.processes import broker_args, run_skiff
 from skiff.testing.waits import eventually
 from skiff.testing.wire import BrokerWire, send_header
 from skiff.transport.loop import run_coroutine
@@ -206,3 +206,18 @@ def test_cli_signs_with_flags_file_or_environment(cluster: Cluster, tmp_path: Pa
             return [m.body for m in (await puller.pull(mq(cluster, "Open"), 0, 64)).messages]
     got = run_coroutine(bodies())
     assert b"signed-by-file" in got and b"signed-by-env" in got and b"unsigned" not in got
+
+
+@pytest.mark.parametrize(("content", "reason"), [
+    (None, "does not exist"),
+    ("accounts:\n  - accessKey: a\n    secretKey: topsecret77\n    defaultTopicPerm: WRITE\n",
+     "defaultTopicPerm: 'WRITE' is not DENY, PUB, SUB or PUB|SUB"),
+    ("accounts: [ {accessKey: a, secretKey: ", "not valid YAML"),
+])
+def test_broker_does_not_start_without_a_usable_acl_file(tmp_path: Path, content: str | None, reason: str) -> None:
+    path = tmp_path / "plain_acl.yml"
+    if content is not None:
+        path.write_text(content)
+    done = run_skiff(broker_args(tmp_path / "store", "", "--aclEnable=true", f"--plainAclFile={path}"))
+    assert done.returncode == 2 and reason in done.stdout, done.stdout
+    assert "topsecret77" not in done.stdout
