@@ -4,10 +4,11 @@ tampered request are refused with NO_PERMISSION and a reason; the file reloads w
 
 from __future__ import annotations
 
-import asyncio
+import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from skiff.client import AsyncAdmin, AsyncProducer, AsyncPullClient, Credentials, Message, MessageQueue
 from skiff.client._impl.config import ClientConfig
@@ -17,7 +18,7 @@ from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.errors import NoPermissionError
 from skiff.testing.cluster import Cluster
-from skiff.testing.processes import broker_args, run_skiff
+from skiff.testing.processes import broker_args, free_port, run_skiff
 from skiff.testing.waits import eventually
 from skiff.testing.wire import BrokerWire, send_header
 from skiff.transport.loop import run_coroutine
@@ -47,8 +48,14 @@ def acl_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory, acl_file: Path):
-    args = ["--aclEnable=true", f"--plainAclFile={acl_file}", "--aclReloadInterval=100"]
+def metrics_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, acl_file: Path, metrics_port: int):
+    args = ["--aclEnable=true", f"--plainAclFile={acl_file}", "--aclReloadInterval=100",
+            f"--metricsPort={metrics_port}"]
     with Cluster(tmp_path_factory.mktemp("acl"), broker_args=args) as c:
         async def create() -> None:
             async with AsyncAdmin(client_config=config(c, "acl-admin", ADMIN)) as admin:
@@ -103,9 +110,18 @@ def test_no_keys_or_wrong_keys_are_refused(cluster: Cluster, creds: Credentials 
     assert "not-the-secret" not in cluster.broker(0).output and out
 
 
-def test_deny_and_sub_only_topics_refuse_sends(cluster: Cluster) -> None:
+def test_deny_and_sub_only_topics_refuse_sends(cluster: Cluster, metrics_port: int) -> None:
+    before = refused_total(metrics_port)
     for topic in ("ReadOnly", "Denied"):
         assert f"no PUB permission on topic {topic}" in refused_send(cluster, topic, APP)
+    assert refused_total(metrics_port) >= before + 2  # one refusal per send attempt at least
+
+
+def refused_total(port: int) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return next(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                if s.name == "skiff_acl_refused_requests_total")
 
 
 def test_pulls_and_offset_updates_need_sub(cluster: Cluster) -> None:
