@@ -10,7 +10,17 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from skiff.client import AsyncAdmin, AsyncProducer, AsyncPullClient, Credentials, Message, MessageQueue
+from skiff.client import (
+    AsyncAdmin,
+    AsyncProducer,
+    AsyncPullClient,
+    AsyncPushConsumer,
+    ConsumeFromWhere,
+    ConsumeStatus,
+    Credentials,
+    Message,
+    MessageQueue,
+)
 from skiff.client._impl.config import ClientConfig
 from skiff.client.errors import SendFailedError
 from skiff.protocol.acl_sign import sign_command
@@ -237,3 +247,37 @@ def test_broker_does_not_start_without_a_usable_acl_file(tmp_path: Path, content
     done = run_skiff(broker_args(tmp_path / "store", "", "--aclEnable=true", f"--plainAclFile={path}"))
     assert done.returncode == 2 and reason in done.stdout, done.stdout
     assert "topsecret77" not in done.stdout
+
+
+def test_push_consumer_with_keys_consumes_retries_and_commits(cluster: Cluster) -> None:
+    """Heartbeats, long-polling pulls, a send-back to the retry topic, the retry topic's pulls and the
+    offset commits all pass signed; the committed offsets reach what was sent."""
+    async def main() -> None:
+        offsets = [await send(cluster, "Open", APP, f"push-{i}".encode()) for i in range(4)]
+        seen: list[tuple[bytes, int]] = []
+        consumer = AsyncPushConsumer("PushG", client_config=ClientConfig(
+            cluster.namesrv_addr, instance_name="acl-push", client_ip="127.0.0.1", credentials=APP,
+            rebalance_interval_ms=500, heartbeat_broker_interval_ms=500, persist_consumer_offset_interval_ms=300),
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, trace=False)
+        consumer.subscribe("Open", "*")
+
+        def listener(msgs: list, ctx) -> ConsumeStatus:
+            seen.extend((m.body, m.reconsume_times) for m in msgs)
+            if any(m.reconsume_times == 0 and m.body == b"push-0" for m in msgs):
+                ctx.delay_level_when_next_consume = 1
+                return ConsumeStatus.RECONSUME_LATER
+            return ConsumeStatus.CONSUME_SUCCESS
+        consumer.register_listener(listener)
+        await consumer.start()
+        try:
+            await eventually(lambda: {(b"push-0", 1)} <= set(seen) and
+                             {f"push-{i}".encode() for i in range(4)} <= {b for b, _ in seen}, 30,
+                             "every message, and push-0 again from the retry topic")
+            mq = MessageQueue("Open", Cluster.broker_name(0), 0)
+            async with AsyncAdmin(client_config=config(cluster, "acl-push-admin", ADMIN)) as admin:
+                async def committed() -> bool:
+                    return (await admin.fetch_consumer_offset("PushG", mq) or 0) > max(offsets)
+                await eventually(committed, 30, "the push consumer's signed offset commit")
+        finally:
+            await consumer.shutdown()
+    run_coroutine(main())
