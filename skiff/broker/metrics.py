@@ -14,6 +14,7 @@ has one, ``skiff_`` otherwise. Every sample carries ``cluster``, ``node_type`` a
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,9 @@ if TYPE_CHECKING:
     from skiff.broker.server import BrokerServer
 
 ConstLabels = tuple[list[str], list[str]]
+STORAGE_SIZE_REFRESH_S = 10.0
+"""rocketmq_storage_size walks the store directory (one stat per file: thousands with many queues),
+so a scrape re-walks it at most this often and reports the last walk otherwise."""
 
 
 class BrokerCollector(Collector):
@@ -34,6 +38,8 @@ class BrokerCollector(Collector):
         cfg = broker.config
         self._const: ConstLabels = (["cluster", "node_type", "node_id"],
                                     [cfg.broker_cluster_name, "broker", cfg.broker_name])
+        self._disk: tuple[float, int] | None = None
+        """(monotonic time of the last walk, bytes)."""
 
     def collect(self) -> Iterator[Metric]:
         for part in (self._traffic, self._consumers, self._clients, self._storage, self._timer, self._broker):
@@ -107,7 +113,7 @@ class BrokerCollector(Collector):
         s = self.broker.store.stats()
         size = self._family(GaugeMetricFamily, "rocketmq_storage_size",
                             "Bytes the store's files take on disk (allocated blocks).", [])
-        self._add(size, [], _disk_bytes(self.broker.store_config.root))
+        self._add(size, [], self._storage_bytes())
         flush = self._family(GaugeMetricFamily, "rocketmq_storage_flush_behind_bytes",
                              "CommitLog bytes written but not yet flushed.", [])
         self._add(flush, [], s.max_physical_offset - s.flushed_offset)
@@ -115,6 +121,12 @@ class BrokerCollector(Collector):
                                 "CommitLog bytes not yet indexed in ConsumeQueues.", [])
         self._add(dispatch, [], s.max_physical_offset - s.dispatched_offset)
         yield from (size, flush, dispatch)
+
+    def _storage_bytes(self) -> int:
+        now = time.monotonic()
+        if self._disk is None or now - self._disk[0] >= STORAGE_SIZE_REFRESH_S:
+            self._disk = (now, _disk_bytes(self.broker.store_config.root))
+        return self._disk[1]
 
     def _timer(self) -> Iterator[Metric]:
         timer = self.broker.timer
