@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from skiff.broker.transactions.results import Outcome
 from skiff.common.names import DLQ_PREFIX, SYSTEM_TOPICS, is_retry_topic
 
 if TYPE_CHECKING:
@@ -42,7 +43,8 @@ class BrokerCollector(Collector):
         """(monotonic time of the last walk, bytes)."""
 
     def collect(self) -> Iterator[Metric]:
-        for part in (self._traffic, self._consumers, self._clients, self._storage, self._timer, self._broker):
+        for part in (self._traffic, self._consumers, self._clients, self._storage, self._timer, self._transactions,
+                     self._broker):
             yield from part()
 
     # ------------------------------------------------------------------ helpers
@@ -146,6 +148,18 @@ class BrokerCollector(Collector):
         for q, value in (("0.5", t.lateness_p50_ms), ("0.99", t.lateness_p99_ms), ("1", t.lateness_max_ms)):
             self._add(late, [q], value)
         yield from (dequeued, late)
+
+    def _transactions(self) -> Iterator[Metric]:
+        tx = self.broker.transactions
+        half = self._family(GaugeMetricFamily, "rocketmq_half_messages", "Transactions not yet committed or "
+                            "rolled back (half messages open).", [])
+        self._add(half, [], len(tx.table.open))
+        commits = self._family(CounterMetricFamily, "rocketmq_commit_messages", "Transactions committed.", ["topic"])
+        rollbacks = self._family(CounterMetricFamily, "rocketmq_rollback_messages", "Transactions rolled back.",
+                                 ["topic"])
+        for (topic, outcome), count in sorted(tx.ended.items(), key=lambda kv: (kv[0][0], kv[0][1].value)):
+            self._add(commits if outcome is Outcome.COMMITTED else rollbacks, [topic], count)
+        yield from (half, commits, rollbacks)
 
     def _broker(self) -> Iterator[Metric]:
         perm = self._family(GaugeMetricFamily, "rocketmq_broker_permission", "Perm bits: 2 write, 4 read.", [])
