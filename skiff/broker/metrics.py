@@ -88,16 +88,21 @@ class BrokerCollector(Collector):
                                 "Messages pulled but not yet committed (last pull's next offset - committed).", labels)
         ready = self._family(GaugeMetricFamily, "rocketmq_consumer_ready_messages",
                              "Messages stored and not yet pulled (max offset - last pull's next offset).", labels)
-        store, pulled_to = self.broker.store, self.broker.stats.pulled_to
+        latency = self._family(GaugeMetricFamily, "rocketmq_consumer_lag_latency",
+                               "Age of the oldest message not yet committed by the group (ms; 0 without lag).",
+                               labels)
+        store, pulled_to, now_ms = self.broker.store, self.broker.stats.pulled_to, self.broker.clock.now_ms()
         for group, topic, queue_id, committed in sorted(self.broker.offsets.entries()):
             max_offset = store.get_max_offset(topic, queue_id)
             values = [topic, group, str(queue_id)]
             self._add(lag, values, max(0, max_offset - committed))
+            stored_ms = store.get_store_time(topic, queue_id, committed) if committed < max_offset else None
+            self._add(latency, values, max(0, now_ms - stored_ms) if stored_ms is not None else 0)
             reached = pulled_to.get((group, topic, queue_id))
             if reached is not None:
                 self._add(inflight, values, max(0, reached - committed))
                 self._add(ready, values, max(0, max_offset - reached))
-        yield from (lag, inflight, ready)
+        yield from (lag, latency, inflight, ready)
 
     def _clients(self) -> Iterator[Metric]:
         clients = self.broker.clients

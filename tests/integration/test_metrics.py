@@ -3,6 +3,7 @@ pulls, commits and a dead-lettered message, and every value checked against what
 
 from __future__ import annotations
 
+import time
 import urllib.request
 from collections.abc import Iterator
 
@@ -30,6 +31,7 @@ from skiff.transport.loop import run_coroutine
 TOPIC, GROUP = "MetricsTopic", "metrics-group"
 BODIES = [f"body-{i:03d}".encode() * (i + 1) for i in range(20)]
 PULLED, COMMITTED = 12, 5
+STARTED = time.time()
 TX_TOPIC = "MetricsTx"
 TX_ANSWERS = (*[LocalTransactionState.COMMIT_MESSAGE] * 3, LocalTransactionState.ROLLBACK_MESSAGE,
               LocalTransactionState.UNKNOW)
@@ -109,6 +111,8 @@ def test_lag_inflight_and_ready_per_queue(cluster: Cluster, ports) -> None:
     assert value(samples, "rocketmq_consumer_lag_messages", **q) == len(BODIES) - COMMITTED
     assert value(samples, "rocketmq_consumer_inflight_messages", **q) == PULLED - COMMITTED
     assert value(samples, "rocketmq_consumer_ready_messages", **q) == len(BODIES) - PULLED
+    age_ms = value(samples, "rocketmq_consumer_lag_latency", **q)
+    assert 0 < age_ms < (time.time() - STARTED) * 1000 + 1000  # the first uncommitted message is from this run
 
 
 def test_dlq_count_rpc_latency_and_storage(cluster: Cluster, ports) -> None:
