@@ -10,8 +10,9 @@ Keys are RocketMQ's broker.conf names, for the broker or its store
 Both commands log where they listen and store, stop cleanly on SIGTERM or SIGINT
 (unregister, drain, persist offsets, flush the store), and exit with status 1
 and the reason on a bad config or a port in use. ``skiff up`` also serves the web
-dashboard (its start line gives the address); a dashboard port in use is
-logged and the broker runs without it.
+dashboard (its start line gives the address) and Prometheus metrics (broker 5557,
+NameServer 5558; docs/metrics.md); a dashboard or metrics port in use is logged
+and the server runs without it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import asyncio
 import dataclasses
 import logging
 import resource
+import socket
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -92,15 +94,32 @@ def run_up(args: argparse.Namespace, extra: list[str]) -> int:
     from skiff.namesrv import NamesrvConfig
 
     namesrv_config = NamesrvConfig(listen_host=args.host, listen_port=args.namesrv_port,
-                                   metrics_port=args.namesrv_metrics_port)
+                                   metrics_port=_metrics_port_or_off(args.host, args.namesrv_metrics_port,
+                                                                     "--namesrv-metrics-port"))
     namesrv_config.validate()
     broker_config, store_config = load_configs(
         {"storePathRootDir": args.dir, "listenPort": str(args.broker_port), "listenHost": args.host,
-         "metricsPort": str(args.metrics_port)},
+         "metricsPort": str(_metrics_port_or_off(args.host, args.metrics_port, "--metrics-port"))},
         parse_overrides(extra),
     )
     dashboard = None if args.no_dashboard else (args.host, args.dashboard_port)
     return run(lambda stop: serve_up(namesrv_config, broker_config, store_config, stop, dashboard))
+
+
+def _metrics_port_or_off(host: str, port: int, flag: str) -> int:
+    """``port`` if it can be bound on ``host``, else 0 with a warning: `skiff up` is a try-out, and a
+    default metrics port held by another process should not stop it (as with the dashboard's)."""
+    if port <= 0 or port > 65535:
+        return port
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+    except OSError as exc:
+        log.warning("metrics port %d on %s is not free (%s): running without those metrics; choose another "
+                    "with %s", port, host, exc.strerror or exc, flag)
+        return 0
+    return port
 
 
 def raise_open_file_limit() -> int:
