@@ -155,6 +155,13 @@ def test_main_flows_in_a_browser(cluster: Cluster, dashboard: SkiffProcess, brow
     assert sorted(m["keys"][0] for m in consumed) == ["order-1", "order-2", "order-3"]
     page.wait_text("#total-lag", lambda t: t == "0", "the lag to fall to 0")
 
+    # reset the offsets to ten minutes ago (before the topic existed): all three are lag again
+    when = browser.find_element(By.CSS_SELECTOR, "#reset-form [name=timestamp]")
+    browser.execute_script("const d = new Date(Date.now() - 600000 - new Date().getTimezoneOffset() * 60000);"
+                           "arguments[0].value = d.toISOString().slice(0, 19);", when)
+    browser.find_element(By.CSS_SELECTOR, "#reset-form button").click()
+    page.wait_text("#total-lag", lambda t: t == "3", "the lag back at 3 after the reset", reload=True)
+
     # query the message by key, open it: body preview and trace
     page.open("/messages")
     page.fill("#query-form", topic=TOPIC, key="order-1")
@@ -216,5 +223,14 @@ def test_main_flows_in_a_browser(cluster: Cluster, dashboard: SkiffProcess, brow
     page.shot("cluster")
     page.open("/timer")
     assert "Nothing scheduled." in page.text("main")
+
+    # more queues from the topic page, then delete the topic from the list (after confirming)
+    page.open(f"/topics/{TOPIC}")
+    page.fill("#topic-form", queue_nums=3, read_queue_nums=3)
+    page.wait_text("#route", lambda t: "broker-a 3 3 6" in t, "the route with three queues", reload=True)
+    page.open("/topics")
+    browser.find_element(By.XPATH, f"//tr[td/a[text()='{TOPIC}']]//button").click()
+    browser.switch_to.alert.accept()
+    page.wait_text("#topics", lambda t: TOPIC not in t, "the topic gone from the list", reload=True)
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, errors
