@@ -25,6 +25,7 @@ from skiff.client._impl.config import ClientConfig
 from skiff.testing.cluster import Cluster
 from skiff.testing.processes import SkiffProcess, start_skiff
 from skiff.testing.waits import wait_for
+from tests.integration.test_acl import ACL  # app-user: Open=PUB|SUB, others DENY; admin-user: admin
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 TOPIC, GROUP, DLQ_GROUP = "BrowserOrders", "browser-g", "browser-dlq"
@@ -234,3 +235,24 @@ def test_main_flows_in_a_browser(cluster: Cluster, dashboard: SkiffProcess, brow
     page.wait_text("#topics", lambda t: TOPIC not in t, "the topic gone from the list", reload=True)
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, errors
+
+
+def test_sign_in_when_the_brokers_have_acl_on(tmp_path: Path, browser: WebDriver, shots: Path):
+    conf = tmp_path / "plain_acl.yml"
+    conf.write_text(ACL.format(denied="DENY"))
+    with Cluster(tmp_path / "cluster", broker_args=["--aclEnable=true", f"--plainAclFile={conf}"]) as cluster, \
+            start_skiff(["dashboard", "-n", cluster.namesrv_addr, "--port", "0"]) as dashboard:
+        page = Page(browser, f"http://127.0.0.1:{dashboard.port}", shots)
+        page.open("/topics")
+        assert browser.current_url.endswith("/login?next=/topics")
+        page.fill("#login-form", access_key="app-user", secret_key="wrong-secret")
+        assert "the brokers refuse access key 'app-user'" in page.wait_text("#flash", bool, "the refusal")
+        page.fill("#login-form", access_key="app-user", secret_key="app-secret-1")
+        page.wait_text("h1", lambda t: t == "Topics", "the topics page after signing in")
+        assert page.text("#user") == "app-user"
+        page.fill("#topic-form", topic="Open", queue_nums=1)
+        refusal = page.wait_text("#flash", bool, "the broker's refusal of a non-admin")
+        assert refusal.startswith("NO_PERMISSION (16):") and "'app-user'" in refusal
+        page.shot("acl-refused")
+        browser.find_element(By.ID, "logout").click()
+        page.wait_text("h1", lambda t: t == "Sign in", "the sign-in page after signing out")
