@@ -24,6 +24,7 @@ import resource
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from skiff.cli.namesrv import metrics_note
 from skiff.common.config import parse_overrides, read_properties_file
 from skiff.transport.loop import run
 
@@ -36,8 +37,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("skiff.broker")
 
 UP_STORE_DIR = "./store"
+UP_METRICS_PORT = 5557
+"""`skiff up`'s broker metrics port: RocketMQ 5's metricsPromExporterPort default (the NameServer's is the next)."""
 DASHBOARD_PORT = 8080
-OPEN_FILES_WARN_BELOW = 65_536
 
 
 def register(sub: Any) -> None:
@@ -57,6 +59,10 @@ def register(sub: Any) -> None:
     up.add_argument("--dir", default=UP_STORE_DIR, help=f"store directory (default {UP_STORE_DIR})")
     up.add_argument("--namesrv-port", type=int, default=9876, help="NameServer port (default 9876)")
     up.add_argument("--broker-port", type=int, default=10911, help="broker port (default 10911)")
+    up.add_argument("--metrics-port", type=int, default=UP_METRICS_PORT,
+                    help=f"broker's Prometheus port (default {UP_METRICS_PORT}; 0 turns metrics off)")
+    up.add_argument("--namesrv-metrics-port", type=int, default=UP_METRICS_PORT + 1,
+                    help=f"NameServer's Prometheus port (default {UP_METRICS_PORT + 1}; 0 turns it off)")
     up.add_argument("--host", default="127.0.0.1",
                     help="address both servers listen on and the broker advertises (default 127.0.0.1: "
                          "a local try-out is not reachable from other machines)")
@@ -85,10 +91,12 @@ def run_up(args: argparse.Namespace, extra: list[str]) -> int:
     from skiff.broker import load_configs
     from skiff.namesrv import NamesrvConfig
 
-    namesrv_config = NamesrvConfig(listen_host=args.host, listen_port=args.namesrv_port)
+    namesrv_config = NamesrvConfig(listen_host=args.host, listen_port=args.namesrv_port,
+                                   metrics_port=args.namesrv_metrics_port)
     namesrv_config.validate()
     broker_config, store_config = load_configs(
-        {"storePathRootDir": args.dir, "listenPort": str(args.broker_port), "listenHost": args.host},
+        {"storePathRootDir": args.dir, "listenPort": str(args.broker_port), "listenHost": args.host,
+         "metricsPort": str(args.metrics_port)},
         parse_overrides(extra),
     )
     dashboard = None if args.no_dashboard else (args.host, args.dashboard_port)
@@ -117,10 +125,7 @@ async def serve_broker(config: BrokerConfig, store_config: StoreConfig, stop: as
                        dashboard: DashboardServer | None = None) -> int:
     from skiff.broker import BrokerServer
 
-    limit = raise_open_file_limit()
-    if limit != resource.RLIM_INFINITY and limit < OPEN_FILES_WARN_BELOW:
-        log.warning("the open-file limit is %d: each queue's ConsumeQueue file holds one, so this broker "
-                    "serves fewer than that many queues; raise it with ulimit -Hn / LimitNOFILE", limit)
+    raise_open_file_limit()  # the broker warns if its queues come near the limit (skiff.broker.open_files)
     server = BrokerServer(config, store_config)
     await server.start()
     try:
@@ -145,7 +150,8 @@ async def serve_up(namesrv_config: NamesrvConfig, config: BrokerConfig, store_co
     namesrv = NamesrvServer(namesrv_config)
     await namesrv.start()
     try:
-        log.info("skiff namesrv listening on %s:%d (kv config in memory)", namesrv_config.listen_host, namesrv.port)
+        log.info("skiff namesrv listening on %s:%d (kv config in memory)%s", namesrv_config.listen_host,
+                 namesrv.port, metrics_note(namesrv))
         local = f"127.0.0.1:{namesrv.port}"
         namesrvs = ";".join(dict.fromkeys([local, *config.namesrv_addrs]))
         dashboard = None if dashboard_at is None else DashboardServer(DashboardConfig(local), *dashboard_at)
@@ -168,6 +174,7 @@ async def _start_dashboard(dashboard: DashboardServer) -> None:
 def _log_listening(server: BrokerServer) -> None:
     c = server.config
     names = ";".join(c.namesrv_addrs) or "no NameServer"
+    metrics = f", metrics at {server.metrics.url(c.advertised_ip)}" if server.metrics is not None else ""
     log.info("skiff broker listening on %s:%d, store %s (broker %s of cluster %s, advertised as %s, %s, "
-             "registered with %s)", c.listen_host, server.port, server.store_config.root, c.broker_name,
-             c.broker_cluster_name, server.addr, server.store_config.flush_disk_type.name, names)
+             "registered with %s)%s", c.listen_host, server.port, server.store_config.root, c.broker_name,
+             c.broker_cluster_name, server.addr, server.store_config.flush_disk_type.name, names, metrics)
