@@ -135,10 +135,10 @@ def test_skiff_dashboard_refuses_bad_arguments_and_a_port_in_use():
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        for args, reason in [
-            (["--port", str(port)], f"skiff: the dashboard cannot listen on 127.0.0.1:{port}: "),
-            (["--port", "70000"], "skiff: dashboard port 70000 is not a port (0 picks a free one)"),
-            (["-n", "nonsense"], "skiff: namesrv_addr: 'nonsense' is not a host:port address"),
+        for args, code, reason in [  # bad input exits 2, a port in use 1 (skiff.cli.main)
+            (["--port", str(port)], 1, f"skiff: the dashboard cannot listen on 127.0.0.1:{port}: "),
+            (["--port", "70000"], 2, "skiff: dashboard port 70000 is not a port (0 picks a free one)"),
+            (["-n", "nonsense"], 2, "skiff: namesrv_addr: 'nonsense' is not a host:port address"),
         ]:
             proc = run_skiff(["dashboard", *args])
-            assert proc.returncode == 1 and reason in proc.stdout, proc.stdout
+            assert proc.returncode == code and reason in proc.stdout, proc.stdout
