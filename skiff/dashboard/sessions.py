@@ -61,12 +61,12 @@ class Sessions:
                     return False
             return self._acl[1]
 
-    def get(self, token: str | None) -> Dashboard | None:
+    async def get(self, token: str | None) -> Dashboard | None:
         session = self._sessions.get(token or "")
         if session is None:
             return None
         if time.monotonic() - session.used_at > self.config.session_idle_s:
-            self._drop(token or "")
+            await self.logout(token)
             return None
         session.used_at = time.monotonic()
         return session.dashboard
@@ -98,11 +98,6 @@ class Sessions:
         session = self._sessions.pop(token or "", None)
         if session is not None:
             await session.dashboard.stop()
-
-    def _drop(self, token: str) -> None:
-        session = self._sessions.pop(token, None)
-        if session is not None:
-            asyncio.ensure_future(session.dashboard.stop())
 
     async def stop(self) -> None:
         for token in list(self._sessions):
