@@ -43,6 +43,8 @@ class DashboardConfig:
     """Samples the charts keep (10 minutes at the default interval)."""
     session_idle_s: float = 3600.0
     """A login (brokers with ACL on) ends after this long without a request."""
+    sessions_max: int = 64
+    """Logins kept at once; past that the least recently used one is signed out."""
 
 
 SYSTEM_TOPIC_NAMES = frozenset({*SYSTEM_TOPICS, TRACE_TOPIC, "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"})

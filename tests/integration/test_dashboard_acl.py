@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from aiohttp.test_utils import TestClient
 
+from skiff.common.clock import ManualClock
+from skiff.dashboard.sessions import SESSION_COOKIE
 from skiff.testing.cluster import Cluster
 from skiff.testing.dashboard import api_call as call
 from skiff.testing.dashboard import with_dashboard_client
@@ -57,3 +59,29 @@ def test_sign_in_is_needed_checked_by_the_brokers_and_acts_as_the_account(cluste
         await call(client, "GET", "/api/topics", status=401)
 
     with_dashboard_client(cluster.namesrv_addr, test)
+
+
+def test_sessions_end_when_idle_and_past_the_cap(cluster: Cluster):
+    clock = ManualClock()
+
+    async def test(client: TestClient) -> None:
+        await sign_in(client, "app-user", "app-secret-1")
+        clock.advance(59_000)
+        await call(client, "GET", "/api/topics")  # used: the idle time starts again
+        clock.advance(59_000)
+        await call(client, "GET", "/api/topics")
+        clock.advance(61_000)
+        await call(client, "GET", "/api/topics", status=401)
+
+        tokens = []
+        for _ in range(3):  # three browsers; two sessions at most
+            client.session.cookie_jar.clear()
+            await sign_in(client, "app-user", "app-secret-1")
+            tokens.append(next(c.value for c in client.session.cookie_jar if c.key == SESSION_COOKIE))
+            clock.advance(1_000)
+        for token, status in zip(tokens, (401, 200, 200)):
+            client.session.cookie_jar.clear()
+            client.session.cookie_jar.update_cookies({SESSION_COOKIE: token})
+            await call(client, "GET", "/api/topics", status=status)
+
+    with_dashboard_client(cluster.namesrv_addr, test, clock=clock, session_idle_s=60.0, sessions_max=2)
