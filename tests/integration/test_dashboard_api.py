@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
+from skiff.client import AsyncProducer, Message
+from skiff.client._impl.config import ClientConfig
 from skiff.testing.cluster import Cluster
 from skiff.testing.dashboard import api_call as call
 from skiff.testing.dashboard import with_dashboard_client
@@ -142,3 +144,18 @@ def test_skiff_dashboard_refuses_bad_arguments_and_a_port_in_use():
         ]:
             proc = run_skiff(["dashboard", *args])
             assert proc.returncode == code and reason in proc.stdout, proc.stdout
+
+
+def test_timer_slots_show_a_message_scheduled_for_later(cluster: Cluster):
+    async def test(client: TestClient) -> None:
+        await call(client, "POST", "/api/topics", {"topic": "ApiLater", "queue_nums": 1})
+        due = int(time.time() * 1000) + 3_600_000
+        async with AsyncProducer("PG-dashboard-timer", client_config=ClientConfig(
+                cluster.namesrv_addr, "dashboard-timer", client_ip="127.0.0.1"), trace=False) as producer:
+            await producer.send(Message.of("ApiLater", b"later", deliver_time_ms=due))
+        (broker,) = (await call(client, "GET", "/api/timer"))["brokers"]
+        assert broker["error"] is None and broker["scheduled"] == 1
+        (slot,) = [s for s in broker["slots"] if s["scheduled"]]
+        assert slot["slot_start_ms"] <= due < slot["slot_start_ms"] + broker["slot_ms"]
+
+    with_client(cluster, test)
