@@ -8,13 +8,12 @@ import logging
 from aiohttp import web
 
 from skiff.common.errors import ConfigError, SkiffError
+from skiff.dashboard import DEFAULT_PORT
 from skiff.dashboard.service import Dashboard, DashboardConfig
 from skiff.dashboard.sessions import Sessions
 from skiff.dashboard.web import build_app
 
 log = logging.getLogger("skiff.dashboard")
-
-DEFAULT_PORT = 8080
 
 
 class DashboardError(SkiffError):
