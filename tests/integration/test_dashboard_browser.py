@@ -86,6 +86,10 @@ def test_main_flows_in_a_browser(cluster: Cluster, dashboard: SkiffProcess, brow
                            "arguments[0].value = d.toISOString().slice(0, 19);", when)
     browser.find_element(By.CSS_SELECTOR, "#reset-form button").click()
     page.wait_text("#total-lag", lambda t: t == "3", "the lag back at 3 after the reset", reload=True)
+    page.open("/groups")
+    row = page.wait_text(f"#groups tr:has(a[href='/groups/{GROUP}'])", bool, "the group in the list")
+    assert row.split() == [GROUP, "0", TOPIC, "3", "0.0"]
+    page.shot("groups")
 
     # query the message by key, open it: body preview and trace
     page.open("/messages")
