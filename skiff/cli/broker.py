@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from skiff.cli.namesrv import metrics_note
 from skiff.common.config import parse_overrides, read_properties_file
+from skiff.dashboard import DEFAULT_PORT
 from skiff.transport.loop import run
 
 if TYPE_CHECKING:
@@ -41,7 +42,6 @@ log = logging.getLogger("skiff.broker")
 UP_STORE_DIR = "./store"
 UP_METRICS_PORT = 5557
 """`skiff up`'s broker metrics port: RocketMQ 5's metricsPromExporterPort default (the NameServer's is the next)."""
-DASHBOARD_PORT = 8080
 
 
 def register(sub: Any) -> None:
@@ -68,8 +68,8 @@ def register(sub: Any) -> None:
     up.add_argument("--host", default="127.0.0.1",
                     help="address both servers listen on and the broker advertises (default 127.0.0.1: "
                          "a local try-out is not reachable from other machines)")
-    up.add_argument("--dashboard-port", type=int, default=DASHBOARD_PORT,
-                    help=f"web dashboard port on --host (default {DASHBOARD_PORT}; 0 picks one)")
+    up.add_argument("--dashboard-port", type=int, default=DEFAULT_PORT,
+                    help=f"web dashboard port on --host (default {DEFAULT_PORT}; 0 picks one)")
     up.add_argument("--no-dashboard", action="store_true", help="do not run the web dashboard")
     up.set_defaults(handler=run_up, accepts_extra=True)
 
