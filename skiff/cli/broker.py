@@ -21,6 +21,7 @@ import resource
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from skiff.common import kernels
 from skiff.common.config import parse_overrides, read_properties_file
 from skiff.transport.loop import run
 
@@ -151,5 +152,6 @@ def _log_listening(server: BrokerServer) -> None:
     c = server.config
     names = ";".join(c.namesrv_addrs) or "no NameServer"
     log.info("skiff broker listening on %s:%d, store %s (broker %s of cluster %s, advertised as %s, %s, "
-             "registered with %s)", c.listen_host, server.port, server.store_config.root, c.broker_name,
-             c.broker_cluster_name, server.addr, server.store_config.flush_disk_type.name, names)
+             "registered with %s; %s)", c.listen_host, server.port, server.store_config.root, c.broker_name,
+             c.broker_cluster_name, server.addr, server.store_config.flush_disk_type.name, names,
+             kernels.IMPLEMENTATION)

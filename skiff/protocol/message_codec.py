@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import repeat
 from typing import NamedTuple
 
+from skiff.common import kernels
 from skiff.common.compression import inflate as common_inflate
 from skiff.common.errors import DecodeError
 from skiff.common.limits import BATCH_MAX_MESSAGES, COMPRESS_BODY_OVER_BYTES, FRAME_MAX_BYTES, PROPERTIES_MAX_BYTES
@@ -141,6 +142,19 @@ def split_batch_columns(
     past the end raises struct.error), and `_record_error` says what is wrong with a
     record that fails it."""
     data = inflate(body) if compressed else body if type(body) is bytes else bytes(body)
+    flags, bodies, props, pos, bad = split_batch(data, max_messages)
+    if bad:
+        raise _record_error(data, pos)
+    if pos < len(data):
+        raise MessageDecodeError(f"the batch holds more than {max_messages} messages")
+    if not flags:
+        raise MessageDecodeError("the batch holds no message")
+    return BatchColumns(flags, bodies, props)
+
+
+def split_batch_py(data: bytes, max_messages: int) -> tuple[list[int], list[bytes], list[bytes], int, bool]:
+    """The flags, bodies and properties of the records of ``data`` (at most ``max_messages``),
+    the position where splitting stopped, and whether the record there failed the test."""
     flags: list[int] = []
     bodies: list[bytes] = []
     props: list[bytes] = []
@@ -154,18 +168,17 @@ def split_batch_columns(
             props_at, next_pos = pos + _BATCH_HEAD.size + body_len, pos + total
             if (body_len < 0 or next_pos > end or props_at + _PROPS_LEN.size > next_pos
                     or props_len(data, props_at)[0] != total - fixed - body_len):
-                raise _record_error(data, pos)
+                return flags, bodies, props, pos, True
             flags.append(flag)
             bodies.append(data[pos + _BATCH_HEAD.size : props_at])
             props.append(data[props_at + _PROPS_LEN.size : next_pos])
             pos = next_pos
     except struct.error:
-        raise _record_error(data, pos) from None
-    if pos < end:
-        raise MessageDecodeError(f"the batch holds more than {max_messages} messages")
-    if not flags:
-        raise MessageDecodeError("the batch holds no message")
-    return BatchColumns(flags, bodies, props)
+        return flags, bodies, props, pos, True
+    return flags, bodies, props, pos, False
+
+
+split_batch = kernels.select("split_batch", split_batch_py)
 
 
 class PropertyColumns:

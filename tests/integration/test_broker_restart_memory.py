@@ -10,6 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from skiff.common import kernels
 from skiff.common.message import Message
 from skiff.protocol.codes import ResponseCode
 from skiff.testing.processes import SkiffProcess, start_broker
@@ -84,6 +85,7 @@ def test_a_restart_over_a_full_size_commitlog_keeps_idle_rss_small(tmp_path: Pat
     broker = start_broker(store, "", *FULL_SIZE_STORE, port=port)
     try:
         assert _last_body(broker.addr) == (BATCHES // 4 * BATCH - 1, BODY)  # recovery found every message
+        assert kernels.IMPLEMENTATION in broker.output  # the start line says which kernels run
         rss = _settled_rss(broker)
         assert rss <= IDLE_RSS_LIMIT, f"idle RSS after a restart: {rss / 1e6:.0f} MB"
     finally:
