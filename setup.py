@@ -7,6 +7,7 @@ Either way Skiff installs and runs its pure-Python kernels (`skiff.common.kernel
 """
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 try:
     from Cython.Build import cythonize
@@ -23,6 +24,23 @@ KERNELS = Extension(
 
 
 
+class OptionalBuildExt(build_ext):
+    """A compile failure is a warning, in every install mode (an editable install's
+    build does not honour ``optional=True``)."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:  # no compiler, no Python or zlib headers
+            print(f"skiff: the compiled kernels were not built, pure Python it is: {exc}")
+
+    def build_extension(self, ext: Extension) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as exc:
+            print(f"skiff: the compiled kernels were not built, pure Python it is: {exc}")
+
+
 def ext_modules() -> list[Extension]:
     if cythonize is None:
         return []
@@ -33,4 +51,4 @@ def ext_modules() -> list[Extension]:
         return []
 
 
-setup(ext_modules=ext_modules())
+setup(ext_modules=ext_modules(), cmdclass={"build_ext": OptionalBuildExt})
