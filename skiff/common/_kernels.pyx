@@ -179,6 +179,43 @@ def pack_records(rows, bytes topic, queue_offsets, physical_offsets, sizes, int6
     return result
 
 
+# -- checking a batch (skiff.store.checks) ---------------------------------------------
+
+DEF PROPERTIES_MAX_BYTES = 32767
+
+
+def batch_columns(msgs, topic, queue_id, Py_ssize_t max_body, Py_ssize_t base):
+    """`skiff.store.checks.batch_columns`: sizes and dispatch columns of a batch in one pass,
+    and the number of the first message refused (-1: none)."""
+    cdef list sizes = [], sys_flags = [], tags = [], keys = [], uniq_keys = []
+    cdef Py_ssize_t i, n = len(msgs), body_len, props_len, host_len, key_count = 0
+    cdef int64_t any_flags = 0
+    cdef tuple m
+    for i in range(n):
+        item = msgs[i]
+        if not isinstance(item, tuple) or len(<tuple>item) < 13:
+            raise TypeError("a message is a MessageInput")
+        m = <tuple>item
+        body_len, props_len, host_len = len(m[2]), len(m[3]), len(m[7])
+        if (m[0] != topic or m[1] != queue_id or body_len > max_body or props_len > PROPERTIES_MAX_BYTES
+                or (host_len != HOST_V4 and host_len != HOST_V6)):
+            return sizes, sys_flags, tags, keys, uniq_keys, any_flags, key_count, i
+        sizes.append(base + body_len + props_len + host_len)
+        sys_flag = m[5]
+        sys_flags.append(sys_flag)
+        tags.append(m[10])
+        words = m[11]
+        keys.append(words)
+        uniq = m[12]
+        uniq_keys.append(uniq)
+        any_flags |= <int64_t>sys_flag
+        if uniq is not None:
+            key_count += 1
+        if words:
+            key_count += words.count(" ") + 1
+    return sizes, sys_flags, tags, keys, uniq_keys, any_flags, key_count, -1
+
+
 # -- IndexFile and ConsumeQueue entries (skiff.store) ----------------------------------
 
 def index_key_items(topics, physical_offsets, store_timestamps, sys_flags, keys_column, uniq_keys,

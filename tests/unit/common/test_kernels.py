@@ -22,6 +22,7 @@ from skiff.common import kernels
 from skiff.common.message import Message
 from skiff.common.record import HOST_V4_BYTES, HOST_V6_BYTES, pack_records_py, record_size
 from skiff.protocol.message_codec import encode_batch, split_batch_py
+from skiff.store.checks import batch_columns_py
 from skiff.store.consume_queue import put_queue_entries_py
 from skiff.store.index_file import put_index_entries_py
 from skiff.store.index_service import KeyPrefixes, index_key_items_py
@@ -44,7 +45,7 @@ def compiled(name: str) -> Callable[..., Any]:
 
 def test_each_reference_has_a_compiled_twin_when_built():
     names = ["pack_records", "index_key_items", "put_index_entries", "put_queue_entries", "offset_msg_ids",
-             "split_batch"]
+             "split_batch", "batch_columns"]
     if kernels.compiled("pack_records") is None:
         pytest.skip("the compiled kernels are not built here")
     assert all(callable(kernels.compiled(n)) for n in names)
@@ -164,3 +165,18 @@ def test_split_batch_is_identical_on_good_cut_and_damaged_bodies(batch, cut, jun
     body = encode_batch([Message("T", b, p, f) for b, p, f in batch])
     for data in (body, body[: max(0, len(body) - cut)], body + junk, junk + body):
         assert kernel(data, max_messages) == split_batch_py(data, max_messages)
+
+
+inputs = st.builds(
+    MessageInput, st.sampled_from(["T", "U"]), st.sampled_from([0, 1]), st.binary(max_size=40),
+    st.one_of(st.binary(max_size=40), st.just(b"x" * 32768)), INT32, st.sampled_from([0, 4, 8, 12, 1]),
+    INT64, st.sampled_from([bytes(8), bytes(20), bytes(5)]), st.just(0), st.just(0), st.one_of(st.none(), TEXT),
+    keys, st.one_of(st.none(), TEXT),
+)
+
+
+@SETTINGS
+@given(msgs=st.lists(inputs, min_size=1, max_size=12), max_body=st.integers(0, 40))
+def test_batch_columns_is_identical_and_finds_the_same_refusal(msgs, max_body):
+    args = (msgs, msgs[0].topic, msgs[0].queue_id, max_body, 97)
+    assert compiled("batch_columns")(*args) == batch_columns_py(*args)
