@@ -97,6 +97,13 @@ cdef inline const unsigned char *_ptr(object b):
     return <const unsigned char *>PyBytes_AS_STRING(b)
 
 
+cdef inline tuple _tuple_of(object item, Py_ssize_t at_least):
+    """``item`` (a tuple or a NamedTuple such as MessageInput) with enough items to index unchecked."""
+    if not isinstance(item, tuple) or len(<tuple>item) < at_least:
+        raise TypeError(f"expected a tuple of at least {at_least} items, got {type(item).__name__}")
+    return <tuple>item
+
+
 # -- CommitLog records (skiff.common.record) -------------------------------------------
 
 def pack_records(rows, bytes topic, queue_offsets, physical_offsets, sizes, int64_t store_timestamp,
@@ -126,10 +133,7 @@ def pack_records(rows, bytes topic, queue_offsets, physical_offsets, sizes, int6
     result = PyBytes_FromStringAndSize(NULL, total)
     out = <unsigned char *>PyBytes_AS_STRING(result)
     for i in range(n):
-        item = rows[i]
-        if not isinstance(item, tuple) or len(<tuple>item) < 10:
-            raise TypeError("a record row is a tuple of at least 10 items")
-        row = <tuple>item
+        row = _tuple_of(rows[i], 10)
         body_obj, props_obj, born_obj = _as_bytes(row[2]), _as_bytes(row[3]), _as_bytes(row[7])
         body, props, born = _ptr(body_obj), _ptr(props_obj), _ptr(born_obj)
         body_len, props_len, born_len = len(body_obj), len(props_obj), len(born_obj)
@@ -192,10 +196,7 @@ def batch_columns(msgs, topic, queue_id, Py_ssize_t max_body, Py_ssize_t base):
     cdef int64_t any_flags = 0
     cdef tuple m
     for i in range(n):
-        item = msgs[i]
-        if not isinstance(item, tuple) or len(<tuple>item) < 13:
-            raise TypeError("a message is a MessageInput")
-        m = <tuple>item
+        m = _tuple_of(msgs[i], 13)
         body_len, props_len, host_len = len(m[2]), len(m[3]), len(m[7])
         if (m[0] != topic or m[1] != queue_id or body_len > max_body or props_len > PROPERTIES_MAX_BYTES
                 or (host_len != HOST_V4 and host_len != HOST_V6)):
