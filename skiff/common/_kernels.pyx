@@ -353,3 +353,45 @@ def split_batch(data, Py_ssize_t max_messages):
         pos = next_pos
         count += 1
     return flags, bodies, props, pos, bad
+
+
+# -- pull answers (skiff.common.stored_message) ----------------------------------------
+
+def decode_run(bytes data, cls, src, inflate, Py_ssize_t max_body_bytes):
+    """`skiff.common.stored_message.decode_run`: the records of ``data`` as ``cls`` tuples,
+    and where the first bad one starts (-1: none)."""
+    cdef const unsigned char *d = <const unsigned char *>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t pos = 0, end = PyBytes_GET_SIZE(data), head_size, born_len, store_len, body_at, t, p, rec_end
+    cdef int32_t total, body_len, sys_flag
+    cdef const unsigned char *r
+    cdef list out = []
+    while pos < end:
+        if end - pos < 88:
+            return out, pos
+        r = d + pos
+        sys_flag = get32(r + 36)
+        born_len = HOST_V6 if sys_flag & BORN_V6 else HOST_V4
+        store_len = HOST_V6 if sys_flag & STORE_V6 else HOST_V4
+        head_size = 72 + born_len + store_len
+        if end - pos < head_size:
+            return out, pos
+        total = get32(r)
+        body_len = get32(r + head_size - 4)
+        body_at = pos + head_size
+        t = body_at + body_len
+        rec_end = pos + total
+        if get32(r + 4) != MAGIC_V1 or total <= 0 or rec_end > end or body_len < 0 or t >= end:
+            return out, pos
+        p = t + 3 + d[t]
+        if p > rec_end or p + get16(d + p - 2) != rec_end:
+            return out, pos
+        body = data[body_at:t]
+        if sys_flag & 1 and inflate is not None:
+            body = inflate(body, max_body_bytes)
+        out.append(tuple.__new__(cls, (
+            None, body, None, get32(r + 16), get32(r + 12), get64(r + 20), get64(r + 28), sys_flag, get64(r + 40),
+            None, get64(r + 48 + born_len), None, get32(r + 56 + born_len + store_len),
+            get64(r + 60 + born_len + store_len), get32(r + 8), total, None, src, data[pos + 48 : pos + 48 + born_len],
+            data[pos + 56 + born_len : pos + 56 + born_len + store_len], t, p, rec_end)))
+        pos = rec_end
+    return out, -1

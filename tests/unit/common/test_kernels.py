@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from skiff.common import kernels
 from skiff.common.message import Message
 from skiff.common.record import HOST_V4_BYTES, HOST_V6_BYTES, pack_records_py, record_size
+from skiff.common.stored_message import decode_run_py
 from skiff.protocol.message_codec import encode_batch, split_batch_py
 from skiff.store.checks import batch_columns_py
 from skiff.store.consume_queue import put_queue_entries_py
@@ -38,14 +39,14 @@ TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 
 def compiled(name: str) -> Callable[..., Any]:
     kernel = kernels.compiled(name)
-    if kernel is None:
-        pytest.skip("the compiled kernels are not built here")
+    if kernel is None or kernels.DISABLED:  # not built, or the pure-Python run of `make test`
+        pytest.skip("the compiled kernels are not built here, or switched off")
     return kernel
 
 
 def test_each_reference_has_a_compiled_twin_when_built():
     names = ["pack_records", "index_key_items", "put_index_entries", "put_queue_entries", "offset_msg_ids",
-             "split_batch", "batch_columns"]
+             "split_batch", "batch_columns", "decode_run"]
     if kernels.compiled("pack_records") is None:
         pytest.skip("the compiled kernels are not built here")
     assert all(callable(kernels.compiled(n)) for n in names)
@@ -180,3 +181,20 @@ inputs = st.builds(
 def test_batch_columns_is_identical_and_finds_the_same_refusal(msgs, max_body):
     args = (msgs, msgs[0].topic, msgs[0].queue_id, max_body, 97)
     assert compiled("batch_columns")(*args) == batch_columns_py(*args)
+
+
+@SETTINGS
+@given(rows=rows, store_host=HOST, cut=st.integers(0, 120), junk=st.binary(max_size=100),
+       flip=st.integers(0, 400), inflating=st.booleans())
+def test_decode_run_is_identical_on_good_cut_and_damaged_runs(rows, store_host, cut, junk, flip, inflating):
+    kernel = compiled("decode_run")
+    rows = [(r[0], r[1], r[2], r[3], r[4], r[5] | (1 if i % 2 else 0), *r[6:]) for i, r in enumerate(rows)]
+    sizes = [record_size(len(r[2]), 1, len(r[3]), len(r[7]), len(store_host)) for r in rows]
+    run = pack_records_py(rows, b"T", range(len(rows)), list(itertools.accumulate(sizes[:-1], initial=0)), sizes,
+                          77, store_host)
+    damaged = bytearray(run)
+    damaged[flip % len(run)] ^= 0xFF
+    inflate = (lambda body, limit: body[::-1] + limit.to_bytes(4, "big")) if inflating else None
+    src = object()
+    for data in (run, run[: max(0, len(run) - cut)], run + junk, bytes(damaged)):
+        assert kernel(data, tuple, src, inflate, 1000) == decode_run_py(data, tuple, src, inflate, 1000)
