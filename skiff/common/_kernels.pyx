@@ -327,6 +327,39 @@ def offset_msg_ids(bytes store_host, offsets):
 
 # -- batch bodies (skiff.protocol.message_codec) ---------------------------------------
 
+def pack_batch(messages, properties):
+    """`skiff.protocol.message_codec.pack_batch`: the batch records of ``messages``."""
+    cdef Py_ssize_t n = min(len(messages), len(properties)), i, total = 0, pos = 0, body_len, props_len
+    cdef list bodies = [], props = [], flags = []
+    cdef unsigned char *out
+    for i in range(n):
+        body = _as_bytes(messages[i].body)
+        prop = _as_bytes(properties[i])
+        if len(prop) > 32767 or len(body) > 2147483647 - 22 - len(prop):
+            raise ValueError("a batch record's properties or body are too long for their length fields")
+        bodies.append(body)
+        props.append(prop)
+        flags.append(as_i32(messages[i].flag))
+        total += 22 + len(body) + len(prop)
+    result = PyBytes_FromStringAndSize(NULL, total)
+    out = <unsigned char *>PyBytes_AS_STRING(result)
+    for i in range(n):
+        body, prop = bodies[i], props[i]
+        body_len, props_len = len(body), len(prop)
+        put32(out + pos, 22 + body_len + props_len)
+        put32(out + pos + 4, 0)
+        put32(out + pos + 8, 0)
+        put32(out + pos + 12, <int32_t>flags[i])
+        put32(out + pos + 16, body_len)
+        memcpy(out + pos + 20, _ptr(body), body_len)
+        pos += 20 + body_len
+        out[pos] = <unsigned char>(props_len >> 8)
+        out[pos + 1] = <unsigned char>props_len
+        memcpy(out + pos + 2, _ptr(prop), props_len)
+        pos += 2 + props_len
+    return result
+
+
 def split_batch(data, Py_ssize_t max_messages):
     """`skiff.protocol.message_codec.split_batch`: flags, bodies and properties of each
     record, where splitting stopped, and whether the record there is bad."""

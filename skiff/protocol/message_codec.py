@@ -109,14 +109,28 @@ def encode_batch(messages: Iterable[Message], uniq_key: Callable[[], str] | None
     ``uniq_key`` makes each message's UNIQ_KEY (as clients give every message
     in a batch its own id). Topics are not encoded: the header names one.
     """
+    messages = list(messages)
+    if uniq_key is None:
+        props = [send_properties(msg).encode() for msg in messages]
+    else:
+        props = [send_properties(msg, uniq_key()).encode() for msg in messages]
+    return pack_batch(messages, props)
+
+
+def pack_batch_py(messages: Sequence[Message], properties: Sequence[bytes]) -> bytes:
+    """The batch records of ``messages`` (their bodies and flags) with ``properties``, the
+    encoded properties strings, one each: TOTALSIZE, MAGIC 0, BODYCRC 0, FLAG, BODY
+    length and bytes, PROPERTIES length (int16) and bytes."""
     parts: list[bytes] = []
     add = parts.extend
     head, props_len, fixed = _BATCH_HEAD.pack, _PROPS_LEN.pack, BATCH_RECORD_FIXED_BYTES
-    for msg in messages:
-        props = send_properties(msg, uniq_key() if uniq_key is not None else None).encode()
+    for msg, props in zip(messages, properties):
         body = msg.body
         add((head(fixed + len(body) + len(props), 0, 0, msg.flag, len(body)), body, props_len(len(props)), props))
     return b"".join(parts)
+
+
+pack_batch = kernels.select("pack_batch", pack_batch_py)
 
 
 class BatchColumns(NamedTuple):

@@ -22,7 +22,7 @@ from skiff.common import kernels
 from skiff.common.message import Message
 from skiff.common.record import HOST_V4_BYTES, HOST_V6_BYTES, pack_records_py, record_size
 from skiff.common.stored_message import decode_run_py
-from skiff.protocol.message_codec import encode_batch, split_batch_py
+from skiff.protocol.message_codec import encode_batch, pack_batch_py, split_batch_py
 from skiff.store.checks import batch_columns_py
 from skiff.store.consume_queue import put_queue_entries_py
 from skiff.store.index_file import put_index_entries_py
@@ -46,7 +46,7 @@ def compiled(name: str) -> Callable[..., Any]:
 
 def test_each_reference_has_a_compiled_twin_when_built():
     names = ["pack_records", "index_key_items", "put_index_entries", "put_queue_entries", "offset_msg_ids",
-             "split_batch", "batch_columns", "decode_run"]
+             "split_batch", "batch_columns", "decode_run", "pack_batch"]
     if kernels.compiled("pack_records") is None:
         pytest.skip("the compiled kernels are not built here")
     assert all(callable(kernels.compiled(n)) for n in names)
@@ -198,3 +198,10 @@ def test_decode_run_is_identical_on_good_cut_and_damaged_runs(rows, store_host, 
     src = object()
     for data in (run, run[: max(0, len(run) - cut)], run + junk, bytes(damaged)):
         assert kernel(data, tuple, src, inflate, 1000) == decode_run_py(data, tuple, src, inflate, 1000)
+
+
+@SETTINGS
+@given(batch=messages, props=st.lists(st.binary(max_size=40), min_size=8, max_size=8))
+def test_pack_batch_is_identical(batch, props):
+    msgs = [Message("T", b, p, f) for b, p, f in batch]
+    assert compiled("pack_batch")(msgs, props) == pack_batch_py(msgs, props)
