@@ -1,4 +1,4 @@
-# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True, initializedcheck=False
+# cython: language_level=3, boundscheck=True, wraparound=False, cdivision=True, initializedcheck=False
 """Compiled versions of Skiff's measured hot loops (built when a C compiler is there).
 
 Each function here has a pure-Python reference of the same name in the module that
@@ -7,6 +7,10 @@ uses it, and `skiff.common.kernels.select` picks one of the two at import time
 bytes and results for every input the callers pass; `tests/unit/common/test_kernels.py`
 checks that with hypothesis. Everything here works on bytes, ints and lists only:
 the callers keep the checks, the error messages and the data structures.
+
+Memory safety does not rest on the callers: every write into a buffer is checked
+against its size first, and list and tuple indexing keeps its bounds checks (a
+column shorter than the others is an IndexError, not a read past its end).
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -262,7 +266,7 @@ def put_index_entries(mm, Py_ssize_t slots, Py_ssize_t entry_pos, int64_t number
     cdef Py_ssize_t i, slot_pos, added = 0
     cdef int64_t key_hash, prev, diff
     cdef list items = items_in if type(items_in) is list else list(items_in)
-    if count < 0 or 3 * count > len(items) or entry_pos < 40 + 4 * slots or entry_pos + 20 * count > buf.size:
+    if slots <= 0 or count < 0 or 3 * count > len(items) or entry_pos < 40 + 4 * slots or entry_pos + 20 * count > buf.size:
         raise ValueError("the entries do not fit in the file")
     for i in range(count):
         key_hash = items[3 * i]

@@ -205,3 +205,16 @@ def test_decode_run_is_identical_on_good_cut_and_damaged_runs(rows, store_host, 
 def test_pack_batch_is_identical(batch, props):
     msgs = [Message("T", b, p, f) for b, p, f in batch]
     assert compiled("pack_batch")(msgs, props) == pack_batch_py(msgs, props)
+
+
+def test_kernels_refuse_short_columns_and_small_buffers_instead_of_overrunning():
+    with pytest.raises(IndexError):
+        compiled("put_queue_entries")(bytearray(100), 0, [1, 2], [1], [1, 2], 0, 2)
+    with pytest.raises(ValueError):
+        compiled("put_queue_entries")(bytearray(30), 0, [1, 2], [1, 2], [1, 2], 0, 2)
+    with pytest.raises(IndexError):
+        compiled("index_key_items")(["T", "T"], [1], [1, 1], [0, 0], [None, None], ["a", "b"], 0, {"T": 5})
+    with pytest.raises(ValueError):
+        compiled("put_index_entries")(bytearray(60), 1, 44, 1, [1, 2, 3], 1, 0)
+    with pytest.raises(ValueError):
+        compiled("put_index_entries")(bytearray(100), 0, 40, 1, [1, 2, 3], 1, 0)
