@@ -25,12 +25,14 @@ from libc.string cimport memcpy, memchr
 cdef extern from "zlib.h":
     unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int len) nogil
 
-DEF MAGIC_V1 = -626843481
-DEF BORN_V6 = 0x10
-DEF STORE_V6 = 0x20
-DEF HOST_V4 = 8
-DEF HOST_V6 = 20
-DEF CRC_MASK = 0x7FFFFFFF
+cdef enum:
+    MAGIC_V1 = -626843481  # skiff.common.record.MAGIC_V1
+    BORN_V6 = 0x10  # MessageSysFlag.BORNHOST_V6
+    STORE_V6 = 0x20  # MessageSysFlag.STOREHOST_V6
+    HOST_V4 = 8  # record.HOST_V4_BYTES
+    HOST_V6 = 20  # record.HOST_V6_BYTES
+    CRC_MASK = 0x7FFFFFFF
+    PROPERTIES_MAX_BYTES = 32767  # skiff.common.limits.PROPERTIES_MAX_BYTES
 
 
 cdef inline void put32(unsigned char *p, int64_t v) noexcept nogil:
@@ -188,9 +190,6 @@ def pack_records(rows, bytes topic, queue_offsets, physical_offsets, sizes, int6
 
 
 # -- checking a batch (skiff.store.checks) ---------------------------------------------
-
-DEF PROPERTIES_MAX_BYTES = 32767
-
 
 def batch_columns(msgs, topic, queue_id, Py_ssize_t max_body, Py_ssize_t base):
     """`skiff.store.checks.batch_columns`: sizes and dispatch columns of a batch in one pass,
