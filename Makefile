@@ -18,10 +18,18 @@ run: $(STAMP)
 test: $(STAMP) $(CPP_STAMP) java chromium
 	$(VENV)/bin/lint-imports
 	SKIFF_CPP_PYTHON=$(abspath $(CPP_VENV))/bin/python $(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
+	SKIFF_NO_EXTENSIONS=1 $(PY) -m pytest -n 2 -q $(KERNEL_SUITES)
+
+# The unit suites of the modules with compiled kernels (skiff.common.kernels), run again
+# on the pure-Python references: CI exercises the fallback as well.
+KERNEL_SUITES := tests/unit/common tests/unit/store/test_commitlog.py tests/unit/store/test_index.py \
+	tests/unit/store/test_recovery.py tests/unit/protocol/test_message_codec.py
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# setup.py builds the optional compiled kernels in place (an editable install runs
+# build_ext --inplace); a change to their source re-runs it.
+$(STAMP): pyproject.toml setup.py skiff/common/_kernels.pyx
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[spark,dev,bench]'

@@ -22,6 +22,7 @@ import struct
 import threading
 from collections.abc import Callable, Sequence
 
+from skiff.common import kernels
 from skiff.common.clock import SYSTEM_CLOCK, Clock
 from skiff.common.errors import DecodeError
 from skiff.common.limits import PULL_MAX_BYTES
@@ -65,12 +66,15 @@ _DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 _OFFSET = struct.Struct(">q")
 
 
-def offset_msg_ids(store_host: bytes, offsets: Sequence[int]) -> tuple[str, ...]:
+def offset_msg_ids_py(store_host: bytes, offsets: Sequence[int]) -> tuple[str, ...]:
     """`skiff.common.msgid.create_offset_msg_id` of each offset: one hex encoding for the
     batch, then a slice per message."""
     width = 2 * (len(store_host) + _OFFSET.size)
     text = b"".join(map(store_host.__add__, map(_OFFSET.pack, offsets))).hex().upper()
     return tuple([text[i : i + width] for i in range(0, len(text), width)])
+
+
+offset_msg_ids = kernels.select("offset_msg_ids", offset_msg_ids_py)
 
 
 def _queue_offsets(base: int, sys_flags: Sequence[int]) -> tuple[list[int], int]:
