@@ -3,6 +3,8 @@ where RocketMQ has one."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from skiff.broker.config import BrokerConfig
 from skiff.common.clock import Clock
 from skiff.protocol.codes import SKIFF_VERSION
@@ -20,6 +22,8 @@ class BrokerStats:
         self.boot_ms = clock.now_ms()
         self.pull_requests = 0
         self.messages_pulled = 0
+        self.replication: Callable[[], dict[str, str]] | None = None
+        """The HA service's keys for the table (role, slaves, acknowledged offsets)."""
 
     def pulled(self, messages: int) -> None:
         self.pull_requests += 1
@@ -49,5 +53,9 @@ class BrokerStats:
             "writable": "true" if s.writable else "false",
             "brokerName": self.config.broker_name,
             "brokerCluster": self.config.broker_cluster_name,
+            "brokerId": str(self.config.broker_id),
+            "brokerRole": self.config.broker_role.name,
         }
+        if self.replication is not None:
+            table.update(self.replication())
         return table

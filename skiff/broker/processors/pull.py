@@ -18,6 +18,7 @@ SERVICE_NOT_AVAILABLE so that clients back off.
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Awaitable
 from typing import NamedTuple
@@ -44,6 +45,9 @@ from skiff.transport.connection import Connection, Handler
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
+_PHYS = struct.Struct(">q")
+_PHYS_AT = 28
+"""Where a stored record holds its own CommitLog offset."""
 _SYSFLAG_AT = 36
 """Where the sysFlag sits in a stored record (remoting-protocol.md §3.1); it says how
 long the hosts, and so the fixed head, are."""
@@ -103,6 +107,8 @@ class PullProcessor:
         self.stats = stats
         self._max_count = config.max_transfer_count_on_message_in_memory
         self._max_bytes = config.max_transfer_bytes_on_message_in_memory
+        self._slave_read = config.slave_read_enable and not config.is_slave
+        self._in_memory_bytes = _physical_memory() * config.access_message_in_memory_max_ratio // 100
 
     def handlers(self) -> dict[int, Handler]:
         return {RequestCode.PULL_MESSAGE: self.pull}
@@ -113,7 +119,7 @@ class PullProcessor:
         if isinstance(flt, RemotingCommand):
             return flt
         response = self.run(req, h, flt)
-        if h.sys_flag & _COMMIT_OFFSET:
+        if h.sys_flag & _COMMIT_OFFSET and not self.config.is_slave:  # as RocketMQ: a slave never stores it
             self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         if response.code != _NOT_FOUND or not h.sys_flag & _SUSPEND:
             return response
@@ -148,12 +154,25 @@ class PullProcessor:
             max_bytes=self._max_bytes,
         )
         code, next_offset = _outcome(result, h.queue_offset)
-        ext = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(next_offset),
+        ext = {"suggestWhichBrokerId": self._suggest(h.consumer_group, result), "nextBeginOffset": str(next_offset),
                "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)}
         if code == ResponseCode.SUCCESS:
             self.stats.pulled(result.message_count)
             return req.response(code, None, ext, body_parts=result.buffers)
         return req.response(code, _REMARKS.get(code), ext)
+
+    def _suggest(self, group: str, result: GetResult) -> str:
+        """suggestWhichBrokerId as RocketMQ's: 0 (the master) unless this master has
+        slaveReadEnable; then the group's whichBrokerWhenConsumeSlowly (1) for a consumer
+        further behind than accessMessageInMemoryMaxRatio % of RAM, else its brokerId (0).
+        A slave always suggests the master."""
+        if not self._slave_read or not result.buffers:
+            return "0"
+        config = self.groups.get(group)
+        if config is None:
+            return "0"
+        behind = self.store.max_physical_offset - _PHYS.unpack_from(result.buffers[0], _PHYS_AT)[0]
+        return str(config.which_broker_when_consume_slowly if behind > self._in_memory_bytes else config.broker_id)
 
     def _check(self, req: RemotingCommand, h: PullMessageRequestHeader) -> MessageFilter | RemotingCommand:
         group = self.groups.find_or_create(h.consumer_group)
@@ -187,6 +206,13 @@ class PullProcessor:
             expression, kind = sub.sub_string, sub.expression_type.value
         flt = compile_subscription(expression, kind, self.config.enable_property_filter)
         return flt if not isinstance(flt, Refusal) else req.response(flt.code, flt.remark)
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return 1 << 34
 
 
 class Refusal(NamedTuple):
