@@ -67,6 +67,8 @@ class BrokerConfig:
         "haHousekeepingInterval": "ha_housekeeping_interval_ms",
         "slaveTimeout": "slave_timeout_ms",
         "slaveSyncInterval": "slave_sync_interval_ms",
+        "controllerLeaseTtl": "controller_lease_ttl_ms",
+        "haMaxTimeSlaveNotCatchup": "ha_max_time_slave_not_catchup_ms",
     }
 
     broker_cluster_name: str = "DefaultCluster"
@@ -103,6 +105,19 @@ class BrokerConfig:
     slave_sync_interval_ms: int = 10_000
     """How often a slave copies topics, groups and consumer offsets from its master
     (Skiff's key; RocketMQ's fixed period), besides at once on (re)connection."""
+    enable_controller_mode: bool = False
+    """Brokers of one brokerName elect their master through etcd (docs/replication.md);
+    brokerId is then each broker's fixed identity (1, 2, ...) and brokerRole what it is
+    while master (ASYNC_MASTER or SYNC_MASTER)."""
+    controller_etcd_endpoints: str = ""
+    """etcd client endpoints, ``host:port,host:port``."""
+    controller_lease_ttl_ms: int = 10_000
+    """The master's lease: it stops taking sends when it could not renew it for this long,
+    and a new master is elected once etcd lets it expire (whole seconds, at least 1 s)."""
+    ha_max_time_slave_not_catchup_ms: int = 15_000
+    """A slave that has not caught up with the master for this long leaves the SyncStateSet."""
+    allow_unclean_election: bool = False
+    """Let a broker outside the SyncStateSet become master (it may lack acknowledged messages)."""
     slave_read_enable: bool = False
     """A master may suggest that consumers far behind read from a slave."""
     access_message_in_memory_max_ratio: int = 40
@@ -154,7 +169,9 @@ class BrokerConfig:
                 _fail(name, getattr(self, name), "is not a port (0-65535)")
         if self.broker_id < 0:
             _fail("broker_id", self.broker_id, "must be 0 (master) or more")
-        if (self.broker_role is BrokerRole.SLAVE) != (self.broker_id > 0):
+        if self.enable_controller_mode:
+            self._validate_controller()
+        elif (self.broker_role is BrokerRole.SLAVE) != (self.broker_id > 0):
             _fail("broker_id", self.broker_id, f"does not fit brokerRole={self.broker_role.name}: a master has "
                   f"brokerId 0, a SLAVE more than 0")
         if self.ha_master_address:
@@ -184,6 +201,27 @@ class BrokerConfig:
                     _fail(f.name, getattr(self, f.name), "must be more than 0")
         if self.max_reconsume_times < 0:
             _fail("max_reconsume_times", self.max_reconsume_times, "must not be negative")
+
+    def _validate_controller(self) -> None:
+        if self.broker_id < 1:
+            _fail("broker_id", self.broker_id, "must be 1 or more with enableControllerMode: it names the "
+                  "broker in its group, and the elected master registers as 0")
+        if self.broker_role is BrokerRole.SLAVE:
+            _fail("broker_role", self.broker_role.name, "must be ASYNC_MASTER or SYNC_MASTER with "
+                  "enableControllerMode: the election decides who follows")
+        if not self.etcd_endpoints:
+            _fail("controller_etcd_endpoints", self.controller_etcd_endpoints,
+                  "must name at least one etcd endpoint (host:port) with enableControllerMode")
+        if self.controller_lease_ttl_ms < 1000:
+            _fail("controller_lease_ttl_ms", self.controller_lease_ttl_ms, "must be at least 1000 (etcd leases "
+                  "are whole seconds)")
+
+    @property
+    def etcd_endpoints(self) -> tuple[str, ...]:
+        addrs = tuple(a.strip() for a in self.controller_etcd_endpoints.split(",") if a.strip())
+        for addr in addrs:
+            _check_host_port("controller_etcd_endpoints", addr, self.controller_etcd_endpoints)
+        return addrs
 
     @property
     def namesrv_addrs(self) -> tuple[str, ...]:
@@ -224,7 +262,8 @@ class BrokerConfig:
 
     @property
     def is_slave(self) -> bool:
-        return self.broker_role is BrokerRole.SLAVE
+        """A configured slave (classic HA); in controller mode `Role` says what it is now."""
+        return self.broker_role is BrokerRole.SLAVE and not self.enable_controller_mode
 
 
 _POSITIVE = frozenset({"timer_max_delay_sec", "transaction_check_max", "max_transfer_count_on_message_in_memory",

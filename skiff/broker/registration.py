@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable
 
 from skiff.broker.config import BrokerConfig
+from skiff.broker.ha.role import Role
 from skiff.broker.topics import TopicConfigManager
 from skiff.common.service import Periodic
 from skiff.protocol.bodies.register import RegisterBrokerBody, register_broker_request
@@ -30,8 +31,10 @@ log = logging.getLogger(__name__)
 
 
 class NamesrvRegistration:
-    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, client: RemotingClient, port: int) -> None:
+    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, client: RemotingClient, port: int,
+                 role: Role | None = None) -> None:
         self.config = config
+        self.role = role or Role.of(config)
         self.topics = topics
         self.client = client
         self.broker_addr = config.broker_addr(port)
@@ -89,7 +92,7 @@ class NamesrvRegistration:
         body = RegisterBrokerBody(self.topics.wrapper())
         header = RegisterBrokerRequestHeader(
             self.config.broker_name, self.broker_addr, self.config.broker_cluster_name, self.ha_addr,
-            self.config.broker_id, False)
+            self.role.broker_id, False)
         await asyncio.gather(*(self._register(addr, header, body) for addr in self.namesrvs))
         self.registrations += 1
 
@@ -100,7 +103,7 @@ class NamesrvRegistration:
 
     async def _unregister(self, addr: str) -> None:
         header = BrokerIdentityHeader(self.config.broker_name, self.broker_addr, self.config.broker_cluster_name,
-                                      self.config.broker_id)
+                                      self.role.broker_id)
         await self._call(addr, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, header.to_ext()),
                          "unregister from")
 

@@ -18,13 +18,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
-from collections.abc import Sequence
 
 from skiff.broker.clients import ClientManager
-from skiff.broker.config import BrokerConfig, BrokerRole
-from skiff.broker.ha.master import HAMaster
-from skiff.broker.ha.slave import HASlave
-from skiff.broker.ha.sync import SlaveSynchronizer
+from skiff.broker.config import BrokerConfig
+from skiff.broker.ha.role import Role
+from skiff.broker.ha.service import Replication
 from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.locks import RebalanceLockManager
 from skiff.broker.long_polling import PullHoldService
@@ -48,9 +46,7 @@ from skiff.broker.writer import MessageWriter
 from skiff.common.clock import SYSTEM_CLOCK, Clock
 from skiff.common.record import pack_host
 from skiff.common.service import Periodic
-from skiff.protocol.headers.namesrv import RegisterBrokerResponseHeader
 from skiff.store import MessageStore, RecoveryReport, StoreConfig
-from skiff.store.dispatcher import QueueTouch
 from skiff.store.timer import TimerRecovery, TimerService
 from skiff.transport import RemotingClient, RemotingServer
 from skiff.transport.connection import Connection, Handler
@@ -84,9 +80,8 @@ class BrokerServer:
         self.registration: NamesrvRegistration
         self._remoting: RemotingServer | None = None
         self._services: list[Periodic] = []
-        self.ha_master: HAMaster | None = None
-        self.ha_slave: HASlave | None = None
-        self.slave_sync: SlaveSynchronizer
+        self.role = Role.of(config)
+        self.replication: Replication
 
     @property
     def addr(self) -> str:
@@ -101,12 +96,11 @@ class BrokerServer:
         try:
             self.store = MessageStore(self.store_config, store_host=pack_host(self.config.advertised_ip, self.port),
                                       clock=self.clock)
-            self.store.replica = self.config.is_slave
+            self.store.replica = self.role.is_slave
             self.recovery = await asyncio.to_thread(self.store.start)
             try:
-                if not self.config.is_slave:  # a slave's delayed messages arrive from its master
-                    self.timer = TimerService(self.store, self.store_config, clock=self.clock)
-                    self.timer_recovery = await asyncio.to_thread(self.timer.start)
+                if not self.role.is_slave:
+                    await self._start_timer()
                 await self._serve()
             except BaseException:
                 await asyncio.to_thread(self._shutdown_store)
@@ -119,15 +113,19 @@ class BrokerServer:
         self.topics.load()
         self.groups.load()
         self.offsets.load()
-        self.registration = NamesrvRegistration(self.config, self.topics, self._namesrv_client, self.port)
+        self.registration = NamesrvRegistration(self.config, self.topics, self._namesrv_client, self.port, self.role)
         self.topics.on_change = self.registration.trigger
         self.store.add_dispatch_listener(self.hold.notify)
-        self.stats = BrokerStats(self.config, self.store, self.clock)
+        self.stats = BrokerStats(self.config, self.store, self.clock, self.role)
         self.transactions = TransactionService(self.config, self.store, self.topics, self.clients, self.offsets,
                                                self.writer, self.clock)
         self.transaction_recovery = await asyncio.to_thread(self.transactions.recover)
         client_manage = ClientManageProcessor(self.config, self.clients, self.groups, self.topics)
-        await self._start_ha()
+        self.replication = Replication(self.config, self.role, self.store, self.registration, self.topics,
+                                       self.groups, self.offsets, self._namesrv_client,
+                                       start_master_services=self._start_timer, stop_master_services=self._stop_timer)
+        await self.replication.start(self.port)
+        self.stats.replication = self.replication.runtime_table
         self._remoting = RemotingServer(self.config.listen_host, self.port, self._handlers(client_manage),
                                         on_connection_close=client_manage.connection_closed)
         await self._remoting.start()
@@ -136,44 +134,33 @@ class BrokerServer:
             Periodic("persist-consumer-offsets", self.config.flush_consumer_offset_interval_ms / 1000.0,
                      self._persist_offsets),
             Periodic("expire-clients", self.config.client_scan_interval_ms / 1000.0, self._expire_clients),
-            *([] if self.config.is_slave else self.transactions.services()),
+            *([] if self.role.is_slave else self.transactions.services()),
         ]
         for service in self._services:
             service.start()
         await self.registration.register_all()
         self.registration.start()
-        if self.ha_slave is not None:
-            self.ha_slave.start()
-            self.slave_sync.start()
-        ha = self.ha_master or self.ha_slave
-        if ha is not None:
-            self.stats.replication = ha.runtime_table
+        self.replication.run()
 
-    async def _start_ha(self) -> None:
-        """A master serves its CommitLog on the HA port; a slave follows the master the
-        NameServer names (or haMasterAddress) once registered."""
-        if self.config.is_slave:
-            sync = self.slave_sync = SlaveSynchronizer(self.config, self.topics, self.groups, self.offsets,
-                                                       self._namesrv_client)
-            slave = self.ha_slave = HASlave(self.config, self.store, on_connect=sync.trigger)
-            self.store.add_dispatch_listener(lambda touched: self._unknown_topics(touched, sync))
+    async def _start_timer(self) -> None:
+        """Only a master delivers delayed messages; a slave has them in its CommitLog copy."""
+        if self.timer is None:
+            timer = TimerService(self.store, self.store_config, clock=self.clock)
+            self.timer_recovery = await asyncio.to_thread(timer.start)
+            self.timer = timer
 
-            def on_answer(answer: RegisterBrokerResponseHeader) -> None:
-                slave.set_master(answer.ha_server_addr)
-                sync.set_master(answer.master_addr)
-            self.registration.on_master = on_answer
-            return
-        self.ha_master = HAMaster(self.config, self.store, self.config.listen_host, self.config.ha_port(self.port))
-        await self.ha_master.start(any_port_if_taken=not self.config.ha_listen_port)
-        self.registration.ha_addr = self.config.ha_addr(self.port, self.ha_master.port)
+    async def _stop_timer(self) -> None:
+        timer, self.timer = self.timer, None
+        if timer is not None:
+            await asyncio.to_thread(timer.stop)
 
     def _handlers(self, client_manage: ClientManageProcessor) -> dict[int, Handler]:
         cfg, store = self.config, self.store
-        sync_replicas = self.ha_master if cfg.broker_role is BrokerRole.SYNC_MASTER else None
-        sender = SendProcessor(cfg, store, self.topics, self.writer, sync_replicas)
+        sender = SendProcessor(cfg, store, self.topics, self.writer, self.replication.sync_replicas, self.role)
         processors = [
             sender,
-            PullProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients, self.hold, self.stats),
+            PullProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients, self.hold, self.stats,
+                          self.role),
             ConsumerProcessor(store, self.offsets, self.clients, self.locks),
             client_manage,
             SendBackProcessor(cfg, store, self.topics, self.groups, self.writer, sender),
@@ -189,24 +176,16 @@ class BrokerServer:
             handlers.update(processor.handlers())
         return handlers
 
-    def _unknown_topics(self, touched: Sequence[QueueTouch], sync: SlaveSynchronizer) -> None:
-        """A slave that replicates a topic it does not know syncs the topic table now."""
-        if any(topic not in self.topics for topic, _, _ in touched):
-            sync.trigger()
-
     async def stop(self) -> None:
         """Unregister, drain, persist, shut the store down; safe to call once after start."""
         if self._remoting is None:
             return
         remoting, self._remoting = self._remoting, None
+        await self.replication.stop_controller()
         await self.registration.stop()
         await self.hold.stop()
         await remoting.stop(self.config.shutdown_drain_timeout_ms / 1000.0)
-        if self.ha_master is not None:
-            await self.ha_master.stop()
-        if self.ha_slave is not None:
-            await self.ha_slave.stop()
-            await self.slave_sync.stop()
+        await self.replication.stop()
         for service in self._services:
             await service.stop()
         await self.transactions.commit_progress()

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from skiff.broker.config import BrokerConfig
+from skiff.broker.ha.role import Role
 from skiff.common.clock import Clock
 from skiff.protocol.codes import SKIFF_VERSION
 from skiff.store import MessageStore
@@ -15,8 +16,9 @@ VERSION_DESC = "V4_9_7"
 
 
 class BrokerStats:
-    def __init__(self, config: BrokerConfig, store: MessageStore, clock: Clock) -> None:
+    def __init__(self, config: BrokerConfig, store: MessageStore, clock: Clock, role: Role | None = None) -> None:
         self.config = config
+        self.role = role or Role.of(config)
         self.store = store
         self.clock = clock
         self.boot_ms = clock.now_ms()
@@ -53,8 +55,8 @@ class BrokerStats:
             "writable": "true" if s.writable else "false",
             "brokerName": self.config.broker_name,
             "brokerCluster": self.config.broker_cluster_name,
-            "brokerId": str(self.config.broker_id),
-            "brokerRole": self.config.broker_role.name,
+            "brokerId": str(self.role.broker_id),
+            "brokerRole": self.role.role.name,
         }
         if self.replication is not None:
             table.update(self.replication())

@@ -18,6 +18,7 @@ import asyncio
 import errno
 import logging
 import threading
+import time
 from typing import NamedTuple
 
 from skiff.broker.config import BrokerConfig
@@ -48,6 +49,8 @@ class HAMaster:
         self.port = port
         self.waiters = ReplicaWaiters(config.slave_timeout_ms / 1000)
         self.connections: set[SlaveConnection] = set()
+        self.sync_members: set[int] | None = set() if config.enable_controller_mode else None
+        """Controller mode: the SyncStateSet's slaves; None: classic HA."""
         self._server: asyncio.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
@@ -84,10 +87,46 @@ class HAMaster:
     def replicate(self, end: int) -> PutStatus | asyncio.Future[bool]:
         """What a SYNC_MASTER send that wrote up to ``end`` waits for: SLAVE_NOT_AVAILABLE
         at once without a slave or with one ``haSlaveFallbehindMax`` behind, else a
-        future (True: acknowledged, False: FLUSH_SLAVE_TIMEOUT)."""
+        future (True: acknowledged, False: FLUSH_SLAVE_TIMEOUT).
+
+        In controller mode every slave in the SyncStateSet must acknowledge; with none
+        in it the master alone is the set, and the send is answered at once."""
+        if self.sync_members is not None and not self.sync_members:
+            return PutStatus.PUT_OK
         if not self.connections or end - self.waiters.acked >= self.config.ha_slave_fallbehind_max:
             return PutStatus.SLAVE_NOT_AVAILABLE
         return self.waiters.wait(end)
+
+    # -- controller mode ------------------------------------------------------
+
+    def set_sync_members(self, ids: set[int]) -> None:
+        """Controller mode: the slaves whose acknowledgements SYNC_MASTER sends wait for."""
+        self.sync_members = set(ids)
+        self._ack_changed()
+
+    def slave_ids(self, by_client_addr: dict[str, int]) -> None:
+        """Name each connection by the slave that published its address."""
+        for conn in self.connections:
+            conn.slave_id = by_client_addr.get(conn.peer, conn.slave_id)
+
+    def caught_up(self, window_s: float) -> set[int]:
+        """Slaves connected that reached the master's end within ``window_s``."""
+        now = time.monotonic()
+        return {c.slave_id for c in self.connections if c.slave_id is not None and now - c.caught_up_at <= window_s}
+
+    def drop_all(self, why: str) -> None:
+        """Close every slave's connection and answer every waiting send (stepping down)."""
+        for conn in list(self.connections):
+            conn.close(why)
+        self.waiters.fail_all()
+        self.sync_members = set()
+
+    def _ack_changed(self) -> None:
+        if self.sync_members is None:
+            return
+        acks = {c.slave_id: c.acked for c in self.connections if c.slave_id in self.sync_members}
+        if self.sync_members and len(acks) == len(self.sync_members):
+            self.waiters.ack(min(acks.values()))
 
     @property
     def slaves(self) -> list[SlaveInfo]:
@@ -125,7 +164,10 @@ class HAMaster:
             log.info("slave %s disconnected: %s", conn.peer, conn.why)
 
     def acknowledged(self, offset: int) -> None:
-        self.waiters.ack(offset)
+        if self.sync_members is None:
+            self.waiters.ack(offset)  # classic: one slave is enough (RocketMQ 4.x)
+        else:
+            self._ack_changed()
 
 
 class SlaveConnection:
@@ -138,6 +180,10 @@ class SlaveConnection:
         self.wake = asyncio.Event()
         self.acked = -1
         self.next_offset = -1
+        self.slave_id: int | None = None
+        self.caught_up_at = -1e9
+        self._idle_end = -1
+        """Where the stream stood the last time the sender had sent everything."""
         self.why = ""
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._first = asyncio.Event()
@@ -189,6 +235,8 @@ class SlaveConnection:
         if self.acked < 0:
             self._first.set()
         self.acked = offset
+        if offset >= max(self._idle_end, 0) and offset >= store.max_physical_offset - self.master.config.ha_transfer_batch_size:
+            self.caught_up_at = time.monotonic()
         self.master.acknowledged(offset)
 
     def _start_offset(self) -> int:
@@ -213,6 +261,7 @@ class SlaveConnection:
             self.wake.clear()
             body = store.read_raw(self.next_offset, batch)
             if body is None:  # nothing new (or the slave wants deleted bytes: heartbeats only)
+                self._idle_end = self.next_offset
                 await self._idle(heartbeat_s)
                 continue
             self.writer.write(encode_frame_head(self.next_offset, len(body)))

@@ -48,6 +48,11 @@ class HASlave(Service):
         self.last_frame_offset = -1
         """Where the master's last frame ended: how far the master has sent."""
         self._writer: asyncio.StreamWriter | None = None
+        self._paused = False
+        self._resume_addr = ""
+        self.local_addr = ""
+        """This end of the HA connection (controller mode publishes it: the master names
+        its slaves' connections by it)."""
 
     def runtime_table(self) -> dict[str, str]:
         return {
@@ -55,6 +60,32 @@ class HASlave(Service):
             "haConnected": "true" if self.connected else "false",
             "haMasterSentOffset": str(self.last_frame_offset),
         }
+
+    def pause(self) -> None:
+        """Stop following (before an election): nothing more is appended until `resume` or
+        `follow`, so the max offset read next is final."""
+        if not self._paused:
+            self._paused = True
+            self._resume_addr = self.master_ha_addr
+        self.master_ha_addr = ""
+        self._drop()
+
+    def resume(self) -> None:
+        if self._paused:
+            self._paused = False
+            self.master_ha_addr = self._resume_addr
+
+    def follow(self, ha_addr: str) -> None:
+        """Follow the master at ``ha_addr`` (controller mode: etcd names it)."""
+        self._paused = False
+        if ha_addr != self.master_ha_addr:
+            log.info("following the master's HA port at %s", ha_addr)
+            self.master_ha_addr = ha_addr
+            self._drop()
+
+    def _drop(self) -> None:
+        if self._writer is not None:
+            self._writer.transport.abort()
 
     def set_master(self, ha_addr: str | None) -> None:
         """The NameServer's answer names the master's HA address (unless haMasterAddress is set)."""
@@ -82,6 +113,8 @@ class HASlave(Service):
             return
         self._writer = writer
         self.connected = True
+        sockname = writer.get_extra_info("sockname")
+        self.local_addr = f"{sockname[0]}:{sockname[1]}" if sockname else ""
         self._on_connect()
         log.info("following the master at %s from offset %d", addr, self.store.max_physical_offset)
         try:
@@ -91,6 +124,7 @@ class HASlave(Service):
         finally:
             self.connected = False
             self._writer = None
+            self.local_addr = ""
             writer.transport.abort()
         log.warning("stopped following the master at %s: %s", addr, why)
 
@@ -113,6 +147,8 @@ class HASlave(Service):
             if not data:
                 return "the master closed the connection"
             last_read = time.monotonic()
+            if self._paused:
+                return "paused for an election"
             try:
                 assembler = self._apply(frames, assembler, data)
             except (DecodeError, ValueError, OSError) as exc:

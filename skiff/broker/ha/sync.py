@@ -59,10 +59,12 @@ class SlaveSynchronizer(Service):
         offsets.track_local = True
 
     def set_master(self, addr: str | None) -> None:
-        if addr and addr != self.master_addr:
-            log.info("syncing metadata from the master at %s", addr)
+        """Sync from the master at ``addr`` (None: this broker is master now, stop)."""
+        if addr != self.master_addr:
             self.master_addr = addr
-            self.trigger()
+            if addr:
+                log.info("syncing metadata from the master at %s", addr)
+                self.trigger()
 
     def trigger(self) -> None:
         self._soon.set()

@@ -26,6 +26,7 @@ from typing import NamedTuple
 from skiff.broker.config import BrokerConfig
 from skiff.broker.clients import ClientManager
 from skiff.broker.groups import SubscriptionGroupManager
+from skiff.broker.ha.role import Role
 from skiff.broker.long_polling import PullHoldService
 from skiff.broker.offsets import ConsumerOffsetManager
 from skiff.broker.stats import BrokerStats
@@ -96,8 +97,9 @@ def properties_of(record: memoryview) -> memoryview:
 class PullProcessor:
     def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
                  groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager, clients: ClientManager,
-                 hold: PullHoldService, stats: BrokerStats) -> None:
+                 hold: PullHoldService, stats: BrokerStats, role: Role | None = None) -> None:
         self.config = config
+        self.role = role or Role.of(config)
         self.store = store
         self.topics = topics
         self.groups = groups
@@ -107,7 +109,7 @@ class PullProcessor:
         self.stats = stats
         self._max_count = config.max_transfer_count_on_message_in_memory
         self._max_bytes = config.max_transfer_bytes_on_message_in_memory
-        self._slave_read = config.slave_read_enable and not config.is_slave
+        self._slave_read = config.slave_read_enable
         self._in_memory_bytes = _physical_memory() * config.access_message_in_memory_max_ratio // 100
 
     def handlers(self) -> dict[int, Handler]:
@@ -119,7 +121,7 @@ class PullProcessor:
         if isinstance(flt, RemotingCommand):
             return flt
         response = self.run(req, h, flt)
-        if h.sys_flag & _COMMIT_OFFSET and not self.config.is_slave:  # as RocketMQ: a slave never stores it
+        if h.sys_flag & _COMMIT_OFFSET and not self.role.is_slave:  # as RocketMQ: a slave never stores it
             self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         if response.code != _NOT_FOUND or not h.sys_flag & _SUSPEND:
             return response
@@ -166,7 +168,7 @@ class PullProcessor:
         slaveReadEnable; then the group's whichBrokerWhenConsumeSlowly (1) for a consumer
         further behind than accessMessageInMemoryMaxRatio % of RAM, else its brokerId (0).
         A slave always suggests the master."""
-        if not self._slave_read or not result.buffers:
+        if not self._slave_read or self.role.is_slave or not result.buffers:
             return "0"
         config = self.groups.get(group)
         if config is None:

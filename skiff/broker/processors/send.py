@@ -24,6 +24,7 @@ from collections.abc import Awaitable
 from typing import Protocol
 
 from skiff.broker.config import BrokerConfig
+from skiff.broker.ha.role import Role
 from skiff.broker.redirect import REDIRECT_PROPERTIES
 from skiff.broker.topics import READ_WRITE, TopicConfigManager
 from skiff.broker.writer import MessageWriter, batch_refusal
@@ -79,9 +80,11 @@ def born_host(peer: tuple[str, int]) -> bytes:
 
 class SendProcessor:
     def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
-                 writer: MessageWriter, sync_replicas: SyncReplicas | None = None) -> None:
-        """``sync_replicas``: a SYNC_MASTER's HA service, which sends wait on."""
+                 writer: MessageWriter, sync_replicas: SyncReplicas | None = None, role: Role | None = None) -> None:
+        """``sync_replicas``: the master's HA service, which SYNC_MASTER sends wait on;
+        ``role``: what the broker is now (default: what broker.conf says)."""
         self.config = config
+        self.role = role or Role.of(config)
         self.sync_replicas = sync_replicas
         self.store = store
         self.topics = topics
@@ -122,7 +125,7 @@ class SendProcessor:
         result = self.store.put_messages(inputs)
         if not wait or not result.ok:
             return put_response(req, result, queue_id, self._extra)
-        replicated = None if self.sync_replicas is None else self.sync_replicas.replicate(
+        replicated = None if self.sync_replicas is None or not self.role.is_sync_master else self.sync_replicas.replicate(
             result.physical_offset + result.wrote_bytes)
         if result.flushed is None and replicated is None:
             return put_response(req, result, queue_id, self._extra)
@@ -131,16 +134,16 @@ class SendProcessor:
     def target(self, req: RemotingCommand, h: SendMessageRequestHeader) -> int | RemotingCommand:
         """The queue to write to, or the refusal."""
         topic = h.topic
-        if self.config.is_slave:
+        refusal = self.role.refusal()
+        if refusal is not None:
             return req.response(ResponseCode.SERVICE_NOT_AVAILABLE,
-                                f"the broker {self.config.broker_name} (brokerId {self.config.broker_id}) is a slave: "
-                                f"send to its master")
+                                f"the broker {self.config.broker_name} (brokerId {self.role.broker_id}) {refusal}")
         if not self.config.broker_permission & _WRITE:
             return req.response(ResponseCode.NO_PERMISSION,
                                 f"the broker {self.config.broker_name} does not accept messages now (brokerPermission)")
-        refusal = self._topic_refusal(topic)
-        if refusal is not None:
-            return req.response(*refusal)
+        topic_refusal = self._topic_refusal(topic)
+        if topic_refusal is not None:
+            return req.response(*topic_refusal)
         tc = self.topics.get(topic) or self._create(h)
         if tc is None:
             return req.response(ResponseCode.TOPIC_NOT_EXIST, self._no_topic_remark(topic, h.default_topic))
