@@ -132,3 +132,30 @@ class HAGroup:
             self.kill_all()
         else:
             self.stop()
+
+
+class ControllerGroup(HAGroup):
+    """Brokers 1..n of one brokerName in controller mode on the etcd at ``etcd_endpoint``;
+    the election decides which is master."""
+
+    def __init__(self, root: str | Path, etcd_endpoint: str, *, brokers: int = 2, role: str = "SYNC_MASTER",
+                 lease_ms: int = 2000, broker_args: Sequence[str] = ()) -> None:
+        super().__init__(root, role=role, slaves=0, broker_args=[
+            "--enableControllerMode=true", f"--controllerEtcdEndpoints={etcd_endpoint}",
+            f"--controllerLeaseTtl={lease_ms}", *broker_args])
+        self.broker_ids = list(range(1, brokers + 1))
+
+    def store_dir(self, broker_id: int) -> Path:
+        return self.root / f"broker-{broker_id}"
+
+    def start(self) -> ControllerGroup:
+        self.namesrv = start_namesrv()
+        for i in self.broker_ids:
+            self.start_broker(i)
+        return self
+
+    def start_broker(self, broker_id: int, *extra: str) -> SkiffProcess:
+        return self._start(broker_id, self.role, extra)
+
+    def running(self) -> list[int]:
+        return [i for i, p in self.procs.items() if p is not None and p.popen.poll() is None]
