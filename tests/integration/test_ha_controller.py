@@ -83,3 +83,84 @@ def test_election_failover_and_rejoin(tmp_path: Path) -> None:
 
 async def _is(value: object, expected: str) -> bool:
     return await value == expected  # type: ignore[misc]
+
+
+class KeyedSender:
+    """Producers of a few keys, each sending 0, 1, 2, ... to its own queue of whichever broker
+    is master, resending a number until it is answered SEND_OK (duplicates allowed)."""
+
+    def __init__(self, group: ControllerGroup, keys: int) -> None:
+        self.group = group
+        self.keys = keys
+        self.acked: dict[int, list[int]] = {k: [] for k in range(keys)}
+        self.statuses: dict[int, int] = {}
+        self.master: int | None = None
+        self.running = True
+
+    async def run(self, key: int) -> None:
+        seq = 0
+        wire: BrokerWire | None = None
+        while self.running:
+            if wire is None:
+                self.master = await master_of(self.group) or self.master
+                if self.master is None:
+                    await asyncio.sleep(0.1)
+                    continue
+                wire = BrokerWire(self.group.addr(self.master), timeout_ms=3000)
+            try:
+                resp = await wire.send(Message("K", f"{key}:{seq}".encode()), queue_id=key)
+                code = resp.code
+            except Exception:  # noqa: BLE001 - the master died under us
+                code = -1
+            self.statuses[code] = self.statuses.get(code, 0) + 1
+            if code == ResponseCode.SUCCESS:
+                self.acked[key].append(seq)
+                seq += 1
+            else:
+                await wire.close()
+                wire = None
+                await asyncio.sleep(0.05)
+        if wire is not None:
+            await wire.close()
+
+
+def test_kill_the_master_repeatedly_while_sync_sends_run(tmp_path: Path) -> None:
+    with Etcd(tmp_path / "etcd") as etcd, ControllerGroup(tmp_path, etcd.endpoint,
+                                                          broker_args=["--slaveTimeout=1000"]) as group:
+        async def main() -> None:
+            await eventually(lambda: master_of(group), 20, "a master elected")
+            sender = KeyedSender(group, keys=4)
+            tasks = [asyncio.create_task(sender.run(k)) for k in range(4)]
+            failovers = []
+            try:
+                for _ in range(2):
+                    master = await eventually(lambda: master_of(group), 20, "a master")
+                    await eventually(lambda m=master: _is(sync_set(group, m), "1,2"), 30, "both in sync")
+                    before = sum(map(len, sender.acked.values()))
+                    await eventually(lambda b=before: sum(map(len, sender.acked.values())) > b + 50, 20,
+                                     "sends acknowledged")
+                    killed_at = time.monotonic()
+                    group.kill_broker(master)
+                    new = await eventually(lambda: master_of(group), 15, "a new master")
+                    failovers.append(time.monotonic() - killed_at)
+                    assert new != master
+                    group.start_broker(master)
+                after = sum(map(len, sender.acked.values()))
+                await eventually(lambda: sum(map(len, sender.acked.values())) > after + 20, 20, "sends after")
+            finally:
+                sender.running = False
+                await asyncio.gather(*tasks)
+            assert max(failovers) <= 5.0, failovers
+            final = await eventually(lambda: master_of(group), 20, "a master")
+            wire = BrokerWire(group.addr(final))
+            try:
+                for key, acked in sender.acked.items():
+                    stored = [int(m.body.split(b":")[1]) for m in await wire.pull_messages("G", "K", key)]
+                    first_seen = list(dict.fromkeys(stored))
+                    assert first_seen == sorted(first_seen), f"key {key} out of order"
+                    missing = set(acked) - set(stored)
+                    assert not missing, f"key {key}: acknowledged but lost: {sorted(missing)[:10]}"
+            finally:
+                await wire.close()
+            print(f"failovers {['%.2f' % f for f in failovers]} s, statuses {sender.statuses}")
+        asyncio.run(main())
