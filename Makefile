@@ -9,12 +9,12 @@ STAMP := $(VENV)/.installed
 CPP_STAMP := $(CPP_VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 
-.PHONY: run test venv java lint bench-compare clean
+.PHONY: run test venv java etcd lint bench-compare clean
 
 run: $(STAMP)
 	$(VENV)/bin/skiff up
 
-test: $(STAMP) $(CPP_STAMP) java
+test: $(STAMP) $(CPP_STAMP) java etcd
 	$(VENV)/bin/lint-imports
 	SKIFF_CPP_PYTHON=$(abspath $(CPP_VENV))/bin/python $(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
 
@@ -23,7 +23,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[spark,dev,bench]'
+	$(PY) -m pip install --quiet -e '.[spark,dev,bench,ha]'
 	touch $@
 
 # The PyPI `rocketmq` 0.4.4 wheel bundles the RocketMQ C++ client; it gets its
@@ -35,6 +35,10 @@ $(CPP_STAMP):
 
 java:
 	@command -v java >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq default-jre-headless; }
+
+# etcd for controller mode (docs/replication.md) and its tests.
+etcd:
+	@command -v etcd >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq etcd-server; }
 
 # Side-by-side benchmark against RabbitMQ, Redis and NATS (Debian packages),
 # not part of `make test`.
