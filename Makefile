@@ -9,12 +9,12 @@ STAMP := $(VENV)/.installed
 CPP_STAMP := $(CPP_VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 
-.PHONY: run test venv java etcd lint bench-compare clean
+.PHONY: run test venv java etcd chromium lint bench-compare clean
 
 run: $(STAMP)
 	$(VENV)/bin/skiff up
 
-test: $(STAMP) $(CPP_STAMP) java etcd
+test: $(STAMP) $(CPP_STAMP) java etcd chromium
 	$(VENV)/bin/lint-imports
 	SKIFF_CPP_PYTHON=$(abspath $(CPP_VENV))/bin/python $(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
 
@@ -39,6 +39,12 @@ java:
 # etcd for controller mode (docs/replication.md) and its tests.
 etcd:
 	@command -v etcd >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq etcd-server; }
+
+# Headless Chromium and its driver from Debian, for the dashboard's browser tests
+# (Selenium drives the system chromedriver; nothing is downloaded at run time).
+chromium:
+	@{ command -v chromium && command -v chromedriver; } >/dev/null 2>&1 || \
+		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium chromium-driver; }
 
 # Side-by-side benchmark against RabbitMQ, Redis and NATS (Debian packages),
 # not part of `make test`.
