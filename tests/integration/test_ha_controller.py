@@ -4,6 +4,7 @@ sends, a demoted master cutting its unreplicated tail (docs/replication.md)."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import time
 from pathlib import Path
 
@@ -163,4 +164,50 @@ def test_kill_the_master_repeatedly_while_sync_sends_run(tmp_path: Path) -> None
             finally:
                 await wire.close()
             print(f"failovers {['%.2f' % f for f in failovers]} s, statuses {sender.statuses}")
+        asyncio.run(main())
+
+
+def test_a_demoted_master_cuts_the_tail_its_successor_never_had(tmp_path: Path) -> None:
+    """ASYNC_MASTER answers before the slave has a message: with the slave stopped, the
+    master's last sends exist on it alone; when it dies the slave is elected without them,
+    and the old master, back, cuts them before following (they were never SEND_OK under
+    SYNC_MASTER; this is what ASYNC_MASTER trades for speed)."""
+    slow_to_drop = ["--haHousekeepingInterval=1000", "--haMaxTimeSlaveNotCatchup=60000"]
+    with Etcd(tmp_path / "etcd") as etcd, ControllerGroup(tmp_path, etcd.endpoint, role="ASYNC_MASTER",
+                                                          broker_args=slow_to_drop) as group:
+        async def main() -> None:
+            first = await eventually(lambda: master_of(group), 20, "a master elected")
+            other = next(i for i in group.broker_ids if i != first)
+            await eventually(lambda: _is(sync_set(group, first), "1,2"), 20, "both in the SyncStateSet")
+            wire = BrokerWire(group.addr(first))
+            for i in range(10):
+                assert (await wire.send(Message("A", f"kept {i}".encode()), queue_id=0)).code == ResponseCode.SUCCESS
+            slave = BrokerWire(group.addr(other))
+
+            async def copied() -> bool:
+                return (await info(group.addr(other)) or {}).get("commitLogMaxOffset") == \
+                    (await info(group.addr(first)) or {}).get("commitLogMaxOffset")
+            await eventually(copied, 15, "the slave catching up")
+            group.proc(other).signal(signal.SIGSTOP)
+            try:
+                async def dropped() -> bool:
+                    return (await info(group.addr(first)) or {}).get("haSlaveCount") == "0"
+                await eventually(dropped, 15, "the master dropping the silent slave's connection")
+                for i in range(5):
+                    resp = await wire.send(Message("A", f"lost {i}".encode()), queue_id=0)
+                    assert resp.code == ResponseCode.SUCCESS
+                await wire.close()
+                group.kill_broker(first)
+            finally:
+                group.proc(other).signal(signal.SIGCONT)
+            assert await eventually(lambda: master_of(group), 20, "the slave elected") == other
+            group.start_broker(first)
+            await eventually(lambda: _is(sync_set(group, other), "1,2"), 30, "the old master back in sync")
+            expected = [f"kept {i}".encode() for i in range(10)]
+            assert [m.body for m in await slave.pull_messages("G", "A", 0)] == expected
+            old = BrokerWire(group.addr(first))
+            assert [m.body for m in await old.pull_messages("G", "A", 0)] == expected
+            await old.close()
+            await slave.close()
+            assert "the master of epoch 2 never had" in group.proc(first).output
         asyncio.run(main())
