@@ -4,6 +4,7 @@ sends, a demoted master cutting its unreplicated tail (docs/replication.md)."""
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import time
 from pathlib import Path
@@ -15,7 +16,8 @@ from skiff.protocol.bodies.admin import KVTable
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.testing.etcd import Etcd, etcd_binary
 from skiff.testing.ha import ControllerGroup
-from skiff.testing.waits import eventually
+from skiff.testing.processes import free_port, run_skiff, start_skiff
+from skiff.testing.waits import eventually, wait_for
 from skiff.testing.wire import BrokerWire
 
 pytestmark = [pytest.mark.timeout(180),
@@ -211,3 +213,23 @@ def test_a_demoted_master_cuts_the_tail_its_successor_never_had(tmp_path: Path) 
             await slave.close()
             assert "the master of epoch 2 never had" in group.proc(first).output
         asyncio.run(main())
+
+
+def test_skiff_up_ha_runs_etcd_and_an_elected_pair(tmp_path: Path) -> None:
+    ports = [free_port() for _ in range(3)]
+    proc = start_skiff(["up", "--ha", "--dir", str(tmp_path), "--namesrv-port", str(ports[0]),
+                        "--broker-port", str(ports[1]), "--etcd-port", str(ports[2])], timeout_s=60)
+    try:
+        proc.wait_for_line(r"id \d: .*\(MASTER, epoch 1\)", 10)
+
+        def listing() -> list[dict] | None:
+            listed = run_skiff(["cluster", "list", "--json", "-n", f"127.0.0.1:{ports[0]}"])
+            assert listed.returncode == 0, listed.stdout
+            brokers = json.loads(listed.stdout)
+            epochs = [b["runtime"].get("controllerEpoch") for b in brokers]
+            return brokers if len(brokers) == 2 and epochs == ["1", "1"] else None
+        brokers = wait_for(listing, 20, "both brokers listed in epoch 1")
+        assert sorted(b["runtime"]["brokerRole"] for b in brokers) == ["SLAVE", "SYNC_MASTER"]
+        assert sorted(b["broker_id"] for b in brokers)[0] == 0
+    finally:
+        assert proc.stop() == 0
