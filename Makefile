@@ -9,13 +9,13 @@ STAMP := $(VENV)/.installed
 CPP_STAMP := $(CPP_VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 
-.PHONY: run test venv java chromium lint bench-compare clean
+.PHONY: run test venv java etcd chromium lint bench-compare clean
 
 run: $(STAMP)
 	@echo "The skiff command is in $(VENV)/bin: in another shell, run '. $(VENV)/bin/activate' to use it."
 	$(VENV)/bin/skiff up
 
-test: $(STAMP) $(CPP_STAMP) java chromium
+test: $(STAMP) $(CPP_STAMP) java etcd chromium
 	$(VENV)/bin/lint-imports
 	SKIFF_CPP_PYTHON=$(abspath $(CPP_VENV))/bin/python $(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
 	SKIFF_NO_EXTENSIONS=1 $(PY) -m pytest -n 2 -q $(KERNEL_SUITES)
@@ -32,7 +32,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml setup.py skiff/common/_kernels.pyx
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[spark,dev,bench]'
+	$(PY) -m pip install --quiet -e '.[spark,dev,bench,ha]'
 	touch $@
 
 # The PyPI `rocketmq` 0.4.4 wheel bundles the RocketMQ C++ client; it gets its
@@ -44,6 +44,10 @@ $(CPP_STAMP):
 
 java:
 	@command -v java >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq default-jre-headless; }
+
+# etcd for controller mode (docs/replication.md) and its tests.
+etcd:
+	@command -v etcd >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq etcd-server; }
 
 # Headless Chromium and its driver from Debian, for the dashboard's browser tests
 # (Selenium drives the system chromedriver; nothing is downloaded at run time).

@@ -81,6 +81,10 @@ def register(sub: Any) -> None:
     up.add_argument("--dashboard-port", type=int, default=DEFAULT_PORT,
                     help=f"web dashboard port on --host (default {DEFAULT_PORT}; 0 picks one)")
     up.add_argument("--no-dashboard", action="store_true", help="do not run the web dashboard")
+    up.add_argument("--ha", action="store_true",
+                    help="instead: an etcd, a NameServer and a master and a slave in controller mode "
+                         "(docs/replication.md); needs Debian's etcd-server")
+    up.add_argument("--etcd-port", type=int, default=2379, help="with --ha: etcd's client port (default 2379)")
     up.set_defaults(handler=run_up, accepts_extra=True)
 
 
@@ -102,6 +106,10 @@ def run_broker(args: argparse.Namespace, extra: list[str]) -> int:
 def run_up(args: argparse.Namespace, extra: list[str]) -> int:
     from skiff.broker import load_configs
     from skiff.namesrv import NamesrvConfig
+
+    if args.ha:
+        from skiff.cli.up_ha import run_up_ha
+        return run_up_ha(args, extra)
 
     namesrv_config = NamesrvConfig(listen_host=args.host, listen_port=args.namesrv_port,
                                    metrics_port=_metrics_port_or_off(args.host, args.namesrv_metrics_port,
