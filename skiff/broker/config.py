@@ -63,6 +63,8 @@ class BrokerConfig:
         "transactionTimeOut": "transaction_time_out_ms",
         "transactionCheckInterval": "transaction_check_interval_ms",
         "shutdownDrainTimeout": "shutdown_drain_timeout_ms",
+        "reviveInterval": "pop_revive_interval_ms",
+        "popStatePersistInterval": "pop_state_persist_interval_ms",
     }
 
     broker_cluster_name: str = "DefaultCluster"
@@ -121,9 +123,17 @@ class BrokerConfig:
     trace_on: bool = True
     shutdown_drain_timeout_ms: int = 5_000
     """How long shutdown waits for requests in progress to be answered."""
+    pop_revive_interval_ms: int = 1_000
+    """How often POP's reviver re-queues messages whose invisible time has passed (``reviveInterval``)."""
+    pop_from_retry_probability: int = 20
+    """Percent of non-orderly pops that read the group's retry topic before the topic's queues."""
+    pop_state_persist_interval_ms: int = 5_000
+    """How often the POP cursors and in-flight messages are written when they changed (Skiff's key)."""
+    grpc_server_port: int = 8081
+    """Port of the gRPC endpoint for RocketMQ 5.x clients (the proxy's key); 0 turns it off."""
 
     def validate(self) -> None:
-        for name in ("listen_port", "ha_listen_port"):
+        for name in ("listen_port", "ha_listen_port", "grpc_server_port"):
             if not 0 <= getattr(self, name) <= 65535:
                 _fail(name, getattr(self, name), "is not a port (0-65535)")
         if self.broker_id < 0:
@@ -152,6 +162,8 @@ class BrokerConfig:
                     _fail(f.name, getattr(self, f.name), "must be more than 0")
         if self.max_reconsume_times < 0:
             _fail("max_reconsume_times", self.max_reconsume_times, "must not be negative")
+        if not 0 <= self.pop_from_retry_probability <= 100:
+            _fail("pop_from_retry_probability", self.pop_from_retry_probability, "must be a percentage (0-100)")
 
     @property
     def namesrv_addrs(self) -> tuple[str, ...]:

@@ -25,12 +25,14 @@ from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.locks import RebalanceLockManager
 from skiff.broker.long_polling import PullHoldService
 from skiff.broker.offsets import ConsumerOffsetManager
+from skiff.broker.pop.service import PopService
 from skiff.broker.processors.admin_groups import GroupAdminProcessor
 from skiff.broker.processors.admin_timer import TimerAdminProcessor
 from skiff.broker.processors.admin_topics import TopicAdminProcessor
 from skiff.broker.processors.client_manage import ClientManageProcessor
 from skiff.broker.processors.consumer import ConsumerProcessor
 from skiff.broker.processors.end_transaction import EndTransactionProcessor
+from skiff.broker.processors.pop import PopProcessor
 from skiff.broker.processors.pull import PullProcessor
 from skiff.broker.processors.query import QueryProcessor
 from skiff.broker.processors.send import SendProcessor
@@ -115,6 +117,9 @@ class BrokerServer:
         self.transactions = TransactionService(self.config, self.store, self.topics, self.clients, self.offsets,
                                                self.writer, self.clock)
         self.transaction_recovery = await asyncio.to_thread(self.transactions.recover)
+        self.pop = PopService(self.config, self.store, self.topics, self.groups, self.offsets, self.writer,
+                              self.clock, self.store_config.root)
+        pop_services = self.pop.start()
         client_manage = ClientManageProcessor(self.config, self.clients, self.groups, self.topics)
         self._remoting = RemotingServer(self.config.listen_host, self.port, self._handlers(client_manage),
                                         on_connection_close=client_manage.connection_closed)
@@ -125,6 +130,7 @@ class BrokerServer:
                      self._persist_offsets),
             Periodic("expire-clients", self.config.client_scan_interval_ms / 1000.0, self._expire_clients),
             *self.transactions.services(),
+            *pop_services,
         ]
         for service in self._services:
             service.start()
@@ -146,6 +152,7 @@ class BrokerServer:
             GroupAdminProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients),
             EndTransactionProcessor(self.transactions),
             TimerAdminProcessor(self.store_config, lambda: self.timer),
+            PopProcessor(cfg, self.topics, self.groups, self.pop),
         ]
         handlers: dict[int, Handler] = {}
         for processor in processors:
@@ -165,6 +172,7 @@ class BrokerServer:
         await self.transactions.commit_progress()
         await self._namesrv_client.close()
         await self._persist_offsets()
+        await self.pop.persist()
         await asyncio.to_thread(self._shutdown_store)
 
     def _shutdown_store(self) -> None:
