@@ -65,6 +65,8 @@ class BrokerConfig:
         "shutdownDrainTimeout": "shutdown_drain_timeout_ms",
         "reviveInterval": "pop_revive_interval_ms",
         "popStatePersistInterval": "pop_state_persist_interval_ms",
+        "defaultInvisibleTimeMills": "default_invisible_time_ms",
+        "minInvisibleTimeMillsForRecv": "min_invisible_time_for_recv_ms",
     }
 
     broker_cluster_name: str = "DefaultCluster"
@@ -131,6 +133,10 @@ class BrokerConfig:
     """How often the POP cursors and in-flight messages are written when they changed (Skiff's key)."""
     grpc_server_port: int = 8081
     """Port of the gRPC endpoint for RocketMQ 5.x clients (the proxy's key); 0 turns it off."""
+    default_invisible_time_ms: int = 60_000
+    """How long a gRPC push consumer's messages stay hidden (the proxy's key; not renewed)."""
+    min_invisible_time_for_recv_ms: int = 10_000
+    """The shortest invisible duration a gRPC receive may ask for (the proxy's key)."""
 
     def validate(self) -> None:
         for name in ("listen_port", "ha_listen_port", "grpc_server_port"):

@@ -22,6 +22,8 @@ import socket
 from skiff.broker.clients import ClientManager
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
+from skiff.broker.grpc.clients import GrpcClients
+from skiff.broker.grpc.server import GrpcServer
 from skiff.broker.locks import RebalanceLockManager
 from skiff.broker.long_polling import PullHoldService
 from skiff.broker.offsets import ConsumerOffsetManager
@@ -80,6 +82,7 @@ class BrokerServer:
         self.registration: NamesrvRegistration
         self._remoting: RemotingServer | None = None
         self._services: list[Periodic] = []
+        self.grpc: GrpcServer | None = None
 
     @property
     def addr(self) -> str:
@@ -120,10 +123,13 @@ class BrokerServer:
         self.pop = PopService(self.config, self.store, self.topics, self.groups, self.offsets, self.writer,
                               self.clock, self.store_config.root)
         pop_services = self.pop.start()
+        self._pop_processor = PopProcessor(self.config, self.topics, self.groups, self.pop)
         client_manage = ClientManageProcessor(self.config, self.clients, self.groups, self.topics)
-        self._remoting = RemotingServer(self.config.listen_host, self.port, self._handlers(client_manage),
+        handlers = self._handlers(client_manage)
+        self._remoting = RemotingServer(self.config.listen_host, self.port, handlers,
                                         on_connection_close=client_manage.connection_closed)
         await self._remoting.start()
+        await self._start_grpc(handlers)
         self.hold.start()
         self._services = [
             Periodic("persist-consumer-offsets", self.config.flush_consumer_offset_interval_ms / 1000.0,
@@ -136,6 +142,15 @@ class BrokerServer:
             service.start()
         await self.registration.register_all()
         self.registration.start()
+
+    async def _start_grpc(self, handlers: dict[int, Handler]) -> None:
+        """The gRPC endpoint for RocketMQ 5.x clients (docs/grpc.md), unless grpcServerPort is 0."""
+        if not self.config.grpc_server_port:
+            return
+        grpc_clients = GrpcClients(self.config, self.clients, self.config.max_reconsume_times)
+        self.grpc = GrpcServer(self.config, self.topics, grpc_clients, self.pop, self._pop_processor, handlers,
+                               self.clock)
+        await self.grpc.start()
 
     def _handlers(self, client_manage: ClientManageProcessor) -> dict[int, Handler]:
         cfg, store = self.config, self.store
@@ -152,7 +167,7 @@ class BrokerServer:
             GroupAdminProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients),
             EndTransactionProcessor(self.transactions),
             TimerAdminProcessor(self.store_config, lambda: self.timer),
-            PopProcessor(cfg, self.topics, self.groups, self.pop),
+            self._pop_processor,
         ]
         handlers: dict[int, Handler] = {}
         for processor in processors:
@@ -166,6 +181,8 @@ class BrokerServer:
         remoting, self._remoting = self._remoting, None
         await self.registration.stop()
         await self.hold.stop()
+        if self.grpc is not None:
+            await self.grpc.stop(self.config.shutdown_drain_timeout_ms / 1000.0)
         await remoting.stop(self.config.shutdown_drain_timeout_ms / 1000.0)
         for service in self._services:
             await service.stop()

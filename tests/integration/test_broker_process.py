@@ -15,7 +15,7 @@ from skiff.common.message import Message
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.testing.cluster import Cluster
-from skiff.testing.processes import broker_args, run_skiff, start_skiff
+from skiff.testing.processes import broker_args, free_port, run_skiff, start_skiff
 from skiff.testing.wire import BrokerWire
 from skiff.transport import RemotingClient
 from skiff.transport.loop import run_coroutine
@@ -51,7 +51,7 @@ def test_a_port_in_use_exits_non_zero(tmp_path: Path):
 
 def test_the_example_config_starts_a_broker(tmp_path: Path):
     args = ["broker", "-c", str(REPO / "examples" / "broker.conf"), "--listenHost=127.0.0.1",
-            "--listenPort=0", f"--storePathRootDir={tmp_path}", "--namesrvAddr="]
+            "--listenPort=0", f"--storePathRootDir={tmp_path}", "--namesrvAddr=", "--grpcServerPort=0"]
     with start_skiff(args) as broker:
         assert "broker broker-a of cluster DefaultCluster" in broker.output
     assert broker.popen.returncode == 0
@@ -133,8 +133,10 @@ def test_sigkill_under_sync_flush_loses_no_acknowledged_message(tmp_path: Path):
 
 
 def test_skiff_up_runs_a_namesrv_and_a_broker_in_one_process(tmp_path: Path):
+    grpc_port = free_port()
     args = ["up", "--dir", "data", "--namesrv-port", "0", "--broker-port", "0", "--listenHost=127.0.0.1",
-            "--mappedFileSizeCommitLog=4194304", "--maxHashSlotNum=1024", "--maxIndexNum=4096"]
+            "--mappedFileSizeCommitLog=4194304", "--maxHashSlotNum=1024", "--maxIndexNum=4096",
+            f"--grpcServerPort={grpc_port}"]
     with start_skiff(args, cwd=tmp_path) as up:
         m = up.wait_for_line(r"skiff broker listening on (?P<host>[\d.]+):(?P<port>\d+), store data ")
         broker_addr = f"{m['host']}:{m['port']}"
@@ -148,5 +150,6 @@ def test_skiff_up_runs_a_namesrv_and_a_broker_in_one_process(tmp_path: Path):
                 await wire.close()
         run_coroutine(use())
         assert f"registered with 127.0.0.1:{up.port}" in up.output
+        assert f"gRPC endpoint (RocketMQ 5.x clients) listening on 127.0.0.1:{grpc_port}" in up.output
     assert up.popen.returncode == 0 and "skiff broker stopped" in up.output
     assert (tmp_path / "data" / "commitlog").is_dir() and not (tmp_path / "data" / "abort").exists()

@@ -97,7 +97,7 @@ class PopService:
         self.state.load()
         self._loop = asyncio.get_running_loop()
         self.store.add_dispatch_listener(self._dispatched)
-        return [Periodic("pop-revive", self.config.pop_revive_interval_ms / 1000.0, self.revive),
+        return [Periodic("pop-revive", self.config.pop_revive_interval_ms / 1000.0, self._revive_tick),
                 Periodic("pop-persist", self.config.pop_state_persist_interval_ms / 1000.0, self.persist)]
 
     async def persist(self) -> None:
@@ -295,6 +295,9 @@ class PopService:
         return self.config.max_reconsume_times if found is None else found.retry_max_times
 
     # -- revive --------------------------------------------------------------------------
+
+    def _revive_tick(self) -> None:
+        self.revive()
 
     def revive(self) -> int:
         """Copy every due in-flight message to its retry topic (or the DLQ); how many moved."""
