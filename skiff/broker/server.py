@@ -147,9 +147,9 @@ class BrokerServer:
         """The gRPC endpoint for RocketMQ 5.x clients (docs/grpc.md), unless grpcServerPort is 0."""
         if not self.config.grpc_server_port:
             return
-        grpc_clients = GrpcClients(self.config, self.clients, self.config.max_reconsume_times)
-        self.grpc = GrpcServer(self.config, self.topics, grpc_clients, self.pop, self._pop_processor, handlers,
-                               self.clock)
+        grpc_clients = GrpcClients(self.config, self.clients, self.groups)
+        self.grpc = GrpcServer(self.config, self.topics, self.groups, grpc_clients, self.pop, self._pop_processor,
+                               handlers, self.clock)
         await self.grpc.start()
 
     def _handlers(self, client_manage: ClientManageProcessor) -> dict[int, Handler]:

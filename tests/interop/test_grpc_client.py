@@ -22,6 +22,7 @@ from skiff.common.message import Message
 from skiff.common.names import dlq_topic
 from skiff.common.properties import Prop
 from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.bodies.admin import SubscriptionGroupConfig
 from skiff.protocol.headers.admin import CreateTopicRequestHeader
 from skiff.testing.cluster import Cluster
 from skiff.testing.processes import free_port
@@ -34,7 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).resolve().parent / "grpc" / "client.py"
 DEFAULT_PYTHON = REPO / "build" / "venv-rocketmq5" / "bin" / "python"
 MAX_RETRIES = 2
-TOPICS = ("GNormal", "GFifo", "GDelay", "GTx", "GInv", "GFilter", "GShare", "GRestart", "GPush")
+TOPICS = ("GNormal", "GFifo", "GDelay", "GTx", "GInv", "GFilter", "GShare", "GRestart", "GPush", "GPushFifo")
 
 
 def rmq5_python() -> str:
@@ -61,6 +62,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
                 header = CreateTopicRequestHeader(topic, "TBW102", 4, 4, 6, "SINGLE_TAG")
                 resp = await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
                 assert resp.code == ResponseCode.SUCCESS, resp.remark
+            orderly = SubscriptionGroupConfig("G-push-fifo", retry_max_times=MAX_RETRIES, consume_message_orderly=True)
+            resp = await wire.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, orderly.to_json())
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
         with_wire(c.broker_addr(), create)
         yield c
 
@@ -122,8 +126,13 @@ def test_producer_and_simple_consumer(cluster: Cluster, tmp_path: Path):
     with_wire(cluster.broker_addr(), pull)
 
 
-def test_push_consumer_redelivers_then_dead_letters(cluster: Cluster, tmp_path: Path):
-    r = run_client(cluster, tmp_path, "push", max_attempts=MAX_RETRIES + 1)
+def test_push_consumers_concurrent_redelivery_dead_letters_and_fifo(cluster: Cluster, tmp_path: Path):
+    r = run_client(cluster, tmp_path, "push", "push_fifo", max_attempts=MAX_RETRIES + 1)
+    for group in ("g1", "g2"):  # a consumeMessageOrderly group: each message group in order, once each
+        assert [b for b, _ in r["push_fifo"]["calls"] if b.startswith(group)] == [f"{group}-{i}" for i in range(5)]
+    # FIFO consumers retry locally (the same delivery, so attempt 1 each time) up to the max attempts the
+    # settings reply gave, then forward to the DLQ themselves (ForwardMessageToDeadLetterQueue).
+    assert [a for b, a in r["push_fifo"]["calls"] if b == "fail-fifo"] == [1] * (MAX_RETRIES + 1)
     calls = r["push"]["calls"]
     assert sorted(b for b, _ in calls if b.startswith("ok")) == [f"ok{i}" for i in range(5)]
     assert [a for b, a in calls if b == "fail-always"] == list(range(1, MAX_RETRIES + 2))
@@ -132,6 +141,10 @@ def test_push_consumer_redelivers_then_dead_letters(cluster: Cluster, tmp_path: 
         return await wire.pull_messages("G-watch", dlq_topic("G-push"), 0)
     found = with_wire_result(cluster, dead)
     assert [(m.body, m.reconsume_times) for m in found] == [(b"fail-always", MAX_RETRIES + 1)]
+
+    async def dead_fifo(wire: BrokerWire):
+        return await wire.pull_messages("G-watch", dlq_topic("G-push-fifo"), 0)
+    assert [m.body for m in with_wire_result(cluster, dead_fifo)] == [b"fail-fifo"]
 
 
 def test_restart_under_a_simple_consumer_loses_nothing(cluster: Cluster, tmp_path: Path):

@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 from skiff.broker.clients import ClientManager
 from skiff.broker.config import BrokerConfig
+from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.grpc.convert import to_message
 from skiff.common.stored_message import decode_record
 from skiff.protocol.codes import RequestCode
@@ -89,10 +90,10 @@ def remember(halves: OrderedDict[str, HalfRef], tx_id: str, ref: HalfRef) -> Non
 
 
 class GrpcClients:
-    def __init__(self, config: BrokerConfig, clients: ClientManager, retry_max_times: int) -> None:
+    def __init__(self, config: BrokerConfig, clients: ClientManager, groups: SubscriptionGroupManager) -> None:
         self.config = config
         self.clients = clients
-        self.retry_max_times = retry_max_times
+        self.groups = groups
         self.settings: dict[str, pb.Settings] = {}
         self.conns: dict[str, GrpcClientConn] = {}
         self.halves: OrderedDict[str, HalfRef] = OrderedDict()
@@ -125,8 +126,10 @@ class GrpcClients:
             sub.receive_batch_size = RECEIVE_BATCH_SIZE
             if not settings.subscription.HasField("long_polling_timeout"):
                 sub.long_polling_timeout.FromSeconds(LONG_POLLING_S)
-            sub.fifo = False
-            merged.backoff_policy.max_attempts = self.retry_max_times + 1
+            group = self.groups.find_or_create(settings.subscription.group.name)
+            sub.fifo = group is not None and group.consume_message_orderly
+            retry_max_times = self.config.max_reconsume_times if group is None else group.retry_max_times
+            merged.backoff_policy.max_attempts = retry_max_times + 1
             levels = self.config.delay_levels_ms
             merged.backoff_policy.customized_backoff.ClearField("next")
             for ms in levels:

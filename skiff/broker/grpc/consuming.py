@@ -5,7 +5,8 @@ As RocketMQ's proxy (`ReceiveMessageActivity`, `AckMessageActivity`):
 
 - receive pops every queue of the topic (and the group's retry topic), at most 32
   messages, long-polling up to the request's ``long_polling_timeout`` (clamped to
-  the time the client's deadline leaves). ``auto_renew`` (push consumers) hides
+  the time the client's deadline leaves). A group with ``consumeMessageOrderly``
+  is assigned each queue on its own and pops it orderly (blocked until acked). ``auto_renew`` (push consumers) hides
   messages for ``defaultInvisibleTimeMills`` (60 s; Skiff does not renew it:
   a listener slower than that sees the message again); otherwise
   ``invisible_duration`` must lie in [``minInvisibleTimeMillsForRecv``, 12 h]
@@ -20,6 +21,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from skiff.broker.config import BrokerConfig
+from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.grpc.convert import now_timestamp, to_message
 from skiff.broker.grpc.producing import status
 from skiff.broker.pop.service import PopRequest, PopService
@@ -42,10 +44,11 @@ _CHECK_CODES = {ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: pb.CONSUMER_GROUP_NOT
 
 
 class Consuming:
-    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, pop: PopService, checks: PopProcessor,
-                 clock: Clock, broker: pb.Broker) -> None:
+    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, groups: SubscriptionGroupManager,
+                 pop: PopService, checks: PopProcessor, clock: Clock, broker: pb.Broker) -> None:
         self.config = config
         self.topics = topics
+        self.groups = groups
         self.pop = pop
         self.checks = checks
         self.clock = clock
@@ -57,8 +60,14 @@ class Consuming:
             return rpc.QueryAssignmentResponse(status=status(pb.TOPIC_NOT_FOUND, f"topic {req.topic.name} not found"))
         if not tc.read_queue_nums or not tc.perm & 4:
             return rpc.QueryAssignmentResponse(status=status(pb.FORBIDDEN, "no readable queue"))
-        queue = pb.MessageQueue(topic=req.topic, id=-1, permission=pb.READ_WRITE, broker=self.broker)
-        return rpc.QueryAssignmentResponse(status=status(pb.OK, "OK"), assignments=[pb.Assignment(message_queue=queue)])
+        ids = range(tc.read_queue_nums) if self._orderly(req.group.name) else [-1]
+        queues = [pb.MessageQueue(topic=req.topic, id=i, permission=pb.READ_WRITE, broker=self.broker) for i in ids]
+        return rpc.QueryAssignmentResponse(status=status(pb.OK, "OK"),
+                                           assignments=[pb.Assignment(message_queue=q) for q in queues])
+
+    def _orderly(self, group_name: str) -> bool:
+        group = self.groups.find_or_create(group_name)
+        return group is not None and group.consume_message_orderly
 
     async def receive(self, req: rpc.ReceiveMessageRequest, time_left_s: float | None) -> AsyncIterator[
             rpc.ReceiveMessageResponse]:
@@ -101,7 +110,9 @@ class Consuming:
         if isinstance(flt, Refusal):
             return status(pb.ILLEGAL_FILTER_EXPRESSION, flt.remark)
         batch = min(req.batch_size or POP_MAX_MSG_NUMS, POP_MAX_MSG_NUMS)
-        return PopRequest(group, topic, -1, batch, invisible, flt, False, req.attempt_id)
+        orderly = self._orderly(group)
+        queue_id = req.message_queue.id if orderly and req.message_queue.id >= 0 else -1
+        return PopRequest(group, topic, queue_id, batch, invisible, flt, orderly, req.attempt_id)
 
     def _handle(self, text: str) -> ExtraInfo | pb.Status:
         try:

@@ -24,6 +24,7 @@ from typing import Any
 import grpc
 
 from skiff.broker.config import BrokerConfig
+from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.grpc.clients import GrpcClientConn, GrpcClients
 from skiff.broker.grpc.consuming import Consuming
 from skiff.broker.grpc.producing import Producing, status
@@ -47,14 +48,15 @@ MAX_INBOUND_BYTES = 130 * 1024 * 1024
 
 
 class GrpcServer:
-    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, clients: GrpcClients, pop: PopService,
-                 checks: PopProcessor, handlers: dict[int, Handler], clock: Clock) -> None:
+    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, groups: SubscriptionGroupManager,
+                 clients: GrpcClients, pop: PopService, checks: PopProcessor, handlers: dict[int, Handler],
+                 clock: Clock) -> None:
         self.config = config
         self.clients = clients
         self.handlers = handlers
         self.port = config.grpc_server_port
         self.producing = Producing(config, topics, clients, self.call, clock, self.endpoints)
-        self.consuming = Consuming(config, topics, pop, checks, clock, self.producing.broker())
+        self.consuming = Consuming(config, topics, groups, pop, checks, clock, self.producing.broker())
         self._server: grpc.aio.Server | None = None
 
     def endpoints(self) -> pb.Endpoints:

@@ -236,6 +236,25 @@ def push():
     return {"calls": listener.calls}
 
 
+def push_fifo():
+    p = Producer(CFG, ("GPushFifo",))
+    p.startup()
+    for i in range(5):
+        for group in ("g1", "g2"):
+            p.send(message("GPushFifo", f"{group}-{i}".encode(), group=group))
+    p.send(message("GPushFifo", b"fail-fifo", group="g3"))
+    p.shutdown()
+    listener = Listener()
+    c = PushConsumer(CFG, "G-push-fifo", listener, {"GPushFifo": FilterExpression()})
+    c.startup()
+    end, want = time.time() + DEADLINE_S, 10 + SPEC.get("max_attempts", 3)
+    while time.time() < end and len(listener.calls) < want:
+        time.sleep(0.2)
+    time.sleep(1.5)
+    c.shutdown()
+    return {"calls": listener.calls}
+
+
 def raw(method, request, response_type, metadata=(("x-mq-client-id", "raw-client"),)):
     with grpc.insecure_channel(SPEC["endpoint"]) as channel:
         call = channel.unary_unary(f"/apache.rocketmq.v2.MessagingService/{method}",
@@ -281,7 +300,7 @@ def errors():
 
 
 SCENARIOS = {f.__name__: f for f in (send_receive, fifo, delay, transaction, invisible, filters, share,
-                                      restart_before, restart_after, push, errors)}
+                                      restart_before, restart_after, push, push_fifo, errors)}
 
 if __name__ == "__main__":
     results = {}
