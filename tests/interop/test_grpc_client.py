@@ -28,6 +28,7 @@ from skiff.testing.cluster import Cluster
 from skiff.testing.processes import free_port
 from skiff.testing.waits import eventually
 from skiff.testing.wire import BrokerWire, with_wire
+from tests.interop._cpp import cpp_python, produce, run_script
 
 pytestmark = pytest.mark.interop
 
@@ -35,7 +36,8 @@ REPO = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).resolve().parent / "grpc" / "client.py"
 DEFAULT_PYTHON = REPO / "build" / "venv-rocketmq5" / "bin" / "python"
 MAX_RETRIES = 2
-TOPICS = ("GNormal", "GFifo", "GDelay", "GTx", "GInv", "GFilter", "GShare", "GRestart", "GPush", "GPushFifo")
+TOPICS = ("GNormal", "GFifo", "GDelay", "GTx", "GInv", "GFilter", "GShare", "GRestart", "GPush", "GPushFifo", "GCrossIn",
+          "GCrossOut")
 
 
 def rmq5_python() -> str:
@@ -158,6 +160,21 @@ def test_restart_under_a_simple_consumer_loses_nothing(cluster: Cluster, tmp_pat
     cluster.restart_broker(0)
     after = run_client(cluster, tmp_path, "restart_after")["restart_after"]
     assert after["got"] == sorted(before["left"])
+
+
+def test_messages_cross_between_grpc_and_the_cpp_client(cluster: Cluster, tmp_path: Path):
+    cpp_python()
+    produce(tmp_path / "cpp", cluster.namesrv_addr, "GCrossIn",
+            [{"body": "from-cpp", "tags": "CT", "keys": "ck", "props": {"color": "blue"}}])
+    r = run_client(cluster, tmp_path, "cross")["cross"]
+    [m] = r["got"]
+    assert (m["body"], m["tag"], m["keys"], m["props"], m["attempt"]) == ("from-cpp", "CT", ["ck"],
+                                                                           {"color": "blue"}, 1)
+    pulled = run_script(tmp_path / "cpp", "pull_consumer", {"namesrv": cluster.namesrv_addr, "group": "CG-cross",
+                                                            "topic": "GCrossOut", "expected": 1, "props": ["color"]})
+    [c] = pulled["messages"]
+    assert (c["id"], c["body"], c["tags"], c["keys"], c["props"]) == (r["sent"], "from-grpc", "GT", "gk",
+                                                                       {"color": "green"})
 
 
 def with_wire_result(cluster: Cluster, fn):  # type: ignore[no-untyped-def]

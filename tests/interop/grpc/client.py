@@ -255,6 +255,18 @@ def push_fifo():
     return {"calls": listener.calls}
 
 
+def cross():
+    """Receive what the C++ client sent (GCrossIn); send for it to pull (GCrossOut)."""
+    c = simple("G-cross", "GCrossIn")
+    got = receive(c, 1)
+    c.shutdown()
+    p = Producer(CFG, ("GCrossOut",))
+    p.startup()
+    sent = p.send(message("GCrossOut", b"from-grpc", tag="GT", keys=["gk"], props={"color": "green"}))
+    p.shutdown()
+    return {"got": [seen(m) for m in got], "sent": sent.message_id}
+
+
 def raw(method, request, response_type, metadata=(("x-mq-client-id", "raw-client"),)):
     with grpc.insecure_channel(SPEC["endpoint"]) as channel:
         call = channel.unary_unary(f"/apache.rocketmq.v2.MessagingService/{method}",
@@ -300,7 +312,7 @@ def errors():
 
 
 SCENARIOS = {f.__name__: f for f in (send_receive, fifo, delay, transaction, invisible, filters, share,
-                                      restart_before, restart_after, push, push_fifo, errors)}
+                                      restart_before, restart_after, push, push_fifo, cross, errors)}
 
 if __name__ == "__main__":
     results = {}
