@@ -149,12 +149,12 @@ class BrokerServer:
             return
         grpc_clients = GrpcClients(self.config, self.clients, self.groups)
         self.grpc = GrpcServer(self.config, self.topics, self.groups, grpc_clients, self.pop, self._pop_processor,
-                               handlers, self.clock)
+                               handlers, self.clock, self._sender, self.writer)
         await self.grpc.start()
 
     def _handlers(self, client_manage: ClientManageProcessor) -> dict[int, Handler]:
         cfg, store = self.config, self.store
-        sender = SendProcessor(cfg, store, self.topics, self.writer)
+        sender = self._sender = SendProcessor(cfg, store, self.topics, self.writer)
         processors = [
             sender,
             PullProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients, self.hold, self.stats),

@@ -5,20 +5,24 @@ processor (the same checks, delay and half-message parking, flush waits), then
 answered as RocketMQ's proxy answers (`SendMessageActivity`). FIFO messages go to
 the queue ``crc32(message_group) mod writeQueueNums``, so a group keeps its order;
 others to a random queue. A transactional send remembers where its half message is
-(END_TRANSACTION names it by offsets; the gRPC request only by ids).
+(END_TRANSACTION names it by offsets; the gRPC request only by ids). Several plain
+messages in one request (no delay, transaction or group) are appended together
+as the send path's batch: one store append, consecutive queue offsets.
 """
 
 from __future__ import annotations
 
 import base64
 import zlib
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.grpc.clients import MAX_BODY_BYTES as MAX_BODY
 from skiff.broker.grpc.clients import GrpcClientConn, GrpcClients, HalfRef, remember
 from skiff.broker.grpc.convert import Invalid, born_ms, to_properties
+from skiff.broker.processors.send import SendProcessor, born_host
 from skiff.broker.topics import TopicConfigManager
+from skiff.broker.writer import MessageWriter
 from skiff.common.clock import Clock
 from skiff.common.msgid import decode_offset_msg_id
 from skiff.common.properties import encode_properties
@@ -65,9 +69,19 @@ def resource(name: str) -> pb.Resource:
     return pb.Resource(name=name)
 
 
+def _batchable(messages: Sequence[pb.Message]) -> bool:
+    """Plain messages (no delay, transaction or FIFO group), more than one."""
+    return len(messages) > 1 and all(
+        m.system_properties.message_type == pb.NORMAL and not m.system_properties.HasField("delivery_timestamp")
+        and not m.system_properties.HasField("message_group") for m in messages)
+
+
 class Producing:
     def __init__(self, config: BrokerConfig, topics: TopicConfigManager, clients: GrpcClients, call: Call,
-                 clock: Clock, endpoint: Callable[[], pb.Endpoints]) -> None:
+                 clock: Clock, endpoint: Callable[[], pb.Endpoints], sender: SendProcessor,
+                 writer: MessageWriter) -> None:
+        self.sender = sender
+        self.writer = writer
         self.config = config
         self.topics = topics
         self.clients = clients
@@ -96,7 +110,9 @@ class Producing:
             return rpc.SendMessageResponse(status=status(pb.MESSAGE_CORRUPTED, "no message to send"))
         if len({m.topic.name for m in req.messages}) > 1:
             return rpc.SendMessageResponse(status=status(pb.MESSAGE_CORRUPTED, "the messages name different topics"))
-        entries = [await self._send_one(conn, m) for m in req.messages]
+        entries = await self._send_batch(conn, req.messages) if _batchable(req.messages) else None
+        if entries is None:
+            entries = [await self._send_one(conn, m) for m in req.messages]
         codes = {e.status.code for e in entries}
         top = entries[0].status if len(codes) == 1 else status(pb.MULTIPLE_RESULTS)
         return rpc.SendMessageResponse(status=top, entries=entries)
@@ -137,6 +153,36 @@ class Producing:
             recall = base64.urlsafe_b64encode(text.encode()).decode()
         return rpc.SendResultEntry(status=status(pb.OK, "OK"), message_id=msg_id, transaction_id=msg_id,
                                    offset=offset, recall_handle=recall)
+
+    async def _send_batch(self, conn: GrpcClientConn, messages: Sequence[pb.Message]) -> list[rpc.SendResultEntry] | None:
+        """Several plain messages in one append (the send path's batch), or None when one of
+        them needs its own answer (then each is sent alone)."""
+        now, topic = self.clock.now_ms(), messages[0].topic.name
+        try:
+            props = [to_properties(m, now) for m in messages]
+        except Invalid:
+            return None
+        if any(not m.body or len(m.body) > MAX_BODY for m in messages) or self.topics.get(topic) is None:
+            return None
+        header = SendMessageRequestHeader("", topic, "TBW102", 4, -1, 0, now, 0, "", 0, False, True)
+        cmd = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, None)
+        target = self.sender.target(cmd, header)
+        if isinstance(target, RemotingCommand):
+            return [rpc.SendResultEntry(status=from_remoting(target)) for _ in messages]
+        host = born_host(conn.peer)
+        inputs = [self.writer.message(topic, target, m.body, p, None, 0, 0, born_ms(m, now), host)
+                  for m, p in zip(messages, props)]
+        if any(isinstance(i, str) for i in inputs):
+            return None
+        answered = self.sender.store_and_answer(cmd, inputs, target, True)  # type: ignore[arg-type]
+        resp = answered if isinstance(answered, RemotingCommand) else await answered
+        if resp.code != ResponseCode.SUCCESS:
+            return [rpc.SendResultEntry(status=from_remoting(resp)) for _ in messages]
+        first = int(resp.ext("queueOffset") or 0)
+        ok = status(pb.OK, "OK")
+        return [rpc.SendResultEntry(status=ok, message_id=m.system_properties.message_id,
+                                    transaction_id=m.system_properties.message_id, offset=first + i)
+                for i, m in enumerate(messages)]
 
     def _queue(self, topic: str, msg: pb.Message) -> int:
         """The queue for a FIFO message (its group's, always the same), else -1 (any)."""

@@ -30,7 +30,9 @@ from skiff.broker.grpc.consuming import Consuming
 from skiff.broker.grpc.producing import Producing, status
 from skiff.broker.pop.service import PopService
 from skiff.broker.processors.pop import PopProcessor
+from skiff.broker.processors.send import SendProcessor
 from skiff.broker.topics import TopicConfigManager
+from skiff.broker.writer import MessageWriter
 from skiff.common.clock import Clock
 from skiff.common.errors import SkiffError
 from skiff.protocol.codes import ResponseCode
@@ -50,12 +52,12 @@ MAX_INBOUND_BYTES = 130 * 1024 * 1024
 class GrpcServer:
     def __init__(self, config: BrokerConfig, topics: TopicConfigManager, groups: SubscriptionGroupManager,
                  clients: GrpcClients, pop: PopService, checks: PopProcessor, handlers: dict[int, Handler],
-                 clock: Clock) -> None:
+                 clock: Clock, sender: SendProcessor, writer: MessageWriter) -> None:
         self.config = config
         self.clients = clients
         self.handlers = handlers
         self.port = config.grpc_server_port
-        self.producing = Producing(config, topics, clients, self.call, clock, self.endpoints)
+        self.producing = Producing(config, topics, clients, self.call, clock, self.endpoints, sender, writer)
         self.consuming = Consuming(config, topics, groups, pop, checks, clock, self.producing.broker())
         self._server: grpc.aio.Server | None = None
 

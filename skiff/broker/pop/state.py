@@ -118,10 +118,11 @@ class PopState:
 
     def lowest_unacked(self, key: QueueKey) -> int | None:
         """The offset a group has consumed up to in a queue (its committed offset): the
-        lowest one still in flight, else the cursor."""
+        lowest one still in flight, else the cursor. Entries are added in offset order (the
+        cursor only moves forward), so the lowest is each table's first key."""
         batch = self.batches.get(key)
-        pending = [*self.in_flight.get(key, {}), *(batch.pending if batch else ())]
-        return min(pending) if pending else self.cursors.get(key)
+        firsts = [next(iter(t)) for t in (self.in_flight.get(key), batch.pending if batch else None) if t]
+        return min(firsts) if firsts else self.cursors.get(key)
 
     # -- persistence ---------------------------------------------------------------
 
