@@ -67,6 +67,7 @@ class BrokerConfig:
         "popStatePersistInterval": "pop_state_persist_interval_ms",
         "defaultInvisibleTimeMills": "default_invisible_time_ms",
         "minInvisibleTimeMillsForRecv": "min_invisible_time_for_recv_ms",
+        "aclReloadInterval": "acl_reload_interval_ms",
     }
 
     broker_cluster_name: str = "DefaultCluster"
@@ -137,9 +138,18 @@ class BrokerConfig:
     """How long a gRPC push consumer's messages stay hidden (the proxy's key; not renewed)."""
     min_invisible_time_for_recv_ms: int = 10_000
     """The shortest invisible duration a gRPC receive may ask for (the proxy's key)."""
+    acl_enable: bool = False
+    """Check every request against plain_acl.yml (RocketMQ 4.x plain ACL; docs/acl.md)."""
+    plain_acl_file: str = "conf/plain_acl.yml"
+    """The ACL file (Skiff's key; RocketMQ reads $ROCKETMQ_HOME/conf/plain_acl.yml). Relative to the
+    working directory."""
+    acl_reload_interval_ms: int = 1_000
+    """How often the ACL file is checked for changes."""
+    metrics_port: int = 0
+    """Serve Prometheus metrics at http://listenHost:metricsPort/metrics; 0 is off (docs/metrics.md)."""
 
     def validate(self) -> None:
-        for name in ("listen_port", "ha_listen_port", "grpc_server_port"):
+        for name in ("listen_port", "ha_listen_port", "metrics_port", "grpc_server_port"):
             if not 0 <= getattr(self, name) <= 65535:
                 _fail(name, getattr(self, name), "is not a port (0-65535)")
         if self.broker_id < 0:

@@ -19,6 +19,9 @@ import asyncio
 import logging
 import socket
 
+from prometheus_client import CollectorRegistry
+
+from skiff.broker.acl import AclService
 from skiff.broker.clients import ClientManager
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
@@ -26,7 +29,9 @@ from skiff.broker.grpc.clients import GrpcClients
 from skiff.broker.grpc.server import GrpcServer
 from skiff.broker.locks import RebalanceLockManager
 from skiff.broker.long_polling import PullHoldService
+from skiff.broker.metrics import BrokerCollector
 from skiff.broker.offsets import ConsumerOffsetManager
+from skiff.broker.open_files import OpenFileWatch
 from skiff.broker.pop.service import PopService
 from skiff.broker.processors.admin_groups import GroupAdminProcessor
 from skiff.broker.processors.admin_timer import TimerAdminProcessor
@@ -52,6 +57,8 @@ from skiff.store import MessageStore, RecoveryReport, StoreConfig
 from skiff.store.timer import TimerRecovery, TimerService
 from skiff.transport import RemotingClient, RemotingServer
 from skiff.transport.connection import Connection, Handler
+from skiff.transport.metrics_http import MetricsHttpServer
+from skiff.transport.rpc_metrics import RpcLatency
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +90,12 @@ class BrokerServer:
         self._remoting: RemotingServer | None = None
         self._services: list[Periodic] = []
         self.grpc: GrpcServer | None = None
+        self.metrics: MetricsHttpServer | None = None
+        self.rpc_latency: RpcLatency | None = None
+        self.acl: AclService | None = None
+        if config.acl_enable:
+            self.acl = AclService(config.plain_acl_file, config.acl_reload_interval_ms)
+            self.acl.load()
 
     @property
     def addr(self) -> str:
@@ -114,7 +127,9 @@ class BrokerServer:
         self.groups.load()
         self.offsets.load()
         self.registration = NamesrvRegistration(self.config, self.topics, self._namesrv_client, self.port)
-        self.topics.on_change = self.registration.trigger
+        self.open_files = OpenFileWatch(self.topics)
+        self.open_files.check()
+        self.topics.on_change = self._topics_changed
         self.store.add_dispatch_listener(self.hold.notify)
         self.stats = BrokerStats(self.config, self.store, self.clock)
         self.transactions = TransactionService(self.config, self.store, self.topics, self.clients, self.offsets,
@@ -125,10 +140,13 @@ class BrokerServer:
         pop_services = self.pop.start()
         self._pop_processor = PopProcessor(self.config, self.topics, self.groups, self.pop)
         client_manage = ClientManageProcessor(self.config, self.clients, self.groups, self.topics)
+        self._prepare_metrics()
         handlers = self._handlers(client_manage)
         self._remoting = RemotingServer(self.config.listen_host, self.port, handlers,
                                         on_connection_close=client_manage.connection_closed)
         await self._remoting.start()
+        if self.metrics is not None:
+            await self.metrics.start()
         await self._start_grpc(handlers)
         self.hold.start()
         self._services = [
@@ -140,12 +158,18 @@ class BrokerServer:
         ]
         for service in self._services:
             service.start()
+        if self.acl is not None:
+            self.acl.start()
         await self.registration.register_all()
         self.registration.start()
 
     async def _start_grpc(self, handlers: dict[int, Handler]) -> None:
         """The gRPC endpoint for RocketMQ 5.x clients (docs/grpc.md), unless grpcServerPort is 0."""
         if not self.config.grpc_server_port:
+            return
+        if self.acl is not None:
+            log.warning("the gRPC endpoint stays off: it does not check ACLs yet and aclEnable is true "
+                        "(set grpcServerPort=0 to silence this)")
             return
         grpc_clients = GrpcClients(self.config, self.clients, self.groups)
         self.grpc = GrpcServer(self.config, self.topics, self.groups, grpc_clients, self.pop, self._pop_processor,
@@ -154,7 +178,7 @@ class BrokerServer:
 
     def _handlers(self, client_manage: ClientManageProcessor) -> dict[int, Handler]:
         cfg, store = self.config, self.store
-        sender = self._sender = SendProcessor(cfg, store, self.topics, self.writer)
+        sender = self._sender = SendProcessor(cfg, store, self.topics, self.writer, self.stats)
         processors = [
             sender,
             PullProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients, self.hold, self.stats),
@@ -172,13 +196,28 @@ class BrokerServer:
         handlers: dict[int, Handler] = {}
         for processor in processors:
             handlers.update(processor.handlers())
-        return handlers
+        if self.acl is not None:
+            handlers = self.acl.guard(handlers)
+        return handlers if self.rpc_latency is None else self.rpc_latency.wrap(handlers)
+
+    def _prepare_metrics(self) -> None:
+        """With metricsPort set: the collectors and the HTTP endpoint (which listens in `_serve`)."""
+        if not self.config.metrics_port:
+            return
+        registry = CollectorRegistry(auto_describe=False)
+        self.rpc_latency = RpcLatency(const_labels={"cluster": self.config.broker_cluster_name,
+                                                    "node_type": "broker", "node_id": self.config.broker_name})
+        registry.register(self.rpc_latency)
+        registry.register(BrokerCollector(self))
+        self.metrics = MetricsHttpServer(self.config.listen_host, self.config.metrics_port, registry)
 
     async def stop(self) -> None:
         """Unregister, drain, persist, shut the store down; safe to call once after start."""
         if self._remoting is None:
             return
         remoting, self._remoting = self._remoting, None
+        if self.metrics is not None:
+            await self.metrics.stop()
         await self.registration.stop()
         await self.hold.stop()
         if self.grpc is not None:
@@ -186,6 +225,8 @@ class BrokerServer:
         await remoting.stop(self.config.shutdown_drain_timeout_ms / 1000.0)
         for service in self._services:
             await service.stop()
+        if self.acl is not None:
+            await self.acl.stop()
         await self.transactions.commit_progress()
         await self._namesrv_client.close()
         await self._persist_offsets()
@@ -205,6 +246,10 @@ class BrokerServer:
         data = self.offsets.snapshot()
         if data is not None:
             await asyncio.to_thread(self.offsets.write, data)
+
+    def _topics_changed(self) -> None:
+        self.registration.trigger()
+        self.open_files.check()
 
     def _notify_enabled(self, group: str) -> bool:
         found = self.groups.get(group)
