@@ -25,7 +25,7 @@ from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.bodies.admin import SubscriptionGroupConfig
 from skiff.protocol.headers.admin import CreateTopicRequestHeader
 from skiff.testing.cluster import Cluster
-from skiff.testing.processes import free_port
+from skiff.testing.processes import free_port, start_broker
 from skiff.testing.waits import eventually
 from skiff.testing.wire import BrokerWire, with_wire
 from tests.interop._cpp import cpp_python, produce, run_script
@@ -71,8 +71,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
         yield c
 
 
-def run_client(cluster: Cluster, tmp_path: Path, *scenarios: str, timeout_s: float = 120, **extra: Any) -> dict:
-    spec = {"endpoint": cluster.grpc_endpoint, "scenarios": list(scenarios), **extra}  # type: ignore[attr-defined]
+def run_client(cluster: Cluster | str, tmp_path: Path, *scenarios: str, timeout_s: float = 120,
+               **extra: Any) -> dict:
+    """Run scenarios against ``cluster``'s gRPC endpoint (or the endpoint given)."""
+    endpoint = cluster if isinstance(cluster, str) else cluster.grpc_endpoint  # type: ignore[attr-defined]
+    spec = {"endpoint": endpoint, "scenarios": list(scenarios), **extra}
     env = {**os.environ, "HOME": str(tmp_path)}  # the client logs under $HOME/logs
     env.pop("PYTHONPATH", None)
     proc = subprocess.run([rmq5_python(), str(SCRIPT), json.dumps(spec)], capture_output=True, text=True,
@@ -175,6 +178,34 @@ def test_messages_cross_between_grpc_and_the_cpp_client(cluster: Cluster, tmp_pa
     [c] = pulled["messages"]
     assert (c["id"], c["body"], c["tags"], c["keys"], c["props"]) == (r["sent"], "from-grpc", "GT", "gk",
                                                                        {"color": "green"})
+
+
+def test_a_client_of_one_broker_reaches_topics_on_another(cluster: Cluster, tmp_path: Path):
+    """A second broker (127.0.0.2, the same grpcServerPort): routes name each broker's own
+    endpoint, so sends and receives through broker A's access point reach broker B's queues."""
+    port = int(cluster.grpc_endpoint.rsplit(":", 1)[1])  # type: ignore[attr-defined]
+    with start_broker(tmp_path / "b", cluster.namesrv_addr, f"--grpcServerPort={port}", name="broker-b",
+                      host="127.0.0.2") as b:
+        async def create(wire: BrokerWire, topics: tuple[str, ...]):
+            for topic in topics:
+                header = CreateTopicRequestHeader(topic, "TBW102", 4, 4, 6, "SINGLE_TAG")
+                assert (await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())).code == 0
+        with_wire(cluster.broker_addr(), lambda w: create(w, ("GSpread",)))
+        with_wire(b.addr, lambda w: create(w, ("GSpread", "GOnlyB")))
+        r = run_client(cluster, tmp_path, "spread")["spread"]
+        assert r == {"spread": sorted(f"sp{i}" for i in range(12)), "only_b": ["b0", "b1"]}
+
+        def stored(addr: str, topic: str) -> list[bytes]:
+            box: list[bytes] = []
+
+            async def pull(wire: BrokerWire):
+                for q in range(4):
+                    box.extend(m.body for m in await wire.pull_messages("G-look", topic, q))
+            with_wire(addr, pull)
+            return box
+        on_a, on_b = stored(cluster.broker_addr(), "GSpread"), stored(b.addr, "GSpread")
+        assert on_a and on_b and len(on_a) + len(on_b) == 12
+        assert sorted(stored(b.addr, "GOnlyB")) == [b"b0", b"b1"]
 
 
 def with_wire_result(cluster: Cluster, fn):  # type: ignore[no-untyped-def]

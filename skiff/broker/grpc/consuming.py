@@ -18,16 +18,16 @@ As RocketMQ's proxy (`ReceiveMessageActivity`, `AckMessageActivity`):
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.grpc.convert import now_timestamp, to_message
 from skiff.broker.grpc.producing import status
+from skiff.broker.grpc.routes import BrokerQueues, Routes
 from skiff.broker.pop.service import PopRequest, PopService
 from skiff.broker.processors.pop import PopProcessor
 from skiff.broker.processors.pull import Refusal, compile_subscription
-from skiff.broker.topics import TopicConfigManager
 from skiff.common.clock import Clock
 from skiff.common.errors import DecodeError
 from skiff.common.limits import POP_MAX_MSG_NUMS
@@ -44,24 +44,27 @@ _CHECK_CODES = {ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: pb.CONSUMER_GROUP_NOT
 
 
 class Consuming:
-    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, groups: SubscriptionGroupManager,
-                 pop: PopService, checks: PopProcessor, clock: Clock, broker: pb.Broker) -> None:
+    def __init__(self, config: BrokerConfig, groups: SubscriptionGroupManager, pop: PopService,
+                 checks: PopProcessor, clock: Clock, routes: Routes,
+                 broker_of: Callable[[BrokerQueues], pb.Broker]) -> None:
+        self.routes = routes
+        self.broker_of = broker_of
         self.config = config
-        self.topics = topics
         self.groups = groups
         self.pop = pop
         self.checks = checks
         self.clock = clock
-        self.broker = broker
 
-    def query_assignment(self, req: rpc.QueryAssignmentRequest) -> rpc.QueryAssignmentResponse:
-        tc = self.topics.get(req.topic.name)
-        if tc is None:
+    async def query_assignment(self, req: rpc.QueryAssignmentRequest) -> rpc.QueryAssignmentResponse:
+        brokers = await self.routes.brokers(req.topic.name)
+        if not brokers:
             return rpc.QueryAssignmentResponse(status=status(pb.TOPIC_NOT_FOUND, f"topic {req.topic.name} not found"))
-        if not tc.read_queue_nums or not tc.perm & 4:
+        readable = [b for b in brokers if b.read_queue_nums and b.perm & 4]
+        if not readable:
             return rpc.QueryAssignmentResponse(status=status(pb.FORBIDDEN, "no readable queue"))
-        ids = range(tc.read_queue_nums) if self._orderly(req.group.name) else [-1]
-        queues = [pb.MessageQueue(topic=req.topic, id=i, permission=pb.READ_WRITE, broker=self.broker) for i in ids]
+        orderly = self._orderly(req.group.name)
+        queues = [pb.MessageQueue(topic=req.topic, id=i, permission=pb.READ_WRITE, broker=self.broker_of(b))
+                  for b in readable for i in (range(b.read_queue_nums) if orderly else [-1])]
         return rpc.QueryAssignmentResponse(status=status(pb.OK, "OK"),
                                            assignments=[pb.Assignment(message_queue=q) for q in queues])
 

@@ -20,6 +20,7 @@ from skiff.broker.config import BrokerConfig
 from skiff.broker.grpc.clients import MAX_BODY_BYTES as MAX_BODY
 from skiff.broker.grpc.clients import GrpcClientConn, GrpcClients, HalfRef, remember
 from skiff.broker.grpc.convert import Invalid, born_ms, to_properties
+from skiff.broker.grpc.routes import BrokerQueues, Routes
 from skiff.broker.processors.send import SendProcessor, born_host
 from skiff.broker.topics import TopicConfigManager
 from skiff.broker.writer import MessageWriter
@@ -78,8 +79,9 @@ def _batchable(messages: Sequence[pb.Message]) -> bool:
 
 class Producing:
     def __init__(self, config: BrokerConfig, topics: TopicConfigManager, clients: GrpcClients, call: Call,
-                 clock: Clock, endpoint: Callable[[], pb.Endpoints], sender: SendProcessor,
-                 writer: MessageWriter) -> None:
+                 clock: Clock, endpoint: Callable[[str], pb.Endpoints], sender: SendProcessor,
+                 writer: MessageWriter, routes: Routes) -> None:
+        self.routes = routes
         self.sender = sender
         self.writer = writer
         self.config = config
@@ -89,20 +91,22 @@ class Producing:
         self.clock = clock
         self.endpoint = endpoint
 
-    def broker(self) -> pb.Broker:
-        return pb.Broker(name=self.config.broker_name, id=0, endpoints=self.endpoint())
+    def broker_of(self, b: BrokerQueues) -> pb.Broker:
+        return pb.Broker(name=b.broker_name, id=0, endpoints=self.endpoint(b.host))
 
-    def query_route(self, req: rpc.QueryRouteRequest) -> rpc.QueryRouteResponse:
-        tc = self.topics.get(req.topic.name)
-        if tc is None:
+    async def query_route(self, req: rpc.QueryRouteRequest) -> rpc.QueryRouteResponse:
+        brokers = await self.routes.brokers(req.topic.name)
+        if not brokers:
             return rpc.QueryRouteResponse(status=status(pb.TOPIC_NOT_FOUND, f"topic {req.topic.name} not found"))
         queues = []
-        for i in range(max(tc.read_queue_nums, tc.write_queue_nums)):
-            readable, writable = i < tc.read_queue_nums and tc.perm & 4, i < tc.write_queue_nums and tc.perm & 2
-            perm = pb.READ_WRITE if readable and writable else pb.READ if readable else pb.WRITE if writable \
-                else pb.NONE
-            queues.append(pb.MessageQueue(topic=req.topic, id=i, permission=perm, broker=self.broker(),
-                                          accept_message_types=_TYPES))
+        for b in brokers:
+            broker = self.broker_of(b)
+            for i in range(max(b.read_queue_nums, b.write_queue_nums)):
+                readable, writable = i < b.read_queue_nums and b.perm & 4, i < b.write_queue_nums and b.perm & 2
+                perm = pb.READ_WRITE if readable and writable else pb.READ if readable else pb.WRITE if writable \
+                    else pb.NONE
+                queues.append(pb.MessageQueue(topic=req.topic, id=i, permission=perm, broker=broker,
+                                              accept_message_types=_TYPES))
         return rpc.QueryRouteResponse(status=status(pb.OK, "OK"), message_queues=queues)
 
     async def send(self, conn: GrpcClientConn, req: rpc.SendMessageRequest) -> rpc.SendMessageResponse:

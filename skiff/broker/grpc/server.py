@@ -8,8 +8,8 @@ not registered, so they answer UNIMPLEMENTED. Every other error travels inside t
 response's ``Status`` with the gRPC status OK, as the proxy does. The receive limit
 is raised from grpcio's 4 MiB (a 4 MiB body plus its envelope would not fit).
 
-Routes name this broker's own endpoint (its advertised IP and ``grpcServerPort``)
-for the topic's queues on this broker: each broker answers for itself, and a
+Routes and assignments list every broker group holding the topic, each with its own
+gRPC endpoint (`skiff.broker.grpc.routes`): each broker serves its own queues, and a
 client talks to the broker that holds the queues it was routed to.
 """
 
@@ -28,6 +28,7 @@ from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.grpc.clients import GrpcClientConn, GrpcClients
 from skiff.broker.grpc.consuming import Consuming
 from skiff.broker.grpc.producing import Producing, status
+from skiff.broker.grpc.routes import RouteLookup, Routes
 from skiff.broker.pop.service import PopService
 from skiff.broker.processors.pop import PopProcessor
 from skiff.broker.processors.send import SendProcessor
@@ -52,17 +53,18 @@ MAX_INBOUND_BYTES = 130 * 1024 * 1024
 class GrpcServer:
     def __init__(self, config: BrokerConfig, topics: TopicConfigManager, groups: SubscriptionGroupManager,
                  clients: GrpcClients, pop: PopService, checks: PopProcessor, handlers: dict[int, Handler],
-                 clock: Clock, sender: SendProcessor, writer: MessageWriter) -> None:
+                 clock: Clock, sender: SendProcessor, writer: MessageWriter, lookup: RouteLookup) -> None:
         self.config = config
         self.clients = clients
         self.handlers = handlers
         self.port = config.grpc_server_port
-        self.producing = Producing(config, topics, clients, self.call, clock, self.endpoints, sender, writer)
-        self.consuming = Consuming(config, topics, groups, pop, checks, clock, self.producing.broker())
+        routes = Routes(topics, config.broker_name, config.advertised_ip, lookup)
+        self.producing = Producing(config, topics, clients, self.call, clock, self.endpoints, sender, writer, routes)
+        self.consuming = Consuming(config, groups, pop, checks, clock, routes, self.producing.broker_of)
         self._server: grpc.aio.Server | None = None
 
-    def endpoints(self) -> pb.Endpoints:
-        host = self.config.advertised_ip
+    def endpoints(self, host: str) -> pb.Endpoints:
+        """A broker's gRPC endpoint: its host, this broker's grpcServerPort."""
         scheme = pb.IPv6 if ipaddress.ip_address(host).version == 6 else pb.IPv4
         return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=self.port)])
 
@@ -77,7 +79,6 @@ class GrpcServer:
                               f"(grpcServerPort): {exc}") from None
         await server.start()
         self._server = server
-        self.consuming.broker = self.producing.broker()
         log.info("gRPC endpoint (RocketMQ 5.x clients) listening on %s:%d", self.config.listen_host, self.port)
 
     async def stop(self, grace_s: float) -> None:

@@ -267,6 +267,23 @@ def cross():
     return {"got": [seen(m) for m in got], "sent": sent.message_id}
 
 
+def spread():
+    """Through one broker's endpoint: a topic on two brokers, and one only on the other broker."""
+    p = Producer(CFG, ("GSpread", "GOnlyB"))
+    p.startup()
+    for i in range(12):
+        p.send(message("GSpread", f"sp{i}".encode()))
+    for i in range(2):
+        p.send(message("GOnlyB", f"b{i}".encode()))
+    p.shutdown()
+    both, only_b = simple("G-spread", "GSpread"), simple("G-only-b", "GOnlyB")
+    got = {"spread": sorted(m.body.decode() for m in receive(both, 12)),
+           "only_b": sorted(m.body.decode() for m in receive(only_b, 2))}
+    both.shutdown()
+    only_b.shutdown()
+    return got
+
+
 def raw(method, request, response_type, metadata=(("x-mq-client-id", "raw-client"),)):
     with grpc.insecure_channel(SPEC["endpoint"]) as channel:
         call = channel.unary_unary(f"/apache.rocketmq.v2.MessagingService/{method}",
@@ -312,7 +329,7 @@ def errors():
 
 
 SCENARIOS = {f.__name__: f for f in (send_receive, fifo, delay, transaction, invisible, filters, share,
-                                      restart_before, restart_after, push, push_fifo, cross, errors)}
+                                      restart_before, restart_after, push, push_fifo, cross, spread, errors)}
 
 if __name__ == "__main__":
     results = {}
