@@ -277,6 +277,20 @@ class ConsumeQueue:
         self.correct_min(min_phys)
         return count
 
+    def delete_below_offset(self, offset: int) -> int:
+        """Delete files whose entries all lie below queue offset ``offset`` (never the last
+        file): a compacted queue reads those offsets from its segment. Return the count."""
+        files = self.files.files
+        count = 0
+        for f in files[:-1]:
+            if self._span(f)[1] > offset:
+                break
+            count += 1
+        if count:
+            self.files.remove_head(count)
+            self.min_offset = max(self.min_offset, self.files.files[0].start // CQ_ENTRY_BYTES)
+        return count
+
     def flush(self) -> bool:
         """fsync entries written since the last flush; True if there were any."""
         target = self.max_offset
