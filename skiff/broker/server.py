@@ -20,11 +20,13 @@ import logging
 import socket
 
 from skiff.broker.clients import ClientManager
+from skiff.broker.compaction import CompactionService
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.locks import RebalanceLockManager
 from skiff.broker.long_polling import PullHoldService
 from skiff.broker.offsets import ConsumerOffsetManager
+from skiff.broker.processors.admin_compaction import CompactionAdminProcessor
 from skiff.broker.processors.admin_groups import GroupAdminProcessor
 from skiff.broker.processors.admin_timer import TimerAdminProcessor
 from skiff.broker.processors.admin_topics import TopicAdminProcessor
@@ -75,6 +77,7 @@ class BrokerServer:
         self._namesrv_client = RemotingClient()
         self.store: MessageStore
         self.stats: BrokerStats
+        self.compaction: CompactionService
         self.registration: NamesrvRegistration
         self._remoting: RemotingServer | None = None
         self._services: list[Periodic] = []
@@ -115,6 +118,7 @@ class BrokerServer:
         self.transactions = TransactionService(self.config, self.store, self.topics, self.clients, self.offsets,
                                                self.writer, self.clock)
         self.transaction_recovery = await asyncio.to_thread(self.transactions.recover)
+        self.compaction = CompactionService(self.store, self.topics, self.store_config, self.clock)
         client_manage = ClientManageProcessor(self.config, self.clients, self.groups, self.topics)
         self._remoting = RemotingServer(self.config.listen_host, self.port, self._handlers(client_manage),
                                         on_connection_close=client_manage.connection_closed)
@@ -125,6 +129,7 @@ class BrokerServer:
                      self._persist_offsets),
             Periodic("expire-clients", self.config.client_scan_interval_ms / 1000.0, self._expire_clients),
             *self.transactions.services(),
+            self.compaction.service(),
         ]
         for service in self._services:
             service.start()
@@ -146,6 +151,7 @@ class BrokerServer:
             GroupAdminProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients),
             EndTransactionProcessor(self.transactions),
             TimerAdminProcessor(self.store_config, lambda: self.timer),
+            CompactionAdminProcessor(self.topics, self.compaction),
         ]
         handlers: dict[int, Handler] = {}
         for processor in processors:

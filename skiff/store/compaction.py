@@ -84,6 +84,8 @@ class CompactionStatus:
     """Store time of the last compaction that changed the queue (0: never)."""
     bytes_reclaimed: int
     runs: int
+    oldest_tombstone_ms: int
+    """Store time of the oldest tombstone the segment keeps (-1: none)."""
 
 
 class OffsetMap:
@@ -191,6 +193,7 @@ class Compaction:
             topic, queue_id, seg.start_offset if seg else cleaned, cleaned, max_offset,
             m.entry_count if m else 0, clean, dirty, dirty / (clean + dirty) if clean + dirty else 0.0,
             m.last_run_ms if m else 0, m.bytes_reclaimed if m else 0, m.runs if m else 0,
+            m.oldest_tombstone_ms if m else -1,
         )
 
     # -- compaction ---------------------------------------------------------------
