@@ -83,8 +83,10 @@ def test_a_compacted_topic_keeps_the_latest_message_per_key(cluster: Cluster) ->
 def test_compact_now_and_consumers_read_across_gaps(cluster: Cluster) -> None:
     ns = cluster.namesrv_addr
     topic = "Accounts"
-    plain = run_skiff(["topic", "compact", "-t", "NoSuchTopicHere", "-n", ns])
-    assert plain.returncode == 1
+    missing = run_skiff(["topic", "compact", "-t", "NoSuchTopicHere", "-n", ns])
+    assert missing.returncode == 1
+    bad = run_skiff(["topic", "create", "-t", "BadAttr", "--attr", "cleanup.policy=KEEP", "-n", ns])
+    assert bad.returncode == 1 and "must be DELETE or COMPACTION" in bad.stdout, bad.stdout
 
     async def scenario() -> None:
         async with AsyncAdmin(client_config=config(ns, "compaction-admin-2")) as admin:
