@@ -29,7 +29,7 @@ import numpy as np
 
 from skiff.common.clock import Clock
 from skiff.common.properties import Prop
-from skiff.common.record import read_head, read_tail
+from skiff.common.record import RecordHead, read_head, read_tail
 from skiff.common.stored_message import raw_property
 from skiff.store.commitlog import CommitLog
 from skiff.store.compacted_segment import (
@@ -60,7 +60,9 @@ class CompactionReport:
     passes: int
     cleaned_offset: int
     records_read: int
+    """Records every pass read, summed (a multi-pass run reads the kept ones again)."""
     records_kept: int
+    """Records in the queue's segment after the run."""
     bytes_read: int
     bytes_written: int
     bytes_reclaimed: int
@@ -130,9 +132,14 @@ class _Rec:
         self.view = view
         self.tag = tag
         head = read_head(view)
-        self.key = raw_property(read_tail(view, 0, head).properties_raw, Prop.KEYS)
+        self.key = _key_of(view, head)
         self.tombstone = head.body_length == 0
         self.store_ts = head.store_timestamp
+
+
+def _key_of(view: memoryview, head: RecordHead | None = None) -> str | None:
+    """The record's whole KEYS property (None without one)."""
+    return raw_property(read_tail(view, 0, head or read_head(view)).properties_raw, Prop.KEYS)
 
 
 def _python_hash(key: str) -> int:
@@ -220,6 +227,7 @@ class Compaction:
                     break
                 counts = self._copy(cq, seg, covered, omap, delete_retention_ms, step)
                 totals = [a + b for a, b in zip(totals, counts, strict=True)]
+                totals[1] = counts[1]  # kept: what the last pass left, not a sum over passes
                 passes += 1
         seg = self.segments.get((topic, queue_id))
         return CompactionReport(
@@ -244,6 +252,14 @@ class Compaction:
     def _dirty(self, cq: ConsumeQueue, start: int, end: int) -> Iterator[_Rec]:
         """The queue's records from ``start`` to ``end`` read through the ConsumeQueue;
         records whose CommitLog file is gone are skipped."""
+        for queue_offset, view, tag in self._dirty_entries(cq, start, end):
+            yield _Rec(queue_offset, view, tag)
+
+    def _dirty_views(self, cq: ConsumeQueue, start: int, end: int) -> Iterator[tuple[int, memoryview]]:
+        for queue_offset, view, _tag in self._dirty_entries(cq, start, end):
+            yield queue_offset, view
+
+    def _dirty_entries(self, cq: ConsumeQueue, start: int, end: int) -> Iterator[tuple[int, memoryview, int]]:
         offset = start
         while offset < end:
             entries = cq.read(offset, min(_CHUNK, end - offset))
@@ -254,7 +270,7 @@ class Compaction:
             for k, (phys, _size, tag) in enumerate(rows):
                 view = self.commitlog.record_view(phys)
                 if view is not None:
-                    yield _Rec(offset + k, view, tag)
+                    yield offset + k, view, tag
             offset += len(rows)
 
     def _build_map(self, cq: ConsumeQueue, start: int, end: int, capacity: int) -> tuple[OffsetMap, int]:
@@ -262,11 +278,18 @@ class Compaction:
         (``end``, or earlier when the map filled)."""
         omap = OffsetMap(capacity)
         offset = start
+        key_hash = self.key_hash
         while offset < end and omap.room:
             stop = min(end, offset + min(_CHUNK, omap.room))
-            recs = [r for r in self._dirty(cq, offset, stop) if r.key is not None]
-            if recs:
-                omap.add([self.key_hash(r.key) for r in recs], [r.offset for r in recs])  # type: ignore[arg-type]
+            hashes: list[int] = []
+            offsets: list[int] = []
+            for queue_offset, view in self._dirty_views(cq, offset, stop):
+                key = _key_of(view)
+                if key is not None:
+                    hashes.append(key_hash(key))
+                    offsets.append(queue_offset)
+            if hashes:
+                omap.add(hashes, offsets)
             offset = stop
         return omap, offset
 
@@ -339,7 +362,7 @@ class _KeyReader:
             self._cache.clear()
         entry = self.cq.entry(offset)
         view = None if entry is None else self.commitlog.record_view(entry[0])
-        key = None if view is None else raw_property(read_tail(view, 0, read_head(view)).properties_raw, Prop.KEYS)
+        key = None if view is None else _key_of(view)
         self._cache[offset] = key
         return key
 
