@@ -160,11 +160,22 @@ class ConsumeQueue:
         for one.
 
         Entries already present (a dispatch repeated after a failure) are skipped; an
-        empty queue may start at any offset; any other gap is corruption.
+        empty queue may start at any offset; any other gap is corruption. Entries
+        below the queue's first file are skipped too: compaction deleted those files
+        (their offsets are read from the compacted segment) while the CommitLog still
+        holds the records, which a recovery from the CommitLog's start re-dispatches.
         """
         if first_offset != self.max_offset:
-            skip = self._reconcile(first_offset, physical_offsets[0] if physical_offsets else -1)
-            physical_offsets, sizes, tag_codes = physical_offsets[skip:], sizes[skip:], tag_codes[skip:]
+            head = self.files.files[0].start // CQ_ENTRY_BYTES if self.files.files else 0
+            if first_offset < head:
+                below = min(len(physical_offsets), head - first_offset)
+                physical_offsets, sizes, tag_codes = physical_offsets[below:], sizes[below:], tag_codes[below:]
+                first_offset += below
+                if not physical_offsets:
+                    return
+            if first_offset != self.max_offset:
+                skip = self._reconcile(first_offset, physical_offsets[0] if physical_offsets else -1)
+                physical_offsets, sizes, tag_codes = physical_offsets[skip:], sizes[skip:], tag_codes[skip:]
         count = len(physical_offsets)
         if not count:
             return

@@ -202,3 +202,17 @@ def _latest(log: dict[int, tuple], *, drop_tombstones: bool) -> set[tuple]:
     for offset in sorted(log):
         latest[log[offset][1]] = log[offset]
     return {r for r in latest.values() if r[2] or not drop_tombstones}
+
+
+def test_a_lost_checkpoint_after_compaction_rebuilds_from_the_commitlog(open_store, tmp_path):
+    store = open_store()
+    for i in range(60):
+        put(store, f"k{i % 2}", f"v{i}".encode())
+    compact(store)
+    store.shutdown()
+    (tmp_path / "store" / "checkpoint").unlink()  # recovery checks the whole CommitLog again
+    again = open_store()
+    assert open_store.last_report.records_redispatched == 60
+    assert view(again) == [(58, "k0", b"v58"), (59, "k1", b"v59")]
+    put(again, "k0", b"after")
+    assert view(again)[-1] == (60, "k0", b"after")
