@@ -55,18 +55,18 @@ class CompactionService:
         await asyncio.to_thread(self._due_pass)
 
     def _due_pass(self) -> list[CompactionReport]:
+        compacted = [tc for tc in map(self.topics.get, self.topics.topics()) if tc is not None and is_compacted(tc)]
+        self.store.compaction.retained_topics = frozenset(tc.topic_name for tc in compacted)
         reports = []
-        for topic in self.topics.topics():
-            tc = self.topics.get(topic)
-            if not is_compacted(tc):
-                continue
-            assert tc is not None
-            for status in self.status(topic):
+        for tc in compacted:
+            for status in self.status(tc.topic_name):
                 if self._due(status, delete_retention_ms(tc.attributes)):
                     reports.append(self._compact(tc, status.queue_id))
         return reports
 
     def _due(self, status: CompactionStatus, retention_ms: int) -> bool:
+        if status.holds_retention:
+            return True
         if status.dirty_bytes and status.dirty_ratio >= self.store_config.compaction_min_dirty_ratio:
             return True
         return 0 <= status.oldest_tombstone_ms <= self.clock.now_ms() - retention_ms

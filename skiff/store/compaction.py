@@ -88,6 +88,9 @@ class CompactionStatus:
     runs: int
     oldest_tombstone_ms: int
     """Store time of the oldest tombstone the segment keeps (-1: none)."""
+    holds_retention: bool
+    """The queue's first dirty record lies in a CommitLog file older than the newest:
+    retention keeps that file (and those after it) until the queue is compacted."""
 
 
 class OffsetMap:
@@ -166,6 +169,9 @@ class Compaction:
         self._run_lock = threading.Lock()
         self.key_hash: KeyHash = _python_hash
         """Replaceable by tests (a weak hash forces collisions)."""
+        self.retained_topics: frozenset[str] | None = None
+        """Topics whose dirty records retention keeps (the broker sets its compacted topics);
+        None: every topic with a compacted segment."""
 
     def load(self) -> None:
         if not os.path.isdir(self.root):
@@ -194,6 +200,8 @@ class Compaction:
         max_offset = 0 if cq is None else cq.max_offset
         cleaned = seg.cleaned_offset if seg else (0 if cq is None else cq.min_offset)
         dirty = 0 if cq is None else _bytes_between(cq, max(cleaned, cq.min_offset), max_offset)
+        first_dirty = None if cq is None or seg is None else _dirty_start_phys(cq, seg)
+        newest = self.commitlog.files.last()
         m = seg.manifest if seg else None
         clean = m.data_bytes if m else 0
         return CompactionStatus(
@@ -201,7 +209,17 @@ class Compaction:
             m.entry_count if m else 0, clean, dirty, dirty / (clean + dirty) if clean + dirty else 0.0,
             m.last_run_ms if m else 0, m.bytes_reclaimed if m else 0, m.runs if m else 0,
             m.oldest_tombstone_ms if m else -1,
+            first_dirty is not None and newest is not None and first_dirty < newest.start,
         )
+
+    def pinned_offset(self) -> int | None:
+        """The CommitLog offset retention must not delete from: the first dirty record of
+        every compacted queue (None: nothing to keep). Kafka's guarantee that a compacted
+        log loses no key to retention."""
+        retained = self.retained_topics
+        starts = [_dirty_start_phys(cq, seg) for (topic, queue_id), seg in list(self.segments.items())
+                  if (retained is None or topic in retained) and (cq := self.queues.get(topic, queue_id)) is not None]
+        return min((p for p in starts if p is not None), default=None)
 
     # -- compaction ---------------------------------------------------------------
 
@@ -376,6 +394,12 @@ def _chunks(recs: Iterator[_Rec]) -> Iterator[list[_Rec]]:
             chunk = []
     if chunk:
         yield chunk
+
+
+def _dirty_start_phys(cq: ConsumeQueue, seg: Segment) -> int | None:
+    """CommitLog offset of the queue's first record above the cleaned point (None: none)."""
+    entry = cq.entry(max(seg.cleaned_offset, cq.min_offset))
+    return None if entry is None else entry[0]
 
 
 def _bytes_between(cq: ConsumeQueue, start: int, end: int) -> int:

@@ -111,7 +111,8 @@ class MessageStore:
         self.compaction = Compaction(os.path.join(self.root, "compaction"), self.commitlog, self.queues, clock,
                                      self._safe_offset, self._maintenance_lock, self.checkpoint)
         self.reader = Reader(self.commitlog, self.queues, config.max_filter_message_count, self.compaction.segments)
-        self.retention = Retention(config, clock, self.commitlog, self.queues, self.index, self._safe_offset)
+        self.retention = Retention(config, clock, self.commitlog, self.queues, self.index, self._safe_offset,
+                                   self.compaction.pinned_offset)
         self._checker = MessageChecker(config.max_message_size, config.mapped_file_size_commit_log, len(store_host))
         self._put_lock = threading.Lock()
         self._busy_wait_s = config.os_page_cache_busy_time_out_mills / 1000

@@ -216,3 +216,27 @@ def test_a_lost_checkpoint_after_compaction_rebuilds_from_the_commitlog(open_sto
     assert view(again) == [(58, "k0", b"v58"), (59, "k1", b"v59")]
     put(again, "k0", b"after")
     assert view(again)[-1] == (60, "k0", b"after")
+
+
+def test_retention_keeps_dirty_records_of_compacted_queues_until_compacted(open_store):
+    clock = ManualClock()
+    store = open_store(clock, fileReservedTime=1)
+    for i in range(4):
+        put(store, f"k{i}", b"x" * 300)
+    compact(store)  # queue T:0 now has a segment; everything after is dirty
+    for i in range(30):  # ~392 B each: several 4 KiB CommitLog files
+        put(store, f"k{i % 4}", b"y" * 300)
+    put(store, None, b"z" * 300, queue_id=1)
+    clock.advance(2 * 3_600_000)
+    put(store, None, b"new", queue_id=1)  # a record in a newer file, two hours later
+    store.flush()
+    status = store.compaction_status("T", 0)
+    assert status.holds_retention and status.cleaned_offset == 4
+    assert store.run_retention(manual=True).commitlog_files_deleted == 0  # pinned by T:0's dirty records
+    store.compaction.retained_topics = frozenset({"Other"})  # T is no longer compacted: nothing pinned
+    assert store.compaction.pinned_offset() is None
+    store.compaction.retained_topics = None
+    compact(store)
+    assert not store.compaction_status("T", 0).holds_retention
+    assert store.run_retention(manual=True).commitlog_files_deleted > 0
+    assert view(store) == [(30 + j, f"k{(30 + j) % 4}", b"y" * 300) for j in range(4)]
