@@ -6,6 +6,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import threading
+
 from skiff.common.clock import ManualClock
 from skiff.common.hashing import tag_hash
 from skiff.common.properties import Prop
@@ -167,21 +169,29 @@ OPS = st.lists(
         st.tuples(st.just("put"), st.integers(0, 7), st.binary(min_size=1, max_size=12)),
         st.tuples(st.just("tombstone"), st.integers(0, 7), st.just(b"")),
         st.tuples(st.just("compact"), st.integers(1, 12), st.just(b"")),
+        st.tuples(st.just("reopen"), st.just(0), st.just(b"")),
     ),
     min_size=1, max_size=60,
 )
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=OPS)
 def test_consumer_view_matches_latest_per_key_model(tmp_path_factory, ops):
     root = tmp_path_factory.mktemp("prop")
-    store = MessageStore(make_config(root), store_host=STORE_HOST, clock=ManualClock())
+    clock = ManualClock()
+    store = MessageStore(make_config(root), store_host=STORE_HOST, clock=clock)
     store.start()
     try:
         log: dict[int, tuple] = {}
         for op, n, body in ops:
-            if op == "compact":
+            if op == "reopen":
+                before = view(store)
+                store.shutdown()
+                store = MessageStore(make_config(root), store_host=STORE_HOST, clock=clock)
+                store.start()
+                assert view(store) == before
+            elif op == "compact":
                 compact(store, map_entries=n)
                 seen = view(store)
                 assert all(log[o] == (o, k, b) for o, k, b in seen)  # offsets and bytes preserved
@@ -240,3 +250,30 @@ def test_retention_keeps_dirty_records_of_compacted_queues_until_compacted(open_
     assert not store.compaction_status("T", 0).holds_retention
     assert store.run_retention(manual=True).commitlog_files_deleted > 0
     assert view(store) == [(30 + j, f"k{(30 + j) % 4}", b"y" * 300) for j in range(4)]
+
+
+def test_appends_and_reads_go_on_while_a_compaction_is_under_way(open_store):
+    store = open_store()
+    for i in range(40):
+        put(store, f"k{i % 4}", f"v{i}".encode())
+    paused, resume = threading.Event(), threading.Event()
+
+    def step(name: str) -> None:
+        if name == "index-synced":  # the new generation is written, the switch not yet made
+            paused.set()
+            assert resume.wait(30)
+
+    store.flush()
+    worker = threading.Thread(target=store.compact, args=("T", 0),
+                              kwargs={"delete_retention_ms": DAY_MS, "max_offset_map_size": BIG_MAP, "step": step})
+    worker.start()
+    try:
+        assert paused.wait(30)
+        for i in range(40, 45):
+            put(store, f"k{i % 4}", f"v{i}".encode())  # the put lock is free: appends are not blocked
+        assert len(view(store)) == 45  # the old state is still what readers see
+    finally:
+        resume.set()
+        worker.join(30)
+    assert view(store) == [(36 + j, f"k{j}", f"v{36 + j}".encode()) for j in range(4)] + [
+        (40 + j, f"k{j % 4}", f"v{40 + j}".encode()) for j in range(5)]
