@@ -20,6 +20,7 @@ its files go by retention as before.
 from __future__ import annotations
 
 import os
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -29,7 +30,8 @@ import numpy as np
 
 from skiff.common.clock import Clock
 from skiff.common.properties import Prop
-from skiff.common.record import RecordHead, read_head, read_tail
+from skiff.common.record import HOST_V4_BYTES, HOST_V6_BYTES, head_struct_for
+from skiff.common.sysflag import MessageSysFlag
 from skiff.common.stored_message import raw_property
 from skiff.store.commitlog import CommitLog
 from skiff.store.compacted_segment import (
@@ -43,10 +45,14 @@ from skiff.store.compacted_segment import (
 )
 from skiff.store.consume_queue import ConsumeQueue, ConsumeQueueTable
 
+BORNHOST_V6 = int(MessageSysFlag.BORNHOST_V6)
 OFFSET_MAP_BYTES_PER_ENTRY = 64
 """Budget per map entry: 16 bytes held (hash and offset, int64 each) and the copies a
 merge of new entries into the sorted arrays briefly makes."""
 _CHUNK = 4096
+_KEY_CACHE_MAX = 65_536
+"""Keys of superseding records remembered during a copy pass (at most the map's entries):
+a key with many old versions is then read once, not once per dropped version."""
 
 KeyHash = Callable[[str], int]
 
@@ -134,15 +140,36 @@ class _Rec:
         self.offset = offset
         self.view = view
         self.tag = tag
-        head = read_head(view)
-        self.key = _key_of(view, head)
-        self.tombstone = head.body_length == 0
-        self.store_ts = head.store_timestamp
+        self.key, body_length = _key_and_body_length(view)
+        self.tombstone = body_length == 0
+        self.store_ts = _store_timestamp(view) if self.tombstone else 0
 
 
-def _key_of(view: memoryview, head: RecordHead | None = None) -> str | None:
-    """The record's whole KEYS property (None without one)."""
-    return raw_property(read_tail(view, 0, head or read_head(view)).properties_raw, Prop.KEYS)
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_SYSFLAG_AT = 36
+_BORN_HOST_AT = 48
+
+
+def _key_and_body_length(view: memoryview) -> tuple[str | None, int]:
+    """The record's whole KEYS property (None without one) and its body length: the two
+    fields every record a pass meets is asked for, read without decoding the rest."""
+    head = head_struct_for(_I32.unpack_from(view, _SYSFLAG_AT)[0]).size
+    body_length = _I32.unpack_from(view, head - 4)[0]
+    p = head + body_length
+    p += 1 + view[p]
+    props_length = _I16.unpack_from(view, p)[0]
+    return raw_property(bytes(view[p + 2 : p + 2 + props_length]), Prop.KEYS), body_length
+
+
+def _key_of(view: memoryview) -> str | None:
+    return _key_and_body_length(view)[0]
+
+
+def _store_timestamp(view: memoryview) -> int:
+    born_host = HOST_V6_BYTES if _I32.unpack_from(view, _SYSFLAG_AT)[0] & BORNHOST_V6 else HOST_V4_BYTES
+    return _I64.unpack_from(view, _BORN_HOST_AT + born_host)[0]
 
 
 def _python_hash(key: str) -> int:
@@ -320,7 +347,7 @@ class Compaction:
         generation = seg.manifest.generation + 1 if seg else 1
         writer = SegmentWriter(directory, generation, step) if step else SegmentWriter(directory, generation)
         expiry = self.clock.now_ms() - delete_retention_ms
-        keys = _KeyReader(cq, self.commitlog)
+        keys = _KeyReader(cq, self.commitlog, min(omap.capacity, _KEY_CACHE_MAX))
         read = kept = bytes_read = 0
         oldest_tombstone = -1
         try:
@@ -368,15 +395,16 @@ class _KeyReader:
     """The KEYS of the record at a dirty queue offset, read from the CommitLog (the check
     that a dropped record's key really is the one of the record superseding it)."""
 
-    def __init__(self, cq: ConsumeQueue, commitlog: CommitLog) -> None:
+    def __init__(self, cq: ConsumeQueue, commitlog: CommitLog, cache_max: int) -> None:
         self.cq = cq
         self.commitlog = commitlog
         self._cache: dict[int, str | None] = {}
+        self._cache_max = max(1, cache_max)
 
     def key_at(self, offset: int) -> str | None:
         if offset in self._cache:
             return self._cache[offset]
-        if len(self._cache) >= _CHUNK:
+        if len(self._cache) >= self._cache_max:
             self._cache.clear()
         entry = self.cq.entry(offset)
         view = None if entry is None else self.commitlog.record_view(entry[0])
