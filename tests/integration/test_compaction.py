@@ -86,7 +86,7 @@ def test_compact_now_and_consumers_read_across_gaps(cluster: Cluster) -> None:
     missing = run_skiff(["topic", "compact", "-t", "NoSuchTopicHere", "-n", ns])
     assert missing.returncode == 1
     bad = run_skiff(["topic", "create", "-t", "BadAttr", "--attr", "cleanup.policy=KEEP", "-n", ns])
-    assert bad.returncode == 1 and "must be DELETE or COMPACTION" in bad.stdout, bad.stdout
+    assert bad.returncode == 2 and "must be DELETE or COMPACTION" in bad.stdout, bad.stdout  # a bad argument
 
     async def scenario() -> None:
         async with AsyncAdmin(client_config=config(ns, "compaction-admin-2")) as admin:
