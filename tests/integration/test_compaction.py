@@ -10,11 +10,14 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
-from skiff.client import AsyncAdmin, AsyncPullClient, AsyncPushConsumer, ConsumeStatus, Message, MessageQueue, PullStatus
+from skiff.client import AsyncAdmin, AsyncProducer, AsyncPullClient, AsyncPushConsumer, ConsumeStatus, Message, MessageQueue, PullStatus
 from skiff.protocol.errors import MessageIllegalError
 from skiff.protocol.bodies.heartbeat import ConsumeFromWhere
 from skiff.testing.cluster import Cluster
+from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.headers.admin import CreateTopicRequestHeader
 from skiff.testing.processes import run_skiff
+from skiff.testing.wire import BrokerWire, with_wire
 from skiff.testing.waits import eventually
 from tests.integration.consumer_kit import config, run, send, wait_for, wait_for_route
 
@@ -96,7 +99,18 @@ def test_compact_now_and_consumers_read_across_gaps(cluster: Cluster) -> None:
             await send(ns, [Message.of(topic, f"a{i}", keys=f"k{i % KEYS}") for i in range(12)])
             await send(ns, [Message.of(topic, b"", keys="k0")])  # a tombstone: removed at once (retention 0)
 
+            with pytest.raises(MessageIllegalError, match="message 1 of the batch has no KEYS"):
+                async with AsyncProducer("compaction-batch", client_config=config(ns, "compaction-batch")) as p:
+                    await p.send_batch([Message.of(topic, "x", keys="k1"), Message.of(topic, "no key")])
+
     run(scenario())
+
+    async def bad_attribute(wire: BrokerWire) -> None:
+        header = CreateTopicRequestHeader(topic, "TBW102", 1, 1, 6, "SINGLE_TAG", attributes="+cleanup.policy=KEEP")
+        answer = await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
+        assert answer.code == ResponseCode.SYSTEM_ERROR and "must be DELETE or COMPACTION" in answer.remark
+
+    with_wire(cluster.broker_addr(), bad_attribute)  # refused on the broker too; the topic is unchanged
     compacted = run_skiff(["topic", "compact", "-t", topic, "-n", ns])
     assert compacted.returncode == 0 and "compacted 1 queue(s)" in compacted.stdout, compacted.stdout
     expected = [(o, f"k{o % KEYS}", f"a{o}") for o in range(7, 12) if o % KEYS]
@@ -118,3 +132,7 @@ def test_compact_now_and_consumers_read_across_gaps(cluster: Cluster) -> None:
         assert sorted(got) == expected
 
     run(consumers())
+    switched = run_skiff(["topic", "update", "-t", topic, "-q", "1", "--cleanup-policy", "delete", "-n", ns])
+    assert switched.returncode == 0, switched.stdout
+    refused = run_skiff(["topic", "compact", "-t", topic, "-n", ns])
+    assert refused.returncode == 1 and "not compacted" in refused.stdout, refused.stdout
