@@ -386,8 +386,9 @@ class Compaction:
 
     def _old_and_dirty(self, cq: ConsumeQueue, seg: Segment | None, covered: int) -> Iterator[_Rec]:
         if seg is not None:
-            for i, (offset, _pos, _size, tag) in enumerate(seg.entries.tolist()):
-                yield _Rec(offset, seg.record(i), tag)
+            for first in range(0, len(seg.entries), _CHUNK):  # a chunk at a time: memory stays bounded
+                for i, (offset, _pos, _size, tag) in enumerate(seg.entries[first : first + _CHUNK].tolist(), first):
+                    yield _Rec(offset, seg.record(i), tag)
         yield from self._dirty(cq, max(seg.cleaned_offset if seg else 0, cq.min_offset), covered)
 
 

@@ -417,9 +417,9 @@ class MessageStore:
     def delete_topic(self, topic: str) -> None:
         """Drop the topic's ConsumeQueues (its records stay in the CommitLog until they
         expire) and checkpoint at once, so recovery never resurrects them."""
+        self.compaction.delete_topic(topic)  # first, outside the put lock: it waits for a compaction under way
         with self._put_lock:
             self.queues.delete_topic(topic)
-            self.compaction.delete_topic(topic)
             for key in [k for k in self._queue_offsets if k[0] == topic]:
                 del self._queue_offsets[key]
             self._make_durable(flush_commitlog=True)
