@@ -73,6 +73,10 @@ class Reader:
         filtered = tag_codes is not None or record_filter is not None
         entries = cq.read(offset, max(self.filter_scan_max, max_count) if filtered else max_count)
         if entries is None:
+            now = self.segments.get((topic, queue_id))
+            if now is not None and now is not seg and offset < now.cleaned_offset:
+                # a compaction switched generations and deleted this file meanwhile: read the new segment
+                return self.get_messages(topic, queue_id, offset, max_count, tag_codes, record_filter, max_bytes)
             next_file = (offset // cq.per_file + 1) * cq.per_file
             return GetResult(GetStatus.OFFSET_FOUND_NULL, next_file, lo, hi)
         try:
