@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 
 from skiff.broker.acl import AclService
 from skiff.broker.clients import ClientManager
+from skiff.broker.compaction import CompactionService
 from skiff.broker.config import BrokerConfig
 from skiff.broker.ha.role import Role
 from skiff.broker.ha.service import Replication
@@ -36,6 +37,7 @@ from skiff.broker.metrics import BrokerCollector
 from skiff.broker.offsets import ConsumerOffsetManager
 from skiff.broker.open_files import OpenFileWatch
 from skiff.broker.pop.service import PopService
+from skiff.broker.processors.admin_compaction import CompactionAdminProcessor
 from skiff.broker.processors.admin_groups import GroupAdminProcessor
 from skiff.broker.processors.admin_timer import TimerAdminProcessor
 from skiff.broker.processors.admin_topics import TopicAdminProcessor
@@ -89,6 +91,7 @@ class BrokerServer:
         self._namesrv_client = RemotingClient()
         self.store: MessageStore
         self.stats: BrokerStats
+        self.compaction: CompactionService
         self.registration: NamesrvRegistration
         self._remoting: RemotingServer | None = None
         self._services: list[Periodic] = []
@@ -145,6 +148,7 @@ class BrokerServer:
                               self.clock, self.store_config.root)
         pop_services = self.pop.start()
         self._pop_processor = PopProcessor(self.config, self.topics, self.groups, self.pop)
+        self.compaction = CompactionService(self.store, self.topics, self.store_config, self.clock)
         client_manage = ClientManageProcessor(self.config, self.clients, self.groups, self.topics)
         self.replication = Replication(self.config, self.role, self.store, self.registration, self.topics,
                                        self.groups, self.offsets, self._namesrv_client,
@@ -166,6 +170,7 @@ class BrokerServer:
             Periodic("expire-clients", self.config.client_scan_interval_ms / 1000.0, self._expire_clients),
             *([] if self.role.is_slave else self.transactions.services()),
             *([] if self.role.is_slave else pop_services),
+            *([] if self.role.is_slave else [self.compaction.service()]),
         ]
         for service in self._services:
             service.start()
@@ -219,6 +224,7 @@ class BrokerServer:
             EndTransactionProcessor(self.transactions),
             TimerAdminProcessor(self.store_config, lambda: self.timer),
             self._pop_processor,
+            CompactionAdminProcessor(self.topics, self.compaction),
         ]
         handlers: dict[int, Handler] = {}
         for processor in processors:
