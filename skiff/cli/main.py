@@ -18,6 +18,7 @@ from skiff.common.errors import SkiffError
 COMMAND_MODULES: tuple[str, ...] = (
     "skiff.cli.namesrv", "skiff.cli.broker", "skiff.cli.admin", "skiff.cli.topic", "skiff.cli.consumer",
     "skiff.cli.message", "skiff.cli.timer", "skiff.cli.bench",
+    "skiff.cli.archive",
 )
 """Modules that register subcommands, in the order `skiff --help` lists them."""
 

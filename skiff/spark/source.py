@@ -29,7 +29,8 @@ from skiff.spark.pull import QueueRange, read_range
 
 
 def _partitions(options: SourceOptions, start: Offsets, end: Offsets) -> list[QueueRange]:
-    return [QueueRange.of(r) for r in plan_ranges(start, end, options.min_partitions)]
+    return [QueueRange.of(r) for r in plan_ranges(start, end, options.min_partitions,
+                                                  options.max_records_per_partition)]
 
 
 class SkiffBatchReader(DataSourceReader):  # type: ignore[misc]
