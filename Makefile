@@ -9,12 +9,12 @@ STAMP := $(VENV)/.installed
 CPP_STAMP := $(CPP_VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 
-.PHONY: run test venv java lint bench-compare clean
+.PHONY: run test venv java chromium lint bench-compare clean
 
 run: $(STAMP)
 	$(VENV)/bin/skiff up
 
-test: $(STAMP) $(CPP_STAMP) java
+test: $(STAMP) $(CPP_STAMP) java chromium
 	$(VENV)/bin/lint-imports
 	SKIFF_CPP_PYTHON=$(abspath $(CPP_VENV))/bin/python $(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
 
@@ -35,6 +35,12 @@ $(CPP_STAMP):
 
 java:
 	@command -v java >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq default-jre-headless; }
+
+# Headless Chromium and its driver from Debian, for the dashboard's browser tests
+# (Selenium drives the system chromedriver; nothing is downloaded at run time).
+chromium:
+	@{ command -v chromium && command -v chromedriver; } >/dev/null 2>&1 || \
+		{ $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq chromium chromium-driver; }
 
 # Side-by-side benchmark against RabbitMQ, Redis and NATS (Debian packages),
 # not part of `make test`.

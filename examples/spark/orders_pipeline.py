@@ -18,7 +18,8 @@ crash changes nothing: the Parquet directory of the batch is overwritten, and
 the messages get the same msg ids (skiff sink ``idempotent=true`` with a
 ``writeId`` of the query and batch), which consumers drop when seen before.
 The checkpoint (``--checkpoint``) holds the offsets; run the job again and it
-goes on where it stopped.
+goes on where it stopped. Both default to directories under ``build/orders-pipeline/``
+(ignored by git), relative to where you run it.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ class Job:
     namesrv: str
     topic: str = "Orders"
     result_topic: str = "OrderStats"
-    output: str = "orders-out"
-    checkpoint: str = "orders-checkpoint"
+    output: str = "build/orders-pipeline/out"
+    checkpoint: str = "build/orders-pipeline/checkpoint"
     max_messages_per_trigger: int = 50_000
 
 

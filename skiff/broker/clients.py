@@ -81,7 +81,9 @@ class ClientManager:
     def register_producer(self, group: str, channel: ClientChannel) -> None:
         members = self.producers.setdefault(group, {})
         if channel.conn not in members:
-            log.info("producer %s of group %s joined from %s", channel.client_id, group, channel.conn.peer_addr)
+            # DEBUG: producers (every `skiff send`) come and go with nothing to act on; consumers
+            # joining and leaving move queues between members, so those stay INFO
+            log.debug("producer %s of group %s joined from %s", channel.client_id, group, channel.conn.peer_addr)
         members[channel.conn] = channel
 
     def register_consumer(self, data: ConsumerData, channel: ClientChannel) -> bool:

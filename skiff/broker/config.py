@@ -63,6 +63,7 @@ class BrokerConfig:
         "transactionTimeOut": "transaction_time_out_ms",
         "transactionCheckInterval": "transaction_check_interval_ms",
         "shutdownDrainTimeout": "shutdown_drain_timeout_ms",
+        "aclReloadInterval": "acl_reload_interval_ms",
     }
 
     broker_cluster_name: str = "DefaultCluster"
@@ -121,9 +122,18 @@ class BrokerConfig:
     trace_on: bool = True
     shutdown_drain_timeout_ms: int = 5_000
     """How long shutdown waits for requests in progress to be answered."""
+    acl_enable: bool = False
+    """Check every request against plain_acl.yml (RocketMQ 4.x plain ACL; docs/acl.md)."""
+    plain_acl_file: str = "conf/plain_acl.yml"
+    """The ACL file (Skiff's key; RocketMQ reads $ROCKETMQ_HOME/conf/plain_acl.yml). Relative to the
+    working directory."""
+    acl_reload_interval_ms: int = 1_000
+    """How often the ACL file is checked for changes."""
+    metrics_port: int = 0
+    """Serve Prometheus metrics at http://listenHost:metricsPort/metrics; 0 is off (docs/metrics.md)."""
 
     def validate(self) -> None:
-        for name in ("listen_port", "ha_listen_port"):
+        for name in ("listen_port", "ha_listen_port", "metrics_port"):
             if not 0 <= getattr(self, name) <= 65535:
                 _fail(name, getattr(self, name), "is not a port (0-65535)")
         if self.broker_id < 0:

@@ -79,6 +79,10 @@ class ConsumerOffsetManager:
         queues = self._table.get((group, topic))
         return None if queues is None else queues.get(queue_id)
 
+    def entries(self) -> list[tuple[str, str, int, int]]:
+        """Every committed offset as (group, topic, queue id, offset): what lag metrics read."""
+        return [(g, t, q, o) for (g, t), queues in self._table.items() for q, o in queues.items()]
+
     def offsets(self, group: str, topic: str) -> dict[int, int]:
         return dict(self._table.get((group, topic), {}))
 

@@ -19,12 +19,17 @@ import asyncio
 import logging
 import socket
 
+from prometheus_client import CollectorRegistry
+
+from skiff.broker.acl import AclService
 from skiff.broker.clients import ClientManager
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.locks import RebalanceLockManager
 from skiff.broker.long_polling import PullHoldService
+from skiff.broker.metrics import BrokerCollector
 from skiff.broker.offsets import ConsumerOffsetManager
+from skiff.broker.open_files import OpenFileWatch
 from skiff.broker.processors.admin_groups import GroupAdminProcessor
 from skiff.broker.processors.admin_timer import TimerAdminProcessor
 from skiff.broker.processors.admin_topics import TopicAdminProcessor
@@ -48,6 +53,8 @@ from skiff.store import MessageStore, RecoveryReport, StoreConfig
 from skiff.store.timer import TimerRecovery, TimerService
 from skiff.transport import RemotingClient, RemotingServer
 from skiff.transport.connection import Connection, Handler
+from skiff.transport.metrics_http import MetricsHttpServer
+from skiff.transport.rpc_metrics import RpcLatency
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +85,12 @@ class BrokerServer:
         self.registration: NamesrvRegistration
         self._remoting: RemotingServer | None = None
         self._services: list[Periodic] = []
+        self.metrics: MetricsHttpServer | None = None
+        self.rpc_latency: RpcLatency | None = None
+        self.acl: AclService | None = None
+        if config.acl_enable:
+            self.acl = AclService(config.plain_acl_file, config.acl_reload_interval_ms)
+            self.acl.load()
 
     @property
     def addr(self) -> str:
@@ -109,16 +122,21 @@ class BrokerServer:
         self.groups.load()
         self.offsets.load()
         self.registration = NamesrvRegistration(self.config, self.topics, self._namesrv_client, self.port)
-        self.topics.on_change = self.registration.trigger
+        self.open_files = OpenFileWatch(self.topics)
+        self.open_files.check()
+        self.topics.on_change = self._topics_changed
         self.store.add_dispatch_listener(self.hold.notify)
         self.stats = BrokerStats(self.config, self.store, self.clock)
         self.transactions = TransactionService(self.config, self.store, self.topics, self.clients, self.offsets,
                                                self.writer, self.clock)
         self.transaction_recovery = await asyncio.to_thread(self.transactions.recover)
         client_manage = ClientManageProcessor(self.config, self.clients, self.groups, self.topics)
+        self._prepare_metrics()
         self._remoting = RemotingServer(self.config.listen_host, self.port, self._handlers(client_manage),
                                         on_connection_close=client_manage.connection_closed)
         await self._remoting.start()
+        if self.metrics is not None:
+            await self.metrics.start()
         self.hold.start()
         self._services = [
             Periodic("persist-consumer-offsets", self.config.flush_consumer_offset_interval_ms / 1000.0,
@@ -128,12 +146,14 @@ class BrokerServer:
         ]
         for service in self._services:
             service.start()
+        if self.acl is not None:
+            self.acl.start()
         await self.registration.register_all()
         self.registration.start()
 
     def _handlers(self, client_manage: ClientManageProcessor) -> dict[int, Handler]:
         cfg, store = self.config, self.store
-        sender = SendProcessor(cfg, store, self.topics, self.writer)
+        sender = SendProcessor(cfg, store, self.topics, self.writer, self.stats)
         processors = [
             sender,
             PullProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients, self.hold, self.stats),
@@ -150,18 +170,35 @@ class BrokerServer:
         handlers: dict[int, Handler] = {}
         for processor in processors:
             handlers.update(processor.handlers())
-        return handlers
+        if self.acl is not None:
+            handlers = self.acl.guard(handlers)
+        return handlers if self.rpc_latency is None else self.rpc_latency.wrap(handlers)
+
+    def _prepare_metrics(self) -> None:
+        """With metricsPort set: the collectors and the HTTP endpoint (which listens in `_serve`)."""
+        if not self.config.metrics_port:
+            return
+        registry = CollectorRegistry(auto_describe=False)
+        self.rpc_latency = RpcLatency(const_labels={"cluster": self.config.broker_cluster_name,
+                                                    "node_type": "broker", "node_id": self.config.broker_name})
+        registry.register(self.rpc_latency)
+        registry.register(BrokerCollector(self))
+        self.metrics = MetricsHttpServer(self.config.listen_host, self.config.metrics_port, registry)
 
     async def stop(self) -> None:
         """Unregister, drain, persist, shut the store down; safe to call once after start."""
         if self._remoting is None:
             return
         remoting, self._remoting = self._remoting, None
+        if self.metrics is not None:
+            await self.metrics.stop()
         await self.registration.stop()
         await self.hold.stop()
         await remoting.stop(self.config.shutdown_drain_timeout_ms / 1000.0)
         for service in self._services:
             await service.stop()
+        if self.acl is not None:
+            await self.acl.stop()
         await self.transactions.commit_progress()
         await self._namesrv_client.close()
         await self._persist_offsets()
@@ -180,6 +217,10 @@ class BrokerServer:
         data = self.offsets.snapshot()
         if data is not None:
             await asyncio.to_thread(self.offsets.write, data)
+
+    def _topics_changed(self) -> None:
+        self.registration.trigger()
+        self.open_files.check()
 
     def _notify_enabled(self, group: str) -> bool:
         found = self.groups.get(group)

@@ -13,6 +13,10 @@ VERSION_DESC = "V4_9_7"
 
 
 class BrokerStats:
+    """Counters updated once per request (a batch, a pull answer), never per message:
+    ``stored``/``pulled`` are a dict lookup and a few integer adds on the hot path, and
+    the Prometheus collector (`skiff.broker.metrics`) reads them at scrape time."""
+
     def __init__(self, config: BrokerConfig, store: MessageStore, clock: Clock) -> None:
         self.config = config
         self.store = store
@@ -20,10 +24,31 @@ class BrokerStats:
         self.boot_ms = clock.now_ms()
         self.pull_requests = 0
         self.messages_pulled = 0
+        self.in_by_topic: dict[str, list[int]] = {}
+        """topic → [messages, body bytes] stored from sends (send-backs and DLQ moves included)."""
+        self.out_by_topic_group: dict[tuple[str, str], list[int]] = {}
+        """(topic, group) → [messages, bytes] answered to pulls."""
+        self.pulled_to: dict[tuple[str, str, int], int] = {}
+        """(group, topic, queue id) → the next offset the group's last pull was told to read."""
 
-    def pulled(self, messages: int) -> None:
+    def stored(self, topic: str, messages: int, body_bytes: int) -> None:
+        counts = self.in_by_topic.get(topic)
+        if counts is None:
+            counts = self.in_by_topic[topic] = [0, 0]
+        counts[0] += messages
+        counts[1] += body_bytes
+
+    def pulled(self, messages: int, topic: str = "", group: str = "", queue_id: int = 0, total_bytes: int = 0,
+               next_offset: int = 0) -> None:
         self.pull_requests += 1
         self.messages_pulled += messages
+        key = (topic, group)
+        counts = self.out_by_topic_group.get(key)
+        if counts is None:
+            counts = self.out_by_topic_group[key] = [0, 0]
+        counts[0] += messages
+        counts[1] += total_bytes
+        self.pulled_to[(group, topic, queue_id)] = next_offset
 
     def runtime_table(self) -> dict[str, str]:
         s = self.store.stats()

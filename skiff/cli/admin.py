@@ -22,6 +22,7 @@ import orjson
 
 from skiff.client.admin import AsyncAdmin
 from skiff.client.admin_results import BrokerInfo
+from skiff.client.credentials import Credentials, resolve_credentials
 from skiff.common.message import MessageQueue
 from skiff.protocol.bodies.base import JsonBody
 from skiff.transport.loop import run_coroutine
@@ -41,7 +42,18 @@ def common_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     parser.add_argument("-n", "--namesrv", default=default_namesrv(), metavar="HOST:PORT;...",
                         help="NameServer addresses (default $SKIFF_NAMESRV or 127.0.0.1:9876)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    acl = parser.add_argument_group("ACL credentials (brokers with aclEnable=true; docs/acl.md)")
+    acl.add_argument("--access-key", metavar="KEY", help="access key (default $SKIFF_ACCESS_KEY)")
+    acl.add_argument("--secret-key", metavar="SECRET", help="secret key (default $SKIFF_SECRET_KEY)")
+    acl.add_argument("--credentials", metavar="FILE",
+                     help="YAML file with accessKey and secretKey (default $SKIFF_CREDENTIALS_FILE)")
     return parser
+
+
+def credentials(args: argparse.Namespace) -> Credentials | None:
+    """The keys the command signs with: flags, else the file, else the environment."""
+    return resolve_credentials(getattr(args, "access_key", None), getattr(args, "secret_key", None),
+                               getattr(args, "credentials", None))
 
 
 def family(sub: Any, name: str, help_text: str) -> Any:
@@ -73,7 +85,7 @@ def run_client(coro: Coroutine[Any, Any, T]) -> T:
 def with_admin(args: argparse.Namespace, work: Callable[[AsyncAdmin], Awaitable[T]]) -> T:
     """Run ``work(admin)`` against the NameServers of ``args``."""
     async def main() -> T:
-        async with AsyncAdmin(args.namesrv, instance_name=CLI_INSTANCE) as admin:
+        async with AsyncAdmin(args.namesrv, instance_name=CLI_INSTANCE, credentials=credentials(args)) as admin:
             return await work(admin)
 
     return run_client(main())

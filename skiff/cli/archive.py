@@ -72,13 +72,15 @@ def _session(args: argparse.Namespace) -> Iterator[Any]:
 
 
 def _spark_errors(job: Callable[[], int]) -> int:
-    """``job()``, a failed Spark job raised as a `ConfigError` with Spark's first line (no JVM trace)."""
+    """``job()``, a failed Spark job raised as a `SparkJobError` with Spark's first line (no JVM trace)."""
     from pyspark.errors import PySparkException
+
+    from skiff.spark.errors import SparkJobError
 
     try:
         return job()
     except PySparkException as exc:
-        raise ConfigError(str(exc).strip().splitlines()[0]) from None
+        raise SparkJobError(str(exc).strip().splitlines()[0]) from None
 
 
 def run_export(args: argparse.Namespace) -> int:

@@ -2,13 +2,16 @@
 
     skiff broker [-c broker.conf] [-n host:port;host:port] [--<key>=<value> ...]
     skiff up [--dir PATH] [--host 127.0.0.1] [--namesrv-port 9876] [--broker-port 10911] [--<key>=<value> ...]
+             [--dashboard-port 8080 | --no-dashboard]
 
 Keys are RocketMQ's broker.conf names, for the broker or its store
 (``--listenPort=10911 --storePathRootDir=/data --brokerName=broker-a
 --flushDiskType=SYNC_FLUSH``); overrides win over the file, flags over both.
 Both commands log where they listen and store, stop cleanly on SIGTERM or SIGINT
 (unregister, drain, persist offsets, flush the store), and exit with status 1
-and the reason on a bad config or a port in use.
+and the reason on a bad config or a port in use. ``skiff up`` also serves the web
+dashboard (its start line gives the address); a dashboard port in use is
+logged and the broker runs without it.
 """
 
 from __future__ import annotations
@@ -21,18 +24,22 @@ import resource
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from skiff.cli.namesrv import metrics_note
 from skiff.common.config import parse_overrides, read_properties_file
 from skiff.transport.loop import run
 
 if TYPE_CHECKING:
     from skiff.broker import BrokerConfig, BrokerServer
+    from skiff.dashboard.server import DashboardServer
     from skiff.namesrv import NamesrvConfig
     from skiff.store import StoreConfig
 
 log = logging.getLogger("skiff.broker")
 
 UP_STORE_DIR = "./store"
-OPEN_FILES_WARN_BELOW = 65_536
+UP_METRICS_PORT = 5557
+"""`skiff up`'s broker metrics port: RocketMQ 5's metricsPromExporterPort default (the NameServer's is the next)."""
+DASHBOARD_PORT = 8080
 
 
 def register(sub: Any) -> None:
@@ -52,9 +59,16 @@ def register(sub: Any) -> None:
     up.add_argument("--dir", default=UP_STORE_DIR, help=f"store directory (default {UP_STORE_DIR})")
     up.add_argument("--namesrv-port", type=int, default=9876, help="NameServer port (default 9876)")
     up.add_argument("--broker-port", type=int, default=10911, help="broker port (default 10911)")
+    up.add_argument("--metrics-port", type=int, default=UP_METRICS_PORT,
+                    help=f"broker's Prometheus port (default {UP_METRICS_PORT}; 0 turns metrics off)")
+    up.add_argument("--namesrv-metrics-port", type=int, default=UP_METRICS_PORT + 1,
+                    help=f"NameServer's Prometheus port (default {UP_METRICS_PORT + 1}; 0 turns it off)")
     up.add_argument("--host", default="127.0.0.1",
                     help="address both servers listen on and the broker advertises (default 127.0.0.1: "
                          "a local try-out is not reachable from other machines)")
+    up.add_argument("--dashboard-port", type=int, default=DASHBOARD_PORT,
+                    help=f"web dashboard port on --host (default {DASHBOARD_PORT}; 0 picks one)")
+    up.add_argument("--no-dashboard", action="store_true", help="do not run the web dashboard")
     up.set_defaults(handler=run_up, accepts_extra=True)
 
 
@@ -77,13 +91,16 @@ def run_up(args: argparse.Namespace, extra: list[str]) -> int:
     from skiff.broker import load_configs
     from skiff.namesrv import NamesrvConfig
 
-    namesrv_config = NamesrvConfig(listen_host=args.host, listen_port=args.namesrv_port)
+    namesrv_config = NamesrvConfig(listen_host=args.host, listen_port=args.namesrv_port,
+                                   metrics_port=args.namesrv_metrics_port)
     namesrv_config.validate()
     broker_config, store_config = load_configs(
-        {"storePathRootDir": args.dir, "listenPort": str(args.broker_port), "listenHost": args.host},
+        {"storePathRootDir": args.dir, "listenPort": str(args.broker_port), "listenHost": args.host,
+         "metricsPort": str(args.metrics_port)},
         parse_overrides(extra),
     )
-    return run(lambda stop: serve_up(namesrv_config, broker_config, store_config, stop))
+    dashboard = None if args.no_dashboard else (args.host, args.dashboard_port)
+    return run(lambda stop: serve_up(namesrv_config, broker_config, store_config, stop, dashboard))
 
 
 def raise_open_file_limit() -> int:
@@ -104,43 +121,60 @@ def raise_open_file_limit() -> int:
     return soft
 
 
-async def serve_broker(config: BrokerConfig, store_config: StoreConfig, stop: asyncio.Event) -> int:
+async def serve_broker(config: BrokerConfig, store_config: StoreConfig, stop: asyncio.Event,
+                       dashboard: DashboardServer | None = None) -> int:
     from skiff.broker import BrokerServer
 
-    limit = raise_open_file_limit()
-    if limit != resource.RLIM_INFINITY and limit < OPEN_FILES_WARN_BELOW:
-        log.warning("the open-file limit is %d: each queue's ConsumeQueue file holds one, so this broker "
-                    "serves fewer than that many queues; raise it with ulimit -Hn / LimitNOFILE", limit)
+    raise_open_file_limit()  # the broker warns if its queues come near the limit (skiff.broker.open_files)
     server = BrokerServer(config, store_config)
     await server.start()
     try:
         _log_listening(server)
+        if dashboard is not None:
+            await _start_dashboard(dashboard)
         await stop.wait()
     finally:
+        if dashboard is not None:
+            await dashboard.stop()
         await server.stop()
     log.info("skiff broker stopped")
     return 0
 
 
 async def serve_up(namesrv_config: NamesrvConfig, config: BrokerConfig, store_config: StoreConfig,
-                   stop: asyncio.Event) -> int:
+                   stop: asyncio.Event, dashboard_at: tuple[str, int] | None = None) -> int:
+    from skiff.dashboard.server import DashboardServer
+    from skiff.dashboard.service import DashboardConfig
     from skiff.namesrv import NamesrvServer
 
     namesrv = NamesrvServer(namesrv_config)
     await namesrv.start()
     try:
-        log.info("skiff namesrv listening on %s:%d (kv config in memory)", namesrv_config.listen_host, namesrv.port)
+        log.info("skiff namesrv listening on %s:%d (kv config in memory)%s", namesrv_config.listen_host,
+                 namesrv.port, metrics_note(namesrv))
         local = f"127.0.0.1:{namesrv.port}"
         namesrvs = ";".join(dict.fromkeys([local, *config.namesrv_addrs]))
-        await serve_broker(dataclasses.replace(config, namesrv_addr=namesrvs), store_config, stop)
+        dashboard = None if dashboard_at is None else DashboardServer(DashboardConfig(local), *dashboard_at)
+        await serve_broker(dataclasses.replace(config, namesrv_addr=namesrvs), store_config, stop, dashboard)
     finally:
         await namesrv.stop()
     return 0
 
 
+async def _start_dashboard(dashboard: DashboardServer) -> None:
+    """A dashboard that cannot start leaves the broker running: it is a convenience of the try-out."""
+    from skiff.dashboard.server import DashboardError
+
+    try:
+        await dashboard.start()
+    except DashboardError as exc:
+        log.warning("%s; the broker runs without it (--dashboard-port picks another port)", exc)
+
+
 def _log_listening(server: BrokerServer) -> None:
     c = server.config
     names = ";".join(c.namesrv_addrs) or "no NameServer"
+    metrics = f", metrics at {server.metrics.url(c.advertised_ip)}" if server.metrics is not None else ""
     log.info("skiff broker listening on %s:%d, store %s (broker %s of cluster %s, advertised as %s, %s, "
-             "registered with %s)", c.listen_host, server.port, server.store_config.root, c.broker_name,
-             c.broker_cluster_name, server.addr, server.store_config.flush_disk_type.name, names)
+             "registered with %s)%s", c.listen_host, server.port, server.store_config.root, c.broker_name,
+             c.broker_cluster_name, server.addr, server.store_config.flush_disk_type.name, names, metrics)

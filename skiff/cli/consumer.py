@@ -7,13 +7,12 @@
 from __future__ import annotations
 
 import argparse
-import time
-from datetime import datetime
 from typing import Any
 
 from skiff.cli.admin import command, emit, family, print_table, with_admin
 from skiff.cli.topic import format_time_ms
 from skiff.client.errors import ClientError
+from skiff.common.times import parse_time_ms
 
 LATEST = -1
 """The timestamp that resets to the end of every queue."""
@@ -49,15 +48,10 @@ def register(sub: Any) -> None:
 
 def parse_timestamp_ms(text: str) -> int:
     """``1714560000000``, ``-1``, ``now`` or an ISO-8601 time (local time unless it has an offset)."""
-    text = text.strip()
-    if text.lower() == "now":
-        return int(time.time() * 1000)
-    if text.lstrip("-").isdigit():
-        return int(text)
     try:
-        return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp() * 1000)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not ms since the epoch, 'now' or an ISO time") from None
+        return parse_time_ms(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def consumer_create(args: argparse.Namespace) -> int:

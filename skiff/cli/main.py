@@ -13,14 +13,19 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from skiff.common.errors import SkiffError
+from skiff.client.errors import MessageValidationError
+from skiff.common.errors import ConfigError, SkiffError
 
 COMMAND_MODULES: tuple[str, ...] = (
     "skiff.cli.namesrv", "skiff.cli.broker", "skiff.cli.admin", "skiff.cli.topic", "skiff.cli.consumer",
     "skiff.cli.message", "skiff.cli.timer", "skiff.cli.bench",
-    "skiff.cli.archive",
+    "skiff.cli.dashboard", "skiff.cli.archive",
 )
 """Modules that register subcommands, in the order `skiff --help` lists them."""
+BAD_ARGUMENT = (ConfigError, MessageValidationError)
+"""Bad input refused before any work: a configuration key or value (servers and clients alike,
+an address among them), a name, an expression, a message. Like argparse's own refusals these
+exit 2; every other failure (servers' answers, the network, timeouts, a port in use) exits 1."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,6 +52,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     try:
         return int(args.handler(args, extra) or 0)
+    except BAD_ARGUMENT as exc:
+        print(f"skiff: {exc}", file=sys.stderr)
+        return 2
     except SkiffError as exc:
         print(f"skiff: {exc}", file=sys.stderr)
         return 1

@@ -20,6 +20,7 @@ from skiff.cli.admin import (
     CLI_INSTANCE,
     command,
     common_args,
+    credentials,
     emit,
     family,
     print_json_line,
@@ -36,7 +37,10 @@ from skiff.client.producer import AsyncProducer, SelectByHash
 from skiff.client.pull_client import AsyncPullClient
 from skiff.client.results import MessageSelector, SendResult
 from skiff.common.message import Message, MessageQueue
+from skiff.common.names import topic_error
 from skiff.common.stored_message import StoredMessage
+from skiff.filter import FilterError, build_filter
+from skiff.filter.tags import SUB_ALL, TAG_SEPARATOR
 from skiff.protocol.errors import ConnectionClosed, RequestTimeout
 
 CLI_PRODUCER_GROUP = "SKIFF_CLI_PRODUCER"
@@ -170,7 +174,8 @@ def _pair(text: str) -> tuple[str, str]:
 
 
 async def _send(args: argparse.Namespace, msg: Message) -> list[SendResult]:
-    async with AsyncProducer(args.group, args.namesrv, instance_name=CLI_INSTANCE) as producer:
+    async with AsyncProducer(args.group, args.namesrv, instance_name=CLI_INSTANCE,
+                             credentials=credentials(args)) as producer:
         if args.order_key is None:
             return [await producer.send(msg) for _ in range(args.count)]
         return [await producer.send(msg, selector=SelectByHash(), arg=args.order_key) for _ in range(args.count)]
@@ -181,12 +186,28 @@ async def _send(args: argparse.Namespace, msg: Message) -> list[SendResult]:
 def consume(args: argparse.Namespace) -> int:
     if args.count is not None and args.count < 1:
         raise MessageValidationError("--count must be at least 1")
-    selector = MessageSelector.by_sql(args.sql) if args.sql else MessageSelector.by_tag(args.tags)
-    got = run_client(_Consume(args, selector).run())
+    problem = topic_error(args.topic)
+    if problem:
+        raise MessageValidationError(problem)
+    got = run_client(_Consume(args, consume_selector(args.sql, args.tags)).run())
     if args.count is not None and got < args.count:
         print(f"skiff: received {got} of {args.count} messages within {args.timeout_s} s", file=sys.stderr)
         return 1
     return 0
+
+
+def consume_selector(sql: str | None, tags: str) -> MessageSelector:
+    """The subscription of `skiff consume`, parsed here so a typo fails at once (the broker
+    would only refuse it at the first pull). Stricter than a broker on tags: an empty tag
+    between ``||`` is refused, where RocketMQ silently drops it."""
+    selector = MessageSelector.by_sql(sql) if sql else MessageSelector.by_tag(tags)
+    try:
+        build_filter(selector.expression, selector.expression_type)
+    except FilterError as exc:
+        raise MessageValidationError(str(exc)) from None
+    if not sql and selector.expression != SUB_ALL and any(not t.strip() for t in tags.split(TAG_SEPARATOR)):
+        raise MessageValidationError(f"tag expression {tags!r} has an empty tag: write tags joined by '||'")
+    return selector
 
 
 class _Consume:
@@ -201,15 +222,17 @@ class _Consume:
         self.next_offsets: dict[MessageQueue, int] = {}
 
     async def run(self) -> int:
-        async with AsyncAdmin(self.args.namesrv, instance_name=CLI_INSTANCE) as admin, \
-                AsyncPullClient(self.args.namesrv, instance_name=CLI_INSTANCE) as client:
+        creds = credentials(self.args)
+        async with AsyncAdmin(self.args.namesrv, instance_name=CLI_INSTANCE, credentials=creds) as admin, \
+                AsyncPullClient(self.args.namesrv, instance_name=CLI_INSTANCE, credentials=creds) as client:
             queues = await client.fetch_subscribe_queues(self.args.topic)
             starts = await asyncio.gather(*(self._start(admin, mq) for mq in queues))
             loops = [asyncio.ensure_future(self._pull_loop(client, mq, off)) for mq, off in zip(queues, starts)]
-            try:
-                await asyncio.wait_for(self.done.wait(), max(self.deadline - time.monotonic(), 0))
-            except asyncio.TimeoutError:
-                pass
+            done = asyncio.ensure_future(self.done.wait())
+            # a loop that ends early failed (a refused filter, a missing topic): report it now, not at the deadline
+            await asyncio.wait([done, *loops], timeout=max(self.deadline - time.monotonic(), 0),
+                               return_when=asyncio.FIRST_COMPLETED)
+            done.cancel()
             for loop in loops:
                 loop.cancel()
             failures = [r for r in await asyncio.gather(*loops, return_exceptions=True) if isinstance(r, Exception)]

@@ -48,10 +48,17 @@ async def serve(config: NamesrvConfig, stop: asyncio.Event) -> int:
     server = NamesrvServer(config)
     await server.start()
     kv = f"kv config in {server.kv.path}" if server.kv.path else "kv config in memory"
-    log.info("skiff namesrv listening on %s:%d (%s)", config.listen_host, server.port, kv)
+    log.info("skiff namesrv listening on %s:%d (%s)%s", config.listen_host, server.port, kv, metrics_note(server))
     try:
         await stop.wait()
     finally:
         await server.stop()
     log.info("skiff namesrv stopped")
     return 0
+
+
+def metrics_note(server: NamesrvServer) -> str:
+    """", metrics at http://host:port/metrics" when the server exports metrics, else ""."""
+    if server.metrics is None:
+        return ""
+    return f", metrics at {server.metrics.url(server.config.listen_host)}"

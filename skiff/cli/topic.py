@@ -11,7 +11,8 @@ from datetime import datetime
 from typing import Any
 
 from skiff.cli.admin import command, emit, family, with_admin
-from skiff.client.admin import DEFAULT_QUEUE_NUMS
+from skiff.client.admin import DEFAULT_QUEUE_NUMS, TOPIC_PERMS
+from skiff.common.limits import QUEUES_PER_TOPIC_MAX
 from skiff.protocol.bodies.topic import perm_text
 
 
@@ -21,11 +22,13 @@ def register(sub: Any) -> None:
                        ("update", "change a topic's queue counts, permission or order flag (same as create)")):
         cmd = command(topics, name, text, topic_create)
         cmd.add_argument("-t", "--topic", required=True)
-        cmd.add_argument("-q", "--queue-nums", type=int, default=DEFAULT_QUEUE_NUMS,
-                         help=f"read and write queues per broker (default {DEFAULT_QUEUE_NUMS})")
-        cmd.add_argument("-r", "--read-queue-nums", type=int, help="read queues (default: --queue-nums)")
-        cmd.add_argument("-w", "--write-queue-nums", type=int, help="write queues (default: --queue-nums)")
-        cmd.add_argument("-p", "--perm", type=int, default=6, help="2 write, 4 read, 6 both (default 6)")
+        cmd.add_argument("-q", "--queue-nums", type=queue_count, default=DEFAULT_QUEUE_NUMS,
+                         help=f"read and write queues per broker, 1 to {QUEUES_PER_TOPIC_MAX} "
+                              f"(default {DEFAULT_QUEUE_NUMS})")
+        cmd.add_argument("-r", "--read-queue-nums", type=queue_count, help="read queues (default: --queue-nums)")
+        cmd.add_argument("-w", "--write-queue-nums", type=queue_count, help="write queues (default: --queue-nums)")
+        cmd.add_argument("-p", "--perm", type=int, choices=TOPIC_PERMS, default=6,
+                         help="2 write, 4 read, 6 both (default 6)")
         cmd.add_argument("-o", "--order", action="store_true", help="an order topic")
         _where(cmd)
     cmd = command(topics, "delete", "delete a topic from the brokers and the NameServers", topic_delete)
@@ -36,6 +39,17 @@ def register(sub: Any) -> None:
     cmd.add_argument("-t", "--topic", required=True)
     cmd = command(topics, "status", "show every queue's min and max offset and last store time", topic_status)
     cmd.add_argument("-t", "--topic", required=True)
+
+
+def queue_count(text: str) -> int:
+    """A queue count argument: 1 to QUEUES_PER_TOPIC_MAX (what the broker accepts, less an unusable 0)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 1 <= value <= QUEUES_PER_TOPIC_MAX:
+        raise argparse.ArgumentTypeError(f"{value} is out of range: 1 to {QUEUES_PER_TOPIC_MAX}")
+    return value
 
 
 def _where(cmd: argparse.ArgumentParser) -> None:

@@ -60,6 +60,7 @@ _EXPORTS: dict[str, str] = {
     "MessageModel": "skiff.protocol.bodies.heartbeat",
     "ConsumeFromWhere": "skiff.protocol.bodies.heartbeat",
     "ClientConfig": "skiff.client._impl.config",
+    "Credentials": "skiff.client.credentials",
     # errors
     "SkiffError": "skiff.common.errors",
     "ClientError": "skiff.client.errors",

@@ -16,7 +16,8 @@ import asyncio
 import logging
 from typing import Any
 
-from skiff.client._impl.config import DEFAULT_INSTANCE_NAME, ClientConfig
+from skiff.client._impl.config import DEFAULT_INSTANCE_NAME, ClientConfig, client_config_for
+from skiff.client.credentials import Credentials
 from skiff.client._impl.instance import ClientInstance
 from skiff.client._impl.lifecycle import AsyncClient
 from skiff.client._impl.producer_impl import check_topic
@@ -36,6 +37,7 @@ from skiff.client.blocking import BlockingClient, mirror
 from skiff.client.errors import ClientError, ClientStateError, MessageValidationError, NoRouteError
 from skiff.client.results import PullStatus
 from skiff.common.errors import DecodeError
+from skiff.common.limits import QUEUES_PER_TOPIC_MAX
 from skiff.common.message import MessageQueue
 from skiff.common.msgid import decode_offset_msg_id
 from skiff.common.names import dlq_topic, group_error, retry_topic
@@ -53,6 +55,8 @@ ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"
 """The NameServer KV namespace holding order topics' queue layouts."""
 DEFAULT_QUEUE_NUMS = 8
 """Queues per broker a new topic gets (mqadmin updateTopic's default)."""
+TOPIC_PERMS = (int(Perm.WRITE), int(Perm.READ), int(Perm.READ | Perm.WRITE))
+"""The permissions a topic can be given: write only, read only, both (0 would make it unusable)."""
 ADMIN_GROUP = "TOOLS_CONSUMER"
 """The group admin pulls name (RocketMQ's tools use the same)."""
 QUERY_MAX_NUM = 64
@@ -66,8 +70,8 @@ class AsyncAdmin(AsyncClient):
     """Cluster, topic, group, offset and message administration over the remoting protocol."""
 
     def __init__(self, namesrv_addr: str = "", *, instance_name: str = DEFAULT_INSTANCE_NAME,
-                 client_config: ClientConfig | None = None) -> None:
-        self.client_config = client_config or ClientConfig(namesrv_addr, instance_name)
+                 client_config: ClientConfig | None = None, credentials: Credentials | None = None) -> None:
+        self.client_config = client_config_for(namesrv_addr, instance_name, client_config, credentials)
         self._instance: ClientInstance | None = None
 
     async def start(self) -> None:
@@ -150,8 +154,10 @@ class AsyncAdmin(AsyncClient):
         """
         check_topic(topic)
         read, write = read_queue_nums or queue_nums, write_queue_nums or queue_nums
-        if read <= 0 or write <= 0 or perm & ~int(Perm.READ | Perm.WRITE | Perm.INHERIT):
-            raise MessageValidationError("queue counts must be positive and perm a mix of 2 (write) and 4 (read)")
+        if not (1 <= read <= QUEUES_PER_TOPIC_MAX and 1 <= write <= QUEUES_PER_TOPIC_MAX):
+            raise MessageValidationError(f"queue counts must be 1 to {QUEUES_PER_TOPIC_MAX}")
+        if perm not in TOPIC_PERMS:
+            raise MessageValidationError("perm must be 2 (write), 4 (read) or 6 (both)")
         masters = await self._masters(cluster, broker_addr)
         config = TopicConfig(topic, read, write, perm, order=order)
         await asyncio.gather(*(self._inst.api.create_topic(a, config) for a in masters.values()))
@@ -236,8 +242,16 @@ class AsyncAdmin(AsyncClient):
                 await self.delete_topic(topic, cluster=cluster)
         return list(masters.values())
 
+    async def consumer_groups(self, cluster: str | None = None) -> list[str]:
+        """The subscription groups every master (of ``cluster``) knows, sorted: the ones created
+        by admin and the ones consumers registered by subscribing."""
+        masters = await self._masters(cluster)
+        wrappers = await asyncio.gather(*(self._inst.api.get_all_subscription_groups(a) for a in masters.values()))
+        return sorted({name for w in wrappers for name in w.subscription_group_table})
+
     async def consumer_progress(self, group: str, topic: str | None = None) -> ConsumerProgress:
-        """Per queue the group consumes (of ``topic``): broker offset, committed offset, lag."""
+        """Per queue the group consumes (of ``topic``): broker offset, committed offset, lag.
+        `ClientError` when no broker has an offset of the group (of ``topic``)."""
         _check_group(group)
         masters = await self._masters()
 
@@ -250,6 +264,9 @@ class AsyncAdmin(AsyncClient):
         stats = [s for s in await asyncio.gather(*(one(a) for a in masters.values())) if s is not None]
         rows = [QueueProgress(mq, w.broker_offset, w.consumer_offset, w.last_timestamp)
                 for s in stats for mq, w in s.offset_table.items()]
+        if not rows:  # as Java's examineConsumeStats: a group nobody knows is not "no lag"
+            raise ClientError(f"consumer group {group} has no offsets" + (f" on {topic}" if topic else "")
+                              + ": it does not exist or has not consumed anything")
         rows.sort(key=lambda r: (r.mq.topic, r.mq.broker_name, r.mq.queue_id))
         return ConsumerProgress(group, tuple(rows), sum(s.consume_tps for s in stats))
 
@@ -434,8 +451,8 @@ def _check_group(group: str) -> None:
 
 @mirror(AsyncAdmin, "cluster_info", "brokers", "broker_runtime_info", "create_topic", "delete_topic",
         "topic_list", "topic_route", "topic_status", "create_consumer_group", "delete_consumer_group",
-        "consumer_progress", "consumer_connections", "reset_offset_by_time", "max_offset", "min_offset",
-        "search_offset", "earliest_msg_store_time", "update_consumer_offset", "fetch_consumer_offset",
+        "consumer_groups", "consumer_progress", "consumer_connections", "reset_offset_by_time", "max_offset",
+        "min_offset", "search_offset", "earliest_msg_store_time", "update_consumer_offset", "fetch_consumer_offset",
         "message_by_id", "messages_by_key", "message_at", "timer_slots", "cancel_scheduled")
 class Admin(BlockingClient[AsyncAdmin]):
     """The blocking `AsyncAdmin`: same constructor, same methods."""

@@ -26,6 +26,7 @@ from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from skiff.client.errors import ClientStateError, ClientTimeoutError
+from skiff.common.errors import SkiffError
 from skiff.transport.loop import loop_factory
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,10 @@ class LoopThread:
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise ClientTimeoutError(f"the call did not finish within {timeout_s} s") from None
+        except SkiffError as exc:
+            # an expected failure (no NameServer, a refused send, a bad name) says all in its message;
+            # the loop's frames and inner causes would only bury it. Bugs keep their whole traceback.
+            raise exc.with_traceback(None) from None
         except BaseException:
             future.cancel()
             raise

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from skiff.client._impl.config import DEFAULT_INSTANCE_NAME, ClientConfig
+from skiff.client.credentials import Credentials
 from skiff.client._impl.consumer_core import ConsumerSettings, Subscription
 from skiff.client._impl.consumer_facade import AsyncConsumerBase, BlockingConsumerBase
 from skiff.client._impl.instance import ClientInstance
@@ -63,9 +64,10 @@ class AsyncLitePullConsumer(AsyncConsumerBase):
         instance_name: str = DEFAULT_INSTANCE_NAME,
         client_config: ClientConfig | None = None,
         trace: bool | TraceSettings = True,
+        credentials: Credentials | None = None,
     ) -> None:
         """``trace``: record what `poll` returns to the trace topic (docs/trace.md); False turns it off."""
-        super().__init__(group, namesrv_addr, instance_name, client_config)
+        super().__init__(group, namesrv_addr, instance_name, client_config, credentials)
         self._tracer = ConsumeTracer(group, trace_settings(trace), self.client_config)
         if auto_commit_interval_ms < 1 or poll_timeout_ms < 0 or pull_threshold_for_all < 1:
             raise ClientConfigError("auto_commit_interval_ms and pull_threshold_for_all must be positive "

@@ -19,7 +19,8 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from skiff.client._impl.config import DEFAULT_INSTANCE_NAME, ClientConfig
+from skiff.client._impl.config import DEFAULT_INSTANCE_NAME, ClientConfig, client_config_for
+from skiff.client.credentials import Credentials
 from skiff.client._impl.instance import ClientInstance
 from skiff.client._impl.lifecycle import AsyncClient
 from skiff.client._impl.producer_impl import ProducerCore, ProducerOptions
@@ -57,13 +58,14 @@ class AsyncProducer(AsyncClient):
         instance_name: str = DEFAULT_INSTANCE_NAME,
         client_config: ClientConfig | None = None,
         trace: bool | TraceSettings = True,
+        credentials: Credentials | None = None,
     ) -> None:
         """``trace``: record every send to the trace topic (docs/trace.md); False turns it off."""
         self.options = ProducerOptions(
             group, send_timeout_ms, retry_times_when_send_failed, retry_another_broker_when_not_store_ok,
             compress_body_over_bytes, max_message_size, latency_fault_enabled,
         )
-        self.client_config = client_config or ClientConfig(namesrv_addr, instance_name)
+        self.client_config = client_config_for(namesrv_addr, instance_name, client_config, credentials)
         self._tracer = SendTracer(group, trace_settings(trace), self.client_config)
         self._core: ProducerCore | None = None
         self._state = "created"

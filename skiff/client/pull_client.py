@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from skiff.client._impl.config import DEFAULT_INSTANCE_NAME, ClientConfig
+from skiff.client._impl.config import DEFAULT_INSTANCE_NAME, ClientConfig, client_config_for
+from skiff.client.credentials import Credentials
 from skiff.client._impl.instance import ClientInstance
 from skiff.client._impl.lifecycle import AsyncClient
 from skiff.client._impl.pull_api import LONG_POLL_EXTRA_MS, SUSPEND_TIMEOUT_MS, Puller, pull_sys_flag
@@ -36,12 +37,13 @@ class AsyncPullClient(AsyncClient):
     """Pulls queues by offset; every call names the queue and the offset."""
 
     def __init__(self, namesrv_addr: str = "", *, group: str = PULL_CLIENT_GROUP,
-                 instance_name: str = DEFAULT_INSTANCE_NAME, client_config: ClientConfig | None = None) -> None:
+                 instance_name: str = DEFAULT_INSTANCE_NAME, client_config: ClientConfig | None = None,
+                 credentials: Credentials | None = None) -> None:
         problem = group_error(group)
         if problem:
             raise MessageValidationError(f"pull group: {problem}")
         self.group = group
-        self.client_config = client_config or ClientConfig(namesrv_addr, instance_name)
+        self.client_config = client_config_for(namesrv_addr, instance_name, client_config, credentials)
         self._instance: ClientInstance | None = None
         self._puller: Puller | None = None
 

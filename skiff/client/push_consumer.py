@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from skiff.client._impl.config import DEFAULT_INSTANCE_NAME, ClientConfig
+from skiff.client.credentials import Credentials
 from skiff.client._impl.consumer_core import ConsumerSettings, Subscription
 from skiff.client._impl.consumer_facade import AsyncConsumerBase, BlockingConsumerBase
 from skiff.client._impl.consumer_impl import PushConsumerImpl
@@ -70,9 +71,10 @@ class AsyncPushConsumer(AsyncConsumerBase):
         instance_name: str = DEFAULT_INSTANCE_NAME,
         client_config: ClientConfig | None = None,
         trace: bool | TraceSettings = True,
+        credentials: Credentials | None = None,
     ) -> None:
         """``trace``: record every consumption to the trace topic (docs/trace.md); False turns it off."""
-        super().__init__(group, namesrv_addr, instance_name, client_config)
+        super().__init__(group, namesrv_addr, instance_name, client_config, credentials)
         self._tracer = ConsumeTracer(group, trace_settings(trace), self.client_config)
         self.settings = ConsumerSettings(
             message_model, consume_from_where, consume_timestamp_ms, allocate_strategy or AllocateAverage(),

@@ -31,10 +31,14 @@ class NamesrvConfig:
     """Connections with no traffic this long are closed (0 keeps them)."""
     kv_config_path: str = ""
     """Where KV configs (ORDER_TOPIC_CONFIG, ...) persist; empty keeps them in memory."""
+    metrics_port: int = 0
+    """Serve Prometheus metrics at http://listenHost:metricsPort/metrics; 0 is off (docs/metrics.md)."""
 
     def validate(self) -> None:
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort: {self.listen_port} is not a port (0-65535)")
+        if not 0 <= self.metrics_port <= 65535:
+            raise ConfigError(f"metricsPort: {self.metrics_port} is not a port (0-65535; 0 is off)")
         if self.scan_not_active_broker_interval_ms <= 0:
             raise ConfigError("scanNotActiveBrokerInterval: must be more than 0 ms")
         if self.broker_channel_expired_time_ms <= 0:

@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import logging
 
+from prometheus_client import CollectorRegistry
+
 from skiff.common.clock import SYSTEM_CLOCK, Clock
 from skiff.common.service import Periodic
 from skiff.namesrv.config import NamesrvConfig
 from skiff.namesrv.kv_config import KvConfigStore
+from skiff.namesrv.metrics import NamesrvCollector
 from skiff.namesrv.processor import NamesrvProcessor
 from skiff.namesrv.route_table import RemovedBroker, RouteTable
 from skiff.transport.connection import CloseReason, Connection
+from skiff.transport.metrics_http import MetricsHttpServer
+from skiff.transport.rpc_metrics import RpcLatency
 from skiff.transport.server import RemotingServer
 
 log = logging.getLogger(__name__)
@@ -28,10 +33,19 @@ class NamesrvServer:
         self.config = config
         self.routes = RouteTable(clock, config.broker_channel_expired_time_ms)
         self.kv = KvConfigStore(config.kv_config_path or None)
+        handlers = NamesrvProcessor(self.routes, self.kv).handlers()
+        self.metrics: MetricsHttpServer | None = None
+        if config.metrics_port:
+            registry = CollectorRegistry(auto_describe=False)
+            latency = RpcLatency(const_labels={"node_type": "namesrv"})
+            handlers = latency.wrap(handlers)
+            registry.register(latency)
+            registry.register(NamesrvCollector(self.routes))
+            self.metrics = MetricsHttpServer(config.listen_host, config.metrics_port, registry)
         self._remoting = RemotingServer(
             config.listen_host,
             config.listen_port,
-            NamesrvProcessor(self.routes, self.kv).handlers(),
+            handlers,
             on_connection_close=self._connection_closed,
             idle_timeout_s=config.server_channel_max_idle_time_seconds or None,
         )
@@ -46,9 +60,17 @@ class NamesrvServer:
         """Load the KV configs and listen; `ConfigError` or `ListenError` say what failed."""
         self.kv.load()
         await self._remoting.start()
+        if self.metrics is not None:
+            try:
+                await self.metrics.start()
+            except BaseException:
+                await self._remoting.stop(0)
+                raise
         self._scan.start()
 
     async def stop(self, drain_timeout_s: float = 5.0) -> None:
+        if self.metrics is not None:
+            await self.metrics.stop()
         await self._scan.stop()
         await self._remoting.stop(drain_timeout_s)
 

@@ -14,10 +14,15 @@ from __future__ import annotations
 from typing import Any
 
 from skiff.spark.datasource import SkiffDataSource
+from skiff.spark.workers import SparkWorkerPythonError, ensure_worker_python
 
-__all__ = ["SkiffDataSource", "register"]
+__all__ = ["SkiffDataSource", "SparkWorkerPythonError", "register"]
 
 
 def register(spark: Any) -> None:
-    """Make ``format("skiff")`` known to ``spark`` (a SparkSession; registration is per session)."""
+    """Make ``format("skiff")`` known to ``spark`` (a SparkSession; registration is per session).
+
+    First it makes sure the session's Python workers can import skiff (`ensure_worker_python`):
+    the registered source carries the worker interpreter, so it must be right before this."""
+    ensure_worker_python(spark)
     spark.dataSource.register(SkiffDataSource)

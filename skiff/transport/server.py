@@ -18,6 +18,14 @@ from skiff.transport.errors import ListenError
 
 log = logging.getLogger(__name__)
 
+CLOSE_LOG_LEVELS = {
+    CloseReason.PEER_CLOSED: logging.DEBUG,  # every CLI command and client shutdown: routine
+    CloseReason.SHUTDOWN: logging.DEBUG,
+    CloseReason.LOCAL_CLOSE: logging.DEBUG,
+    CloseReason.IDLE_TIMEOUT: logging.INFO,  # a client went silent: worth a line, not an alarm
+}
+"""How loud a closed connection is logged; the failures (malformed frames, socket and write
+errors) are WARNING, as they may need an operator."""
 IDLE_CHECKS_PER_TIMEOUT = 4
 """The idle scan runs this many times per idle timeout, so a connection closes
 at most a quarter of the timeout late."""
@@ -111,7 +119,7 @@ class RemotingServer:
 
     def _closed(self, conn: Connection, reason: CloseReason) -> None:
         self._connections.discard(conn)
-        level = logging.INFO if reason in (CloseReason.PEER_CLOSED, CloseReason.SHUTDOWN) else logging.WARNING
+        level = CLOSE_LOG_LEVELS.get(reason, logging.WARNING)
         log.log(level, "connection from %s closed: %s%s", conn.peer_addr, reason.value,
                 f" ({conn.close_detail})" if conn.close_detail else "")
         if self._on_connection_close is not None:

@@ -8,6 +8,7 @@ import asyncio
 import json
 import signal
 import socket
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from skiff.common.message import Message
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.testing.cluster import Cluster
-from skiff.testing.processes import broker_args, run_skiff, start_skiff
+from skiff.testing.processes import broker_args, free_port, run_skiff, start_skiff
 from skiff.testing.wire import BrokerWire
 from skiff.transport import RemotingClient
 from skiff.transport.loop import run_coroutine
@@ -34,7 +35,7 @@ def test_bad_configs_exit_non_zero_with_the_reason(tmp_path: Path):
     with ThreadPoolExecutor(len(cases)) as pool:
         results = list(pool.map(lambda case: run_skiff(case[0], cwd=tmp_path), cases))
     for (args, words), done in zip(cases, results):
-        assert done.returncode == 1 and words in done.stdout, (args, done.stdout)
+        assert done.returncode == 2 and words in done.stdout, (args, done.stdout)
         assert "Traceback" not in done.stdout
 
 
@@ -133,11 +134,16 @@ def test_sigkill_under_sync_flush_loses_no_acknowledged_message(tmp_path: Path):
 
 
 def test_skiff_up_runs_a_namesrv_and_a_broker_in_one_process(tmp_path: Path):
+    metrics_port = free_port()
     args = ["up", "--dir", "data", "--namesrv-port", "0", "--broker-port", "0", "--listenHost=127.0.0.1",
-            "--mappedFileSizeCommitLog=4194304", "--maxHashSlotNum=1024", "--maxIndexNum=4096"]
+            "--mappedFileSizeCommitLog=4194304", "--maxHashSlotNum=1024", "--maxIndexNum=4096",
+            "--metrics-port", str(metrics_port), "--namesrv-metrics-port", "0"]
     with start_skiff(args, cwd=tmp_path) as up:
         m = up.wait_for_line(r"skiff broker listening on (?P<host>[\d.]+):(?P<port>\d+), store data ")
         broker_addr = f"{m['host']}:{m['port']}"
+        assert m.string.rstrip().endswith(f"metrics at http://127.0.0.1:{metrics_port}/metrics")
+        with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10) as resp:
+            assert b"rocketmq_broker_permission{" in resp.read()
 
         async def use():
             wire = BrokerWire(broker_addr)

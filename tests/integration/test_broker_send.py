@@ -73,8 +73,8 @@ def test_a_new_topic_is_created_from_the_template_and_routed(cluster: Cluster):
         resp = await wire.send(Message.of("AutoCreated", b"x"), queue_id=3)
         assert resp.code == ResponseCode.SUCCESS, resp.remark
         resp = await wire.send(Message.of("AutoCreated", b"x"), queue_id=4)
-        assert resp.code == ResponseCode.NO_PERMISSION
-        assert "queue 4 of topic AutoCreated is not writable: it has 4 write queues" in resp.remark
+        assert resp.code == ResponseCode.SYSTEM_ERROR
+        assert "queueId 4 is illegal: topic AutoCreated has 4 write and 4 read queues" in resp.remark
         table = TopicConfigSerializeWrapper.from_json((await wire.call(RequestCode.GET_ALL_TOPIC_CONFIG)).body)
         tc = table.topic_config_table["AutoCreated"]
         assert (tc.read_queue_nums, tc.write_queue_nums, tc.perm) == (4, 4, 6)

@@ -97,11 +97,11 @@ def test_consumer_group_commands_and_errors(cluster: Cluster):
     assert offline.returncode == 1 and "CONSUMER_NOT_ONLINE" in offline.stderr
     assert ok_json(cluster, "consumer", "delete", "-g", "CG-made")["group"] == "CG-made"
     bad = skiff(cluster, "send", "-t", "bad topic", "x")
-    assert bad.returncode == 1 and "characters other than" in bad.stderr
+    assert bad.returncode == 2 and "characters other than" in bad.stderr
     refused = skiff(cluster, "send", "-t", "TBW102", "x")
-    assert refused.returncode == 1 and "system topic" in refused.stderr
+    assert refused.returncode == 2 and "system topic" in refused.stderr
     no_topic = skiff(cluster, "message", "query", "--key", "k")
-    assert no_topic.returncode == 1 and "give the topic" in no_topic.stderr
+    assert no_topic.returncode == 2 and "give the topic" in no_topic.stderr
     bad_time = skiff(cluster, "consumer", "reset-offset", "-g", "G", "-t", "T", "--timestamp", "yesterday")
     assert bad_time.returncode == 2 and "not ms since the epoch" in bad_time.stderr
     nobody = subprocess.run(skiff_command(["topic", "list", "-n", "127.0.0.1:1"]), capture_output=True, text=True,

@@ -176,7 +176,7 @@ def test_bad_configs_exit_non_zero_naming_the_problem(tmp_path):
     ]
     for args, words in cases:
         result = run_skiff(["namesrv", "--host", "127.0.0.1", "--listen-port", "0", *args])
-        assert result.returncode == 1 and words in result.stdout, (args, result.stdout)
+        assert result.returncode == 2 and words in result.stdout, (args, result.stdout)
 
 
 def test_config_file_and_kv_config_persist_across_restarts(tmp_path):

@@ -18,6 +18,7 @@ from skiff.client import (
     AsyncAdmin,
     AsyncLitePullConsumer,
     AsyncPushConsumer,
+    ClientError,
     ConsumeFromWhere,
     ConsumeStatus,
     Message,
@@ -73,8 +74,13 @@ def selective(p: dict[str, str]) -> bool:
 
 
 async def lag_of(ns: str, group: str) -> int:
+    """The group's total lag; -1 until it has committed an offset (progress refuses it then)."""
     async with AsyncAdmin(client_config=config(ns, "lag-reader")) as admin:
-        return (await admin.consumer_progress(group)).total_lag
+        try:
+            return (await admin.consumer_progress(group)).total_lag
+        except ClientError as exc:
+            assert "has no offsets" in str(exc)
+            return -1
 
 
 def push(ns: str, group: str, topic: str, selector: MessageSelector, got: list[Any],

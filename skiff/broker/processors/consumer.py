@@ -8,7 +8,11 @@ Where a new group starts (remoting-protocol.md §2.7): a group with no committed
 offset for a queue whose first message (offset 0) is still stored gets offset 0,
 so it reads a young queue from its start, as Java's broker answers while that
 message is in memory. Otherwise QUERY_NOT_FOUND, and the client's
-consumeFromWhere decides (CONSUME_FROM_LAST_OFFSET asks GET_MAX_OFFSET).
+consumeFromWhere decides (CONSUME_FROM_LAST_OFFSET asks GET_MAX_OFFSET). A
+stored offset below 0 (UPDATE_CONSUMER_OFFSET stores what it is given, and some
+clients persist -1 for "nothing consumed yet") is answered as no offset, as
+ConsumerManageProcessor does, so a restarted group does not skip what was sent
+while it was down.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ class ConsumerProcessor:
     def query_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         q = h.QueryConsumerOffsetRequestHeader.from_ext(req.ext_fields)
         offset = self.offsets.query(q.consumer_group, q.topic, q.queue_id)
+        if offset is not None and offset < 0:  # a client's "nothing consumed yet" (-1): no offset, as in Java
+            offset = None
         if offset is None and self._first_message_kept(q.topic, q.queue_id):
             offset = 0
         if offset is None:

@@ -151,7 +151,8 @@ class PullProcessor:
         ext = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(next_offset),
                "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)}
         if code == ResponseCode.SUCCESS:
-            self.stats.pulled(result.message_count)
+            self.stats.pulled(result.message_count, h.topic, h.consumer_group, h.queue_id, result.total_bytes,
+                              next_offset)
             return req.response(code, None, ext, body_parts=result.buffers)
         return req.response(code, _REMARKS.get(code), ext)
 

@@ -5,7 +5,8 @@ Every code is one path: the header says which topic and queue, the ``batch`` /
 sends batches on code 10 with ``batch`` = "1", zlib-compressed as a whole when
 sysFlag bit 0 is set: it is inflated, then split). Checks, in RocketMQ's order:
 the broker's and the topic's write permission, the topic name, auto-creation
-from the template topic the producer names (TBW102), the queue id. Then the
+from the template topic the producer names (TBW102), the queue id (negative:
+any write queue; at or past the larger queue count: SYSTEM_ERROR, as msgCheck). Then the
 message goes through the `MessageWriter` (delay and half messages are parked)
 into the store in one append, and the store's status becomes the response code.
 
@@ -24,6 +25,7 @@ from collections.abc import Awaitable
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.redirect import REDIRECT_PROPERTIES
+from skiff.broker.stats import BrokerStats
 from skiff.broker.topics import READ_WRITE, TopicConfigManager
 from skiff.broker.writer import MessageWriter, batch_refusal
 from skiff.common.errors import DecodeError
@@ -40,6 +42,9 @@ from skiff.store import MessageInput, MessageStore, PutResult, PutStatus
 from skiff.transport.connection import Connection, Handler
 
 _COMPRESSED = int(MessageSysFlag.COMPRESSED)
+_CLIENT_FLAGS = ~int(MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6)
+"""A sender's sysFlag less the host-length bits: the store sets those from the real addresses,
+and a bit that disagreed with the bytes written would make the record unreadable."""
 _WRITE = int(Perm.WRITE)
 
 STATUS_CODES = {
@@ -67,8 +72,9 @@ def born_host(peer: tuple[str, int]) -> bytes:
 
 class SendProcessor:
     def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
-                 writer: MessageWriter) -> None:
+                 writer: MessageWriter, stats: BrokerStats | None = None) -> None:
         self.config = config
+        self.stats = stats
         self.store = store
         self.topics = topics
         self.writer = writer
@@ -95,7 +101,7 @@ class SendProcessor:
             props = decode_properties(h.properties) if h.properties else {}
             inputs = self.writer.message(
                 h.topic, queue_id, bytes(req.body), props, h.properties.encode() if h.properties else b"", h.flag,
-                h.sys_flag, h.born_timestamp, host, h.reconsume_times or 0)
+                h.sys_flag & _CLIENT_FLAGS, h.born_timestamp, host, h.reconsume_times or 0)
         if isinstance(inputs, str):
             return req.response(ResponseCode.MESSAGE_ILLEGAL, inputs)
         return self.store_and_answer(req, [inputs] if isinstance(inputs, MessageInput) else inputs, queue_id,
@@ -106,6 +112,8 @@ class SendProcessor:
         """Append ``inputs`` in one write; under SYNC_FLUSH a ``wait``ing sender is answered
         after the fsync that covers them."""
         result = self.store.put_messages(inputs)
+        if self.stats is not None and result.status is PutStatus.PUT_OK:
+            self.stats.stored(inputs[0].topic, result.message_count, len(req.body))
         if wait and result.flushed is not None:
             return self._after_flush(req, queue_id, result)
         return put_response(req, result, queue_id, self._extra)
@@ -125,13 +133,13 @@ class SendProcessor:
         if not tc.perm & _WRITE:
             return req.response(ResponseCode.NO_PERMISSION, f"the topic {topic} does not accept messages (perm {tc.perm})")
         queue_id = h.queue_id
-        if queue_id < 0:
+        if queue_id < 0:  # "any queue"
             return random.randrange(tc.write_queue_nums) if tc.write_queue_nums else req.response(
                 ResponseCode.NO_PERMISSION, f"the topic {topic} has no write queue")
-        if queue_id >= tc.write_queue_nums:
-            return req.response(ResponseCode.NO_PERMISSION,
-                                f"queue {queue_id} of topic {topic} is not writable: it has {tc.write_queue_nums} "
-                                f"write queues")
+        if queue_id >= max(tc.write_queue_nums, tc.read_queue_nums):  # msgCheck's bound: a queue still read is kept
+            return req.response(ResponseCode.SYSTEM_ERROR,
+                                f"queueId {queue_id} is illegal: topic {topic} has {tc.write_queue_nums} write and "
+                                f"{tc.read_queue_nums} read queues")
         return queue_id
 
     def _topic_refusal(self, topic: str) -> tuple[int, str] | None:
@@ -167,7 +175,8 @@ class SendProcessor:
             return f"the batch body does not decode: {exc}", outer
         if not REDIRECT_PROPERTIES.isdisjoint(outer):
             return batch_refusal(outer), outer
-        return self.writer.batch(h.topic, queue_id, records, h.sys_flag & ~_COMPRESSED, h.born_timestamp, host,
+        flags = h.sys_flag & _CLIENT_FLAGS & ~_COMPRESSED
+        return self.writer.batch(h.topic, queue_id, records, flags, h.born_timestamp, host,
                                  h.reconsume_times or 0), outer
 
     async def _after_flush(self, req: RemotingCommand, queue_id: int, result: PutResult) -> RemotingCommand:

@@ -15,9 +15,11 @@ import random
 from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
+from skiff.client.credentials import Credentials
 from skiff.client.errors import NameServerUnavailableError
 from skiff.common.message import MessageQueue
 from skiff.common.stored_message import StoredMessage
+from skiff.protocol.acl_sign import sign_command
 from skiff.protocol.bodies.consumer import ConsumerIdList
 from skiff.protocol.bodies.heartbeat import CheckClientRequestBody, HeartbeatData
 from skiff.protocol.bodies.lock import LockBatchRequestBody, LockBatchResponseBody
@@ -100,25 +102,34 @@ class MQClientAPI:
     """Typed RPCs over one `RemotingClient`; ``timeout_ms`` defaults to ``request_timeout_ms``."""
 
     def __init__(self, remoting: RemotingClient, namesrvs: NameServers, request_timeout_ms: int = 3000,
-                 language: str = "PYTHON") -> None:
+                 language: str = "PYTHON", credentials: Credentials | None = None) -> None:
         self.remoting = remoting
         self.namesrvs = namesrvs
         self.request_timeout_ms = request_timeout_ms
         self.language = language
         """What every request says it is written in (brokers list it with the client's connection)."""
+        self.credentials = credentials
+        """When set, every request is signed (RocketMQ's AclClientRPCHook; docs/acl.md)."""
 
     # ------------------------------------------------------------ plumbing
 
     async def invoke(self, addr: str, cmd: RemotingCommand, timeout_ms: int | None = None,
                      expected: Iterable[int] = _OK) -> RemotingCommand:
         """Send ``cmd`` to ``addr``; raise the response code's error unless it is ``expected``."""
-        cmd.language = self.language
+        self._prepare(cmd)
         resp = await self.remoting.invoke(addr, cmd, timeout_ms or self.request_timeout_ms)
         return raise_for_response(resp, expected)
 
     async def invoke_oneway(self, addr: str, cmd: RemotingCommand) -> None:
-        cmd.language = self.language
+        self._prepare(cmd)
         await self.remoting.invoke_oneway(addr, cmd)
+
+    def _prepare(self, cmd: RemotingCommand) -> None:
+        """Say the client's language and sign: the last touch before a request leaves."""
+        cmd.language = self.language
+        if self.credentials is not None:
+            creds = self.credentials
+            sign_command(cmd, creds.access_key, creds.secret_key, creds.security_token)
 
     async def invoke_namesrv(self, cmd: RemotingCommand, timeout_ms: int | None = None,
                              expected: Iterable[int] = _OK) -> RemotingCommand:
@@ -127,7 +138,7 @@ class MQClientAPI:
         An error code is the NameServer's answer and is raised at once.
         """
         errors: dict[str, Exception] = {}
-        cmd.language = self.language
+        self._prepare(cmd)
         for addr in self.namesrvs.in_order():
             try:
                 resp = await self.remoting.invoke(addr, cmd, timeout_ms or self.request_timeout_ms)

@@ -11,6 +11,7 @@ import os
 import socket
 from dataclasses import dataclass
 
+from skiff.client.credentials import Credentials
 from skiff.client.errors import ClientConfigError
 
 DEFAULT_INSTANCE_NAME = "DEFAULT"
@@ -61,10 +62,15 @@ class ClientConfig:
     rebalance_interval_ms: int = 20_000
     request_timeout_ms: int = 3_000
     language: str = "PYTHON"
+    credentials: Credentials | None = None
+    """Keys every request is signed with (brokers with ``aclEnable=true`` need them);
+    None reads ``$SKIFF_ACCESS_KEY``/``$SKIFF_SECRET_KEY`` (`Credentials.from_env`)."""
 
     def __post_init__(self) -> None:
         if not self.namesrv_addr:
             object.__setattr__(self, "namesrv_addr", namesrv_from_env())
+        if self.credentials is None:
+            object.__setattr__(self, "credentials", Credentials.from_env())
         if not self.client_ip:
             object.__setattr__(self, "client_ip", local_ip())
         self.validate()
@@ -87,3 +93,14 @@ class ClientConfig:
     @property
     def namesrv_addrs(self) -> tuple[str, ...]:
         return split_namesrv_addr(self.namesrv_addr)
+
+
+def client_config_for(namesrv_addr: str, instance_name: str, client_config: ClientConfig | None,
+                      credentials: Credentials | None) -> ClientConfig:
+    """What a facade's constructor arguments mean: ``client_config`` as given, else one built from the
+    NameServers, instance name and credentials (a facade takes ``credentials=`` one way only)."""
+    if client_config is None:
+        return ClientConfig(namesrv_addr, instance_name, credentials=credentials)
+    if credentials is not None:
+        raise ClientConfigError("give credentials inside client_config or as credentials=, not both")
+    return client_config

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from skiff.client._impl.offset_store import OffsetStore
 from skiff.client._impl.strategies import AllocateAverage, AllocateStrategy
-from skiff.client.errors import ClientConfigError
+from skiff.client.errors import ClientConfigError, NameServerUnavailableError
 from skiff.client.results import MessageSelector
 from skiff.common.clock import SYSTEM_CLOCK, Clock
 from skiff.common.message import MessageQueue
@@ -250,6 +250,8 @@ class ConsumerCore:
         for topic in sorted(self.subscriptions):
             try:
                 await self.instance.routes.update(topic)
+            except NameServerUnavailableError:
+                raise  # none of the NameServers answered: a start that only logs would hide it (docs/client.md)
             except Exception as exc:  # noqa: BLE001 - the periodic refresh tries again
                 log.warning("consumer %s: fetching the route of %s failed: %s", self.group, topic, exc)
         await self.instance.heartbeat_all_brokers()

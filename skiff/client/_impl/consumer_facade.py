@@ -7,7 +7,8 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any, Generic, Protocol, Self, TypeVar
 
-from skiff.client._impl.config import ClientConfig
+from skiff.client._impl.config import ClientConfig, client_config_for
+from skiff.client.credentials import Credentials
 from skiff.client.blocking import BlockingWrapper
 from skiff.client.errors import ClientConfigError, ClientStateError
 from skiff.common.names import group_error
@@ -23,12 +24,13 @@ class AsyncConsumerBase:
 
     _impl: _HasInstance | None
 
-    def __init__(self, group: str, namesrv_addr: str, instance_name: str, client_config: ClientConfig | None) -> None:
+    def __init__(self, group: str, namesrv_addr: str, instance_name: str, client_config: ClientConfig | None,
+                 credentials: Credentials | None = None) -> None:
         problem = group_error(group)
         if problem:
             raise ClientConfigError(f"consumer group: {problem}")
         self.group = group
-        self.client_config = client_config or ClientConfig(namesrv_addr, instance_name)
+        self.client_config = client_config_for(namesrv_addr, instance_name, client_config, credentials)
         self._impl = None
         self._state = "created"
 

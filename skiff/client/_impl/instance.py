@@ -132,7 +132,7 @@ class _Triggered(Service):
         await super().stop(timeout_s)
 
 
-InstanceKey = tuple[int, tuple[str, ...], str]
+InstanceKey = tuple[int, tuple[str, ...], str, object]
 
 
 class ClientInstance:
@@ -146,7 +146,7 @@ class ClientInstance:
         self.loop = asyncio.get_running_loop()
         self.remoting = RemotingClient(self._handlers())
         self.api = AdminAPI(self.remoting, NameServers(config.namesrv_addrs), config.request_timeout_ms,
-                            config.language)
+                            config.language, config.credentials)
         self.routes = RouteCache(self.api)
         self.producers: dict[str, Any] = {}
         self.consumers: dict[str, ConsumerImpl] = {}
@@ -172,7 +172,7 @@ class ClientInstance:
     def get(cls, config: ClientConfig) -> ClientInstance:
         """The instance of this loop for ``config``'s NameServers and instance name (made if new)."""
         loop = asyncio.get_running_loop()
-        key = (id(loop), config.namesrv_addrs, config.instance_name)
+        key = (id(loop), config.namesrv_addrs, config.instance_name, config.credentials)
         inst = cls._registry.get(key)
         if inst is not None and inst.loop is loop and not inst._closed:
             return inst

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import importlib.util
 import json
+import subprocess
 import sys
 from datetime import datetime, timezone
 from decimal import Decimal
@@ -60,3 +61,12 @@ def test_order_pipeline(spark, cluster, tmp_path):
 
 def _iso(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def test_default_output_and_checkpoint_are_ignored_by_git():
+    """Run from the repository root, the example writes nowhere git would show."""
+    root = EXAMPLES.parents[1]
+    job = example("orders_pipeline").Job("127.0.0.1:9876")
+    for path in (job.output, job.checkpoint):
+        done = subprocess.run(["git", "check-ignore", "-q", path], cwd=root, check=False)
+        assert done.returncode == 0, f"{path} is not ignored by git"

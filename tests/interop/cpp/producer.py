@@ -1,7 +1,7 @@
 """Send messages with the RocketMQ C++ client (PyPI `rocketmq` 0.4.4) and print what it answered.
 
 Run by tests/interop with that package's interpreter: ``python producer.py SPEC_JSON``.
-SPEC: {"namesrv", "group", "topic", "mode": "sync"|"async"|"oneway"|"batch"|"orderly",
+SPEC: {"namesrv", "group", "topic", "mode": "sync"|"async"|"oneway"|"batch"|"orderly", "credentials"?,
        "messages": [{"body", "tags"?, "keys"?, "delay"?, "arg"?, "props"?}], "retry_s"?, "interval_ms"?}
 Prints one JSON object: {"results": [{"keys", "status", "msg_id", "offset"} | {"keys", "error"}]}.
 A sync or orderly send that fails is retried for up to ``retry_s`` seconds (a broker restarting).
@@ -48,6 +48,8 @@ def main():
     spec = json.loads(sys.argv[1])
     producer = Producer(spec["group"], timeout=spec.get("timeout_ms", 3000))
     producer.set_namesrv_addr(spec["namesrv"])
+    if spec.get("credentials"):  # [access_key, secret_key, channel]: sign requests (plain ACL)
+        producer.set_session_credentials(*spec["credentials"])
     producer.start()
     topic, mode, retry_s = spec["topic"], spec["mode"], spec.get("retry_s", 0)
     results = []

@@ -18,6 +18,8 @@ def main():
     spec = json.loads(sys.argv[1])
     consumer = PullConsumer(spec["group"])
     consumer.set_namesrv_addr(spec["namesrv"])
+    if spec.get("credentials"):  # [access_key, secret_key, channel]: sign requests (plain ACL)
+        consumer.set_session_credentials(*spec["credentials"])
     consumer.start()
     got = []
     deadline = time.time() + spec.get("timeout_s", 20)

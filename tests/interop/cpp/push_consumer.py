@@ -32,6 +32,8 @@ def main():
     model = MessageModel.BROADCASTING if spec.get("broadcast") else MessageModel.CLUSTERING
     consumer = PushConsumer(spec["group"], orderly=spec.get("orderly", False), message_model=model)
     consumer.set_namesrv_addr(spec["namesrv"])
+    if spec.get("credentials"):  # [access_key, secret_key, channel]: sign requests (plain ACL)
+        consumer.set_session_credentials(*spec["credentials"])
     consumer.set_thread_count(spec.get("threads", 2))
     later = set(spec.get("reconsume_later", []))
     seen_later = set()

@@ -1,0 +1,162 @@
+"""The broker's Prometheus metrics (docs/metrics.md), collected at scrape time.
+
+Nothing here runs on the request path: sends and pulls bump `BrokerStats`
+counters once per request, and `BrokerCollector.collect` turns those, the
+committed offsets, the clients, the store and the timer into metric families when
+Prometheus asks. Consumer lag is computed then, from each committed offset and its
+queue's max offset, so it costs nothing between scrapes.
+
+Names are RocketMQ 5's (BrokerMetricsConstant, DefaultStoreMetricsConstant) where it
+has one, ``skiff_`` otherwise. Every sample carries ``cluster``, ``node_type`` and
+``node_id`` (the broker name), as RocketMQ's do.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from skiff.common.names import DLQ_PREFIX, SYSTEM_TOPICS, is_retry_topic
+
+if TYPE_CHECKING:
+    from skiff.broker.server import BrokerServer
+
+ConstLabels = tuple[list[str], list[str]]
+
+
+class BrokerCollector(Collector):
+    def __init__(self, broker: BrokerServer) -> None:
+        self.broker = broker
+        cfg = broker.config
+        self._const: ConstLabels = (["cluster", "node_type", "node_id"],
+                                    [cfg.broker_cluster_name, "broker", cfg.broker_name])
+
+    def collect(self) -> Iterator[Metric]:
+        for part in (self._traffic, self._consumers, self._clients, self._storage, self._timer, self._broker):
+            yield from part()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _family(self, kind: Callable[..., Metric], name: str, doc: str, labels: list[str]) -> Metric:
+        return kind(name, doc, labels=[*labels, *self._const[0]])
+
+    def _add(self, family: Metric, values: list[str], value: float) -> None:
+        family.add_metric([*values, *self._const[1]], value)  # type: ignore[attr-defined]
+
+    # ------------------------------------------------------------------ parts
+
+    def _traffic(self) -> Iterator[Metric]:
+        stats = self.broker.stats
+        msgs_in = self._family(CounterMetricFamily, "rocketmq_messages_in", "Messages stored from sends.",
+                               ["topic", "is_retry", "is_system"])
+        bytes_in = self._family(CounterMetricFamily, "rocketmq_throughput_in", "Request body bytes of stored sends.",
+                                ["topic", "is_retry", "is_system"])
+        dlq = self._family(CounterMetricFamily, "rocketmq_send_to_dlq_messages",
+                           "Messages moved to a group's dead-letter topic.", ["consumer_group"])
+        for topic, (messages, size) in sorted(stats.in_by_topic.items()):
+            flags = [topic, _flag(is_retry_topic(topic)), _flag(topic in SYSTEM_TOPICS)]
+            self._add(msgs_in, flags, messages)
+            self._add(bytes_in, flags, size)
+            if topic.startswith(DLQ_PREFIX):
+                self._add(dlq, [topic[len(DLQ_PREFIX):]], messages)
+        msgs_out = self._family(CounterMetricFamily, "rocketmq_messages_out", "Messages answered to pulls.",
+                                ["topic", "consumer_group", "is_retry"])
+        bytes_out = self._family(CounterMetricFamily, "rocketmq_throughput_out", "Bytes answered to pulls.",
+                                 ["topic", "consumer_group", "is_retry"])
+        for (topic, group), (messages, size) in sorted(stats.out_by_topic_group.items()):
+            self._add(msgs_out, [topic, group, _flag(is_retry_topic(topic))], messages)
+            self._add(bytes_out, [topic, group, _flag(is_retry_topic(topic))], size)
+        yield from (msgs_in, bytes_in, msgs_out, bytes_out, dlq)
+
+    def _consumers(self) -> Iterator[Metric]:
+        labels = ["topic", "consumer_group", "queue_id"]
+        lag = self._family(GaugeMetricFamily, "rocketmq_consumer_lag_messages",
+                           "Messages stored but not yet committed by the group (max offset - committed).", labels)
+        inflight = self._family(GaugeMetricFamily, "rocketmq_consumer_inflight_messages",
+                                "Messages pulled but not yet committed (last pull's next offset - committed).", labels)
+        ready = self._family(GaugeMetricFamily, "rocketmq_consumer_ready_messages",
+                             "Messages stored and not yet pulled (max offset - last pull's next offset).", labels)
+        store, pulled_to = self.broker.store, self.broker.stats.pulled_to
+        for group, topic, queue_id, committed in sorted(self.broker.offsets.entries()):
+            max_offset = store.get_max_offset(topic, queue_id)
+            values = [topic, group, str(queue_id)]
+            self._add(lag, values, max(0, max_offset - committed))
+            reached = pulled_to.get((group, topic, queue_id))
+            if reached is not None:
+                self._add(inflight, values, max(0, reached - committed))
+                self._add(ready, values, max(0, max_offset - reached))
+        yield from (lag, inflight, ready)
+
+    def _clients(self) -> Iterator[Metric]:
+        clients = self.broker.clients
+        producers = self._family(GaugeMetricFamily, "rocketmq_producer_connections",
+                                 "Producer connections by group.", ["producer_group"])
+        for group, channels in sorted(clients.producers.items()):
+            self._add(producers, [group], len(channels))
+        consumers = self._family(GaugeMetricFamily, "rocketmq_consumer_connections",
+                                 "Consumer connections by group.", ["consumer_group"])
+        for group, info in sorted(clients.consumers.items()):
+            self._add(consumers, [group], len(info.channels))
+        yield from (producers, consumers)
+
+    def _storage(self) -> Iterator[Metric]:
+        s = self.broker.store.stats()
+        size = self._family(GaugeMetricFamily, "rocketmq_storage_size",
+                            "Bytes the store's files take on disk (allocated blocks).", [])
+        self._add(size, [], _disk_bytes(self.broker.store_config.root))
+        flush = self._family(GaugeMetricFamily, "rocketmq_storage_flush_behind_bytes",
+                             "CommitLog bytes written but not yet flushed.", [])
+        self._add(flush, [], s.max_physical_offset - s.flushed_offset)
+        dispatch = self._family(GaugeMetricFamily, "rocketmq_storage_dispatch_behind_bytes",
+                                "CommitLog bytes not yet indexed in ConsumeQueues.", [])
+        self._add(dispatch, [], s.max_physical_offset - s.dispatched_offset)
+        yield from (size, flush, dispatch)
+
+    def _timer(self) -> Iterator[Metric]:
+        timer = self.broker.timer
+        if timer is None:
+            return
+        t = timer.stats()
+        gauges = (("rocketmq_timing_messages", "Delayed messages waiting in the timer.", t.scheduled),
+                  ("rocketmq_timer_enqueue_lag", "Scheduled entries not yet replayed into the timer.", t.replay_lag))
+        for name, doc, value in gauges:
+            family = self._family(GaugeMetricFamily, name, doc, [])
+            self._add(family, [], value)
+            yield family
+        dequeued = self._family(CounterMetricFamily, "rocketmq_timer_dequeue", "Delayed messages delivered.", [])
+        self._add(dequeued, [], t.delivered)
+        late = self._family(GaugeMetricFamily, "skiff_timer_lateness_ms",
+                            "Delivery time minus due time over the last deliveries (ms).", ["quantile"])
+        for q, value in (("0.5", t.lateness_p50_ms), ("0.99", t.lateness_p99_ms), ("1", t.lateness_max_ms)):
+            self._add(late, [q], value)
+        yield from (dequeued, late)
+
+    def _broker(self) -> Iterator[Metric]:
+        perm = self._family(GaugeMetricFamily, "rocketmq_broker_permission", "Perm bits: 2 write, 4 read.", [])
+        self._add(perm, [], self.broker.config.broker_permission)
+        yield perm
+        acl = self.broker.acl
+        if acl is not None:
+            refused = self._family(CounterMetricFamily, "skiff_acl_refused_requests",
+                                   "Requests refused by the ACL (NO_PERMISSION).", [])
+            self._add(refused, [], acl.refused)
+            yield refused
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _disk_bytes(root: str) -> int:
+    total = 0
+    for dirpath, _dirs, files in os.walk(root):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(dirpath, name)).st_blocks * 512
+            except OSError:
+                continue
+    return total

@@ -1,0 +1,43 @@
+"""``skiff dashboard``: the web dashboard over the admin API.
+
+    skiff dashboard -n 127.0.0.1:9876 [--host 127.0.0.1] [--port 8080]
+
+It runs until SIGTERM or SIGINT. ``skiff up`` runs one too (``--no-dashboard``
+turns it off); docs/dashboard.md has the pages and the JSON API.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+from skiff.cli.admin import default_namesrv
+from skiff.dashboard.server import DEFAULT_PORT, DashboardServer
+from skiff.dashboard.service import DashboardConfig
+from skiff.transport.loop import run
+
+
+def register(sub: Any) -> None:
+    cmd = sub.add_parser("dashboard", help="run the web dashboard",
+                         description="Serve the web dashboard for the cluster the NameServers know.")
+    cmd.add_argument("-n", "--namesrv", default=default_namesrv(), metavar="HOST:PORT;...",
+                     help="NameServer addresses (default $SKIFF_NAMESRV or 127.0.0.1:9876)")
+    cmd.add_argument("--host", default="127.0.0.1",
+                     help="address to listen on (default 127.0.0.1: only this machine can open it)")
+    cmd.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks one)")
+    cmd.set_defaults(handler=lambda args, extra: run_dashboard(args))
+
+
+def run_dashboard(args: argparse.Namespace) -> int:
+    server = DashboardServer(DashboardConfig(args.namesrv), args.host, args.port)
+    return run(lambda stop: serve_dashboard(server, stop))
+
+
+async def serve_dashboard(server: DashboardServer, stop: asyncio.Event) -> int:
+    await server.start()
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()
+    return 0

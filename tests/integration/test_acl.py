@@ -1,0 +1,208 @@
+"""Plain ACL on a real broker: our client signs with the right keys and is served; no keys,
+a wrong secret, a DENY or SUB-only topic, a denied group, a non-admin deleting a topic and a
+tampered request are refused with NO_PERMISSION and a reason; the file reloads when it changes."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from skiff.client import AsyncAdmin, AsyncProducer, AsyncPullClient, Credentials, Message, MessageQueue
+from skiff.client._impl.config import ClientConfig
+from skiff.client.errors import SendFailedError
+from skiff.protocol.acl_sign import sign_command
+from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.command import RemotingCommand
+from skiff.protocol.errors import NoPermissionError
+from skiff.testing.cluster import Cluster
+from skiff.testing.processes import run_skiff
+from skiff.testing.waits import eventually
+from skiff.testing.wire import BrokerWire, send_header
+from skiff.transport.loop import run_coroutine
+
+ADMIN = Credentials("admin-user", "admin-secret-1")
+APP = Credentials("app-user", "app-secret-1")
+ACL = """
+accounts:
+  - accessKey: app-user
+    secretKey: app-secret-1
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms: [Open=PUB|SUB, ReadOnly=SUB, Denied={denied}]
+    groupPerms: [BadGroup=DENY]
+  - accessKey: admin-user
+    secretKey: admin-secret-1
+    admin: true
+"""
+TOPICS = ("Open", "ReadOnly", "Denied")
+
+
+@pytest.fixture(scope="module")
+def acl_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("acl-conf") / "plain_acl.yml"
+    path.write_text(ACL.format(denied="DENY"))
+    return path
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, acl_file: Path):
+    args = ["--aclEnable=true", f"--plainAclFile={acl_file}", "--aclReloadInterval=100"]
+    with Cluster(tmp_path_factory.mktemp("acl"), broker_args=args) as c:
+        async def create() -> None:
+            async with AsyncAdmin(client_config=config(c, "acl-admin", ADMIN)) as admin:
+                for topic in TOPICS:
+                    await admin.create_topic(topic, queue_nums=1)
+        run_coroutine(create())
+        yield c
+
+
+def config(cluster: Cluster, name: str, creds: Credentials | None) -> ClientConfig:
+    return ClientConfig(cluster.namesrv_addr, instance_name=name, client_ip="127.0.0.1", credentials=creds)
+
+
+async def send(cluster: Cluster, topic: str, creds: Credentials | None, body: bytes = b"hello") -> int:
+    async with AsyncProducer("PG-acl", client_config=config(cluster, f"acl-p-{topic}", creds), trace=False,
+                             retry_times_when_send_failed=0) as producer:
+        result = await producer.send(Message(topic, body))
+        return result.queue_offset
+
+
+def refused_send(cluster: Cluster, topic: str, creds: Credentials | None) -> str:
+    """The reason the broker gave for refusing a send (the producer retries NO_PERMISSION, as RocketMQ's does,
+    and then raises SendFailedError caused by it)."""
+    with pytest.raises(SendFailedError) as info:
+        run_coroutine(send(cluster, topic, creds))
+    assert isinstance(info.value.__cause__, NoPermissionError), info.value
+    return str(info.value.__cause__)
+
+
+def mq(cluster: Cluster, topic: str) -> MessageQueue:
+    return MessageQueue(topic, Cluster.broker_name(0), 0)
+
+
+def test_right_keys_send_and_pull_what_was_sent(cluster: Cluster) -> None:
+    async def main() -> None:
+        offset = await send(cluster, "Open", APP, b"for-acl")
+        async with AsyncPullClient(client_config=config(cluster, "acl-pull", APP), group="G1") as puller:
+            result = await puller.pull(mq(cluster, "Open"), offset, 8)
+        assert [m.body for m in result.messages] == [b"for-acl"]
+    run_coroutine(main())
+
+
+@pytest.mark.parametrize(("creds", "reason"), [
+    (None, "no AccessKey"),
+    (Credentials("app-user", "not-the-secret"), "signature check failed"),
+    (Credentials("stranger", "whatever-1"), "no ACL account"),
+])
+def test_no_keys_or_wrong_keys_are_refused(cluster: Cluster, creds: Credentials | None, reason: str) -> None:
+    why = refused_send(cluster, "Open", creds)
+    assert reason in why and "not-the-secret" not in why
+    out = cluster.broker(0).wait_for_line(f"ACL refused request code .* from 127.0.0.1:.*{reason}")
+    assert "not-the-secret" not in cluster.broker(0).output and out
+
+
+def test_deny_and_sub_only_topics_refuse_sends(cluster: Cluster) -> None:
+    for topic in ("ReadOnly", "Denied"):
+        assert f"no PUB permission on topic {topic}" in refused_send(cluster, topic, APP)
+
+
+def test_pulls_and_offset_updates_need_sub(cluster: Cluster) -> None:
+    async def main() -> None:
+        async with AsyncPullClient(client_config=config(cluster, "acl-pull2", APP), group="G2") as puller:
+            await puller.pull(mq(cluster, "ReadOnly"), 0, 8)  # SUB is enough to pull
+            with pytest.raises(NoPermissionError, match="topic Denied"):
+                await puller.pull(mq(cluster, "Denied"), 0, 8)
+        async with AsyncPullClient(client_config=config(cluster, "acl-pull3", APP), group="BadGroup") as puller:
+            with pytest.raises(NoPermissionError, match="group BadGroup"):
+                await puller.pull(mq(cluster, "Open"), 0, 8)
+        async with AsyncAdmin(client_config=config(cluster, "acl-app-admin", APP)) as app:
+            await app.update_consumer_offset("G3", mq(cluster, "Open"), 0)
+            assert await app.fetch_consumer_offset("G3", mq(cluster, "Open")) == 0
+            with pytest.raises(NoPermissionError, match="topic Denied"):
+                await app.update_consumer_offset("G3", mq(cluster, "Denied"), 0)
+            with pytest.raises(NoPermissionError, match="group BadGroup"):
+                await app.update_consumer_offset("BadGroup", mq(cluster, "Open"), 0)
+    run_coroutine(main())
+
+
+def test_only_an_admin_deletes_a_topic(cluster: Cluster) -> None:
+    async def main() -> None:
+        async with AsyncAdmin(client_config=config(cluster, "acl-app-admin2", APP)) as app:
+            with pytest.raises(NoPermissionError, match="needs an admin account"):
+                await app.delete_topic("Open")
+        async with AsyncAdmin(client_config=config(cluster, "acl-admin2", ADMIN)) as admin:
+            assert [q.mq.topic for q in await admin.topic_status("Open")] == ["Open"]
+    run_coroutine(main())
+
+
+def test_tampered_request_fails_the_signature(cluster: Cluster) -> None:
+    async def main() -> None:
+        wire = BrokerWire(cluster.broker_addr(0))
+        try:
+            def signed() -> RemotingCommand:
+                code = RequestCode.SEND_MESSAGE_V2
+                cmd = RemotingCommand.request(code, send_header(code, "Open", 0, ""), b"original")
+                sign_command(cmd, APP.access_key, APP.secret_key)
+                return cmd
+            ok = await wire.client.invoke(wire.addr, signed(), 3000)
+            assert ok.code == ResponseCode.SUCCESS, ok.remark
+            tampered = signed()
+            tampered.body = b"changed!"
+            resp = await wire.client.invoke(wire.addr, tampered, 3000)
+            assert (resp.code, "signature check failed" in (resp.remark or "")) == (ResponseCode.NO_PERMISSION, True)
+        finally:
+            await wire.close()
+    run_coroutine(main())
+
+
+def test_changed_file_is_reloaded_and_a_broken_one_ignored(cluster: Cluster, acl_file: Path) -> None:
+    acl_file.write_text(ACL.format(denied="PUB"))
+
+    async def sends() -> bool:
+        try:
+            await send(cluster, "Denied", APP)
+        except SendFailedError:
+            return False
+        return True
+    run_coroutine(eventually(sends, 15, "the reloaded ACL letting app-user send to Denied"))
+    start = len(cluster.broker(0).output.splitlines())
+    acl_file.write_text("accounts: [ {accessKey: app-user, secretKey: ")
+    cluster.broker(0).wait_for_line("ACL file changed but is not used", start=start)
+    assert run_coroutine(sends())
+    acl_file.write_text(ACL.format(denied="DENY"))
+    run_coroutine(eventually(lambda: _refused(cluster), 15, "the DENY coming back"))
+
+
+async def _refused(cluster: Cluster) -> bool:
+    try:
+        await send(cluster, "Denied", APP)
+    except SendFailedError as exc:
+        return isinstance(exc.__cause__, NoPermissionError)
+    return False
+
+
+def test_cli_signs_with_flags_file_or_environment(cluster: Cluster, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    ns = ["-n", cluster.namesrv_addr]
+    keys = ["--access-key", APP.access_key, "--secret-key", APP.secret_key]
+    refused = run_skiff(["topic", "delete", "-t", "Open", *ns, *keys])
+    assert refused.returncode == 1 and "NO_PERMISSION" in refused.stdout and "needs an admin" in refused.stdout
+    assert APP.secret_key not in refused.stdout
+    unsigned = run_skiff(["send", *ns, "-t", "Open", "unsigned"])
+    assert unsigned.returncode == 1 and "no AccessKey" in unsigned.stdout
+    tools = tmp_path / "tools.yml"
+    tools.write_text(f"accessKey: {APP.access_key}\nsecretKey: {APP.secret_key}\n")
+    by_file = run_skiff(["send", *ns, "-t", "Open", "signed-by-file", "--credentials", str(tools), "--json"])
+    assert by_file.returncode == 0, by_file.stdout
+    monkeypatch.setenv("SKIFF_ACCESS_KEY", APP.access_key)
+    monkeypatch.setenv("SKIFF_SECRET_KEY", APP.secret_key)
+    by_env = run_skiff(["send", *ns, "-t", "Open", "signed-by-env", "--json"])
+    assert by_env.returncode == 0, by_env.stdout
+
+    async def bodies() -> list[bytes]:
+        async with AsyncPullClient(client_config=config(cluster, "acl-pull-cli", APP), group="G4") as puller:
+            return [m.body for m in (await puller.pull(mq(cluster, "Open"), 0, 64)).messages]
+    got = run_coroutine(bodies())
+    assert b"signed-by-file" in got and b"signed-by-env" in got and b"unsigned" not in got

@@ -1,0 +1,144 @@
+"""The dashboard's JSON API against a real NameServer and broker: every answer checked
+against what the test did (topics created, messages sent, offsets consumed)."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.request
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from skiff.testing.cluster import Cluster
+from skiff.testing.dashboard import api_call as call
+from skiff.testing.dashboard import with_dashboard_client
+from skiff.testing.processes import run_skiff, start_skiff
+from skiff.testing.waits import eventually
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    with Cluster(tmp_path_factory.mktemp("dashboard-api")) as c:
+        yield c
+
+
+def with_client(cluster: Cluster, test: Callable[[TestClient], Awaitable[Any]]) -> None:
+    with_dashboard_client(cluster.namesrv_addr, test)
+
+
+def test_cluster_topics_messages_and_trace(cluster: Cluster):
+    async def test(client: TestClient) -> None:
+        brokers = (await call(client, "GET", "/api/cluster"))["brokers"]
+        assert [(b["broker_name"], b["role"], b["addr"], b["version"]) for b in brokers] == [
+            ("broker-a", "MASTER", cluster.broker_addr(), "V4_9_7")]
+        await call(client, "POST", "/api/topics", {"topic": "ApiOrders", "queue_nums": 2})
+        topics = {t["topic"]: t["kind"] for t in (await call(client, "GET", "/api/topics"))["topics"]}
+        assert topics["ApiOrders"] == "normal" and topics["broker-a"] == "system"
+        before = int(time.time() * 1000) - 1
+        sent = (await call(client, "POST", "/api/topics/ApiOrders/send",
+                           {"body": '{"order": 7}', "keys": "order-7 vip", "tags": "created", "count": 3}))["sent"]
+        assert [s["status"] for s in sent] == ["SEND_OK"] * 3
+        topic = await call(client, "GET", "/api/topics/ApiOrders")
+        assert topic["messages"] == 3 and [(r["read_queue_nums"], r["write_queue_nums"]) for r in topic["route"]] \
+            == [(2, 2)]
+        assert sum(q["max_offset"] for q in topic["queues"]) == 3
+
+        by_key = (await call(client, "GET", "/api/messages?topic=ApiOrders&key=order-7"))["messages"]
+        assert sorted(m["msg_id"] for m in by_key) == sorted(s["msg_id"] for s in sent)
+        by_time = (await call(client, "GET", f"/api/messages?topic=ApiOrders&begin={before}"))["messages"]
+        assert sorted(m["offset_msg_id"] for m in by_time) == sorted(s["offset_msg_id"] for s in sent)
+        future = int(time.time() * 1000) + 60_000
+        assert (await call(client, "GET", f"/api/messages?topic=ApiOrders&begin={future}"))["messages"] == []
+
+        first = sent[0]
+
+        async def traced() -> Any:
+            d = await call(client, "GET", f"/api/message?msg_id={first['offset_msg_id']}")
+            return d if d["trace"] else None
+        detail = await eventually(traced, 15, "the send's trace")
+        m = detail["message"]
+        assert (m["msg_id"], m["tags"], m["keys"]) == (first["msg_id"], "created", ["order-7", "vip"])
+        assert m["body"] == {"encoding": "json", "text": '{\n  "order": 7\n}', "truncated": False}
+        send = detail["trace"][0]
+        assert (send["kind"], send["group"], send["queue_offset"]) == ("send", "SKIFF_DASHBOARD_PRODUCER",
+                                                                      first["queue_offset"])
+
+        await call(client, "DELETE", "/api/topics/ApiOrders")
+        assert "ApiOrders" not in {t["topic"] for t in (await call(client, "GET", "/api/topics"))["topics"]}
+        missing = await call(client, "GET", "/api/topics/ApiOrders", status=404)
+        assert "ApiOrders" in missing["error"]
+
+    with_client(cluster, test)
+
+
+def test_lag_rises_with_sends_falls_with_consumption_and_resets_by_time(cluster: Cluster):
+    async def test(client: TestClient) -> None:
+        await call(client, "POST", "/api/topics", {"topic": "ApiLag", "queue_nums": 2})
+        first = await call(client, "POST", "/api/groups/api-g/consume", {"topic": "ApiLag"})
+        assert first["messages"] == []
+        group = await call(client, "GET", "/api/groups/api-g")
+        assert group["total_lag"] == 0 and len(group["queues"]) == 2 and group["members"] == []
+
+        await call(client, "POST", "/api/topics/ApiLag/send", {"body": "hello", "count": 5})
+        assert (await call(client, "GET", "/api/groups/api-g"))["total_lag"] == 5
+        listed = {g["group"]: g for g in (await call(client, "GET", "/api/groups"))["groups"]}
+        assert listed["api-g"]["total_lag"] == 5 and listed["api-g"]["topics"] == ["ApiLag"]
+
+        got = await call(client, "POST", "/api/groups/api-g/consume", {"topic": "ApiLag", "max_messages": 2})
+        assert [m["body"]["text"] for m in got["messages"]] == ["hello", "hello"]
+        assert (await call(client, "GET", "/api/groups/api-g"))["total_lag"] == 3
+        await call(client, "POST", "/api/groups/api-g/consume", {"topic": "ApiLag"})
+        assert (await call(client, "GET", "/api/groups/api-g"))["total_lag"] == 0
+
+        reset = await call(client, "POST", "/api/groups/api-g/reset-offset", {"topic": "ApiLag", "timestamp": 0})
+        assert sorted(o["offset"] for o in reset["offsets"]) == [0, 0]
+        assert (await call(client, "GET", "/api/groups/api-g"))["total_lag"] == 5
+
+        rates = await eventually(lambda: _rates(client), 15, "two rate samples")
+        assert len(rates["time"]) == len(rates["in_tps"]) == len(rates["out_tps"])
+
+    with_client(cluster, test)
+
+
+async def _rates(client: TestClient) -> Any:
+    d = await call(client, "GET", "/api/rates")
+    return d if len(d["time"]) >= 2 else None
+
+
+UP_ARGS = ["up", "--dir", "data", "--namesrv-port", "0", "--broker-port", "0", "--mappedFileSizeCommitLog=4194304",
+           "--maxHashSlotNum=1024", "--maxIndexNum=4096"]
+
+
+def test_skiff_up_serves_the_dashboard_and_its_start_line_says_where(tmp_path: Path):
+    with start_skiff([*UP_ARGS, "--dashboard-port", "0"], cwd=tmp_path) as up:
+        url = up.wait_for_line(r"skiff dashboard listening on 127\.0\.0\.1:\d+: open (?P<url>http://\S+/)")["url"]
+        broker = up.wait_for_line(r"skiff broker listening on (?P<addr>[\d.]+:\d+)")["addr"]
+        with urllib.request.urlopen(url + "api/cluster", timeout=10) as resp:
+            brokers = json.load(resp)["brokers"]
+        assert [(b["addr"], b["role"]) for b in brokers] == [(broker, "MASTER")]
+    assert up.popen.returncode == 0
+
+
+def test_skiff_up_without_the_dashboard(tmp_path: Path):
+    with start_skiff([*UP_ARGS, "--no-dashboard"], cwd=tmp_path) as up:
+        up.wait_for_line(r"skiff broker listening on")
+    assert up.popen.returncode == 0 and "dashboard" not in up.output
+
+
+def test_skiff_dashboard_refuses_bad_arguments_and_a_port_in_use():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        for args, reason in [
+            (["--port", str(port)], f"skiff: the dashboard cannot listen on 127.0.0.1:{port}: "),
+            (["--port", "70000"], "skiff: dashboard port 70000 is not a port (0 picks a free one)"),
+            (["-n", "nonsense"], "skiff: namesrv_addr: 'nonsense' is not a host:port address"),
+        ]:
+            proc = run_skiff(["dashboard", *args])
+            assert proc.returncode == 1 and reason in proc.stdout, proc.stdout

@@ -1,0 +1,220 @@
+"""The dashboard in a real browser: headless Chromium (Debian's, driven by Selenium through
+the system chromedriver; `make chromium` installs both) against real NameServer, broker and
+`skiff dashboard` processes. It walks the main flows a user takes, checks what each page
+shows against what the test did, and saves a screenshot of each page to a temporary directory
+(its path is printed; pytest -s shows it)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+
+from skiff.client import ConsumeFromWhere, ConsumeStatus, Message, Producer, PushConsumer
+from skiff.client._impl.config import ClientConfig
+from skiff.testing.cluster import Cluster
+from skiff.testing.processes import SkiffProcess, start_skiff
+from skiff.testing.waits import wait_for
+
+CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
+TOPIC, GROUP, DLQ_GROUP = "BrowserOrders", "browser-g", "browser-dlq"
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    with Cluster(tmp_path_factory.mktemp("dashboard-browser")) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def dashboard(cluster: Cluster) -> Iterator[SkiffProcess]:
+    with start_skiff(["dashboard", "-n", cluster.namesrv_addr, "--port", "0"]) as proc:
+        yield proc
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[WebDriver]:
+    assert CHROMIUM and CHROMEDRIVER, "Chromium and its driver are missing: run `make chromium`"
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1400,1000"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(30)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+@pytest.fixture(scope="module")
+def shots() -> Path:
+    """A directory of its own (pytest prunes its temporary directories while others run)."""
+    path = Path(tempfile.mkdtemp(prefix="skiff-dashboard-screenshots-"))
+    print(f"dashboard screenshots in {path}")
+    return path
+
+
+class Page:
+    """The browser on one dashboard, with waits on what the page shows."""
+
+    def __init__(self, driver: WebDriver, base: str, shots: Path) -> None:
+        self.driver, self.base, self.shots = driver, base, shots
+
+    def open(self, path: str) -> None:
+        self.driver.get(self.base + path)
+
+    def text(self, css: str) -> str:
+        return self.driver.find_element(By.CSS_SELECTOR, css).text
+
+    def fill(self, form: str, **fields: Any) -> None:
+        for name, value in fields.items():
+            el = self.driver.find_element(By.CSS_SELECTOR, f"{form} [name={name}]")
+            el.clear()
+            el.send_keys(str(value))
+        self.driver.find_element(By.CSS_SELECTOR, f"{form} button").click()
+
+    def wait_text(self, css: str, predicate: Any, what: str, timeout_s: float = 20.0, reload: bool = False) -> str:
+        def check() -> str | None:
+            if reload:
+                self.driver.refresh()
+            try:
+                found = self.driver.find_elements(By.CSS_SELECTOR, css)
+                text = found[0].text if found else ""
+            except StaleElementReferenceException:
+                return None
+            return text if predicate(text) else None
+        try:
+            return wait_for(check, timeout_s, what)
+        except AssertionError:
+            self.shot("failed")
+            raise AssertionError(f"{what} did not happen within {timeout_s} s on {self.driver.current_url}:\n"
+                                 f"{self.text('main')}") from None
+
+    def result(self) -> Any:
+        """The JSON an action answered (shown under the page), once it is there."""
+        self.wait_text("#flash", lambda t: t, "the action's answer")
+        assert "ok" in self.driver.find_element(By.ID, "flash").get_attribute("class"), self.text("#flash")
+        return json.loads(self.driver.find_element(By.ID, "result").get_attribute("textContent"))
+
+    def shot(self, name: str) -> None:
+        self.driver.save_screenshot(str(self.shots / f"{name}.png"))
+
+
+def test_main_flows_in_a_browser(cluster: Cluster, dashboard: SkiffProcess, browser: WebDriver, shots: Path):
+    page = Page(browser, f"http://127.0.0.1:{dashboard.port}", shots)
+    config = ClientConfig(cluster.namesrv_addr, "browser-test", client_ip="127.0.0.1")
+
+    # create a topic
+    page.open("/topics")
+    page.fill("#topic-form", topic=TOPIC, queue_nums=2)
+    page.wait_text("#topics", lambda t: TOPIC in t, "the new topic in the list", reload=True)
+    page.shot("topics")
+
+    # a group that has consumed the (empty) topic from the dashboard
+    page.open(f"/groups/{GROUP}")
+    page.fill("#consume-form", topic=TOPIC)
+    assert page.result()["messages"] == []
+    page.open(f"/groups/{GROUP}")
+    assert page.text("#total-lag") == "0" and page.text("#lag").count(TOPIC) == 2
+
+    # send from the topic page
+    page.open(f"/topics/{TOPIC}")
+    page.fill("#send-form", body='{"order": 1, "item": "oars"}', keys="order-1", tags="created")
+    sent = page.result()["sent"]
+    assert [s["status"] for s in sent] == ["SEND_OK"]
+
+    # the lag rises live while the group page is open
+    page.open(f"/groups/{GROUP}")
+    assert page.text("#total-lag") == "1"
+    with Producer("browser-pg", client_config=config) as producer:
+        for i in range(2):
+            producer.send(Message.of(TOPIC, f"plain text {i}".encode(), keys=[f"order-{i + 2}"]))
+    page.wait_text("#total-lag", lambda t: t == "3", "the lag to rise to 3 on the open page")
+    page.wait_text("#lag tbody", lambda t: sorted(line.split()[5] for line in t.splitlines()) == ["1", "2"],
+                   "the lag per queue to follow")
+    wait_for(lambda: int(browser.find_element(By.ID, "lag-chart").get_attribute("data-points") or 0) >= 3, 20,
+             "three points on the lag chart")
+    page.shot("group-lag")
+
+    # consume from the dashboard: the lag falls
+    page.fill("#consume-form", topic=TOPIC)
+    consumed = page.result()["messages"]
+    assert sorted(m["keys"][0] for m in consumed) == ["order-1", "order-2", "order-3"]
+    page.wait_text("#total-lag", lambda t: t == "0", "the lag to fall to 0")
+
+    # query the message by key, open it: body preview and trace
+    page.open("/messages")
+    page.fill("#query-form", topic=TOPIC, key="order-1")
+    page.wait_text("#messages", lambda t: sent[0]["msg_id"] in t, "the message found by key")
+    browser.find_element(By.CSS_SELECTOR, "#messages a").click()
+    assert page.text("#body-encoding") == "json"
+    assert '"item": "oars"' in page.text("#body")
+    page.wait_text("#trace", lambda t: "send by SKIFF_DASHBOARD_PRODUCER" in t,
+                   "the send in the trace timeline", reload=True)
+    page.shot("message")
+
+    # dead letters: a group whose listener fails once goes straight to its DLQ (max 0 retries)
+    delivered: list[tuple[str, str, int]] = []
+
+    def listener(msgs: list[Any], ctx: Any) -> ConsumeStatus:
+        for m in msgs:
+            delivered.append((m.msg_id, m.topic, m.reconsume_times))
+        return ConsumeStatus.RECONSUME_LATER if len(delivered) <= 3 else ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(DLQ_GROUP, client_config=ClientConfig(cluster.namesrv_addr, "browser-dlq",
+                                                                  client_ip="127.0.0.1"),
+                            max_reconsume_times=0, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    consumer.subscribe(TOPIC, "*")
+    consumer.register_listener(listener)
+    consumer.start()
+    try:
+        wait_for(lambda: len(delivered) >= 3, 30, "three failed deliveries")
+        page.open(f"/dlq?group={DLQ_GROUP}")
+        page.wait_text("#dlq", lambda t: t.count("Resend") == 3, "three dead letters", reload=True, timeout_s=30)
+        assert page.text("#dlq").count(TOPIC) == 3
+        page.shot("dlq")
+        button = browser.find_element(By.CSS_SELECTOR, "#dlq button.resend")
+        resent_id = json.loads(button.get_attribute("data-body"))["msg_id"]
+        button.click()
+        answer = page.result()
+        assert (answer["topic"], answer["original_topic"], answer["status"]) == (f"%RETRY%{DLQ_GROUP}", TOPIC,
+                                                                                 "SEND_OK")
+        wait_for(lambda: len(delivered) >= 4, 30, "the resent dead letter delivered again")
+        again = delivered[3]
+        assert again[1] == TOPIC, "the group sees the resent message under its original topic"
+        assert again[0] in {s["msg_id"] for s in sent} | {m["msg_id"] for m in consumed}
+        assert resent_id and again[0] == answer["msg_id"]
+        # its trace timeline: the send, the failed consumption, and the one after the resend
+        page.open(f"/message?msg_id={resent_id}")
+        page.wait_text("#trace", lambda t: t.count(f"consume by {DLQ_GROUP}") == 2, "both consumptions traced",
+                       reload=True, timeout_s=30)
+        trace = page.text("#trace")
+        assert trace.index("send by") < trace.index("consume by")
+        assert "failed" in trace and "success" in trace
+        page.shot("trace")
+    finally:
+        consumer.shutdown()
+
+    # the cluster page: the broker and the live in/out chart
+    page.open("/")
+    assert "MASTER" in page.text("#brokers") and cluster.broker_addr() in page.text("#brokers")
+    page.wait_text("#tps-chart", lambda t: int(browser.find_element(By.ID, "tps-chart").get_attribute(
+        "data-points") or 0) >= 2, "two points on the rates chart")
+    page.shot("cluster")
+    page.open("/timer")
+    assert "Nothing scheduled." in page.text("main")
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert not errors, errors

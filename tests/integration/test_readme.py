@@ -1,0 +1,128 @@
+"""README.md runs as written: every fenced code block is taken from the README itself and
+run, in order, against a real NameServer and broker, so the README cannot drift.
+
+What the test changes, and why:
+- the NameServer address: the blocks say ``127.0.0.1:9876`` (what ``make run`` listens on);
+  the test's cluster is on a free port, so ``SKIFF_NAMESRV`` points the CLI at it and the
+  address is replaced in the Python blocks;
+- ``build/venv``: the shell lines run in a scratch directory whose ``build/venv`` is this
+  interpreter's environment, so ``. build/venv/bin/activate`` is run as written;
+- skipped: ``make run`` and ``make test`` (the cluster stands in for the first; the second
+  is the suite this test is part of) and ``pip install`` (it would change the environment
+  under test). Only those lines are skipped; `SKIPPED` lists them and the test checks that
+  nothing else is.
+
+The push-consumer block runs until Ctrl+C: the test sends a message after it started, waits
+until the consumer prints it, then interrupts it. The Spark block runs in a plain
+``SparkSession`` with ``PYSPARK_PYTHON`` unset and this environment's ``bin`` off PATH, as a
+newcomer's shell would have it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from skiff.client import Message, Producer
+from skiff.testing.cluster import Cluster
+from skiff.testing.processes import SkiffProcess
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+README_NAMESRV = "127.0.0.1:9876"
+SKIPPED = re.compile(r"^(make (run|test)|pip install)\b")
+"""Lines the test does not run (see the module docstring)."""
+BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
+TIMEOUT_S = 120
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+def readme_blocks() -> list[tuple[str, str]]:
+    """(language, text) of every fenced block, in README order."""
+    return [(m[1], m[2]) for m in BLOCK.finditer(README.read_text())]
+
+
+def command_lines(text: str) -> list[str]:
+    """A shell block's commands, comments after `#` dropped (none of ours quote a #)."""
+    return [line.split(" #")[0].strip() for line in text.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    with Cluster(tmp_path_factory.mktemp("readme")) as c:
+        yield c
+
+
+@pytest.fixture
+def env(cluster: Cluster, tmp_path: Path) -> dict[str, str]:
+    """What a newcomer's shell in the repository has: no PYSPARK_PYTHON, this environment not
+    activated (its bin off PATH), skiff importable (the test's own PYTHONPATH) and the NameServer."""
+    venv_bin = str(Path(sys.prefix) / "bin")
+    path = os.pathsep.join(p for p in os.environ.get("PATH", "").split(os.pathsep) if p != venv_bin)
+    skiff_root = str(README.parent)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "VIRTUAL_ENV")}
+    env.update(PATH=path, SKIFF_NAMESRV=cluster.namesrv_addr, PYTHONUNBUFFERED="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [skiff_root, os.environ.get("PYTHONPATH")])))
+    (tmp_path / "build").mkdir()
+    (tmp_path / "build" / "venv").symlink_to(sys.prefix)
+    return env
+
+
+def run_shell(lines: list[str], cwd: Path, env: dict[str, str]) -> list[str]:
+    """Run the lines in one bash, each must exit 0; each line's output."""
+    marker = "### line done"
+    script = "set -e\n" + "".join(f"{line}\necho '{marker}'\n" for line in lines)
+    done = subprocess.run(["bash", "-c", script], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=TIMEOUT_S)
+    assert done.returncode == 0, f"README line failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout.split(marker + "\n")[:-1]
+
+
+def run_python(text: str, cluster: Cluster, cwd: Path, env: dict[str, str], *, interrupt_after=None) -> str:
+    script = cwd / "readme_block.py"
+    script.write_text(text.replace(README_NAMESRV, cluster.namesrv_addr))
+    proc = SkiffProcess([], cwd=cwd, env=env, command_prefix=[sys.executable, str(script)])
+    with proc:
+        if interrupt_after is not None:
+            interrupt_after(proc)
+            proc.signal(signal.SIGINT)
+        code = proc.wait(TIMEOUT_S)
+    assert code == 0, proc.output
+    return proc.output
+
+
+def keeps_consuming(cluster: Cluster):
+    """While the push consumer runs: send a message it subscribes to and wait until it prints it."""
+    def check(proc: SkiffProcess) -> None:
+        proc.wait_for_line(r"created b'\{\"id\": 1\}'", TIMEOUT_S)
+        with Producer("readme-test", cluster.namesrv_addr) as producer:
+            producer.send(Message.of("Orders", b"sent-while-running", tags="paid"))
+        proc.wait_for_line(r"paid b'sent-while-running'", TIMEOUT_S)
+    return check
+
+
+def test_readme_runs_as_written(cluster: Cluster, env: dict[str, str], tmp_path: Path):
+    blocks = readme_blocks()
+    assert [lang for lang, _ in blocks] == ["sh", "sh", "python", "python"], "a README block this test does not know"
+    setup, usage = (command_lines(text) for _, text in blocks[:2])
+    assert all(SKIPPED.match(line) for line in setup) and not any(SKIPPED.match(line) for line in usage)
+
+    send, consume, status, progress = run_shell(usage, tmp_path, env)[1:]
+    assert "SEND_OK" in send
+    assert re.search(r"tags=created keys=order-1 \{\"id\": 1\}", consume), consume
+    header, *rows = status.splitlines()
+    assert header.split()[:2] == ["BROKER", "QUEUE"] and sum(int(r.split()[3]) for r in rows) == 1, status
+    assert re.search(r"^Orders\s+broker-a\s+\d+\s+\d+\s+\d+\s+0\s", progress, re.M), progress
+
+    pushed = run_python(blocks[2][1], cluster, tmp_path, env, interrupt_after=keeps_consuming(cluster))
+    assert "sent-while-running" in pushed
+
+    shown = run_python(blocks[3][1], cluster, tmp_path, env)
+    assert re.search(r"\|\s*created\s*\|\s*\{\"id\": 1\}\s*\|", shown), shown
+    assert re.search(r"\|\s*paid\s*\|\s*sent-while-running\s*\|", shown), shown
