@@ -24,6 +24,7 @@ from skiff.client import (
     MessageSelector,
     SendResult,
 )
+from skiff.client.errors import NoOffsetsError
 from skiff.filter import FilterSyntaxError
 from skiff.protocol.bodies.heartbeat import CheckClientRequestBody, ConsumerData, ExpressionType, SubscriptionData
 from skiff.protocol.codes import RequestCode, ResponseCode
@@ -73,8 +74,12 @@ def selective(p: dict[str, str]) -> bool:
 
 
 async def lag_of(ns: str, group: str) -> int:
+    """The group's total lag; -1 until the group has committed an offset (not yet "no lag")."""
     async with AsyncAdmin(client_config=config(ns, "lag-reader")) as admin:
-        return (await admin.consumer_progress(group)).total_lag
+        try:
+            return (await admin.consumer_progress(group)).total_lag
+        except NoOffsetsError:
+            return -1
 
 
 def push(ns: str, group: str, topic: str, selector: MessageSelector, got: list[Any],
