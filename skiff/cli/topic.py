@@ -14,13 +14,17 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from skiff.cli.admin import command, emit, family, print_table, with_admin
+from skiff.cli.admin import bounded, command, emit, family, print_table, with_admin
 from skiff.client.admin import DEFAULT_QUEUE_NUMS, TOPIC_PERMS
 from skiff.client.admin_results import BrokerCompaction
 from skiff.common.errors import ConfigError
 from skiff.common.limits import QUEUES_PER_TOPIC_MAX
 from skiff.protocol.bodies.topic import perm_text
 from skiff.protocol.bodies.topic_attributes import CLEANUP_POLICY, DELETE_RETENTION_MS, CleanupPolicy
+
+
+queue_count = bounded(1, QUEUES_PER_TOPIC_MAX)
+"""A queue count: what the broker accepts, less an unusable 0."""
 
 
 def register(sub: Any) -> None:
@@ -56,17 +60,6 @@ def register(sub: Any) -> None:
     cmd.add_argument("-t", "--topic", required=True)
     cmd = command(topics, "compact", "compact every queue of a compacted topic now", topic_compact)
     cmd.add_argument("-t", "--topic", required=True)
-
-
-def queue_count(text: str) -> int:
-    """A queue count argument: 1 to QUEUES_PER_TOPIC_MAX (what the broker accepts, less an unusable 0)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 1 <= value <= QUEUES_PER_TOPIC_MAX:
-        raise argparse.ArgumentTypeError(f"{value} is out of range: 1 to {QUEUES_PER_TOPIC_MAX}")
-    return value
 
 
 def _where(cmd: argparse.ArgumentParser) -> None:
