@@ -27,7 +27,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from skiff.cli.namesrv import metrics_note
+from skiff.common import kernels
 from skiff.common.config import parse_overrides, read_properties_file
+from skiff.dashboard import DEFAULT_PORT
 from skiff.transport.loop import run
 
 if TYPE_CHECKING:
@@ -41,7 +43,15 @@ log = logging.getLogger("skiff.broker")
 UP_STORE_DIR = "./store"
 UP_METRICS_PORT = 5557
 """`skiff up`'s broker metrics port: RocketMQ 5's metricsPromExporterPort default (the NameServer's is the next)."""
-DASHBOARD_PORT = 8080
+TRY_OUT_STORE = {
+    "mappedFileSizeCommitLog": str(64 << 20),
+    "mappedFileSizeConsumeQueue": str(30_000 * 20),
+    "maxHashSlotNum": "100000",
+    "maxIndexNum": "400000",
+}
+"""`skiff up`'s file sizes: a try-out takes ~70 MB of disk (a 64 MiB CommitLog file, reserved
+whole; an 8 MB sparse index; 600 KB ConsumeQueue files) instead of the 1.1 GB RocketMQ's sizes take.
+`skiff broker` keeps RocketMQ's sizes; flags given to `skiff up` override these."""
 
 
 def register(sub: Any) -> None:
@@ -68,9 +78,13 @@ def register(sub: Any) -> None:
     up.add_argument("--host", default="127.0.0.1",
                     help="address both servers listen on and the broker advertises (default 127.0.0.1: "
                          "a local try-out is not reachable from other machines)")
-    up.add_argument("--dashboard-port", type=int, default=DASHBOARD_PORT,
-                    help=f"web dashboard port on --host (default {DASHBOARD_PORT}; 0 picks one)")
+    up.add_argument("--dashboard-port", type=int, default=DEFAULT_PORT,
+                    help=f"web dashboard port on --host (default {DEFAULT_PORT}; 0 picks one)")
     up.add_argument("--no-dashboard", action="store_true", help="do not run the web dashboard")
+    up.add_argument("--ha", action="store_true",
+                    help="instead: an etcd, a NameServer and a master and a slave in controller mode "
+                         "(docs/replication.md); needs Debian's etcd-server")
+    up.add_argument("--etcd-port", type=int, default=2379, help="with --ha: etcd's client port (default 2379)")
     up.set_defaults(handler=run_up, accepts_extra=True)
 
 
@@ -93,12 +107,16 @@ def run_up(args: argparse.Namespace, extra: list[str]) -> int:
     from skiff.broker import load_configs
     from skiff.namesrv import NamesrvConfig
 
+    if args.ha:
+        from skiff.cli.up_ha import run_up_ha
+        return run_up_ha(args, extra)
+
     namesrv_config = NamesrvConfig(listen_host=args.host, listen_port=args.namesrv_port,
                                    metrics_port=_metrics_port_or_off(args.host, args.namesrv_metrics_port,
                                                                      "--namesrv-metrics-port"))
     namesrv_config.validate()
     broker_config, store_config = load_configs(
-        {"storePathRootDir": args.dir, "listenPort": str(args.broker_port), "listenHost": args.host,
+        {**TRY_OUT_STORE, "storePathRootDir": args.dir, "listenPort": str(args.broker_port), "listenHost": args.host,
          "metricsPort": str(_metrics_port_or_off(args.host, args.metrics_port, "--metrics-port"))},
         parse_overrides(extra),
     )
@@ -195,5 +213,6 @@ def _log_listening(server: BrokerServer) -> None:
     names = ";".join(c.namesrv_addrs) or "no NameServer"
     metrics = f", metrics at {server.metrics.url(c.advertised_ip)}" if server.metrics is not None else ""
     log.info("skiff broker listening on %s:%d, store %s (broker %s of cluster %s, advertised as %s, %s, "
-             "registered with %s)%s", c.listen_host, server.port, server.store_config.root, c.broker_name,
-             c.broker_cluster_name, server.addr, server.store_config.flush_disk_type.name, names, metrics)
+             "registered with %s; %s)%s", c.listen_host, server.port, server.store_config.root, c.broker_name,
+             c.broker_cluster_name, server.addr, server.store_config.flush_disk_type.name, names,
+             kernels.IMPLEMENTATION, metrics)
