@@ -112,8 +112,9 @@ async def _rates(client: TestClient) -> Any:
     return d if len(d["time"]) >= 2 else None
 
 
-UP_ARGS = ["up", "--dir", "data", "--namesrv-port", "0", "--broker-port", "0", "--mappedFileSizeCommitLog=4194304",
-           "--maxHashSlotNum=1024", "--maxIndexNum=4096"]
+UP_ARGS = ["up", "--dir", "data", "--namesrv-port", "0", "--broker-port", "0", "--metrics-port", "0",
+           "--namesrv-metrics-port", "0", "--mappedFileSizeCommitLog=4194304", "--maxHashSlotNum=1024",
+           "--maxIndexNum=4096"]
 
 
 def test_skiff_up_serves_the_dashboard_and_its_start_line_says_where(tmp_path: Path):
