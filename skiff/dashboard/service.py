@@ -23,7 +23,7 @@ from skiff.common.limits import QUEUES_PER_TOPIC_MAX
 from skiff.common.message import Message
 from skiff.common.names import DLQ_PREFIX, RETRY_PREFIX, SYSTEM_TOPICS, TRACE_TOPIC, TRANS_GROUP
 from skiff.dashboard.form import Form
-from skiff.dashboard.messages import MessageService, message_row
+from skiff.dashboard.messages import MESSAGES_PER_REQUEST_MAX, MessageService, message_row
 from skiff.dashboard.rates import Rates
 from skiff.protocol.bodies.topic import Perm
 from skiff.protocol.errors import ConsumerNotOnlineError
@@ -147,7 +147,7 @@ class Dashboard:
 
     async def send(self, topic: str, form: Form) -> dict[str, Any]:
         keys = form.text("keys", "").split()
-        count = form.integer("count", 1, low=1, high=1000)
+        count = form.integer("count", 1, low=1, high=MESSAGES_PER_REQUEST_MAX)
         msg = Message.of(topic, form.text("body").encode(), tags=form.text("tags", "") or None, keys=keys or None)
         results = [await self.producer.send(msg) for _ in range(count)]
         return {"sent": [{"status": r.send_status.name, "msg_id": r.msg_id, "offset_msg_id": r.offset_msg_id,
@@ -203,7 +203,7 @@ class Dashboard:
 
     async def consume(self, group: str, form: Form) -> dict[str, Any]:
         topic = form.text("topic")
-        max_messages = form.integer("max_messages", 32, low=1, high=1000)
+        max_messages = form.integer("max_messages", 32, low=1, high=MESSAGES_PER_REQUEST_MAX)
         if group not in await self.admin.consumer_groups():
             await self.admin.create_consumer_group(group)
         consumed = await self.messages.consume(group, topic, max_messages)
