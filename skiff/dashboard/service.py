@@ -204,6 +204,7 @@ class Dashboard:
     async def consume(self, group: str, form: Form) -> dict[str, Any]:
         topic = form.text("topic")
         max_messages = form.integer("max_messages", 32, low=1, high=MESSAGES_PER_REQUEST_MAX)
+        await self.admin.topic_route(topic)  # a topic that is not there creates no group
         if group not in await self.admin.consumer_groups():
             await self.admin.create_consumer_group(group)
         consumed = await self.messages.consume(group, topic, max_messages)
