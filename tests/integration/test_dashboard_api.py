@@ -81,6 +81,8 @@ def test_cluster_topics_messages_and_trace(cluster: Cluster):
 def test_lag_rises_with_sends_falls_with_consumption_and_resets_by_time(cluster: Cluster):
     async def test(client: TestClient) -> None:
         await call(client, "POST", "/api/topics", {"topic": "ApiLag", "queue_nums": 2})
+        await call(client, "POST", "/api/groups/api-g/consume", {"topic": "NoSuchTopic"}, status=404)
+        assert "api-g" not in {g["group"] for g in (await call(client, "GET", "/api/groups"))["groups"]}
         first = await call(client, "POST", "/api/groups/api-g/consume", {"topic": "ApiLag"})
         assert first["messages"] == []
         group = await call(client, "GET", "/api/groups/api-g")
@@ -112,8 +114,9 @@ async def _rates(client: TestClient) -> Any:
     return d if len(d["time"]) >= 2 else None
 
 
-UP_ARGS = ["up", "--dir", "data", "--namesrv-port", "0", "--broker-port", "0", "--mappedFileSizeCommitLog=4194304",
-           "--maxHashSlotNum=1024", "--maxIndexNum=4096"]
+UP_ARGS = ["up", "--dir", "data", "--namesrv-port", "0", "--broker-port", "0", "--metrics-port", "0",
+           "--namesrv-metrics-port", "0", "--mappedFileSizeCommitLog=4194304", "--maxHashSlotNum=1024",
+           "--maxIndexNum=4096"]
 
 
 def test_skiff_up_serves_the_dashboard_and_its_start_line_says_where(tmp_path: Path):
