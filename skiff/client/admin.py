@@ -36,7 +36,13 @@ from skiff.client.admin_results import (
     ScheduledCancel,
 )
 from skiff.client.blocking import BlockingClient, mirror
-from skiff.client.errors import ClientError, ClientStateError, MessageValidationError, NoRouteError
+from skiff.client.errors import (
+    ClientError,
+    ClientStateError,
+    MessageValidationError,
+    NoOffsetsError,
+    NoRouteError,
+)
 from skiff.client.results import PullStatus
 from skiff.common.errors import DecodeError
 from skiff.common.limits import QUEUES_PER_TOPIC_MAX
@@ -279,7 +285,7 @@ class AsyncAdmin(AsyncClient):
 
     async def consumer_progress(self, group: str, topic: str | None = None) -> ConsumerProgress:
         """Per queue the group consumes (of ``topic``): broker offset, committed offset, lag.
-        `ClientError` when no broker has an offset of the group (of ``topic``)."""
+        `NoOffsetsError` when no broker has an offset of the group (of ``topic``)."""
         _check_group(group)
         masters = await self._masters()
 
@@ -293,7 +299,7 @@ class AsyncAdmin(AsyncClient):
         rows = [QueueProgress(mq, w.broker_offset, w.consumer_offset, w.last_timestamp)
                 for s in stats for mq, w in s.offset_table.items()]
         if not rows:  # as Java's examineConsumeStats: a group nobody knows is not "no lag"
-            raise ClientError(f"consumer group {group} has no offsets" + (f" on {topic}" if topic else "")
+            raise NoOffsetsError(f"consumer group {group} has no offsets" + (f" on {topic}" if topic else "")
                               + ": it does not exist or has not consumed anything")
         rows.sort(key=lambda r: (r.mq.topic, r.mq.broker_name, r.mq.queue_id))
         return ConsumerProgress(group, tuple(rows), sum(s.consume_tps for s in stats))

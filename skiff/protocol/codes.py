@@ -125,6 +125,27 @@ class SkiffRequestCode(IntEnum):
     """Compact every queue of a compacted topic now (`skiff topic compact`)."""
 
 
+class PopRequestCode(IntEnum):
+    """RocketMQ 5.x's POP consumption requests (``RequestCode.POP_MESSAGE`` ...).
+
+    Above 16 bits: they travel only in JSON-serialized headers (the ROCKETMQ binary
+    header holds a 16-bit code), as a 5.x client sends them.
+    """
+
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    PEEK_MESSAGE = 200052
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
+
+
+class PopResponseCode(IntEnum):
+    """5.x response codes of POP that reuse 4.x numbers (209 and 210 were ACL codes in 4.x)."""
+
+    NO_MESSAGE = 208
+    POLLING_FULL = 209
+    POLLING_TIMEOUT = 210
+
+
 class ResponseCode(IntEnum):
     SUCCESS = 0
     SYSTEM_ERROR = 1

@@ -22,6 +22,7 @@ import struct
 import threading
 from collections.abc import Callable, Sequence
 
+from skiff.common import kernels
 from skiff.common.clock import SYSTEM_CLOCK, Clock
 from skiff.common.errors import DecodeError
 from skiff.common.limits import PULL_MAX_BYTES
@@ -67,12 +68,15 @@ _DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 _OFFSET = struct.Struct(">q")
 
 
-def offset_msg_ids(store_host: bytes, offsets: Sequence[int]) -> tuple[str, ...]:
+def offset_msg_ids_py(store_host: bytes, offsets: Sequence[int]) -> tuple[str, ...]:
     """`skiff.common.msgid.create_offset_msg_id` of each offset: one hex encoding for the
     batch, then a slice per message."""
     width = 2 * (len(store_host) + _OFFSET.size)
     text = b"".join(map(store_host.__add__, map(_OFFSET.pack, offsets))).hex().upper()
     return tuple([text[i : i + width] for i in range(0, len(text), width)])
+
+
+offset_msg_ids = kernels.select("offset_msg_ids", offset_msg_ids_py)
 
 
 def _queue_offsets(base: int, sys_flags: Sequence[int]) -> tuple[list[int], int]:
@@ -118,6 +122,7 @@ class MessageStore:
         self._busy_wait_s = config.os_page_cache_busy_time_out_mills / 1000
         self._queue_offsets: dict[tuple[str, int], int] = {}
         self._listeners: list[DispatchListener] = []
+        self._append_listeners: list[Callable[[int], None]] = []
         self._tag_codes = TagCodes()
         self._dispatched = 0
         self._running = False
@@ -133,6 +138,8 @@ class MessageStore:
             PeriodicThread("skiff-store-clean", config.clean_resource_interval / 1000, self._housekeeping),
         ]
         self._puts = self._put_bytes = self._put_failures = 0
+        self.replica = False
+        """A slave's store: puts are refused, `append_replicated` alone writes."""
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -237,11 +244,16 @@ class MessageStore:
             self._put_lock.release()
         if touched:
             self._notify(touched)
+        for fn in self._append_listeners:
+            fn(self.commitlog.write_pos)
         return result
 
     def _precheck(self, msgs: Sequence[MessageInput]) -> Checked | PutResult:
         if not self._running:
             return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, "the store is not running")
+        if self.replica:
+            return PutResult(PutStatus.SERVICE_NOT_AVAILABLE, "this store is a slave's copy of its master's: "
+                             "only replicated data is appended")
         if self.retention.disk_full:
             return PutResult(PutStatus.DISK_FULL, self._disk_full_reason())
         return self._checker.check(msgs)
@@ -317,8 +329,10 @@ class MessageStore:
         max physical offset."""
         view = memoryview(data)
         with self._put_lock:
-            if physical_offset != self.commitlog.write_pos:
+            if physical_offset != self.commitlog.write_pos and not self._may_start_at(physical_offset):
                 raise ValueError(f"replicated data starts at {physical_offset}, the CommitLog ends at {self.commitlog.write_pos}")
+            if not self.commitlog.files.files:
+                self.commitlog.write_pos = self.commitlog.flushed = self._dispatched = physical_offset
             self._catch_up()
             batch = DispatchBatch.of(
                 [request_from_record(view, pos) for pos, _ in self.commitlog.check_raw(view, physical_offset)])
@@ -331,10 +345,48 @@ class MessageStore:
             self._notify(touched)
         return end
 
+    def _may_start_at(self, offset: int) -> bool:
+        """An empty store (a new slave) may begin at any file start: RocketMQ's master sends
+        a slave that reports offset 0 the start of its last CommitLog file."""
+        return not self.commitlog.files.files and offset % self.commitlog.file_size == 0
+
+    def truncate(self, offset: int) -> int:
+        """Drop every record from ``offset`` (a record boundary) on, with their ConsumeQueue
+        and index entries, durably: a demoted master drops the tail its successor never had.
+        Returns the bytes removed. Raises ValueError when ``offset`` is not a record start."""
+        with self._put_lock:
+            end = self.commitlog.write_pos
+            if offset == end:
+                return 0
+            self._check_boundary(offset)
+            self._catch_up()
+            self.commitlog.truncate(offset)
+            self.commitlog.files.sync_range(offset, end)
+            self.queues.truncate_phys(offset)
+            if self.index is not None:
+                self.index.truncate_phys(offset)
+            self._dispatched = offset
+            self._queue_offsets = {(cq.topic, cq.queue_id): cq.max_offset for cq in self.queues.all()}
+            self._make_durable(flush_commitlog=True)
+        log.warning("store %s truncated from %d to %d (%d bytes dropped)", self.root, end, offset, end - offset)
+        return end - offset
+
+    def _check_boundary(self, offset: int) -> None:
+        if not self.commitlog.min_offset <= offset < self.commitlog.write_pos:
+            raise ValueError(f"cannot truncate to {offset}: the CommitLog holds "
+                             f"[{self.commitlog.min_offset}, {self.commitlog.write_pos})")
+        if offset % self.commitlog.file_size and self.commitlog.record_view(offset) is None:
+            raise ValueError(f"cannot truncate to {offset}: no record starts there")
+
     def add_dispatch_listener(self, fn: DispatchListener) -> None:
         """Call ``fn`` after each dispatched append with (topic, queue id, new max offset)
         of each queue it grew, on the appending thread, outside the put lock."""
         self._listeners.append(fn)
+
+    def add_append_listener(self, fn: Callable[[int], None]) -> None:
+        """Call ``fn(max physical offset)`` after each put, on the appending thread, outside
+        the put lock (a replicating master wakes its senders); ``fn`` must not raise."""
+        self._append_listeners.append(fn)
 
     def _notify(self, touched: list[QueueTouch]) -> None:
         for fn in self._listeners:
@@ -391,6 +443,19 @@ class MessageStore:
         """The raw stored record at ``physical_offset``, or None."""
         view = self.commitlog.record_view(physical_offset)
         return None if view is None else bytes(view)
+
+    def read_raw(self, start: int, max_bytes: int) -> memoryview | None:
+        """Up to ``max_bytes`` CommitLog bytes from ``start``, never past the end of its file
+        or the write position (one HA frame's body, zero-copy); None when no file holds
+        ``start`` (retention deleted it) or nothing is written there yet."""
+        f = self.commitlog.files.find(start)
+        end = min(self.commitlog.write_pos, start + max_bytes)
+        if f is None or end <= start:
+            return None
+        try:
+            return f.view(start - f.start, min(end, f.end) - start)
+        except ValueError:
+            return None  # closed by retention meanwhile
 
     def read_record_by_msg_id(self, offset_msg_id: str) -> bytes | None:
         try:
