@@ -113,10 +113,17 @@ def topic_route(args: argparse.Namespace) -> int:
 
 
 def topic_status(args: argparse.Namespace) -> int:
-    queues = with_admin(args, lambda a: a.topic_status(args.topic))
+    async def work(admin: Any) -> tuple[Any, list[BrokerCompaction]]:
+        return await admin.topic_status(args.topic), [] if args.json else await admin.compaction(args.topic)
+
+    queues, compaction = with_admin(args, work)
     rows = [(q.mq.broker_name, q.mq.queue_id, q.min_offset, q.max_offset, format_time_ms(q.last_update_timestamp))
             for q in queues]
-    return emit(args, queues, ("BROKER", "QUEUE", "MIN OFFSET", "MAX OFFSET", "LAST UPDATED"), rows)
+    code = emit(args, queues, ("BROKER", "QUEUE", "MIN OFFSET", "MAX OFFSET", "LAST UPDATED"), rows)
+    if any(b.state is not None and b.state.cleanup_policy == CleanupPolicy.COMPACTION for b in compaction):
+        print(f"{CLEANUP_POLICY}=COMPACTION: offsets below each queue's cleaned point have gaps "
+              f"(skiff topic compact-status -t {args.topic})")
+    return code
 
 
 def topic_compact_status(args: argparse.Namespace) -> int:
