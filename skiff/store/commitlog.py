@@ -303,6 +303,15 @@ class CommitLog:
                 self.flushed = target
             return self.flushed
 
+    def flush_through(self, offset: int) -> int:
+        """fdatasync at least up to ``offset`` (a record boundary the checkpoint will name,
+        even inside the page `flush` left for later); return the flushed offset."""
+        with self._flush_lock:
+            if offset > self.flushed:
+                self.fsync_count += self.files.sync_range(self.flushed, offset)
+                self.flushed = offset
+            return self.flushed
+
     def warm(self, ahead_bytes: int = WARM_AHEAD_BYTES) -> int:
         """Populate the pages of the current file up to ``ahead_bytes`` past the write
         position (`MappedFile.populate`), a chunk per call with the GIL released, so the

@@ -160,11 +160,22 @@ class ConsumeQueue:
         `put_queue_entries` writes the part of the run each file holds.
 
         Entries already present (a dispatch repeated after a failure) are skipped; an
-        empty queue may start at any offset; any other gap is corruption.
+        empty queue may start at any offset; any other gap is corruption. Entries
+        below the queue's first file are skipped too: compaction deleted those files
+        (their offsets are read from the compacted segment) while the CommitLog still
+        holds the records, which a recovery from the CommitLog's start re-dispatches.
         """
         if first_offset != self.max_offset:
-            skip = self._reconcile(first_offset, physical_offsets[0] if physical_offsets else -1)
-            physical_offsets, sizes, tag_codes = physical_offsets[skip:], sizes[skip:], tag_codes[skip:]
+            head = self.files.files[0].start // CQ_ENTRY_BYTES if self.files.files else 0
+            if first_offset < head:
+                below = min(len(physical_offsets), head - first_offset)
+                physical_offsets, sizes, tag_codes = physical_offsets[below:], sizes[below:], tag_codes[below:]
+                first_offset += below
+                if not physical_offsets:
+                    return
+            if first_offset != self.max_offset:
+                skip = self._reconcile(first_offset, physical_offsets[0] if physical_offsets else -1)
+                physical_offsets, sizes, tag_codes = physical_offsets[skip:], sizes[skip:], tag_codes[skip:]
         count = len(physical_offsets)
         if not count:
             return
@@ -277,6 +288,20 @@ class ConsumeQueue:
             self.files.remove_head(count)
             self.min_offset = max(self.min_offset, self.files.files[0].start // CQ_ENTRY_BYTES)
         self.correct_min(min_phys)
+        return count
+
+    def delete_below_offset(self, offset: int) -> int:
+        """Delete files whose entries all lie below queue offset ``offset`` (never the last
+        file): a compacted queue reads those offsets from its segment. Return the count."""
+        files = self.files.files
+        count = 0
+        for f in files[:-1]:
+            if self._span(f)[1] > offset:
+                break
+            count += 1
+        if count:
+            self.files.remove_head(count)
+            self.min_offset = max(self.min_offset, self.files.files[0].start // CQ_ENTRY_BYTES)
         return count
 
     def flush(self) -> bool:

@@ -128,10 +128,14 @@ def make_durable(
 ) -> bool:
     """fsync the derived files (and the CommitLog), then checkpoint ``dispatched``.
 
+    The CommitLog is fsynced at least through ``dispatched`` (a record boundary): the
+    flushed offset alone can fall inside a record (ASYNC_FLUSH leaves a partly written
+    page for later), and recovery must start at a record.
+
     ``dispatched`` must not exceed what was dispatched before this call began.
     Return False when the checkpoint could not be written (a full disk): that only
     makes the next recovery check more records."""
-    flushed = commitlog.flush() if flush_commitlog else commitlog.flushed
+    flushed = commitlog.flush() if flush_commitlog else commitlog.flush_through(dispatched)
     queues.flush()
     if index is not None:
         index.flush()
