@@ -19,3 +19,11 @@ def test_quick_broker_bench_reports_every_phase():
     for phase in ("latency_batched", "latency_single"):
         lat = figures[phase]
         assert lat["requests"] > 0 and 0 < lat["p50_ms"] <= lat["p99_ms"] <= lat["max_ms"]
+
+
+def test_replication_bench_runs_sync_master_with_a_slave():
+    done = run_skiff(["bench", "replication", "--seconds", "0.5", "--sizes", "100", "--modes", "sync",
+                      "--producers", "2", "--json"], timeout_s=120)
+    assert done.returncode == 0, done.stdout
+    (row,) = json.loads(done.stdout[done.stdout.index("["):])
+    assert row["mode"] == "sync" and row["messages"] > 0 and row["master_cpu_us_per_message"] > 0
