@@ -69,6 +69,10 @@ class BrokerConfig:
         "slaveSyncInterval": "slave_sync_interval_ms",
         "controllerLeaseTtl": "controller_lease_ttl_ms",
         "haMaxTimeSlaveNotCatchup": "ha_max_time_slave_not_catchup_ms",
+        "reviveInterval": "pop_revive_interval_ms",
+        "popStatePersistInterval": "pop_state_persist_interval_ms",
+        "defaultInvisibleTimeMills": "default_invisible_time_ms",
+        "minInvisibleTimeMillsForRecv": "min_invisible_time_for_recv_ms",
         "aclReloadInterval": "acl_reload_interval_ms",
     }
 
@@ -163,6 +167,18 @@ class BrokerConfig:
     trace_on: bool = True
     shutdown_drain_timeout_ms: int = 5_000
     """How long shutdown waits for requests in progress to be answered."""
+    pop_revive_interval_ms: int = 1_000
+    """How often POP's reviver re-queues messages whose invisible time has passed (``reviveInterval``)."""
+    pop_from_retry_probability: int = 20
+    """Percent of non-orderly pops that read the group's retry topic before the topic's queues."""
+    pop_state_persist_interval_ms: int = 5_000
+    """How often the POP cursors and in-flight messages are written when they changed (Skiff's key)."""
+    grpc_server_port: int = 8081
+    """Port of the gRPC endpoint for RocketMQ 5.x clients (the proxy's key); 0 turns it off."""
+    default_invisible_time_ms: int = 60_000
+    """How long a gRPC push consumer's messages stay hidden (the proxy's key; not renewed)."""
+    min_invisible_time_for_recv_ms: int = 10_000
+    """The shortest invisible duration a gRPC receive may ask for (the proxy's key)."""
     acl_enable: bool = False
     """Check every request against plain_acl.yml (RocketMQ 4.x plain ACL; docs/acl.md)."""
     plain_acl_file: str = "conf/plain_acl.yml"
@@ -174,7 +190,7 @@ class BrokerConfig:
     """Serve Prometheus metrics at http://listenHost:metricsPort/metrics; 0 is off (docs/metrics.md)."""
 
     def validate(self) -> None:
-        for name in ("listen_port", "ha_listen_port", "metrics_port"):
+        for name in ("listen_port", "ha_listen_port", "metrics_port", "grpc_server_port"):
             if not 0 <= getattr(self, name) <= 65535:
                 _fail(name, getattr(self, name), "is not a port (0-65535)")
         if self.broker_id < 0:
@@ -211,6 +227,8 @@ class BrokerConfig:
                     _fail(f.name, getattr(self, f.name), "must be more than 0")
         if self.max_reconsume_times < 0:
             _fail("max_reconsume_times", self.max_reconsume_times, "must not be negative")
+        if not 0 <= self.pop_from_retry_probability <= 100:
+            _fail("pop_from_retry_probability", self.pop_from_retry_probability, "must be a percentage (0-100)")
 
     def _validate_controller(self) -> None:
         if self.broker_id < 1:

@@ -156,6 +156,14 @@ class CommitLog:
         self.write_pos = self.flushed = end
         return dirty, removed
 
+    def release(self, start: int, end: int) -> None:
+        """Drop the process's mappings of the files holding [start, end) (`MappedFile.release`):
+        recovery reads them once, and a rebuild from the first record would otherwise keep
+        every CommitLog page it validated in the broker's RSS."""
+        for f in self.files.files:
+            if f.end > start and f.start < end:
+                f.release()
+
     def iter_records(self, start: int, end: int) -> Iterator[tuple[int, memoryview]]:
         """(offset, file mapping) of each record in [start, end), blanks skipped; the data
         must have been validated."""

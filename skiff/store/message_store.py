@@ -22,6 +22,7 @@ import struct
 import threading
 from collections.abc import Callable, Sequence
 
+from skiff.common import kernels
 from skiff.common.clock import SYSTEM_CLOCK, Clock
 from skiff.common.errors import DecodeError
 from skiff.common.limits import PULL_MAX_BYTES
@@ -30,6 +31,8 @@ from skiff.common.service import PeriodicThread
 from skiff.store.checkpoint import StoreLock
 from skiff.store.checks import Checked, MessageChecker
 from skiff.store.commitlog import CommitLog
+from skiff.store.compacted_segment import StepHook
+from skiff.store.compaction import Compaction, CompactionReport, CompactionStatus
 from skiff.store.config import FlushDiskType, StoreConfig
 from skiff.store.consume_queue import ConsumeQueueTable
 from skiff.store.dispatcher import (
@@ -65,12 +68,15 @@ _DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 _OFFSET = struct.Struct(">q")
 
 
-def offset_msg_ids(store_host: bytes, offsets: Sequence[int]) -> tuple[str, ...]:
+def offset_msg_ids_py(store_host: bytes, offsets: Sequence[int]) -> tuple[str, ...]:
     """`skiff.common.msgid.create_offset_msg_id` of each offset: one hex encoding for the
     batch, then a slice per message."""
     width = 2 * (len(store_host) + _OFFSET.size)
     text = b"".join(map(store_host.__add__, map(_OFFSET.pack, offsets))).hex().upper()
     return tuple([text[i : i + width] for i in range(0, len(text), width)])
+
+
+offset_msg_ids = kernels.select("offset_msg_ids", offset_msg_ids_py)
 
 
 def _queue_offsets(base: int, sys_flags: Sequence[int]) -> tuple[list[int], int]:
@@ -104,8 +110,13 @@ class MessageStore:
             if config.message_index_enable else None
         )
         self.dispatcher = Dispatcher(self.queues, self.index)
-        self.reader = Reader(self.commitlog, self.queues, config.max_filter_message_count)
-        self.retention = Retention(config, clock, self.commitlog, self.queues, self.index, self._safe_offset)
+        self._maintenance_lock = threading.Lock()
+        """Held by a retention pass and by compaction while they delete ConsumeQueue files."""
+        self.compaction = Compaction(os.path.join(self.root, "compaction"), self.commitlog, self.queues, clock,
+                                     self._safe_offset, self._maintenance_lock, self.checkpoint)
+        self.reader = Reader(self.commitlog, self.queues, config.max_filter_message_count, self.compaction.segments)
+        self.retention = Retention(config, clock, self.commitlog, self.queues, self.index, self._safe_offset,
+                                   self.compaction.pinned_offset)
         self._checker = MessageChecker(config.max_message_size, config.mapped_file_size_commit_log, len(store_host))
         self._put_lock = threading.Lock()
         self._busy_wait_s = config.os_page_cache_busy_time_out_mills / 1000
@@ -145,6 +156,11 @@ class MessageStore:
             self._close_files()
             raise
         self._dispatched = self.commitlog.write_pos
+        try:
+            self.compaction.load()
+        except BaseException:
+            self._close_files()
+            raise
         self._queue_offsets = {(cq.topic, cq.queue_id): cq.max_offset for cq in self.queues.all()}
         self.retention.check_disk()
         self._flusher.start()
@@ -170,6 +186,7 @@ class MessageStore:
             self._close_files()
 
     def _close_files(self) -> None:
+        self.compaction.close()
         self.commitlog.close()
         self.queues.close()
         if self.index is not None:
@@ -406,7 +423,7 @@ class MessageStore:
 
     def get_min_offset(self, topic: str, queue_id: int) -> int:
         cq = self.queues.get(topic, queue_id)
-        return 0 if cq is None else cq.min_offset
+        return 0 if cq is None else self.reader.min_offset(cq)
 
     def get_offset_by_time(self, topic: str, queue_id: int, timestamp_ms: int) -> int:
         """The first offset stored at or after ``timestamp_ms`` (the max offset if none)."""
@@ -416,7 +433,7 @@ class MessageStore:
     def get_earliest_store_time(self, topic: str, queue_id: int) -> int:
         """Store time of the queue's first message, or -1 when it has none."""
         cq = self.queues.get(topic, queue_id)
-        t = None if cq is None else self.reader.store_time(cq, cq.min_offset)
+        t = None if cq is None else self.reader.store_time(cq, self.reader.min_offset(cq))
         return -1 if t is None else t
 
     def get_store_time(self, topic: str, queue_id: int, offset: int) -> int | None:
@@ -466,6 +483,7 @@ class MessageStore:
     def delete_topic(self, topic: str) -> None:
         """Drop the topic's ConsumeQueues (its records stay in the CommitLog until they
         expire) and checkpoint at once, so recovery never resurrects them."""
+        self.compaction.delete_topic(topic)  # first, outside the put lock: it waits for a compaction under way
         with self._put_lock:
             self.queues.delete_topic(topic)
             for key in [k for k in self._queue_offsets if k[0] == topic]:
@@ -474,7 +492,19 @@ class MessageStore:
 
     def run_retention(self, *, manual: bool = False) -> RetentionReport:
         """One retention pass now; ``manual`` deletes expired files whatever the hour."""
-        return self.retention.run(manual=manual)
+        with self._maintenance_lock:
+            return self.retention.run(manual=manual)
+
+    def compact(self, topic: str, queue_id: int, *, delete_retention_ms: int, max_offset_map_size: int,
+                step: StepHook | None = None) -> CompactionReport:
+        """Compact one queue now (see `skiff.store.compaction`): its flushed records are
+        rewritten keeping the latest of each KEYS value, at their queue offsets. Appends
+        go on meanwhile; ``step`` is told each durable step (crash tests)."""
+        return self.compaction.compact(topic, queue_id, delete_retention_ms=delete_retention_ms,
+                                       max_offset_map_size=max_offset_map_size, step=step)
+
+    def compaction_status(self, topic: str, queue_id: int) -> CompactionStatus:
+        return self.compaction.status(topic, queue_id)
 
     def flush(self) -> int:
         """fsync the CommitLog now; return the flushed offset."""

@@ -15,6 +15,9 @@ One procedure serves a clean start and a crash alike:
    the valid end, the same code the append path runs.
 
 After a clean shutdown the checkpoint is the end, so steps 2–4 have nothing to do.
+Recovery reads only from the checkpoint on, cuts the tail with ``pread`` (never
+through the mapping), and drops its mappings of what it read, so a restart does
+not fault the CommitLog files into the broker's memory.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ def recover(
     for batch in batches_between(commitlog, start, end):
         dispatcher.dispatch(batch)
         redispatched += len(batch.sizes)
+    commitlog.release(start, end)
     for cq in queues.all():
         cq.correct_min(commitlog.min_offset)
     make_durable(root, commitlog, queues, index, end, clock)

@@ -24,6 +24,7 @@ import random
 from collections.abc import Awaitable
 from typing import Protocol
 
+from skiff.broker.compaction import is_compacted, keys_refusal
 from skiff.broker.config import BrokerConfig
 from skiff.broker.ha.role import Role
 from skiff.broker.redirect import REDIRECT_PROPERTIES
@@ -122,8 +123,11 @@ class SendProcessor:
                 h.sys_flag & _CLIENT_FLAGS, h.born_timestamp, host, h.reconsume_times or 0)
         if isinstance(inputs, str):
             return req.response(ResponseCode.MESSAGE_ILLEGAL, inputs)
-        return self.store_and_answer(req, [inputs] if isinstance(inputs, MessageInput) else inputs, queue_id,
-                                     props.get(Prop.WAIT) != "false")
+        batch = [inputs] if isinstance(inputs, MessageInput) else inputs
+        why = keys_refusal(h.topic, batch) if is_compacted(self.topics.get(h.topic)) else None
+        if why is not None:
+            return req.response(ResponseCode.MESSAGE_ILLEGAL, why)
+        return self.store_and_answer(req, batch, queue_id, props.get(Prop.WAIT) != "false")
 
     def store_and_answer(self, req: RemotingCommand, inputs: list[MessageInput], queue_id: int,
                          wait: bool) -> RemotingCommand | Awaitable[RemotingCommand]:
