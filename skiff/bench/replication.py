@@ -35,7 +35,7 @@ def run_mode(root: Path, mode: str, plan: Plan, batched: bool) -> dict[str, obje
         broker = Broker(group.master_addr, group.proc(0).pid)
 
         async def main() -> dict[str, object]:
-            await create_topic(broker.addr)
+            await create_topic(broker)
             if slaves:
                 await eventually(lambda: _slave_connected(broker.addr), 30, "the slave connecting")
             rate = await produce(broker, plan, batched)
