@@ -207,3 +207,52 @@ def test_skiff_up_ha_runs_etcd_and_an_elected_pair(tmp_path: Path) -> None:
         assert sorted(b["broker_id"] for b in brokers)[0] == 0
     finally:
         assert proc.stop() == 0
+
+
+def test_with_etcd_gone_the_master_fences_itself_and_no_second_master_appears(tmp_path: Path) -> None:
+    """etcd stopped (a lost majority looks the same to a broker): the master cannot renew its
+    lease, so within the lease it refuses sends (pulls are still served); the slave cannot be
+    elected; with etcd back there is one master again and sends succeed."""
+    with Etcd(tmp_path / "etcd") as etcd, ControllerGroup(tmp_path, etcd.endpoint) as group:
+        async def main() -> None:
+            first = await eventually(lambda: master_of(group), 20, "a master elected")
+            wire = BrokerWire(group.addr(first), timeout_ms=3000)
+            assert (await wire.send(Message("E", b"before"), queue_id=0)).code == ResponseCode.SUCCESS
+            assert etcd.proc is not None
+            etcd.proc.send_signal(signal.SIGSTOP)
+            try:
+                stopped_at = time.monotonic()
+
+                async def fenced() -> bool:
+                    resp = await wire.send(Message("E", b"during"), queue_id=0)
+                    return resp.code == ResponseCode.SERVICE_NOT_AVAILABLE and "lease" in (resp.remark or "")
+                await eventually(fenced, 10, "the master refusing sends")
+                assert time.monotonic() - stopped_at <= 2.5  # 0.9 x the 2 s lease, plus a send
+                pulled = await wire.pull_messages("G", "E", 0)
+                assert pulled and pulled[0].body == b"before"
+                deadline = time.monotonic() + 4
+                while time.monotonic() < deadline:  # twice the lease: nobody else takes over
+                    roles = [(await info(group.addr(i)) or {}).get("brokerRole") for i in group.broker_ids]
+                    assert roles.count("SLAVE") >= 1, roles
+                    await asyncio.sleep(0.2)
+            finally:
+                etcd.proc.send_signal(signal.SIGCONT)
+
+            async def writable_master() -> int | None:
+                m = await master_of(group)
+                if m is None:
+                    return None
+                w = BrokerWire(group.addr(m), timeout_ms=3000)
+                try:
+                    ok = (await w.send(Message("E", b"after"), queue_id=0)).code == ResponseCode.SUCCESS
+                finally:
+                    await w.close()
+                return m if ok else None
+            master = await eventually(writable_master, 20, "a writable master after etcd returns")
+
+            async def one_master() -> bool:  # a fenced old master steps down at its next look at etcd
+                roles = [(await info(group.addr(i)) or {}).get("brokerRole") for i in group.broker_ids]
+                return [i for i, r in zip(group.broker_ids, roles) if r not in (None, "SLAVE")] == [master]
+            await eventually(one_master, 10, "only the new master calling itself master")
+            await wire.close()
+        asyncio.run(main())
