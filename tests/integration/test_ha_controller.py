@@ -13,9 +13,17 @@ from pathlib import Path
 import pytest
 
 from skiff.common.message import Message
-from skiff.protocol.bodies.admin import KVTable
-from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.codes import ResponseCode
 from skiff.testing.etcd import Etcd, etcd_binary
+from skiff.testing.failover import (
+    KeyedSender,
+    check_delivery,
+    equals,
+    info,
+    kill_masters,
+    master_of,
+    sync_set,
+)
 from skiff.testing.ha import ControllerGroup
 from skiff.testing.processes import free_port, run_skiff, start_skiff
 from skiff.testing.waits import eventually, wait_for
@@ -25,74 +33,6 @@ pytestmark = [pytest.mark.timeout(180),
               pytest.mark.skipif(etcd_binary() is None, reason="etcd is not installed (make etcd)")]
 
 
-async def info(addr: str) -> dict[str, str] | None:
-    wire = BrokerWire(addr, timeout_ms=1000)
-    try:
-        resp = await wire.call(RequestCode.GET_BROKER_RUNTIME_INFO)
-        return dict(KVTable.from_json(resp.body).table) if resp.code == ResponseCode.SUCCESS else None
-    except Exception:  # noqa: BLE001 - a dead broker
-        return None
-    finally:
-        await wire.close()
-
-
-async def master_of(group: ControllerGroup) -> int | None:
-    """The running broker that says it is master (and has a live lease)."""
-    for i in group.running():
-        table = await info(group.addr(i))
-        if table is not None and table["brokerRole"] != "SLAVE":
-            return i
-    return None
-
-
-async def sync_set(group: ControllerGroup, broker_id: int) -> str:
-    table = await info(group.addr(broker_id))
-    return "" if table is None else table.get("controllerSyncStateSet", "")
-
-
-async def _is(value: object, expected: str) -> bool:
-    return await value == expected  # type: ignore[misc]
-
-
-class KeyedSender:
-    """Producers of a few keys, each sending 0, 1, 2, ... to its own queue of whichever broker
-    is master, resending a number until it is answered SEND_OK (duplicates allowed)."""
-
-    def __init__(self, group: ControllerGroup, keys: int) -> None:
-        self.group = group
-        self.keys = keys
-        self.acked: dict[int, list[int]] = {k: [] for k in range(keys)}
-        self.statuses: dict[int, int] = {}
-        self.master: int | None = None
-        self.running = True
-
-    async def run(self, key: int) -> None:
-        seq = 0
-        wire: BrokerWire | None = None
-        while self.running:
-            if wire is None:
-                self.master = await master_of(self.group) or self.master
-                if self.master is None:
-                    await asyncio.sleep(0.1)
-                    continue
-                wire = BrokerWire(self.group.addr(self.master), timeout_ms=3000)
-            try:
-                resp = await wire.send(Message("K", f"{key}:{seq}".encode()), queue_id=key)
-                code = resp.code
-            except Exception:  # noqa: BLE001 - the master died under us
-                code = -1
-            self.statuses[code] = self.statuses.get(code, 0) + 1
-            if code == ResponseCode.SUCCESS:
-                self.acked[key].append(seq)
-                seq += 1
-            else:
-                await wire.close()
-                wire = None
-                await asyncio.sleep(0.05)
-        if wire is not None:
-            await wire.close()
-
-
 def test_kill_the_master_repeatedly_while_sync_sends_run(tmp_path: Path) -> None:
     with Etcd(tmp_path / "etcd") as etcd, ControllerGroup(tmp_path, etcd.endpoint,
                                                           broker_args=["--slaveTimeout=1000"]) as group:
@@ -100,46 +40,23 @@ def test_kill_the_master_repeatedly_while_sync_sends_run(tmp_path: Path) -> None
             await eventually(lambda: master_of(group), 20, "a master elected")
             sender = KeyedSender(group, keys=4)
             tasks = [asyncio.create_task(sender.run(k)) for k in range(4)]
-            failovers = []
             try:
-                for _ in range(2):
-                    master = await eventually(lambda: master_of(group), 20, "a master")
-                    await eventually(lambda m=master: _is(sync_set(group, m), "1,2"), 30, "both in sync")
-                    before = sum(map(len, sender.acked.values()))
-                    await eventually(lambda b=before: sum(map(len, sender.acked.values())) > b + 50, 20,
-                                     "sends acknowledged")
-                    killed_at = time.monotonic()
-                    group.kill_broker(master)
-                    new = await eventually(lambda: master_of(group), 15, "a new master")
-                    failovers.append(time.monotonic() - killed_at)
-                    assert new != master
-                    group.start_broker(master)
-                after = sum(map(len, sender.acked.values()))
-                await eventually(lambda: sum(map(len, sender.acked.values())) > after + 20, 20, "sends after")
+                failovers = await kill_masters(group, sender, kills=2)
             finally:
                 sender.running = False
                 await asyncio.gather(*tasks)
             assert max(failovers) <= 5.0, failovers
             final = await eventually(lambda: master_of(group), 20, "a master")
             other = next(i for i in group.broker_ids if i != final)
-            await eventually(lambda: _is(sync_set(group, final), "1,2"), 30, "both in sync at the end")
-            wire, follower = BrokerWire(group.addr(final)), BrokerWire(group.addr(other))
+            follower = BrokerWire(group.addr(other))
             try:
                 refused = await follower.send(Message("K", b"to the slave"))
                 assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE and "slave" in (refused.remark or "")
-                for key, acked in sender.acked.items():
-                    records = await wire.pull_messages("G", "K", key)
-                    stored = [int(m.body.split(b":")[1]) for m in records]
-                    first_seen = list(dict.fromkeys(stored))
-                    assert first_seen == sorted(first_seen), f"key {key} out of order"
-                    missing = set(acked) - set(stored)
-                    assert not missing, f"key {key}: acknowledged but lost: {sorted(missing)[:10]}"
-                    copy = await follower.pull_messages("G", "K", key)
-                    assert [m.body for m in copy] == [m.body for m in records]
             finally:
-                await wire.close()
                 await follower.close()
-            print(f"failovers {['%.2f' % f for f in failovers]} s, statuses {sender.statuses}")
+            report = await check_delivery(group, sender)
+            assert report["lost"] == 0 and report["out_of_order_keys"] == [] and report["copies_equal"], report
+            print(f"failovers {['%.2f' % f for f in failovers]} s, {report}")
         asyncio.run(main())
 
 
@@ -154,7 +71,7 @@ def test_a_demoted_master_cuts_the_tail_its_successor_never_had(tmp_path: Path) 
         async def main() -> None:
             first = await eventually(lambda: master_of(group), 20, "a master elected")
             other = next(i for i in group.broker_ids if i != first)
-            await eventually(lambda: _is(sync_set(group, first), "1,2"), 20, "both in the SyncStateSet")
+            await eventually(lambda: equals(sync_set(group, first), "1,2"), 20, "both in the SyncStateSet")
             wire = BrokerWire(group.addr(first))
             for i in range(10):
                 assert (await wire.send(Message("A", f"kept {i}".encode()), queue_id=0)).code == ResponseCode.SUCCESS
@@ -178,7 +95,7 @@ def test_a_demoted_master_cuts_the_tail_its_successor_never_had(tmp_path: Path) 
                 group.proc(other).signal(signal.SIGCONT)
             assert await eventually(lambda: master_of(group), 20, "the slave elected") == other
             group.start_broker(first)
-            await eventually(lambda: _is(sync_set(group, other), "1,2"), 30, "the old master back in sync")
+            await eventually(lambda: equals(sync_set(group, other), "1,2"), 30, "the old master back in sync")
             expected = [f"kept {i}".encode() for i in range(10)]
             assert [m.body for m in await slave.pull_messages("G", "A", 0)] == expected
             old = BrokerWire(group.addr(first))
