@@ -4,7 +4,8 @@ endpoint, and messages crossing between gRPC and the remoting protocol.
 
 The scenarios run in tests/interop/grpc/client.py under SKIFF_RMQ5_PYTHON, grouped
 into few processes; assertions here are on what they saw. Short settings keep it quick:
-invisible times from 1 s, retry delays of 1 s, 2 retries, 1 s transaction checks.
+invisible times from 1 s, retry delays of 1 s, 2 retries, 1 s transaction checks, push
+consumers' messages hidden 1.5 s at a time and renewed 1 s ahead.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
     args = [f"--grpcServerPort={port}", "--enablePropertyFilter=true", "--minInvisibleTimeMillsForRecv=1000",
             "--reviveInterval=200", f"--maxReconsumeTimes={MAX_RETRIES}", "--popStatePersistInterval=200",
             "--messageDelayLevel=" + " ".join(["1s"] * 18), "--transactionTimeOut=1000",
-            "--transactionCheckInterval=1000"]
+            "--transactionCheckInterval=1000", "--defaultInvisibleTimeMills=1500", "--renewAheadTimeMillis=1000",
+            "--renewSchedulePeriodMillis=200"]
     with Cluster(tmp_path_factory.mktemp("grpc"), broker_args=args) as c:
         c.grpc_endpoint = f"127.0.0.1:{port}"  # type: ignore[attr-defined]
 
@@ -141,6 +143,8 @@ def test_push_consumers_concurrent_redelivery_dead_letters_and_fifo(cluster: Clu
     calls = r["push"]["calls"]
     assert sorted(b for b, _ in calls if b.startswith("ok")) == [f"ok{i}" for i in range(5)]
     assert [a for b, a in calls if b == "fail-always"] == list(range(1, MAX_RETRIES + 2))
+    # A listener busy for 3 s with a message hidden 1.5 s at a time: renewed, so delivered once.
+    assert [(b, a) for b, a in calls if b == "slow"] == [("slow", 1)]
 
     async def dead(wire: BrokerWire):
         return await wire.pull_messages("G-watch", dlq_topic("G-push"), 0)

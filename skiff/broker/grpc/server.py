@@ -36,6 +36,7 @@ from skiff.broker.topics import TopicConfigManager
 from skiff.broker.writer import MessageWriter
 from skiff.common.clock import Clock
 from skiff.common.errors import SkiffError
+from skiff.common.service import Periodic
 from skiff.protocol.codes import ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.v5 import definition_pb2 as pb
@@ -62,6 +63,8 @@ class GrpcServer:
         self.producing = Producing(config, topics, clients, self.call, clock, self.endpoints, sender, writer, routes)
         self.consuming = Consuming(config, groups, pop, checks, clock, routes, self.producing.broker_of)
         self._server: grpc.aio.Server | None = None
+        self._renewer = Periodic("grpc-renew-invisible", config.renew_schedule_period_ms / 1000.0,
+                                 self.consuming.renewals.renew_tick)
 
     def endpoints(self, host: str) -> pb.Endpoints:
         """A broker's gRPC endpoint: its host, this broker's grpcServerPort."""
@@ -79,9 +82,11 @@ class GrpcServer:
                               f"(grpcServerPort): {exc}") from None
         await server.start()
         self._server = server
+        self._renewer.start()
         log.info("gRPC endpoint (RocketMQ 5.x clients) listening on %s:%d", self.config.listen_host, self.port)
 
     async def stop(self, grace_s: float) -> None:
+        await self._renewer.stop()
         if self._server is not None:
             for conn in list(self.clients.conns.values()):
                 conn.close()
@@ -162,7 +167,11 @@ class GrpcServer:
 
     async def _receive(self, request: rpc.ReceiveMessageRequest,
                        context: grpc.aio.ServicerContext) -> AsyncIterator[rpc.ReceiveMessageResponse]:
-        async for response in self.consuming.receive(request, context.time_remaining()):
+        conn = self._conn(context)
+        if isinstance(conn, pb.Status):
+            yield rpc.ReceiveMessageResponse(status=conn)
+            return
+        async for response in self.consuming.receive(conn, request, context.time_remaining()):
             yield response
 
     async def _telemetry(self, requests: AsyncIterator[rpc.TelemetryCommand],

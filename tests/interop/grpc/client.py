@@ -215,6 +215,8 @@ class Listener(MessageListener):
     def consume(self, m):
         with self.lock:
             self.calls.append((m.body.decode(), m.delivery_attempt))
+        if m.body == b"slow":  # longer than the invisible time: only renewals keep it hidden
+            time.sleep(SPEC.get("slow_s", 3))
         return ConsumeResult.FAILURE if m.body.startswith(b"fail") else ConsumeResult.SUCCESS
 
 
@@ -224,6 +226,7 @@ def push():
     for i in range(5):
         p.send(message("GPush", f"ok{i}".encode()))
     p.send(message("GPush", b"fail-always"))
+    p.send(message("GPush", b"slow"))
     p.shutdown()
     listener = Listener()
     c = PushConsumer(CFG, "G-push", listener, {"GPush": FilterExpression()})
