@@ -124,6 +124,18 @@ def test_producer_and_simple_consumer(cluster: Cluster, tmp_path: Path):
     assert e["unknown_topic_raw"]["code"] == "TOPIC_NOT_FOUND" and e["route_unknown"]["code"] == "TOPIC_NOT_FOUND"
     assert e["no_client_id"]["code"] == "CLIENT_ID_REQUIRED" and e["bad_handle"]["code"] == "INVALID_RECEIPT_HANDLE"
     assert "grpc" in e["malformed"] and e["unimplemented"] == {"grpc": "UNIMPLEMENTED"}
+    o = e["offsets"]  # GFifo's queues hold the 12 FIFO messages, each group's in one queue, in order
+    assert o["begin"] == [0] * 4 and sum(o["end"]) == 12 and o["bad_queue"]["code"] == "BAD_REQUEST"
+    assert o["before_update"]["code"] == "OFFSET_NOT_FOUND" and o["update"]["code"] == "OK"
+    assert (o["after_update"]["code"], o["after_update"]["offset"]) == ("OK", 1)
+    assert [p["next"] for p in o["pull"]] == o["end"]
+    assert sorted(b for p in o["pull"] for b in p["bodies"]) == sorted(f"{g}-{i}" for g in ("g1", "g2")
+                                                                        for i in range(6))
+    for p in o["pull"]:
+        assert p["status"] == ("OK" if p["bodies"] else "MESSAGE_NOT_FOUND")
+        for g in ("g1", "g2"):
+            mine = [b for b in p["bodies"] if b.startswith(g)]
+            assert mine in ([], [f"{g}-{i}" for i in range(6)])
 
     async def pull(wire: BrokerWire):  # sent over gRPC, consumed over remoting: ids, tags, keys, properties
         stored = [m for q in range(4) for m in await wire.pull_messages("G-ours", "GNormal", q)]

@@ -287,14 +287,17 @@ def spread():
     return got
 
 
-def raw(method, request, response_type, metadata=(("x-mq-client-id", "raw-client"),)):
+def raw(method, request, response_type, metadata=(("x-mq-client-id", "raw-client"),), field=None):
     with grpc.insecure_channel(SPEC["endpoint"]) as channel:
         call = channel.unary_unary(f"/apache.rocketmq.v2.MessagingService/{method}",
                                    request_serializer=lambda r: r if isinstance(r, bytes) else r.SerializeToString(),
                                    response_deserializer=response_type.FromString)
         try:
             reply = call(request, timeout=5, metadata=metadata)
-            return {"code": pb.Code.Name(reply.status.code), "message": reply.status.message}
+            out = {"code": pb.Code.Name(reply.status.code), "message": reply.status.message}
+            if field:
+                out[field] = getattr(reply, field)
+            return out
         except grpc.RpcError as exc:
             return {"grpc": exc.code().name}
 
@@ -327,7 +330,38 @@ def errors():
         entries=[rpc.AckMessageEntry(message_id="x", receipt_handle="not a handle")]), rpc.AckMessageResponse)
     out["route_unknown"] = raw("QueryRoute", rpc.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic")),
                                rpc.QueryRouteResponse)
-    out["unimplemented"] = raw("PullMessage", rpc.PullMessageRequest(), rpc.QueryRouteResponse)
+    out["unimplemented"] = raw("SyncLiteSubscription", rpc.SyncLiteSubscriptionRequest(), rpc.QueryRouteResponse)
+    out["offsets"] = offsets()
+    return out
+
+
+def offsets():
+    """The pull-style RPCs (no official client calls them), over GFifo's 4 queues."""
+    group = pb.Resource(name="G-raw")
+    mq = lambda i: pb.MessageQueue(topic=pb.Resource(name="GFifo"), id=i)
+    query = lambda i, policy: raw("QueryOffset", rpc.QueryOffsetRequest(message_queue=mq(i),
+                                                                        query_offset_policy=policy),
+                                  rpc.QueryOffsetResponse, field="offset")
+    out = {"begin": [query(i, pb.BEGINNING)["offset"] for i in range(4)],
+           "end": [query(i, pb.END)["offset"] for i in range(4)],
+           "before_update": raw("GetOffset", rpc.GetOffsetRequest(group=group, message_queue=mq(0)),
+                                rpc.GetOffsetResponse),
+           "update": raw("UpdateOffset", rpc.UpdateOffsetRequest(group=group, message_queue=mq(0), offset=1),
+                         rpc.UpdateOffsetResponse),
+           "after_update": raw("GetOffset", rpc.GetOffsetRequest(group=group, message_queue=mq(0)),
+                               rpc.GetOffsetResponse, field="offset"),
+           "bad_queue": raw("QueryOffset", rpc.QueryOffsetRequest(message_queue=mq(99)), rpc.QueryOffsetResponse),
+           "pull": []}
+    with grpc.insecure_channel(SPEC["endpoint"]) as channel:
+        pull = channel.unary_stream("/apache.rocketmq.v2.MessagingService/PullMessage",
+                                    request_serializer=rpc.PullMessageRequest.SerializeToString,
+                                    response_deserializer=rpc.PullMessageResponse.FromString)
+        for i in range(4):
+            frames = list(pull(rpc.PullMessageRequest(group=group, message_queue=mq(i), offset=0, batch_size=32),
+                               timeout=5, metadata=(("x-mq-client-id", "raw-client"),)))
+            out["pull"].append({"status": pb.Code.Name(frames[0].status.code), "next": frames[-1].next_offset,
+                                "bodies": [f.message.body.decode() for f in frames
+                                           if f.WhichOneof("content") == "message"]})
     return out
 
 
