@@ -188,23 +188,37 @@ def share():
     return {"a": got_a, "b": got_b}
 
 
+class Undecided(TransactionChecker):
+    def check(self, message):
+        return TransactionResolution.UNKNOWN
+
+
 def restart_before():
-    """Take four messages; acknowledge two; leave the rest in flight across the broker restart."""
+    """Take four messages; acknowledge two; leave the rest in flight across the broker restart.
+    Leave a transaction open too: the next process commits it by its id."""
     c = simple("G-restart", "GRestart")
     got = receive(c, 4, invisible_s=3, ack=False)
     for m in got[:2]:
         c.ack(m)
     c.shutdown()
-    return {"acked": [m.body.decode() for m in got[:2]], "left": [m.body.decode() for m in got[2:]]}
+    p = Producer(CFG, ("GRestart",), Undecided())
+    p.startup()
+    half = p.send(message("GRestart", b"open-tx"), p.begin_transaction())
+    p.shutdown()
+    return {"acked": [m.body.decode() for m in got[:2]], "left": [m.body.decode() for m in got[2:]],
+            "tx": half.transaction_id, "tx_message": half.message_id}
 
 
 def restart_after():
+    commit = raw("EndTransaction", rpc.EndTransactionRequest(
+        topic=pb.Resource(name="GRestart"), message_id=SPEC["tx_message"], transaction_id=SPEC["tx"],
+        resolution=pb.COMMIT, source=pb.SOURCE_CLIENT), rpc.EndTransactionResponse)
     c = simple("G-restart", "GRestart")
-    got = receive(c, 2)
+    got = receive(c, 3)
     time.sleep(1)
     more = c.receive(32, 10)
     c.shutdown()
-    return {"got": sorted(m.body.decode() for m in got + more)}
+    return {"got": sorted(m.body.decode() for m in got + more), "commit": commit}
 
 
 class Listener(MessageListener):
