@@ -23,7 +23,10 @@ from prometheus_client import CollectorRegistry
 
 from skiff.broker.acl import AclService
 from skiff.broker.clients import ClientManager
+from skiff.broker.compaction import CompactionService
 from skiff.broker.config import BrokerConfig
+from skiff.broker.ha.role import Role
+from skiff.broker.ha.service import Replication
 from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.grpc.clients import GrpcClients
 from skiff.broker.grpc.offsets import Offsets
@@ -35,6 +38,7 @@ from skiff.broker.metrics import BrokerCollector
 from skiff.broker.offsets import ConsumerOffsetManager
 from skiff.broker.open_files import OpenFileWatch
 from skiff.broker.pop.service import PopService
+from skiff.broker.processors.admin_compaction import CompactionAdminProcessor
 from skiff.broker.processors.admin_groups import GroupAdminProcessor
 from skiff.broker.processors.admin_timer import TimerAdminProcessor
 from skiff.broker.processors.admin_topics import TopicAdminProcessor
@@ -88,9 +92,12 @@ class BrokerServer:
         self._namesrv_client = RemotingClient()
         self.store: MessageStore
         self.stats: BrokerStats
+        self.compaction: CompactionService
         self.registration: NamesrvRegistration
         self._remoting: RemotingServer | None = None
         self._services: list[Periodic] = []
+        self.role = Role.of(config)
+        self.replication: Replication
         self.grpc: GrpcServer | None = None
         self.metrics: MetricsHttpServer | None = None
         self.rpc_latency: RpcLatency | None = None
@@ -112,10 +119,11 @@ class BrokerServer:
         try:
             self.store = MessageStore(self.store_config, store_host=pack_host(self.config.advertised_ip, self.port),
                                       clock=self.clock)
+            self.store.replica = self.role.is_slave
             self.recovery = await asyncio.to_thread(self.store.start)
             try:
-                self.timer = TimerService(self.store, self.store_config, clock=self.clock)
-                self.timer_recovery = await asyncio.to_thread(self.timer.start)
+                if not self.role.is_slave:
+                    await self._start_timer()
                 await self._serve()
             except BaseException:
                 await asyncio.to_thread(self._shutdown_store)
@@ -128,12 +136,12 @@ class BrokerServer:
         self.topics.load()
         self.groups.load()
         self.offsets.load()
-        self.registration = NamesrvRegistration(self.config, self.topics, self._namesrv_client, self.port)
+        self.registration = NamesrvRegistration(self.config, self.topics, self._namesrv_client, self.port, self.role)
         self.open_files = OpenFileWatch(self.topics)
         self.open_files.check()
         self.topics.on_change = self._topics_changed
         self.store.add_dispatch_listener(self.hold.notify)
-        self.stats = BrokerStats(self.config, self.store, self.clock)
+        self.stats = BrokerStats(self.config, self.store, self.clock, self.role)
         self.transactions = TransactionService(self.config, self.store, self.topics, self.clients, self.offsets,
                                                self.writer, self.clock)
         self.transaction_recovery = await asyncio.to_thread(self.transactions.recover)
@@ -141,7 +149,13 @@ class BrokerServer:
                               self.clock, self.store_config.root)
         pop_services = self.pop.start()
         self._pop_processor = PopProcessor(self.config, self.topics, self.groups, self.pop)
+        self.compaction = CompactionService(self.store, self.topics, self.store_config, self.clock)
         client_manage = ClientManageProcessor(self.config, self.clients, self.groups, self.topics)
+        self.replication = Replication(self.config, self.role, self.store, self.registration, self.topics,
+                                       self.groups, self.offsets, self._namesrv_client,
+                                       start_master_services=self._start_timer, stop_master_services=self._stop_timer)
+        await self.replication.start(self.port)
+        self.stats.replication = self.replication.runtime_table
         self._prepare_metrics()
         handlers = self._handlers(client_manage)
         self._remoting = RemotingServer(self.config.listen_host, self.port, handlers,
@@ -155,8 +169,9 @@ class BrokerServer:
             Periodic("persist-consumer-offsets", self.config.flush_consumer_offset_interval_ms / 1000.0,
                      self._persist_offsets),
             Periodic("expire-clients", self.config.client_scan_interval_ms / 1000.0, self._expire_clients),
-            *self.transactions.services(),
-            *pop_services,
+            *([] if self.role.is_slave else self.transactions.services()),
+            *([] if self.role.is_slave else pop_services),
+            *([] if self.role.is_slave else [self.compaction.service()]),
         ]
         for service in self._services:
             service.start()
@@ -164,6 +179,19 @@ class BrokerServer:
             self.acl.start()
         await self.registration.register_all()
         self.registration.start()
+        self.replication.run()
+
+    async def _start_timer(self) -> None:
+        """Only a master delivers delayed messages; a slave has them in its CommitLog copy."""
+        if self.timer is None:
+            timer = TimerService(self.store, self.store_config, clock=self.clock)
+            self.timer_recovery = await asyncio.to_thread(timer.start)
+            self.timer = timer
+
+    async def _stop_timer(self) -> None:
+        timer, self.timer = self.timer, None
+        if timer is not None:
+            await asyncio.to_thread(timer.stop)
 
     async def _start_grpc(self, handlers: dict[int, Handler]) -> None:
         """The gRPC endpoint for RocketMQ 5.x clients (docs/grpc.md), unless grpcServerPort is 0."""
@@ -182,10 +210,12 @@ class BrokerServer:
 
     def _handlers(self, client_manage: ClientManageProcessor) -> dict[int, Handler]:
         cfg, store = self.config, self.store
-        sender = self._sender = SendProcessor(cfg, store, self.topics, self.writer, self.stats)
+        sender = self._sender = SendProcessor(cfg, store, self.topics, self.writer, self.stats,
+                                              self.replication.sync_replicas, self.role)
         processors = [
             sender,
-            PullProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients, self.hold, self.stats),
+            PullProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients, self.hold, self.stats,
+                          self.role),
             ConsumerProcessor(store, self.offsets, self.clients, self.locks),
             client_manage,
             SendBackProcessor(cfg, store, self.topics, self.groups, self.writer, sender),
@@ -196,6 +226,7 @@ class BrokerServer:
             EndTransactionProcessor(self.transactions),
             TimerAdminProcessor(self.store_config, lambda: self.timer),
             self._pop_processor,
+            CompactionAdminProcessor(self.topics, self.compaction),
         ]
         handlers: dict[int, Handler] = {}
         for processor in processors:
@@ -220,6 +251,7 @@ class BrokerServer:
         if self._remoting is None:
             return
         remoting, self._remoting = self._remoting, None
+        await self.replication.stop_controller()
         if self.metrics is not None:
             await self.metrics.stop()
         await self.registration.stop()
@@ -227,6 +259,7 @@ class BrokerServer:
         if self.grpc is not None:
             await self.grpc.stop(self.config.shutdown_drain_timeout_ms / 1000.0)
         await remoting.stop(self.config.shutdown_drain_timeout_ms / 1000.0)
+        await self.replication.stop()
         for service in self._services:
             await service.stop()
         if self.acl is not None:

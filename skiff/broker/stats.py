@@ -3,7 +3,10 @@ where RocketMQ has one."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from skiff.broker.config import BrokerConfig
+from skiff.broker.ha.role import Role
 from skiff.common.clock import Clock
 from skiff.protocol.codes import SKIFF_VERSION
 from skiff.store import MessageStore
@@ -17,13 +20,16 @@ class BrokerStats:
     ``stored``/``pulled`` are a dict lookup and a few integer adds on the hot path, and
     the Prometheus collector (`skiff.broker.metrics`) reads them at scrape time."""
 
-    def __init__(self, config: BrokerConfig, store: MessageStore, clock: Clock) -> None:
+    def __init__(self, config: BrokerConfig, store: MessageStore, clock: Clock, role: Role | None = None) -> None:
         self.config = config
+        self.role = role or Role.of(config)
         self.store = store
         self.clock = clock
         self.boot_ms = clock.now_ms()
         self.pull_requests = 0
         self.messages_pulled = 0
+        self.replication: Callable[[], dict[str, str]] | None = None
+        """The HA service's keys for the table (role, slaves, acknowledged offsets)."""
         self.in_by_topic: dict[str, list[int]] = {}
         """topic → [messages, body bytes] stored from sends (send-backs and DLQ moves included)."""
         self.out_by_topic_group: dict[tuple[str, str], list[int]] = {}
@@ -74,5 +80,9 @@ class BrokerStats:
             "writable": "true" if s.writable else "false",
             "brokerName": self.config.broker_name,
             "brokerCluster": self.config.broker_cluster_name,
+            "brokerId": str(self.role.broker_id),
+            "brokerRole": self.role.role.name,
         }
+        if self.replication is not None:
+            table.update(self.replication())
         return table

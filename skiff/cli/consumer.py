@@ -68,7 +68,7 @@ def consumer_delete(args: argparse.Namespace) -> int:
 
 
 def consumer_progress(args: argparse.Namespace) -> int:
-    progress = with_admin(args, lambda a: a.consumer_progress(args.group, args.topic))
+    progress = with_admin(args, lambda a: a.consumer_progress(args.group, args.topic))  # NoOffsetsError: exit 1
     if args.json:
         return emit(args, progress, (), [])
     print_table(("TOPIC", "BROKER", "QUEUE", "BROKER OFFSET", "CONSUMER OFFSET", "LAG", "LAST CONSUMED"),

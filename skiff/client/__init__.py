@@ -53,6 +53,7 @@ _EXPORTS: dict[str, str] = {
     "TransactionSendResult": "skiff.client.transaction_producer",
     "PullStatus": "skiff.client.results",
     "PullResult": "skiff.client.results",
+    "RawPullResult": "skiff.client.results",
     "ConsumeStatus": "skiff.client.results",
     "ConsumeOrderlyStatus": "skiff.client.results",
     "MessageSelector": "skiff.client.results",

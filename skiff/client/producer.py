@@ -154,6 +154,19 @@ class AsyncProducer(AsyncClient):
         return await self._tracer.timed_batch(msgs, (await core.send(c, queue=queue, timeout_ms=timeout_ms)
                                                      for c in chunks))
 
+    async def send_encoded_batch(self, topic: str, body: bytes, msg_ids: Sequence[str], *,
+                                 queue: MessageQueue | None = None, timeout_ms: int | None = None) -> SendResult:
+        """Send one batch body already encoded in `skiff.protocol.message_codec`'s batch format
+        (each record's properties holding its UNIQ_KEY, ``msg_ids`` in record order) as one
+        SEND_BATCH_MESSAGE, with `send`'s retries unless ``queue`` pins it.
+
+        For writers that encode many messages column-wise (the Spark sink) rather than
+        through a `Message` each. The caller has checked each record (sizes, properties);
+        the body's size is checked here. It is not traced: the tracer reads messages.
+        """
+        core = self._running()
+        return await core.send(core.prepare_encoded_batch(topic, body, msg_ids), queue=queue, timeout_ms=timeout_ms)
+
     def trace_stats(self) -> TraceStats | None:
         """This producer's trace counters (None when it does not trace)."""
         return self._tracer.stats()
@@ -172,7 +185,7 @@ def _call_back(callback: SendCallback, task: asyncio.Task[SendResult]) -> None:
         log.exception("a send callback failed")
 
 
-@mirror(AsyncProducer, "send", "send_oneway", "send_batch")
+@mirror(AsyncProducer, "send", "send_oneway", "send_batch", "send_encoded_batch")
 class Producer(BlockingGroupClient[AsyncProducer]):
     """The blocking `AsyncProducer`: same constructor, same methods, run on the shared client loop.
 

@@ -21,7 +21,7 @@ from skiff.client._impl.lifecycle import AsyncClient
 from skiff.client._impl.pull_api import LONG_POLL_EXTRA_MS, SUSPEND_TIMEOUT_MS, Puller, pull_sys_flag
 from skiff.client.blocking import BlockingClient, mirror
 from skiff.client.errors import ClientStateError, MessageValidationError
-from skiff.client.results import PullResult
+from skiff.client.results import PullResult, RawPullResult
 from skiff.common.message import MessageQueue
 from skiff.common.names import group_error
 from skiff.protocol.bodies.heartbeat import SUB_ALL, ExpressionType
@@ -80,6 +80,23 @@ class AsyncPullClient(AsyncClient):
         return await self._pull(mq, offset, max_nums, sub_expression, expression_type, False,
                                 SUSPEND_TIMEOUT_MS, timeout_ms)
 
+    async def pull_raw(self, mq: MessageQueue, offset: int, max_nums: int = 32, *, sub_expression: str = SUB_ALL,
+                       expression_type: str = ExpressionType.TAG,
+                       timeout_ms: int = PULL_TIMEOUT_MS) -> RawPullResult:
+        """`pull` without decoding: the answer's status, offsets and its run of stored records as
+        the broker sent them, for a reader that decodes them as columns (no object per message).
+
+        The records are not re-checked against the tag set: keep those whose TAGS is in
+        ``result.recheck_tags`` when it is not None.
+        """
+        _, puller = self._started()
+        self._check(offset, max_nums)
+        return await puller.pull_raw(
+            mq, offset, max_nums, group=self.group, sub_expression=sub_expression,
+            expression_type=expression_type, sys_flag=pull_sys_flag(), suspend_timeout_ms=SUSPEND_TIMEOUT_MS,
+            timeout_ms=timeout_ms,
+        )
+
     async def pull_blocking(self, mq: MessageQueue, offset: int, max_nums: int = 32, *,
                             sub_expression: str = SUB_ALL, expression_type: str = ExpressionType.TAG,
                             suspend_timeout_ms: int = SUSPEND_TIMEOUT_MS) -> PullResult:
@@ -91,18 +108,22 @@ class AsyncPullClient(AsyncClient):
     async def _pull(self, mq: MessageQueue, offset: int, max_nums: int, sub_expression: str,
                     expression_type: str, suspend: bool, suspend_timeout_ms: int, timeout_ms: int) -> PullResult:
         _, puller = self._started()
-        if offset < 0:
-            raise MessageValidationError(f"the offset {offset} is negative")
-        if not 0 < max_nums <= MAX_NUMS_LIMIT:
-            raise MessageValidationError(f"max_nums must be between 1 and {MAX_NUMS_LIMIT}, not {max_nums}")
+        self._check(offset, max_nums)
         return await puller.pull(
             mq, offset, max_nums, group=self.group, sub_expression=sub_expression,
             expression_type=expression_type, sys_flag=pull_sys_flag(suspend=suspend),
             suspend_timeout_ms=suspend_timeout_ms, timeout_ms=timeout_ms,
         )
 
+    @staticmethod
+    def _check(offset: int, max_nums: int) -> None:
+        if offset < 0:
+            raise MessageValidationError(f"the offset {offset} is negative")
+        if not 0 < max_nums <= MAX_NUMS_LIMIT:
+            raise MessageValidationError(f"max_nums must be between 1 and {MAX_NUMS_LIMIT}, not {max_nums}")
 
-@mirror(AsyncPullClient, "fetch_subscribe_queues", "pull", "pull_blocking")
+
+@mirror(AsyncPullClient, "fetch_subscribe_queues", "pull", "pull_raw", "pull_blocking")
 class PullClient(BlockingClient[AsyncPullClient]):
     """The blocking `AsyncPullClient`: same constructor, same methods."""
 

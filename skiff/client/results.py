@@ -73,6 +73,26 @@ class PullResult:
     suggest_which_broker_id: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class RawPullResult:
+    """One pull's answer with its records left as the broker sent them: for readers that decode
+    a run of records column-wise (the Spark source) instead of into a message object each.
+
+    ``body`` is the run of stored records (`skiff.common.record`'s layout; empty unless
+    FOUND). The broker filters tags by hash code, which can collide: when ``recheck_tags``
+    is not None, keep only the records whose TAGS property is in it (`PullResult`'s
+    messages are checked so already). The queue's bounds are not added to any record.
+    """
+
+    status: PullStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    body: bytes = b""
+    recheck_tags: frozenset[str] | None = None
+    suggest_which_broker_id: int = 0
+
+
 class ConsumeStatus(enum.Enum):
     """A concurrent listener's answer for a batch of messages."""
 

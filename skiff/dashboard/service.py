@@ -14,8 +14,9 @@ from typing import Any
 
 from skiff.client._impl.config import ClientConfig
 from skiff.client.admin import AsyncAdmin
-from skiff.client.admin_results import BrokerInfo
+from skiff.client.admin_results import BrokerInfo, ConsumerProgress
 from skiff.client.credentials import Credentials
+from skiff.client.errors import NoOffsetsError
 from skiff.client.producer import AsyncProducer
 from skiff.client.pull_client import AsyncPullClient
 from skiff.common.message import Message
@@ -42,6 +43,8 @@ class DashboardConfig:
     """Samples the charts keep (10 minutes at the default interval)."""
     session_idle_s: float = 3600.0
     """A login (brokers with ACL on) ends after this long without a request."""
+    sessions_max: int = 64
+    """Logins kept at once; past that the least recently used one is signed out."""
 
 
 SYSTEM_TOPIC_NAMES = frozenset({*SYSTEM_TOPICS, TRACE_TOPIC, "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"})
@@ -157,8 +160,15 @@ class Dashboard:
         rows = await asyncio.gather(*(self._group_summary(g) for g in names))
         return {"groups": list(rows)}
 
+    async def _progress(self, group: str) -> ConsumerProgress:
+        """The group's progress; none yet for a group that has not committed an offset."""
+        try:
+            return await self.admin.consumer_progress(group)
+        except NoOffsetsError:
+            return ConsumerProgress(group, ())
+
     async def _group_summary(self, group: str) -> dict[str, Any]:
-        progress = await self.admin.consumer_progress(group)
+        progress = await self._progress(group)
         members = await self._members(group)
         return {"group": group, "members": len(members), "total_lag": progress.total_lag,
                 "topics": sorted({q.mq.topic for q in progress.queues}), "consume_tps": progress.consume_tps}
@@ -172,7 +182,7 @@ class Dashboard:
                  "version": c.version} for c in conns.connections]
 
     async def group(self, group: str) -> dict[str, Any]:
-        progress = await self.admin.consumer_progress(group)
+        progress = await self._progress(group)
         return {
             "group": group, "total_lag": progress.total_lag, "consume_tps": progress.consume_tps,
             "members": await self._members(group),

@@ -119,6 +119,10 @@ class SkiffRequestCode(IntEnum):
     """Scheduled messages per timer slot, and the timer's counters (`skiff timer slots`)."""
     CANCEL_SCHEDULED_MESSAGE = 10002
     """Cancel a scheduled message by UNIQ_KEY or offsetMsgId (`skiff timer cancel`)."""
+    GET_COMPACTION_STATUS = 10010
+    """A topic's cleanup policy and each queue's compaction state (`skiff topic compact-status`)."""
+    COMPACT_TOPIC = 10011
+    """Compact every queue of a compacted topic now (`skiff topic compact`)."""
 
 
 class PopRequestCode(IntEnum):

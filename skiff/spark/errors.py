@@ -16,3 +16,7 @@ class SparkOptionError(ConfigError, ValueError):
 
 class DataLossError(SkiffError):
     """Retention removed messages a query still needed (``failOnDataLoss=true``)."""
+
+
+class SparkJobError(SkiffError):
+    """A Spark job that `skiff export` or `skiff replay` ran failed; the message is Spark's reason."""

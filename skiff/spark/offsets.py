@@ -136,15 +136,20 @@ class OffsetRange(NamedTuple):
 
 
 def plan_ranges(start: Mapping[MessageQueue, int], end: Mapping[MessageQueue, int],
-                min_partitions: int | None = None) -> list[OffsetRange]:
+                min_partitions: int | None = None, max_records: int | None = None) -> list[OffsetRange]:
     """The non-empty ranges from ``start`` to ``end`` in queue order, split so that there are about
     ``min_partitions`` of them when fewer queues have data (Kafka's rule: each range gets
-    parts in proportion to its size, at least one)."""
+    parts in proportion to its size, at least one), and so that none holds more than
+    ``max_records`` offsets. A range is cut into parts whose sizes differ by one at most."""
     ranges = [OffsetRange(mq, start[mq], end[mq]) for mq in sorted(end) if mq in start and end[mq] > start[mq]]
-    if not min_partitions or len(ranges) >= min_partitions:
-        return ranges
     total = sum(r.size for r in ranges)
-    return [part for r in ranges for part in _split(r, max(round(r.size / total * min_partitions), 1))]
+    out = []
+    for r in ranges:
+        parts = max(round(r.size / total * min_partitions), 1) if min_partitions and len(ranges) < min_partitions else 1
+        if max_records:
+            parts = max(parts, -(-r.size // max_records))
+        out += _split(r, parts)
+    return out
 
 
 def _split(r: OffsetRange, parts: int) -> Iterable[OffsetRange]:

@@ -37,6 +37,7 @@ SOURCE_OPTIONS = frozenset({
     "namesrvaddr", "topic", "topicpattern", "subexpression", "expressiontype", "startingoffsets",
     "startingtimestamp", "endingoffsets", "endingtimestamp", "maxmessagespertrigger", "minpartitions",
     "failondataloss", "pullbatchsize", "pulltimeoutms", "includeproperties", "consumergroup",
+    "maxrecordsperpartition",
 })
 SINK_OPTIONS = frozenset({"namesrvaddr", "topic", "producergroup", "idempotent", "writeid"})
 
@@ -114,6 +115,7 @@ class SourceOptions:
     ending_timestamp_ms: int | None
     max_messages_per_trigger: int | None
     min_partitions: int | None
+    max_records_per_partition: int | None
     fail_on_data_loss: bool
     pull_batch_size: int
     pull_timeout_ms: int
@@ -144,6 +146,7 @@ class SourceOptions:
             ending_timestamp_ms=ending_ts,
             max_messages_per_trigger=r.integer("maxMessagesPerTrigger", None, low=1),
             min_partitions=r.integer("minPartitions", None, low=1),
+            max_records_per_partition=r.integer("maxRecordsPerPartition", None, low=1),
             fail_on_data_loss=r.boolean("failOnDataLoss", True),
             pull_batch_size=r.integer("pullBatchSize", DEFAULT_PULL_BATCH_SIZE, low=1, high=PULL_MAX_MESSAGES) or 1,
             pull_timeout_ms=r.integer("pullTimeoutMs", DEFAULT_PULL_TIMEOUT_MS, low=1) or 1,

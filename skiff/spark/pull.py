@@ -1,5 +1,10 @@
 """The executor side of a read: pull one queue's exact offset range and yield Arrow batches.
 
+Pull answers stay raw (`AsyncPullClient.pull_raw`): each answer's records are
+located and trimmed to the segment by their queue offsets (numpy), and a
+batch's worth of answers is decoded column-wise into one Arrow record batch
+(`skiff.spark.arrow_decode`), with no Python object per message.
+
 A range ``[start, end)`` is cut into segments of ``pullBatchSize`` offsets, and
 rounds of `IN_FLIGHT_SEGMENTS` of them are pulled concurrently on the client's
 event loop (the blocking facade's shared loop thread); the next round is on the
@@ -25,20 +30,22 @@ from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 from itertools import islice
+from typing import NamedTuple
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import InputPartition
 
-from skiff.client import AsyncPullClient, PullResult, PullStatus
+from skiff.client import AsyncPullClient, PullStatus, RawPullResult
 from skiff.client.blocking import loop_thread
 from skiff.common.message import MessageQueue
-from skiff.common.stored_message import StoredMessage
 from skiff.spark import clients
+from skiff.spark.arrow_decode import decode_run
 from skiff.spark.errors import DataLossError
 from skiff.spark.metadata import data_loss_message
 from skiff.spark.offsets import OffsetRange
 from skiff.spark.options import SourceOptions
-from skiff.spark.schema import record_batch
+from skiff.spark.record_columns import QUEUE_OFFSET_AT, gather, record_starts
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +53,7 @@ IN_FLIGHT_SEGMENTS = 16
 """Segments one round pulls at once (each of up to ``pullBatchSize`` messages)."""
 BATCH_MIN_ROWS = 4096
 """Segments are gathered into Arrow batches of at least this many rows (or the range's rest)."""
+_NONE = np.zeros(0, np.int64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,14 +65,25 @@ class QueueRange(InputPartition):  # type: ignore[misc]
     queue_id: int
     start: int
     end: int
+    compacted: bool = False
+    """The topic is compacted (docs/compaction.md): gaps in its offsets are removed
+    records, not data loss."""
 
     @classmethod
-    def of(cls, r: OffsetRange) -> QueueRange:
-        return cls(r.mq.topic, r.mq.broker_name, r.mq.queue_id, r.start, r.end)
+    def of(cls, r: OffsetRange, compacted: bool = False) -> QueueRange:
+        return cls(r.mq.topic, r.mq.broker_name, r.mq.queue_id, r.start, r.end, compacted)
 
     @property
     def mq(self) -> MessageQueue:
         return MessageQueue(self.topic, self.broker, self.queue_id)
+
+
+class Run(NamedTuple):
+    """The records of one pull answer that a read keeps: its buffer and where they start."""
+
+    buf: bytes
+    starts: np.ndarray
+    recheck_tags: frozenset[str] | None
 
 
 def read_range(options: SourceOptions, part: QueueRange) -> Iterator[pa.RecordBatch]:
@@ -74,18 +93,33 @@ def read_range(options: SourceOptions, part: QueueRange) -> Iterator[pa.RecordBa
     step = options.pull_batch_size
     starts = iter(range(part.start, part.end, step))
 
-    def next_round() -> Future[list[StoredMessage]] | None:
+    def next_round() -> Future[list[Run]] | None:
         bounds = [(lo, min(lo + step, part.end)) for lo in islice(starts, IN_FLIGHT_SEGMENTS)]
         return thread.submit(reader.round(bounds)) if bounds else None
 
     pending = next_round()
-    rows: list[StoredMessage] = []
+    runs: list[Run] = []
+    rows = 0
     while pending is not None:
-        rows.extend(pending.result())
+        done = pending.result()
+        runs += done
+        rows += sum(len(r.starts) for r in done)
         pending = next_round()
-        if rows and (len(rows) >= BATCH_MIN_ROWS or pending is None):
-            yield record_batch(part.mq, rows, options.include_properties)
-            rows = []
+        if rows and (rows >= BATCH_MIN_ROWS or pending is None):
+            yield decode_runs(runs, part.mq, options.include_properties)
+            runs, rows = [], 0
+
+
+def decode_runs(runs: list[Run], mq: MessageQueue, include_properties: bool) -> pa.RecordBatch:
+    """One record batch of ``runs`` (their buffers joined, so the columns are built once)."""
+    runs = [r for r in runs if len(r.starts)]
+    if len(runs) == 1:
+        buf, starts = runs[0].buf, runs[0].starts
+    else:
+        shifts = np.cumsum([0] + [len(r.buf) for r in runs[:-1]])
+        buf = b"".join(r.buf for r in runs)
+        starts = np.concatenate([r.starts + shift for r, shift in zip(runs, shifts)])
+    return decode_run(buf, starts, mq, include_properties, runs[0].recheck_tags)
 
 
 class _SegmentReader:
@@ -97,32 +131,37 @@ class _SegmentReader:
         self.mq = part.mq
         self.end = part.end
         self.unfiltered = options.expression_type == "TAG" and options.sub_expression.strip() in ("", "*")
+        self.compacted = part.compacted
 
-    async def round(self, bounds: list[tuple[int, int]]) -> list[StoredMessage]:
+    async def round(self, bounds: list[tuple[int, int]]) -> list[Run]:
         segments = await asyncio.gather(*(self.segment(lo, hi) for lo, hi in bounds))
-        return [m for segment in segments for m in segment]
+        return [run for segment in segments for run in segment]
 
-    async def segment(self, offset: int, end: int) -> list[StoredMessage]:
+    async def segment(self, offset: int, end: int) -> list[Run]:
         assert self.client is not None
-        out: list[StoredMessage] = []
+        out: list[Run] = []
         while offset < end:
-            result = await self.client.pull(
+            result = await self.client.pull_raw(
                 self.mq, offset, min(self.options.pull_batch_size, end - offset),
                 sub_expression=self.options.sub_expression, expression_type=self.options.expression_type,
                 timeout_ms=self.options.pull_timeout_ms)
-            resume = self._after_loss(offset, end, result)
+            starts = record_starts(result.body) if result.body else _NONE
+            queue_offsets = gather(np.frombuffer(result.body, np.uint8), starts + QUEUE_OFFSET_AT, 8, ">i8")
+            resume = self._after_loss(offset, end, result, int(queue_offsets[0]) if len(starts) else None)
             if resume != offset:
                 offset = resume
                 continue
-            out.extend(m for m in result.messages if offset <= m.queue_offset < end)
+            keep = (queue_offsets >= offset) & (queue_offsets < end)
+            out.append(Run(result.body, starts[keep], result.recheck_tags))
             if result.next_begin_offset <= offset:
                 raise RuntimeError(f"{self.mq}: the broker answered {result.status.value} at offset {offset} "
                                    f"without moving on (next offset {result.next_begin_offset})")
             offset = result.next_begin_offset
         return out
 
-    def _after_loss(self, offset: int, end: int, result: PullResult) -> int:
-        """``offset``, or where reading resumes after messages the broker no longer has (if allowed)."""
+    def _after_loss(self, offset: int, end: int, result: RawPullResult, first: int | None) -> int:
+        """``offset``, or where reading resumes after messages the broker no longer has (if allowed);
+        ``first`` is the queue offset of the answer's first record."""
         if offset < result.min_offset:
             resume = result.min_offset
         elif result.status is PullStatus.OFFSET_ILLEGAL or result.status is PullStatus.NO_NEW_MSG:
@@ -132,8 +171,10 @@ class _SegmentReader:
             return end
         elif self.unfiltered and result.status is PullStatus.NO_MATCHED_MSG:
             resume = result.next_begin_offset
-        elif self.unfiltered and result.messages and result.messages[0].queue_offset > offset:
-            resume = result.messages[0].queue_offset
+        elif self.unfiltered and first is not None and first > offset:
+            if self.compacted:  # compaction removed the offsets in between
+                return offset
+            resume = first
         else:
             return offset
         self._lost(data_loss_message([(self.mq, offset, resume)]))

@@ -1,10 +1,11 @@
 """The skiff sink: `SkiffBatchWriter` (``df.write``) and `SkiffStreamWriter` (``df.writeStream``).
 
-Rows are sent from the executors' ``write()``, one Arrow batch at a time: the
-rows bound for one queue (``queue_id`` or ``shardingKey``) go as one batched
-send to that queue, in row order; the others go in chunks of `FREE_CHUNK_ROWS`
-to whichever queue the producer picks (with its retries on another broker).
-Sends of one Arrow batch overlap on the process's client pool.
+Rows are sent from the executors' ``write()``, one Arrow batch at a time,
+encoded column-wise into batch bodies (`skiff.spark.arrow_encode`, no message
+object per row): the rows bound for one queue (``queue_id`` or ``shardingKey``)
+go as batched sends to that queue, in row order; the others go in chunks of
+`FREE_CHUNK_ROWS` to whichever queue the producer picks (with its retries on
+another broker). Sends of one Arrow batch overlap on the process's client pool.
 
 Delivery is at-least-once: a message is on the broker once ``write()`` has
 sent it, before Spark commits anything. If a task fails after sending part of
@@ -25,17 +26,20 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
-from skiff.client import Producer
 from skiff.client._impl.route import publish_queues
-from skiff.common.message import Message, MessageQueue
+from skiff.common.limits import BATCH_MAX_MESSAGES
+from skiff.common.message import MessageQueue
+from skiff.common.msgid import UNIQ_IDS
 from skiff.spark import clients
+from skiff.spark.arrow_encode import Encoded, Outgoing, by_value, chunks, encode
 from skiff.spark.errors import SparkOptionError
 from skiff.spark.options import SinkOptions
-from skiff.spark.sink_rows import Row, SinkColumns, idempotent_ids, place, rows_of
+from skiff.spark.sink_rows import SinkColumns, idempotent_ids, place
 
 log = logging.getLogger(__name__)
 
@@ -62,29 +66,39 @@ def write_partition(options: SinkOptions, columns: SinkColumns, batches: Iterato
     producer = clients.producer(options.namesrv_addr, options.producer_group)
     sent = 0
     for batch in batches:
-        rows = rows_of(batch, columns, options.topic, msg_id, sent)
-        _send(producer, options, rows)
-        sent += len(rows)
+        n = batch.num_rows
+        ids = [msg_id(sent + i) for i in range(n)] if msg_id is not None else [UNIQ_IDS.next_id() for _ in range(n)]
+        sends = _sends(options, columns, batch, encode(batch, columns, options.topic, ids, sent))
+        for _ in clients.pool().map(lambda s: producer.send_encoded_batch(s.topic, s.body, s.msg_ids, queue=s.queue),
+                                    sends):
+            pass
+        sent += n
     return SentRows(partition_id, sent)
 
 
-def _send(producer: Producer, options: SinkOptions, rows: Sequence[Row]) -> None:
-    admin = clients.admin(options.namesrv_addr)
-    routes = {t: _writable_queues(t, admin.topic_route(t))
-              for t in {r.msg.topic for r in rows if r.queue_id is not None or r.sharding_key is not None}}
-    pinned: dict[MessageQueue, list[Message]] = {}
-    free: dict[str, list[Message]] = {}
-    for row in rows:
-        mq = place(row, routes[row.msg.topic]) if row.msg.topic in routes else None
-        if mq is None:
-            free.setdefault(row.msg.topic, []).append(row.msg)
-        else:
-            pinned.setdefault(mq, []).append(row.msg)
-    sends = [(msgs, mq) for mq, msgs in pinned.items()]
-    sends += [(msgs[i:i + FREE_CHUNK_ROWS], None) for msgs in free.values()
-              for i in range(0, len(msgs), FREE_CHUNK_ROWS)]
-    for _ in clients.pool().map(lambda s: producer.send_batch(s[0], queue=s[1]), sends):
-        pass
+def _sends(options: SinkOptions, columns: SinkColumns, batch: pa.RecordBatch, encoded: Encoded) -> list[Outgoing]:
+    """The requests of one encoded batch: per topic, one run of sends per pinned queue, in row
+    order, and the rows that may go anywhere in chunks of `FREE_CHUNK_ROWS`."""
+    n = batch.num_rows
+    if "topic" in columns.names:
+        topics = by_value(encoded.topics.to_pylist())
+    else:
+        topics = {options.topic: np.arange(n, dtype=np.int64)}
+    pinned = "queue_id" in columns.names or "shardingkey" in columns.names
+    values = {key: batch.column(columns.names[key]).to_pylist() if key in columns.names else [None] * n
+              for key in ("broker", "queue_id", "shardingkey")} if pinned else {}
+    out: list[Outgoing] = []
+    for topic, rows in topics.items():
+        assert isinstance(topic, str)
+        if not pinned:
+            out += chunks(encoded, rows, topic, None, FREE_CHUNK_ROWS)
+            continue
+        queues = _writable_queues(topic, clients.admin(options.namesrv_addr).topic_route(topic))
+        places = by_value([(values["broker"][r], values["queue_id"][r], values["shardingkey"][r]) for r in rows])
+        for (broker, queue_id, key), where in places.items():  # type: ignore[misc]
+            mq = place(topic, broker, queue_id, key, queues)
+            out += chunks(encoded, rows[where], topic, mq, FREE_CHUNK_ROWS if mq is None else BATCH_MAX_MESSAGES)
+    return out
 
 
 def _writable_queues(topic: str, route: Any) -> tuple[MessageQueue, ...]:

@@ -1,5 +1,5 @@
-"""What the skiff sink makes of a DataFrame's rows: which columns it takes, the
-message each row becomes, the queue it goes to, and idempotent message ids.
+"""What the skiff sink makes of a DataFrame's rows: which columns it takes, the queue
+each row goes to, and idempotent message ids (`skiff.spark.arrow_encode` encodes them).
 
 Columns (names case-insensitive, as Spark resolves them):
 
@@ -32,7 +32,6 @@ import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-import pyarrow as pa
 from pyspark.sql.types import (
     BinaryType,
     ByteType,
@@ -46,8 +45,7 @@ from pyspark.sql.types import (
 )
 
 from skiff.client import SelectByHash
-from skiff.common.message import Message, MessageQueue
-from skiff.common.properties import Prop
+from skiff.common.message import MessageQueue
 from skiff.spark.errors import SparkOptionError
 from skiff.spark.options import SinkOptions
 
@@ -107,44 +105,6 @@ def _same_type(actual: DataType, wanted: DataType) -> bool:
     return type(actual) is type(wanted)
 
 
-@dataclass(frozen=True, slots=True)
-class Row:
-    """One row as a message and where it must go (``queue_id``/``sharding_key`` None: anywhere)."""
-
-    msg: Message
-    broker: str | None
-    queue_id: int | None
-    sharding_key: str | None
-
-
-def rows_of(batch: pa.RecordBatch, columns: SinkColumns, default_topic: str | None,
-            msg_id: Callable[[int], str] | None, first_row: int) -> list[Row]:
-    """The rows of ``batch`` as messages; ``msg_id(row number)`` gives idempotent ids."""
-    values = {key: batch.column(name).to_pylist() for key, name in columns.names.items()}
-    n = batch.num_rows
-    nones: list[None] = [None] * n
-    topics, bodies = values.get("topic", nones), values["body"]
-    tags, keys, props = values.get("tags", nones), values.get("keys", nones), values.get("properties", nones)
-    brokers, queue_ids, shard = values.get("broker", nones), values.get("queue_id", nones), \
-        values.get("shardingkey", nones)
-    out = []
-    for i in range(n):
-        row = first_row + i
-        body = bodies[i]
-        if not body:
-            raise SparkOptionError(f"row {row} of this partition has an empty or null body; brokers store no "
-                                   f"empty messages")
-        topic = topics[i] or default_topic
-        if topic is None:
-            raise SparkOptionError(f"row {row} of this partition has a null topic and no topic option is set")
-        properties = dict(props[i]) if props[i] else {}
-        if msg_id is not None:
-            properties[Prop.UNIQ_KEY] = msg_id(row)
-        msg = Message.of(topic, body, tags=tags[i], keys=keys[i], properties=properties, sharding_key=shard[i])
-        out.append(Row(msg, brokers[i], queue_ids[i], shard[i]))
-    return out
-
-
 def idempotent_ids(scope: str, partition_id: int) -> Callable[[int], str]:
     """``row -> id``: 32 upper-case hex digits (a UNIQ_KEY's shape), the same on every replay."""
     prefix = f"{scope}/{partition_id}/".encode()
@@ -155,20 +115,21 @@ def idempotent_ids(scope: str, partition_id: int) -> Callable[[int], str]:
     return msg_id
 
 
-def place(row: Row, queues: Sequence[MessageQueue]) -> MessageQueue | None:
-    """The queue ``row`` must go to among the topic's publish ``queues`` (route order), or None
+def place(topic: str, broker: str | None, queue_id: int | None, sharding_key: str | None,
+          queues: Sequence[MessageQueue]) -> MessageQueue | None:
+    """The queue a row must go to among ``topic``'s publish ``queues`` (route order), or None
     when any queue will do (the producer then picks and retries on another broker)."""
-    if row.sharding_key is not None:
-        return _HASH(queues, row.msg, row.sharding_key)
-    if row.queue_id is None:
+    if sharding_key is not None:
+        return _HASH(queues, None, sharding_key)  # type: ignore[arg-type]  # the key is the argument
+    if queue_id is None:
         return None
     brokers = sorted({q.broker_name for q in queues})
-    broker = row.broker or (brokers[0] if len(brokers) == 1 else None)
+    broker = broker or (brokers[0] if len(brokers) == 1 else None)
     if broker is None:
-        raise SparkOptionError(f"topic {row.msg.topic} is on brokers {', '.join(brokers)}: a queue_id needs a "
+        raise SparkOptionError(f"topic {topic} is on brokers {', '.join(brokers)}: a queue_id needs a "
                                f"broker column to say which")
-    mq = MessageQueue(row.msg.topic, broker, int(row.queue_id))
+    mq = MessageQueue(topic, broker, int(queue_id))
     if mq not in queues:
-        raise SparkOptionError(f"queue {mq} is not a writable queue of topic {row.msg.topic} "
+        raise SparkOptionError(f"queue {mq} is not a writable queue of topic {topic} "
                                f"(writable: {', '.join(str(q) for q in queues)})")
     return mq

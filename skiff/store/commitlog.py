@@ -154,6 +154,14 @@ class CommitLog:
         self.write_pos = self.flushed = end
         return dirty, removed
 
+    def release(self, start: int, end: int) -> None:
+        """Drop the process's mappings of the files holding [start, end) (`MappedFile.release`):
+        recovery reads them once, and a rebuild from the first record would otherwise keep
+        every CommitLog page it validated in the broker's RSS."""
+        for f in self.files.files:
+            if f.end > start and f.start < end:
+                f.release()
+
     def iter_records(self, start: int, end: int) -> Iterator[tuple[int, memoryview]]:
         """(offset, file mapping) of each record in [start, end), blanks skipped; the data
         must have been validated."""
@@ -293,6 +301,15 @@ class CommitLog:
             if target > self.flushed:
                 self.fsync_count += self.files.sync_range(self.flushed, target)
                 self.flushed = target
+            return self.flushed
+
+    def flush_through(self, offset: int) -> int:
+        """fdatasync at least up to ``offset`` (a record boundary the checkpoint will name,
+        even inside the page `flush` left for later); return the flushed offset."""
+        with self._flush_lock:
+            if offset > self.flushed:
+                self.fsync_count += self.files.sync_range(self.flushed, offset)
+                self.flushed = offset
             return self.flushed
 
     def warm(self, ahead_bytes: int = WARM_AHEAD_BYTES) -> int:

@@ -11,14 +11,19 @@ from pathlib import Path
 import pytest
 
 from skiff.common.message import Message
+from skiff.common.msgid import decode_offset_msg_id
 from skiff.common.sysflag import MessageSysFlag
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.headers.consumer import (
+    ConsumerSendMsgBackRequestHeader,
     GetConsumerListByGroupRequestHeader,
     QueryConsumerOffsetRequestHeader,
     QueueRequestHeader,
+    SearchOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from skiff.protocol.headers.query import ViewMessageRequestHeader
+from skiff.protocol.headers.transaction import EndTransactionRequestHeader
 from skiff.protocol.message_codec import decode_stored_messages
 from skiff.testing.cluster import Cluster
 from skiff.testing.waits import eventually
@@ -182,4 +187,41 @@ def test_pull_offsets_below_min_past_max_and_on_unknown_queues(cluster: Cluster)
         for queue_id in (-1, 4):
             assert (await wire.pull("CG-pull", "CF-pull", queue_id, 0)).code == ResponseCode.SYSTEM_ERROR
         assert (await wire.pull("CG-pull", "CF-no-topic", 0, 0)).code == ResponseCode.TOPIC_NOT_EXIST
+    with_wire(cluster.broker_addr(), test)
+
+
+# --------------------------------------------- send-back, lookups, transactions
+
+def test_send_back_of_a_missing_offset_and_with_a_negative_level(cluster: Cluster):
+    """asyncConsumerSendMsgBack: an offset with no message is SYSTEM_ERROR; a negative delay level
+    sends the message straight to the group's DLQ, whatever its reconsume count."""
+    async def test(wire: BrokerWire):
+        sent = await wire.send(Message.of("CF-back", b"poison"), queue_id=0)
+        phys = decode_offset_msg_id(sent.ext("msgId")).physical_offset
+        missing = await wire.call(RequestCode.CONSUMER_SEND_MSG_BACK,
+                                  ConsumerSendMsgBackRequestHeader(phys + 10**9, "CG-back", 0).to_ext())
+        assert missing.code == ResponseCode.SYSTEM_ERROR and str(phys + 10**9) in missing.remark
+        dead = await wire.call(RequestCode.CONSUMER_SEND_MSG_BACK,
+                               ConsumerSendMsgBackRequestHeader(phys, "CG-back", -1).to_ext())
+        assert dead.code == ResponseCode.SUCCESS, dead.remark
+        [msg] = await wire.pull_messages("CG-dlq-reader", "%DLQ%CG-back", 0)
+        assert msg.body == b"poison" and msg.reconsume_times == 1 and msg.properties["RETRY_TOPIC"] == "CF-back"
+    with_wire(cluster.broker_addr(), test)
+
+
+def test_lookups_of_what_is_not_there(cluster: Cluster):
+    """VIEW_MESSAGE_BY_ID past the CommitLog: SYSTEM_ERROR; SEARCH_OFFSET_BY_TIMESTAMP on an
+    unknown queue: 0; GET_EARLIEST_MSG_STORETIME of an empty or unknown queue: -1;
+    END_TRANSACTION for an offset holding no half message: SYSTEM_ERROR."""
+    async def test(wire: BrokerWire):
+        view = await wire.call(RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(2**40).to_ext())
+        assert view.code == ResponseCode.SYSTEM_ERROR and view.body == b""
+        search = await wire.call(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                                 SearchOffsetRequestHeader("CF-nowhere", 0, 1).to_ext())
+        assert (search.code, search.ext("offset")) == (ResponseCode.SUCCESS, "0")
+        earliest = await wire.call(RequestCode.GET_EARLIEST_MSG_STORETIME, QueueRequestHeader("CF-nowhere", 0).to_ext())
+        assert (earliest.code, earliest.ext("timestamp")) == (ResponseCode.SUCCESS, "-1")
+        end = await wire.call(RequestCode.END_TRANSACTION, EndTransactionRequestHeader(
+            "PG-none", 0, 2**40, int(MessageSysFlag.TRANSACTION_COMMIT), "00").to_ext())
+        assert end.code == ResponseCode.SYSTEM_ERROR
     with_wire(cluster.broker_addr(), test)

@@ -128,8 +128,9 @@ class ProducerCore:
         if not isinstance(msg, Message):
             raise MessageValidationError(f"expected a Message, got {type(msg).__name__}")
         check_topic(msg.topic)
-        if not msg.body:
-            raise MessageValidationError("the message body is empty")
+        if not msg.body and not msg.keys:
+            raise MessageValidationError("the message body is empty (only a tombstone, a message with KEYS "
+                                         "for a compacted topic, may be empty)")
         if len(msg.body) > self.options.max_message_size:
             raise MessageValidationError(
                 f"the message body is {len(msg.body)} bytes, more than max_message_size "
@@ -175,6 +176,19 @@ class ProducerCore:
             size += len(record)
         chunks.append(self._chunk(topic, records, chunk_ids, wait))
         return chunks
+
+    def prepare_encoded_batch(self, topic: str, body: bytes, msg_ids: Sequence[str]) -> Prepared:
+        """A batch body encoded by the caller, checked as a whole (topic, size, ids)."""
+        check_topic(topic)
+        if is_retry_topic(topic):
+            raise MessageValidationError("a batch cannot be sent to a retry topic")
+        if not body or not msg_ids:
+            raise MessageValidationError("the batch is empty")
+        if len(msg_ids) > BATCH_MAX_MESSAGES or len(body) > self.options.max_message_size:
+            raise MessageValidationError(
+                f"the batch of {len(msg_ids)} messages and {len(body)} bytes is over the limits "
+                f"({BATCH_MAX_MESSAGES} messages, max_message_size {self.options.max_message_size} bytes)")
+        return self._chunk(topic, [body], list(msg_ids), "true")
 
     def _encode(self, msgs: Sequence[Message]) -> tuple[bytes, list[str]]:
         """The batch body of ``msgs`` and each one's UNIQ_KEY (its own, or a new one)."""

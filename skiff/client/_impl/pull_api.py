@@ -11,10 +11,11 @@ MIN_OFFSET and MAX_OFFSET properties, as Java's client sets them.
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 from skiff.client._impl.api import MQClientAPI, PullResponse
 from skiff.client._impl.route import MASTER_ID, RouteCache
-from skiff.client.results import PullResult, PullStatus
+from skiff.client.results import PullResult, PullStatus, RawPullResult
 from skiff.common.message import MessageQueue
 from skiff.common.properties import Prop
 from skiff.common.stored_message import StoredMessage
@@ -68,18 +69,27 @@ def _wire_type(expression_type: str) -> str:
     return expression_type_of(expression_type).value
 
 
-def to_pull_result(resp: PullResponse, tags: frozenset[str] | None) -> PullResult:
-    """The answer of a pull as a `PullResult`: status, offsets and decoded, re-checked messages."""
-    header = resp.header
-    status = PULL_STATUS[resp.code]
+def to_pull_result(raw: RawPullResult) -> PullResult:
+    """A raw answer as a `PullResult`: its records decoded, re-checked against the tag set,
+    each carrying the queue's bounds (MIN_OFFSET, MAX_OFFSET)."""
     messages: list[StoredMessage] = []
-    if status is PullStatus.FOUND and resp.body:
-        bounds = {Prop.MIN_OFFSET: str(header.min_offset), Prop.MAX_OFFSET: str(header.max_offset)}
-        messages = decode_stored_messages(resp.body, extra_properties=bounds)
+    if raw.body:
+        bounds = {Prop.MIN_OFFSET: str(raw.min_offset), Prop.MAX_OFFSET: str(raw.max_offset)}
+        messages = decode_stored_messages(raw.body, extra_properties=bounds)
+        tags = raw.recheck_tags
         if tags is not None:
             messages = [m for m in messages if m.get_property(Prop.TAGS) in tags]
-    return PullResult(status, header.next_begin_offset, header.min_offset, header.max_offset, messages,
-                      header.suggest_which_broker_id)
+    return PullResult(raw.status, raw.next_begin_offset, raw.min_offset, raw.max_offset, messages,
+                      raw.suggest_which_broker_id)
+
+
+def to_raw_result(resp: PullResponse, tags: frozenset[str] | None) -> RawPullResult:
+    """The answer of a pull with its records undecoded (``body`` only for FOUND)."""
+    header = resp.header
+    status = PULL_STATUS[resp.code]
+    body = resp.body if status is PullStatus.FOUND and resp.body else b""
+    return RawPullResult(status, header.next_begin_offset, header.min_offset, header.max_offset,
+                         body if type(body) is bytes else bytes(body), tags, header.suggest_which_broker_id)
 
 
 class Puller:
@@ -99,7 +109,11 @@ class Puller:
     def _known_addr(self, mq: MessageQueue) -> str:
         return self._routes.find_broker_addr(mq.broker_name, self._suggested.get(mq, MASTER_ID))
 
-    async def pull(
+    async def pull(self, mq: MessageQueue, offset: int, max_nums: int, **options: Any) -> PullResult:
+        """One PULL_MESSAGE for ``mq`` from ``offset``, decoded; `pull_raw`'s options."""
+        return to_pull_result(await self.pull_raw(mq, offset, max_nums, **options))
+
+    async def pull_raw(
         self,
         mq: MessageQueue,
         offset: int,
@@ -113,8 +127,9 @@ class Puller:
         commit_offset: int = 0,
         suspend_timeout_ms: int = SUSPEND_TIMEOUT_MS,
         timeout_ms: int | None = None,
-    ) -> PullResult:
-        """One PULL_MESSAGE for ``mq`` from ``offset``; raises the broker's error for other codes."""
+    ) -> RawPullResult:
+        """One PULL_MESSAGE for ``mq`` from ``offset``, records left raw; raises the broker's
+        error for other codes."""
         kind = _wire_type(expression_type)
         tags = exact_tags(sub_expression, kind)
         header = PullMessageRequestHeader(
@@ -125,6 +140,6 @@ class Puller:
         )
         known = self._routes.broker_data(mq.broker_name) is not None  # no coroutine on every pull
         resp = await self._api.pull(self._known_addr(mq) if known else await self.broker_addr(mq), header, timeout_ms)
-        result = to_pull_result(resp, tags)
+        result = to_raw_result(resp, tags)
         self._suggested[mq] = result.suggest_which_broker_id
         return result

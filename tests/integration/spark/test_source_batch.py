@@ -101,3 +101,12 @@ def test_bad_input_fails_with_a_clear_error(spark, cluster, sent, options, words
     with spark_quiet(spark), pytest.raises(Exception) as err:
         spark.read.format("skiff").options(**options).load().collect()
     assert words in str(err.value)
+
+
+def test_a_time_range_splits_into_even_partitions(spark, cluster, sent):
+    topic, _, results, boundary_ms = sent
+    late = reader(spark, cluster.namesrv_addr, topic, startingTimestamp=str(boundary_ms),
+                  endingTimestamp=str(int(time.time() * 1000) + 60_000), maxRecordsPerPartition="3")
+    sizes = late.rdd.glom().map(len).collect()
+    assert sum(sizes) == len(results[40:]) and max(sizes) <= 3
+    assert sorted(r.msg_id for r in late.collect()) == sorted(r.msg_id for r in results[40:])

@@ -22,7 +22,7 @@ from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.errors import MessageIllegalError
 from skiff.protocol.headers.send import SendMessageRequestHeaderV2, SendMessageResponseHeader
-from skiff.protocol.message_codec import decode_batch
+from skiff.protocol.message_codec import decode_batch, encode_batch
 from skiff.transport import RemotingServer
 from skiff.transport.loop import run_coroutine
 from tests.unit.transport._support import wait_until
@@ -61,6 +61,11 @@ def test_prepare_sets_uniq_key_wait_and_compresses_large_bodies():
 def test_bad_messages_are_refused_with_the_reason(msg, reason):
     with pytest.raises(MessageValidationError, match=reason):
         core(max_message_size=100).prepare(msg)
+
+
+def test_an_empty_body_with_keys_is_a_tombstone():
+    prepared = core().prepare(Message.of("T", b"", keys="k1"))
+    assert prepared.body == b"" and "k1" in prepared.properties
 
 
 def test_bad_options_are_refused():
@@ -289,3 +294,15 @@ def test_send_before_start_or_after_shutdown_is_refused():
             await p.start()
 
     with_brokers(test)
+
+
+def test_an_encoded_batch_is_checked_as_a_whole():
+    body = encode_batch([Message.of("T", b"a"), Message.of("T", b"b")], iter(["ID1", "ID2"]).__next__)
+    prepared = core().prepare_encoded_batch("T", body, ["ID1", "ID2"])
+    assert (prepared.topic, prepared.body, prepared.msg_id, prepared.batch) == ("T", body, "ID1,ID2", True)
+    with pytest.raises(MessageValidationError, match="the batch is empty"):
+        core().prepare_encoded_batch("T", b"", [])
+    with pytest.raises(MessageValidationError, match="over the limits"):
+        core(max_message_size=10).prepare_encoded_batch("T", body, ["ID1", "ID2"])
+    with pytest.raises(MessageValidationError, match="retry topic"):
+        core().prepare_encoded_batch("%RETRY%G", body, ["ID1", "ID2"])

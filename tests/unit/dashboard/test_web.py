@@ -47,12 +47,18 @@ def test_bad_input_is_refused_with_the_reason(method: str, path: str, body: Any,
     with_client(test)
 
 
-def test_a_body_that_is_not_json_is_refused():
+def test_a_body_that_is_not_json_is_refused_and_only_json_is_read():
     async def test(client: TestClient) -> None:
-        resp = await client.post("/api/topics", data=b"topic=T")
+        # a form or text/plain post is what another site's page can make a browser send unasked
+        for data, content_type in ((b"topic=T", "application/x-www-form-urlencoded"), (b'{"topic": "T"}',
+                                                                                        "text/plain")):
+            resp = await client.post("/api/topics", data=data, headers={"Content-Type": content_type})
+            assert (resp.status, (await resp.json())["error"]) == (
+                400, f"send the body as application/json, not {content_type}")
+        resp = await client.post("/api/topics", data=b"{topic", headers={"Content-Type": "application/json"})
         assert resp.status == 400
         assert (await resp.json())["error"].startswith("the body is not JSON")
-        resp = await client.post("/api/topics", data=b"[1, 2]")
+        resp = await client.post("/api/topics", json=[1, 2])
         assert (resp.status, (await resp.json())["error"]) == (400, "the request body must be a JSON object")
 
     with_client(test)

@@ -111,6 +111,22 @@ def test_plan_ranges_cover_each_range_once_in_about_min_partitions(rows, min_par
         assert nonempty <= len(parts) <= min_partitions + nonempty
 
 
+@given(backlogs, st.one_of(st.none(), st.integers(1, 40)), st.integers(1, 50))
+def test_plan_ranges_cut_every_range_into_even_parts_of_at_most_max_records(rows, min_partitions, max_records):
+    start = {MessageQueue("T", "b", i): s for i, (s, _) in enumerate(rows)}
+    end = {MessageQueue("T", "b", i): s + n for i, (s, n) in enumerate(rows)}
+    parts = plan_ranges(start, end, min_partitions, max_records)
+    assert all(0 < r.size <= max_records for r in parts)
+    for q in end:
+        mine = [r for r in parts if r.mq == q]
+        assert sum(r.size for r in mine) == end[q] - start[q]
+        assert all(a.end == b.start for a, b in zip(mine, mine[1:]))
+        if mine:
+            assert max(r.size for r in mine) - min(r.size for r in mine) <= 1
+        if min_partitions is None:
+            assert len(mine) == -(-(end[q] - start[q]) // max_records)
+
+
 def test_plan_ranges_skips_empty_and_unknown_queues():
     a, b, c = (MessageQueue("T", "broker-a", i) for i in range(3))
     assert plan_ranges({a: 3, b: 5}, {a: 7, b: 5, c: 9}) == [OffsetRange(a, 3, 7)]

@@ -7,8 +7,10 @@ import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from skiff.common.message import MessageQueue
-from skiff.common.stored_message import StoredMessage
-from skiff.spark.schema import ARROW_SCHEMA, SCHEMA, record_batch
+from skiff.common.msgid import create_offset_msg_id
+from skiff.common.record import pack_host, record_size, write_record
+from skiff.spark.arrow_decode import decode_run
+from skiff.spark.schema import ARROW_SCHEMA, SCHEMA
 
 pytestmark = pytest.mark.spark
 
@@ -20,18 +22,22 @@ def test_arrow_schema_is_sparks_own_conversion():
     assert ARROW_SCHEMA.equals(to_arrow_schema(SCHEMA, timezone="UTC"))
 
 
-def message(offset, body, props, born_ms=1_700_000_000_123, reconsume=0):
-    return StoredMessage("Orders", body, props, queue_id=3, queue_offset=offset, born_timestamp=born_ms,
-                         store_timestamp=born_ms + 7, reconsume_times=reconsume, offset_msg_id=f"OFF{offset}")
+def record(offset: int, body: bytes, props: str, born_ms: int = 1_700_000_000_123, reconsume: int = 0) -> bytes:
+    raw = bytearray(record_size(len(body), 6, len(props.encode())))
+    write_record(raw, 0, queue_id=3, flag=0, queue_offset=offset, physical_offset=5000 + offset, sys_flag=0,
+                 born_timestamp=born_ms, born_host=pack_host("127.0.0.1", 1), store_timestamp=born_ms + 7,
+                 store_host=STORE_HOST, reconsume_times=reconsume, prepared_transaction_offset=0, body=body,
+                 topic=b"Orders", properties=props.encode())
+    return bytes(raw)
+
+
+STORE_HOST = pack_host("10.0.0.9", 10911)
 
 
 def test_record_batch_values():
-    msgs = [
-        message(40, b"\x00one", {"UNIQ_KEY": "U1", "TAGS": "created", "KEYS": "k1 k2", "WAIT": "true",
-                                 "MIN_OFFSET": "0", "MAX_OFFSET": "99", "region": "eu"}),
-        message(41, b"two", {}, reconsume=2),
-    ]
-    rows = record_batch(MQ, msgs, include_properties=True).to_pylist()
+    buf = record(40, b"\x00one", "UNIQ_KEY\x01U1\x02TAGS\x01created\x02KEYS\x01k1 k2\x02WAIT\x01true\x02"
+                                  "MIN_OFFSET\x010\x02MAX_OFFSET\x0199\x02region\x01eu\x02") + record(41, b"two", "", reconsume=2)
+    rows = decode_run(buf, None, MQ, include_properties=True).to_pylist()
     assert rows[0] == {
         "topic": "Orders", "broker": "broker-b", "queue_id": 3, "queue_offset": 40, "msg_id": "U1",
         "keys": "k1 k2", "tags": "created", "body": b"\x00one", "properties": [("region", "eu")],
@@ -40,11 +46,11 @@ def test_record_batch_values():
         "reconsume_times": 0,
     }
     assert (rows[1]["msg_id"], rows[1]["keys"], rows[1]["tags"], rows[1]["properties"], rows[1]["reconsume_times"]) \
-        == ("OFF41", None, None, [], 2)
+        == (create_offset_msg_id(STORE_HOST, 5041), None, None, [], 2)
 
 
 def test_properties_are_null_when_not_included():
-    batch = record_batch(MQ, [message(0, b"x", {"a": "b"})], include_properties=False)
+    batch = decode_run(record(0, b"x", "a\x01b\x02"), None, MQ, include_properties=False)
     assert batch.schema.equals(ARROW_SCHEMA)
     assert batch.column("properties").null_count == 1
     assert batch.column("properties").type == pa.map_(pa.string(), pa.string())

@@ -1,0 +1,176 @@
+"""Arrow batches of the sink straight into SEND_BATCH_MESSAGE bodies, column by column.
+
+A batch body is one record per message (`skiff.protocol.message_codec`): a
+20-byte head (TOTALSIZE, magic 0, CRC 0, flag 0, body length), the body, a
+2-byte properties length and the properties string. Here the properties string
+of every row is joined by Arrow from its parts (the user's pairs, TAGS, KEYS,
+the sharding key, WAIT=true and the UNIQ_KEY, the order `Message.of` and the
+producer give them), the heads are a numpy array, and one element-wise binary
+join lays the records out back to back: a run of rows bound for one queue is a
+slice of that buffer. No `Message` is built per row.
+
+Rows are checked as a whole, and the first bad row is named: an empty or null
+body, a null topic with no ``topic`` option, a separator byte in a property, a
+property the sink sets itself in the ``properties`` map, properties or a body
+over the limits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from skiff.common.limits import BATCH_MAX_MESSAGES, MESSAGE_MAX_BYTES, PROPERTIES_MAX_BYTES
+from skiff.common.message import MessageQueue
+from skiff.common.properties import NAME_VALUE_SEPARATOR as NV
+from skiff.common.properties import PROPERTY_SEPARATOR as SEP
+from skiff.common.properties import Prop
+from skiff.spark.errors import SparkOptionError
+from skiff.spark.sink_rows import SinkColumns
+
+RESERVED = {
+    Prop.TAGS: "use the tags column", Prop.KEYS: "use the keys column", Prop.SHARDING_KEY: "use the shardingKey column",
+    Prop.UNIQ_KEY: "the sink sets msg ids (idempotent=true makes them stable)", Prop.WAIT: "the sink sets it",
+    **{name: "delayed messages cannot be sent in a batch" for name in (
+        Prop.DELAY, Prop.DELIVER_TIME_MS, Prop.DELAY_MS, Prop.TIMER_DELIVER_MS, Prop.TIMER_DELAY_SEC,
+        Prop.TIMER_DELAY_MS)},
+}
+"""Names the ``properties`` map may not hold, and why."""
+_RESERVED_NAMES = pa.array(sorted(RESERVED), pa.string())
+_HEAD = 20
+_FIXED = _HEAD + 2
+_WAIT_TRUE = f"{Prop.WAIT}{NV}true{SEP}"
+
+
+class Encoded(NamedTuple):
+    """A batch's rows as records: ``records[i]`` is row i's batch record, ``msg_ids[i]`` its id."""
+
+    records: pa.Array
+    msg_ids: list[str]
+    topics: pa.Array
+
+
+class Outgoing(NamedTuple):
+    """One SEND_BATCH_MESSAGE: a batch body of one topic, for ``queue`` (None: the producer picks)."""
+
+    topic: str
+    queue: MessageQueue | None
+    body: bytes
+    msg_ids: list[str]
+
+
+def encode(batch: pa.RecordBatch, columns: SinkColumns, default_topic: str | None, msg_ids: list[str],
+           first_row: int) -> Encoded:
+    """The batch records of ``batch``'s rows (row numbers in errors count from ``first_row``)."""
+    n = batch.num_rows
+    body = _column(batch, columns, "body", pa.binary())
+    body_len = pc.binary_length(body)
+    _fail_at(pc.invert(pc.fill_null(pc.greater(body_len, 0), False)), first_row,
+             "has an empty or null body; brokers store no empty messages")
+    topics = _column(batch, columns, "topic", pa.string())
+    if default_topic is not None:
+        topics = pc.fill_null(topics, default_topic)
+    _fail_at(pc.is_null(topics), first_row, "has a null topic and no topic option is set")
+    tags, keys, shard = (_column(batch, columns, key, pa.string()) for key in ("tags", "keys", "shardingkey"))
+    for values in (tags, keys, shard):
+        _fail_at(_has_separator(values), first_row, "has a 0x01 or 0x02 separator byte in a property")
+    props = pc.binary_join_element_wise(
+        _user_pairs(batch, columns, first_row), _pair(Prop.TAGS, tags, True), _pair(Prop.KEYS, keys, True),
+        _pair(Prop.SHARDING_KEY, shard, False), pa.scalar(_WAIT_TRUE),
+        _pair(Prop.UNIQ_KEY, pa.array(msg_ids, pa.string()), False), "").cast(pa.binary())
+    _fail_at(pc.greater(pc.binary_length(props), PROPERTIES_MAX_BYTES), first_row,
+             f"has properties of more than {PROPERTIES_MAX_BYTES} bytes")
+    _fail_at(pc.greater(body_len, MESSAGE_MAX_BYTES), first_row, f"has a body of more than {MESSAGE_MAX_BYTES} bytes")
+    head = np.zeros((n, 5), ">i4")
+    blen = body_len.to_numpy(zero_copy_only=False).astype(np.int64)
+    plen = pc.binary_length(props).to_numpy(zero_copy_only=False).astype(np.int64)
+    head[:, 0] = _FIXED + blen + plen
+    head[:, 4] = blen
+    records = pc.binary_join_element_wise(_fixed(head.tobytes(), _HEAD, n), body,
+                                          _fixed(plen.astype(">i2").tobytes(), 2, n), props, b"")
+    return Encoded(records, msg_ids, topics)
+
+
+def _column(batch: pa.RecordBatch, columns: SinkColumns, key: str, kind: pa.DataType) -> pa.Array:
+    name = columns.names.get(key)
+    if name is None:
+        return pa.nulls(batch.num_rows, kind)
+    return batch.column(name).cast(kind)
+
+
+def _pair(name: str, values: pa.Array, only_if_set: bool) -> pa.Array:
+    """``name 0x01 value 0x02`` where a row has a value (``only_if_set``: a non-empty one), else ``""``."""
+    text = pc.binary_join_element_wise(pa.scalar(name + NV), values, pa.scalar(SEP), "")
+    if only_if_set:
+        text = pc.if_else(pc.fill_null(pc.greater(pc.binary_length(values), 0), False), text, "")
+    return pc.fill_null(text, "")
+
+
+def _user_pairs(batch: pa.RecordBatch, columns: SinkColumns, first_row: int) -> pa.Array:
+    """Each row's ``properties`` map as its pairs' text (a null map or value: nothing, an empty value)."""
+    name = columns.names.get("properties")
+    if name is None:
+        return pa.nulls(batch.num_rows, pa.string()).fill_null("")
+    maps = batch.column(name)
+    offsets = np.asarray(maps.offsets).astype(np.int64)
+    first, last = int(offsets[0]), int(offsets[-1])
+    keys = maps.keys.slice(first, last - first) if len(maps.keys) != last - first else maps.keys
+    values = pc.fill_null(maps.items.slice(first, last - first) if len(maps.items) != last - first else maps.items, "")
+    parent = np.repeat(np.arange(len(maps)), np.diff(offsets))
+    bad = pc.or_(pc.or_(pc.is_in(keys, value_set=_RESERVED_NAMES), pc.equal(keys, "")),
+                 pc.or_(_has_separator(keys), _has_separator(values))).to_numpy(zero_copy_only=False)
+    if bad.any():
+        at = int(np.flatnonzero(bad)[0])
+        key = keys[at].as_py()
+        why = RESERVED.get(key, "a property needs a name" if not key else "a 0x01 or 0x02 separator byte is not "
+                                "allowed in a property name or value")
+        raise SparkOptionError(f"row {first_row + int(parent[at])} of this partition has the property {key!r} in "
+                               f"its properties column: {why}")
+    pairs = pc.binary_join_element_wise(keys, pa.scalar(NV), values, pa.scalar(SEP), "")
+    joined = pc.binary_join(pa.ListArray.from_arrays(pa.array((offsets - first).astype(np.int32)), pairs), "")
+    return pc.fill_null(pc.if_else(maps.is_null(), "", joined), "")
+
+
+def _has_separator(values: pa.Array) -> pa.Array:
+    return pc.fill_null(pc.or_(pc.match_substring(values, NV), pc.match_substring(values, SEP)), False)
+
+
+def _fail_at(bad: pa.Array, first_row: int, what: str) -> None:
+    hits = np.flatnonzero(pc.fill_null(bad, True).to_numpy(zero_copy_only=False))
+    if len(hits):
+        raise SparkOptionError(f"row {first_row + int(hits[0])} of this partition {what}")
+
+
+def _fixed(data: bytes, width: int, n: int) -> pa.Array:
+    """``n`` values of ``width`` bytes each, back to back in ``data``, as a binary array."""
+    return pa.Array.from_buffers(pa.binary(width), n, [None, pa.py_buffer(data)]).cast(pa.binary())
+
+
+def chunks(encoded: Encoded, rows: np.ndarray, topic: str, queue: MessageQueue | None,
+           max_rows: int = BATCH_MAX_MESSAGES, max_bytes: int = MESSAGE_MAX_BYTES) -> list[Outgoing]:
+    """The sends of ``rows`` (in order, all of ``topic``): at most ``max_rows`` messages and
+    ``max_bytes`` of body each."""
+    records = encoded.records.take(pa.array(rows)) if len(rows) != len(encoded.records) else encoded.records
+    _, offset_buffer, data = records.buffers()
+    offsets = np.frombuffer(offset_buffer, np.int32)[records.offset:records.offset + len(records) + 1].astype(np.int64)
+    out: list[Outgoing] = []
+    lo, n = 0, len(rows)
+    while lo < n:
+        hi = int(np.searchsorted(offsets, offsets[lo] + max_bytes, side="right")) - 1
+        hi = max(min(hi, lo + max_rows, n), lo + 1)
+        body = data[int(offsets[lo]):int(offsets[hi])].to_pybytes()
+        out.append(Outgoing(topic, queue, body, [encoded.msg_ids[int(r)] for r in rows[lo:hi]]))
+        lo = hi
+    return out
+
+
+def by_value(values: Sequence[object]) -> dict[object, np.ndarray]:
+    """The row numbers of each distinct value, in row order (values in first-seen order)."""
+    groups: dict[object, list[int]] = {}
+    for i, value in enumerate(values):
+        groups.setdefault(value, []).append(i)
+    return {value: np.array(rows, np.int64) for value, rows in groups.items()}

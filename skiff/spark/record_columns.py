@@ -1,0 +1,144 @@
+"""A run of stored records (a pull answer) as numpy columns of their fixed fields.
+
+The record layout is `skiff.common.record`'s. Only finding where each record
+starts is sequential (each TOTALSIZE says where the next one is): that walk is
+the one step done per record in Python, and the place a compiled kernel plugs
+in (`record_starts`: the extension's when it is importable, else
+`record_starts_py`, the reference). Every other field is gathered for all
+records at once with numpy fancy indexing at ``start + field offset``; the
+fields after the born host move by 12 bytes for each IPv6 host (sysFlag bits),
+which the gather offsets take into account row by row.
+
+A record that does not hold together (bad magic, lengths that overrun it) is
+refused with the precise `DecodeError` of the message decoder, which is asked
+to decode the run when a check fails, so both decoders say the same thing.
+"""
+
+from __future__ import annotations
+
+import importlib
+import struct
+from collections.abc import Callable
+from typing import NamedTuple
+
+import numpy as np
+
+from skiff.common.errors import DecodeError
+from skiff.common.record import HOST_V4_BYTES, HOST_V6_BYTES, MAGIC_V1
+from skiff.common.stored_message import decode_records
+from skiff.common.sysflag import MessageSysFlag
+
+KERNEL_MODULE = "skiff.ext.records"
+"""Where a compiled ``record_starts(buf: bytes) -> numpy int64 array`` may live (optional)."""
+
+_I32 = struct.Struct(">i")
+_BORN_V6 = int(MessageSysFlag.BORNHOST_V6)
+_STORE_V6 = int(MessageSysFlag.STOREHOST_V6)
+_COMPRESSED = int(MessageSysFlag.COMPRESSED)
+_HOST_GROWTH = HOST_V6_BYTES - HOST_V4_BYTES
+# offsets in a record with IPv4 hosts (skiff.common.record's table)
+MAGIC_AT, QUEUE_ID_AT, FLAG_AT, QUEUE_OFFSET_AT, PHYSICAL_AT, SYSFLAG_AT, BORN_TS_AT = 4, 12, 16, 20, 28, 36, 40
+STORE_TS_AT, STORE_HOST_AT, RECONSUME_AT, BODY_LEN_AT, BODY_AT = 56, 64, 72, 84, 88
+
+
+def record_starts_py(buf: bytes) -> np.ndarray:
+    """Where each record of ``buf`` starts, by walking TOTALSIZE (the reference implementation)."""
+    starts: list[int] = []
+    append = starts.append
+    unpack = _I32.unpack_from
+    pos, end = 0, len(buf)
+    try:
+        while pos < end:
+            total = unpack(buf, pos)[0]
+            if total <= 0 or pos + total > end:
+                raise_decode_error(buf)
+            append(pos)
+            pos += total
+    except struct.error:
+        raise_decode_error(buf)
+    return np.array(starts, np.int64)
+
+
+def _kernel() -> Callable[[bytes], np.ndarray]:
+    try:
+        return importlib.import_module(KERNEL_MODULE).record_starts  # type: ignore[no-any-return]
+    except (ImportError, AttributeError):
+        return record_starts_py
+
+
+record_starts: Callable[[bytes], np.ndarray] = _kernel()
+"""The one selection point: the compiled walk when installed, else `record_starts_py`."""
+
+
+def raise_decode_error(buf: bytes) -> None:
+    """Raise what the message decoder says is wrong with ``buf`` (it must fail somewhere)."""
+    decode_records(buf)
+    raise DecodeError("the records do not decode")
+
+
+class FixedFields(NamedTuple):
+    """Per record (int64 numpy arrays): where its parts are and its fixed fields."""
+
+    start: np.ndarray
+    end: np.ndarray
+    queue_offset: np.ndarray
+    physical_offset: np.ndarray
+    sys_flag: np.ndarray
+    born_timestamp: np.ndarray
+    store_timestamp: np.ndarray
+    store_host_at: np.ndarray
+    store_host_len: np.ndarray
+    reconsume_times: np.ndarray
+    body_at: np.ndarray
+    body_len: np.ndarray
+    props_at: np.ndarray
+    props_len: np.ndarray
+
+    @property
+    def compressed(self) -> np.ndarray:
+        return (self.sys_flag & _COMPRESSED) != 0
+
+
+def gather(u8: np.ndarray, at: np.ndarray, width: int, dtype: str) -> np.ndarray:
+    """The big-endian integer of ``width`` bytes at each of ``at``, as native int64."""
+    if not len(at):
+        return np.zeros(0, np.int64)
+    return u8[at[:, None] + np.arange(width)].view(dtype).ravel().astype(np.int64)
+
+
+def fixed_fields(buf: bytes, starts: np.ndarray) -> FixedFields:
+    """The fixed fields of the records starting at ``starts`` in ``buf``, their layout checked."""
+    u8 = np.frombuffer(buf, np.uint8)
+    total = gather(u8, starts, 4, ">i4")
+    if (total < BODY_AT + 3).any():  # shorter than any record: its fields would be read past it
+        raise_decode_error(buf)
+    sys_flag = gather(u8, starts + SYSFLAG_AT, 4, ">i4")
+    born_growth = np.where(sys_flag & _BORN_V6, _HOST_GROWTH, 0)
+    store_host_len = np.where(sys_flag & _STORE_V6, HOST_V6_BYTES, HOST_V4_BYTES)
+    shift = born_growth + store_host_len - HOST_V4_BYTES  # how far the fields after the hosts moved
+    end = starts + total
+    body_at = starts + BODY_AT + shift
+    if ((gather(u8, starts + MAGIC_AT, 4, ">i4") != MAGIC_V1) | (body_at > end)).any():
+        raise_decode_error(buf)
+    body_len = gather(u8, starts + BODY_LEN_AT + shift, 4, ">i4")
+    topic_len_at = body_at + body_len
+    if ((body_len < 0) | (topic_len_at + 3 > end)).any():
+        raise_decode_error(buf)
+    props_at = topic_len_at + 3 + u8[topic_len_at].astype(np.int64)
+    if (props_at > end).any():
+        raise_decode_error(buf)
+    props_len = gather(u8, props_at - 2, 2, ">i2")
+    if (props_at + props_len != end).any():
+        raise_decode_error(buf)
+    return FixedFields(
+        start=starts, end=end,
+        queue_offset=gather(u8, starts + QUEUE_OFFSET_AT, 8, ">i8"),
+        physical_offset=gather(u8, starts + PHYSICAL_AT, 8, ">i8"),
+        sys_flag=sys_flag,
+        born_timestamp=gather(u8, starts + BORN_TS_AT, 8, ">i8"),
+        store_timestamp=gather(u8, starts + STORE_TS_AT + born_growth, 8, ">i8"),
+        store_host_at=starts + STORE_HOST_AT + born_growth,
+        store_host_len=store_host_len,
+        reconsume_times=gather(u8, starts + RECONSUME_AT + shift, 4, ">i4"),
+        body_at=body_at, body_len=body_len, props_at=props_at, props_len=props_len,
+    )
