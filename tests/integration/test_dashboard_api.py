@@ -156,8 +156,12 @@ def test_timer_slots_show_a_message_scheduled_for_later(cluster: Cluster):
         async with AsyncProducer("PG-dashboard-timer", client_config=ClientConfig(
                 cluster.namesrv_addr, "dashboard-timer", client_ip="127.0.0.1"), trace=False) as producer:
             await producer.send(Message.of("ApiLater", b"later", deliver_time_ms=due))
-        (broker,) = (await call(client, "GET", "/api/timer"))["brokers"]
-        assert broker["error"] is None and broker["scheduled"] == 1
+        async def scheduled() -> dict[str, Any] | None:  # the timer files the message from the CommitLog
+            (broker,) = (await call(client, "GET", "/api/timer"))["brokers"]
+            assert broker["error"] is None
+            return broker if broker["scheduled"] else None
+        broker = await eventually(scheduled, 30, "the message in the timer's slots")
+        assert broker["scheduled"] == 1
         (slot,) = [s for s in broker["slots"] if s["scheduled"]]
         assert slot["slot_start_ms"] <= due < slot["slot_start_ms"] + broker["slot_ms"]
 
