@@ -135,8 +135,8 @@ def test_main_flows_in_a_browser(cluster: Cluster, dashboard: SkiffProcess, brow
         assert resent_id and again[0] == answer["msg_id"]
         # its trace timeline: the send, the failed consumption, and the one after the resend
         page.open(f"/message?msg_id={resent_id}")
-        page.wait_text("#trace", lambda t: t.count(f"consume by {DLQ_GROUP}") == 2, "both consumptions traced",
-                       reload=True, timeout_s=30)
+        page.wait_text("#trace", lambda t: t.count(f"consume by {DLQ_GROUP}") == 2 and f"to %RETRY%{DLQ_GROUP}" in t,
+                       "both consumptions and the resend traced", reload=True, timeout_s=30)
         trace = page.text("#trace")
         assert trace.index("send by") < trace.index("consume by")
         assert trace.splitlines()[0].split()[2] == "+0"  # each event's time after the send
