@@ -262,6 +262,7 @@ class SkiffServer(Server):
             self._broker = self._spawn("skiff-broker", [
                 *skiff_command(), "broker", f"--listenPort={self.broker_port}", "--brokerIP1=127.0.0.1",
                 f"--namesrvAddr=127.0.0.1:{self.namesrv_port}", f"--storePathRootDir={self.data_dir}", flush,
+                "--grpcServerPort=0",  # the comparison drives remoting; no gRPC port to collide on
             ], cwd=REPO_ROOT)
         wait_port(self.broker_port, self._broker, READY_TIMEOUT_S)
 
