@@ -113,7 +113,7 @@ async def _rates(client: TestClient) -> Any:
 
 
 UP_ARGS = ["up", "--dir", "data", "--namesrv-port", "0", "--broker-port", "0", "--mappedFileSizeCommitLog=4194304",
-           "--maxHashSlotNum=1024", "--maxIndexNum=4096"]
+           "--maxHashSlotNum=1024", "--maxIndexNum=4096", "--grpcServerPort=0"]
 
 
 def test_skiff_up_serves_the_dashboard_and_its_start_line_says_where(tmp_path: Path):
