@@ -252,6 +252,7 @@ class SkiffServer(Server):
         if skiff_has("up"):
             child = self._spawn("skiff", [*skiff_command(), "up", "--dir", str(self.data_dir), "--namesrv-port",
                                           str(self.namesrv_port), "--broker-port", str(self.broker_port), flush,
+                                          "--metricsPort=0",  # no peer exports metrics in this comparison
                                           "--grpcServerPort=0"],
                                 cwd=REPO_ROOT)
             self._broker = child

@@ -46,7 +46,7 @@ def run_up_ha(args: argparse.Namespace, extra: list[str]) -> int:
             "listenPort": str(args.broker_port + BROKER_PORT_STEP * (broker_id - 1)), "brokerName": GROUP,
             "brokerId": str(broker_id), "brokerRole": "SYNC_MASTER", "enableControllerMode": "true",
             "controllerEtcdEndpoints": f"127.0.0.1:{args.etcd_port}", "metricsPort": "0",
-            "grpcServerPort": "0",  # two brokers in one process: they cannot share the gRPC port
+            "grpcServerPort": "0",  # two brokers in one process: one port each would be needed
         }
         configs.append(load_configs(keys, overrides))
     etcd = Etcd(os.path.join(args.dir, "etcd"), client_port=args.etcd_port)

@@ -335,7 +335,8 @@ class MessageStore:
                 self.commitlog.write_pos = self.commitlog.flushed = self._dispatched = physical_offset
             self._catch_up()
             batch = DispatchBatch.of(
-                [request_from_record(view, pos) for pos, _ in self.commitlog.check_raw(view, physical_offset)])
+                [request_from_record(view, pos, check_crc=True)
+                 for pos, _ in self.commitlog.check_raw(view, physical_offset)])
             self.dispatcher.reserve_for(batch)
             self.commitlog.append_raw(view)
             touched = self._dispatch(batch)

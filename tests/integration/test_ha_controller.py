@@ -1,5 +1,6 @@
 """Controller mode on a real etcd: election, failover after kill -9 with SYNC_MASTER
-sends, a demoted master cutting its unreplicated tail (docs/replication.md)."""
+sends and rejoining, a demoted master cutting its unreplicated tail, `skiff up --ha`
+(docs/replication.md)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,17 @@ from pathlib import Path
 import pytest
 
 from skiff.common.message import Message
-from skiff.protocol.bodies.admin import KVTable
-from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.codes import ResponseCode
 from skiff.testing.etcd import Etcd, etcd_binary
+from skiff.testing.failover import (
+    KeyedSender,
+    check_delivery,
+    equals,
+    info,
+    kill_masters,
+    master_of,
+    sync_set,
+)
 from skiff.testing.ha import ControllerGroup
 from skiff.testing.processes import free_port, run_skiff, start_skiff
 from skiff.testing.waits import eventually, wait_for
@@ -24,109 +33,6 @@ pytestmark = [pytest.mark.timeout(180),
               pytest.mark.skipif(etcd_binary() is None, reason="etcd is not installed (make etcd)")]
 
 
-async def info(addr: str) -> dict[str, str] | None:
-    wire = BrokerWire(addr, timeout_ms=1000)
-    try:
-        resp = await wire.call(RequestCode.GET_BROKER_RUNTIME_INFO)
-        return dict(KVTable.from_json(resp.body).table) if resp.code == ResponseCode.SUCCESS else None
-    except Exception:  # noqa: BLE001 - a dead broker
-        return None
-    finally:
-        await wire.close()
-
-
-async def master_of(group: ControllerGroup) -> int | None:
-    """The running broker that says it is master (and has a live lease)."""
-    for i in group.running():
-        table = await info(group.addr(i))
-        if table is not None and table["brokerRole"] != "SLAVE":
-            return i
-    return None
-
-
-async def sync_set(group: ControllerGroup, broker_id: int) -> str:
-    table = await info(group.addr(broker_id))
-    return "" if table is None else table.get("controllerSyncStateSet", "")
-
-
-def test_election_failover_and_rejoin(tmp_path: Path) -> None:
-    with Etcd(tmp_path / "etcd") as etcd, ControllerGroup(tmp_path, etcd.endpoint) as group:
-        async def main() -> None:
-            first = await eventually(lambda: master_of(group), 20, "a master elected")
-            other = next(i for i in group.broker_ids if i != first)
-            await eventually(lambda: _is(sync_set(group, first), "1,2"), 20, "both brokers in the SyncStateSet")
-            wire = BrokerWire(group.addr(first))
-            acked = []
-            for i in range(20):
-                resp = await wire.send(Message("C", f"m{i}".encode()), queue_id=0)
-                assert resp.code == ResponseCode.SUCCESS, resp.remark
-                acked.append(f"m{i}".encode())
-            await wire.close()
-            refused = await BrokerWire(group.addr(other)).send(Message("C", b"to the slave"))
-            assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
-            killed_at = time.monotonic()
-            group.kill_broker(first)
-            assert await eventually(lambda: master_of(group), 15, "a new master") == other
-            failover_s = time.monotonic() - killed_at
-            assert failover_s <= 5.0, f"failover took {failover_s:.1f} s"
-            new = BrokerWire(group.addr(other))
-            resp = await new.send(Message("C", b"after failover"), queue_id=0)
-            assert resp.code == ResponseCode.SUCCESS, resp.remark
-            acked.append(b"after failover")
-            group.start_broker(first)
-            await eventually(lambda: _is(sync_set(group, other), "1,2"), 20, "the old master back in sync")
-            stored = await new.pull_messages("G", "C", 0)
-            assert [m.body for m in stored] == acked
-            old = BrokerWire(group.addr(first))
-            assert [m.body for m in await old.pull_messages("G", "C", 0)] == acked
-            await old.close()
-            await new.close()
-        asyncio.run(main())
-
-
-async def _is(value: object, expected: str) -> bool:
-    return await value == expected  # type: ignore[misc]
-
-
-class KeyedSender:
-    """Producers of a few keys, each sending 0, 1, 2, ... to its own queue of whichever broker
-    is master, resending a number until it is answered SEND_OK (duplicates allowed)."""
-
-    def __init__(self, group: ControllerGroup, keys: int) -> None:
-        self.group = group
-        self.keys = keys
-        self.acked: dict[int, list[int]] = {k: [] for k in range(keys)}
-        self.statuses: dict[int, int] = {}
-        self.master: int | None = None
-        self.running = True
-
-    async def run(self, key: int) -> None:
-        seq = 0
-        wire: BrokerWire | None = None
-        while self.running:
-            if wire is None:
-                self.master = await master_of(self.group) or self.master
-                if self.master is None:
-                    await asyncio.sleep(0.1)
-                    continue
-                wire = BrokerWire(self.group.addr(self.master), timeout_ms=3000)
-            try:
-                resp = await wire.send(Message("K", f"{key}:{seq}".encode()), queue_id=key)
-                code = resp.code
-            except Exception:  # noqa: BLE001 - the master died under us
-                code = -1
-            self.statuses[code] = self.statuses.get(code, 0) + 1
-            if code == ResponseCode.SUCCESS:
-                self.acked[key].append(seq)
-                seq += 1
-            else:
-                await wire.close()
-                wire = None
-                await asyncio.sleep(0.05)
-        if wire is not None:
-            await wire.close()
-
-
 def test_kill_the_master_repeatedly_while_sync_sends_run(tmp_path: Path) -> None:
     with Etcd(tmp_path / "etcd") as etcd, ControllerGroup(tmp_path, etcd.endpoint,
                                                           broker_args=["--slaveTimeout=1000"]) as group:
@@ -134,38 +40,23 @@ def test_kill_the_master_repeatedly_while_sync_sends_run(tmp_path: Path) -> None
             await eventually(lambda: master_of(group), 20, "a master elected")
             sender = KeyedSender(group, keys=4)
             tasks = [asyncio.create_task(sender.run(k)) for k in range(4)]
-            failovers = []
             try:
-                for _ in range(2):
-                    master = await eventually(lambda: master_of(group), 20, "a master")
-                    await eventually(lambda m=master: _is(sync_set(group, m), "1,2"), 30, "both in sync")
-                    before = sum(map(len, sender.acked.values()))
-                    await eventually(lambda b=before: sum(map(len, sender.acked.values())) > b + 50, 20,
-                                     "sends acknowledged")
-                    killed_at = time.monotonic()
-                    group.kill_broker(master)
-                    new = await eventually(lambda: master_of(group), 15, "a new master")
-                    failovers.append(time.monotonic() - killed_at)
-                    assert new != master
-                    group.start_broker(master)
-                after = sum(map(len, sender.acked.values()))
-                await eventually(lambda: sum(map(len, sender.acked.values())) > after + 20, 20, "sends after")
+                failovers = await kill_masters(group, sender, kills=2)
             finally:
                 sender.running = False
                 await asyncio.gather(*tasks)
             assert max(failovers) <= 5.0, failovers
             final = await eventually(lambda: master_of(group), 20, "a master")
-            wire = BrokerWire(group.addr(final))
+            other = next(i for i in group.broker_ids if i != final)
+            follower = BrokerWire(group.addr(other))
             try:
-                for key, acked in sender.acked.items():
-                    stored = [int(m.body.split(b":")[1]) for m in await wire.pull_messages("G", "K", key)]
-                    first_seen = list(dict.fromkeys(stored))
-                    assert first_seen == sorted(first_seen), f"key {key} out of order"
-                    missing = set(acked) - set(stored)
-                    assert not missing, f"key {key}: acknowledged but lost: {sorted(missing)[:10]}"
+                refused = await follower.send(Message("K", b"to the slave"))
+                assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE and "slave" in (refused.remark or "")
             finally:
-                await wire.close()
-            print(f"failovers {['%.2f' % f for f in failovers]} s, statuses {sender.statuses}")
+                await follower.close()
+            report = await check_delivery(group, sender)
+            assert report["lost"] == 0 and report["out_of_order_keys"] == [] and report["copies_equal"], report
+            print(f"failovers {['%.2f' % f for f in failovers]} s, {report}")
         asyncio.run(main())
 
 
@@ -180,7 +71,7 @@ def test_a_demoted_master_cuts_the_tail_its_successor_never_had(tmp_path: Path) 
         async def main() -> None:
             first = await eventually(lambda: master_of(group), 20, "a master elected")
             other = next(i for i in group.broker_ids if i != first)
-            await eventually(lambda: _is(sync_set(group, first), "1,2"), 20, "both in the SyncStateSet")
+            await eventually(lambda: equals(sync_set(group, first), "1,2"), 20, "both in the SyncStateSet")
             wire = BrokerWire(group.addr(first))
             for i in range(10):
                 assert (await wire.send(Message("A", f"kept {i}".encode()), queue_id=0)).code == ResponseCode.SUCCESS
@@ -204,7 +95,7 @@ def test_a_demoted_master_cuts_the_tail_its_successor_never_had(tmp_path: Path) 
                 group.proc(other).signal(signal.SIGCONT)
             assert await eventually(lambda: master_of(group), 20, "the slave elected") == other
             group.start_broker(first)
-            await eventually(lambda: _is(sync_set(group, other), "1,2"), 30, "the old master back in sync")
+            await eventually(lambda: equals(sync_set(group, other), "1,2"), 30, "the old master back in sync")
             expected = [f"kept {i}".encode() for i in range(10)]
             assert [m.body for m in await slave.pull_messages("G", "A", 0)] == expected
             old = BrokerWire(group.addr(first))
@@ -233,3 +124,52 @@ def test_skiff_up_ha_runs_etcd_and_an_elected_pair(tmp_path: Path) -> None:
         assert sorted(b["broker_id"] for b in brokers)[0] == 0
     finally:
         assert proc.stop() == 0
+
+
+def test_with_etcd_gone_the_master_fences_itself_and_no_second_master_appears(tmp_path: Path) -> None:
+    """etcd stopped (a lost majority looks the same to a broker): the master cannot renew its
+    lease, so within the lease it refuses sends (pulls are still served); the slave cannot be
+    elected; with etcd back there is one master again and sends succeed."""
+    with Etcd(tmp_path / "etcd") as etcd, ControllerGroup(tmp_path, etcd.endpoint) as group:
+        async def main() -> None:
+            first = await eventually(lambda: master_of(group), 20, "a master elected")
+            wire = BrokerWire(group.addr(first), timeout_ms=3000)
+            assert (await wire.send(Message("E", b"before"), queue_id=0)).code == ResponseCode.SUCCESS
+            assert etcd.proc is not None
+            etcd.proc.send_signal(signal.SIGSTOP)
+            try:
+                stopped_at = time.monotonic()
+
+                async def fenced() -> bool:
+                    resp = await wire.send(Message("E", b"during"), queue_id=0)
+                    return resp.code == ResponseCode.SERVICE_NOT_AVAILABLE and "lease" in (resp.remark or "")
+                await eventually(fenced, 10, "the master refusing sends")
+                assert time.monotonic() - stopped_at <= 2.5  # 0.9 x the 2 s lease, plus a send
+                pulled = await wire.pull_messages("G", "E", 0)
+                assert pulled and pulled[0].body == b"before"
+                deadline = time.monotonic() + 4
+                while time.monotonic() < deadline:  # twice the lease: nobody else takes over
+                    roles = [(await info(group.addr(i)) or {}).get("brokerRole") for i in group.broker_ids]
+                    assert roles.count("SLAVE") >= 1, roles
+                    await asyncio.sleep(0.2)
+            finally:
+                etcd.proc.send_signal(signal.SIGCONT)
+
+            async def writable_master() -> int | None:
+                m = await master_of(group)
+                if m is None:
+                    return None
+                w = BrokerWire(group.addr(m), timeout_ms=3000)
+                try:
+                    ok = (await w.send(Message("E", b"after"), queue_id=0)).code == ResponseCode.SUCCESS
+                finally:
+                    await w.close()
+                return m if ok else None
+            master = await eventually(writable_master, 20, "a writable master after etcd returns")
+
+            async def one_master() -> bool:  # a fenced old master steps down at its next look at etcd
+                roles = [(await info(group.addr(i)) or {}).get("brokerRole") for i in group.broker_ids]
+                return [i for i, r in zip(group.broker_ids, roles) if r not in (None, "SLAVE")] == [master]
+            await eventually(one_master, 10, "only the new master calling itself master")
+            await wire.close()
+        asyncio.run(main())

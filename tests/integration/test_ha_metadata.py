@@ -26,9 +26,7 @@ async def commit(wire: BrokerWire, queue_id: int, offset: int) -> None:
 
 
 async def committed(wire: BrokerWire, queue_id: int) -> int | None:
-    resp = await wire.call(RequestCode.QUERY_CONSUMER_OFFSET,
-                           QueryConsumerOffsetRequestHeader("G", "T", queue_id).to_ext())
-    return int(resp.ext("offset") or -1) if resp.code == ResponseCode.SUCCESS else None
+    return await committed_for(wire, "G", "T", queue_id)
 
 
 def test_offsets_committed_to_a_slave_survive_the_masters_return(tmp_path: Path) -> None:
@@ -87,3 +85,49 @@ def test_a_master_with_slave_read_enable_suggests_the_groups_broker(tmp_path: Pa
             finally:
                 await master.close()
         asyncio.run(main())
+
+
+def test_our_consumer_reads_the_slave_while_the_master_is_dead(tmp_path: Path) -> None:
+    """Skiff's push consumer, started with the master killed: it reads every message from the
+    slave and commits its offsets there (no master routed); our producer has nowhere to send."""
+    from skiff.client import AsyncProducer
+    from skiff.client.errors import NoRouteError
+    from tests.integration.consumer_kit import Recorder, config
+    from tests.integration.test_client_consumer import consumer
+
+    with HAGroup(tmp_path, broker_args=["--slaveSyncInterval=300"]) as group:
+        async def main() -> None:
+            master, slave = BrokerWire(group.master_addr), BrokerWire(group.slave_addr(1))
+            try:
+                for i in range(20):
+                    assert (await master.send(Message("F", f"f{i}".encode()), queue_id=i % 4)).code == 0
+
+                async def copied() -> bool:
+                    return all([(await slave.pull("G-probe", "F", q, 0)).ext("maxOffset") == "5" for q in range(4)])
+                await eventually(copied, 20, "the slave holding every queue")
+                group.kill_broker(0)
+                async with AsyncProducer("PG-ha", client_config=config(group.namesrv_addr, "p-ha")) as producer:
+                    with pytest.raises(NoRouteError):
+                        await producer.send(Message.of("F", b"nowhere to go"))
+                rec = Recorder()
+                c = consumer(group.namesrv_addr, "CG-ours", "ours", rec, "F")
+                await c.start()
+                try:
+                    await eventually(lambda: rec.distinct() == 20, 30, "all 20 messages from the slave")
+
+                    async def committed_on_slave() -> bool:
+                        offsets = [await committed_for(slave, "CG-ours", "F", q) for q in range(4)]
+                        return offsets == [5, 5, 5, 5]
+                    await eventually(committed_on_slave, 30, "offsets committed to the slave")
+                finally:
+                    await c.shutdown()
+            finally:
+                await master.close()
+                await slave.close()
+        asyncio.run(main())
+
+
+async def committed_for(wire: BrokerWire, group: str, topic: str, queue_id: int) -> int | None:
+    resp = await wire.call(RequestCode.QUERY_CONSUMER_OFFSET,
+                           QueryConsumerOffsetRequestHeader(group, topic, queue_id).to_ext())
+    return int(resp.ext("offset") or -1) if resp.code == ResponseCode.SUCCESS else None

@@ -150,6 +150,10 @@ class EtcdGroup:
         if self.lease is not None:
             await self._call(self.client.revoke_lease(self.lease.id))
 
+    async def revoke(self, lease_id: int) -> None:
+        """End another broker's lease (its process is gone): its keys go at once."""
+        await self._call(self.client.revoke_lease(lease_id))
+
     async def read(self) -> Snapshot:
         found = await self._call(self.client.get_prefix(self.prefix))
         state, state_rev, master_lease, lives = None, 0, 0, {}

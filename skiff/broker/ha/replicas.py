@@ -2,11 +2,13 @@
 
 Each broker runs a `ReplicasManager` (no separate controller process). It holds a
 lease, renewed every TTL/3, and a lease-bound ``live`` key with its addresses and
-max offset; every TTL/4 it reads the group's keys (`EtcdGroup`) and acts:
+max offset; every TTL/4 (at most 1 s) it reads the group's keys (`EtcdGroup`) and acts:
 
 - no state yet: the first broker to write it is master (epoch 1);
 - a live master that is not this broker: follow it (cutting first the tail it
   never had: `epochs.truncation_point`);
+- a master whose HA connection dropped and whose port refuses connections (its
+  process is gone): revoke its lease rather than wait up to a TTL for it to expire;
 - no live master: if this broker is in the SyncStateSet (or
   ``allowUncleanElection``) and no live candidate has more data, it tries the
   election transaction; one candidate wins;
@@ -36,12 +38,17 @@ from skiff.broker.ha.epochs import EpochFile, truncation_point
 from skiff.broker.ha.master import HAMaster
 from skiff.broker.ha.role import Role
 from skiff.broker.ha.slave import HASlave
+from skiff.common.record import parse_host_port
 from skiff.common.service import Service
 from skiff.store import MessageStore
 
 log = logging.getLogger(__name__)
 
 RoleChange = Callable[[GroupState], Awaitable[None]]
+
+POLL_MAX_S = 1.0
+"""The group's keys are read every TTL/4, at least this often (one read and one write of the
+broker's live key each time)."""
 
 
 class ReplicasManager(Service):
@@ -59,6 +66,7 @@ class ReplicasManager(Service):
         self.ha_addr = ha_addr
         self.me = config.broker_id
         self.ttl_s = max(1, config.controller_lease_ttl_ms // 1000)
+        self.poll_s = min(self.ttl_s / 4, POLL_MAX_S)
         self.etcd = EtcdGroup(config.etcd_endpoints, config.broker_cluster_name, config.broker_name, self.ttl_s)
         self.epochs = EpochFile(store.config.root)
         self.state: GroupState | None = None
@@ -88,7 +96,7 @@ class ReplicasManager(Service):
         try:
             while not self.stopping and not self._keepalive.done():
                 await self._round()
-                if not await self.sleep(self.ttl_s / 4):
+                if not await self.sleep(self.poll_s):
                     break
         finally:
             self._keepalive.cancel()
@@ -130,10 +138,31 @@ class ReplicasManager(Service):
             await self._try_elect(seen, first=True)
         elif seen.master_lease and seen.state.master_id == self.me:
             await self._lead(seen)
+        elif seen.master_lease and await self._master_process_gone(seen.state):
+            log.warning("controller: the master at %s refuses connections (its process is gone): revoking its "
+                        "lease instead of waiting for it to expire", seen.state.master_addr)
+            await self.etcd.revoke(seen.master_lease)
+            await self._try_elect(await self.etcd.read(), first=False)
         elif seen.master_lease:
             await self._follow(seen.state)
         else:
             await self._try_elect(seen, first=False)
+
+    async def _master_process_gone(self, state: GroupState) -> bool:
+        """A crashed master's lease outlives it by up to a TTL; a follower that lost its HA
+        connection and finds the master's port refusing connections (nothing listens: the
+        process is gone, which a partition never looks like) ends the lease at once."""
+        if self.role.is_slave is False or self.slave.connected or self._following is None:
+            return False
+        host, port = parse_host_port(state.master_addr)
+        try:
+            _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 1.0)
+        except ConnectionRefusedError:
+            return True
+        except (OSError, asyncio.TimeoutError):
+            return False
+        writer.transport.abort()
+        return False
 
     def _live(self) -> Live:
         return Live(self.me, self.addr, self.ha_addr, self.slave.local_addr, self.store.max_physical_offset,
