@@ -252,7 +252,8 @@ class SkiffServer(Server):
         if skiff_has("up"):
             child = self._spawn("skiff", [*skiff_command(), "up", "--dir", str(self.data_dir), "--namesrv-port",
                                           str(self.namesrv_port), "--broker-port", str(self.broker_port), flush,
-                                          "--metricsPort=0"],  # no peer exports metrics in this comparison
+                                          "--metricsPort=0",  # no peer exports metrics in this comparison
+                                          "--grpcServerPort=0"],
                                 cwd=REPO_ROOT)
             self._broker = child
             wait_port(self.namesrv_port, child, READY_TIMEOUT_S)
@@ -263,6 +264,7 @@ class SkiffServer(Server):
             self._broker = self._spawn("skiff-broker", [
                 *skiff_command(), "broker", f"--listenPort={self.broker_port}", "--brokerIP1=127.0.0.1",
                 f"--namesrvAddr=127.0.0.1:{self.namesrv_port}", f"--storePathRootDir={self.data_dir}", flush,
+                "--grpcServerPort=0",  # the comparison drives remoting; no gRPC port to collide on
             ], cwd=REPO_ROOT)
         wait_port(self.broker_port, self._broker, READY_TIMEOUT_S)
 
