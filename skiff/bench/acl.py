@@ -11,13 +11,11 @@ signed pull, and the signing our client does per request. Figures are µs per ca
 
 from __future__ import annotations
 
-import argparse
-import json
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import yaml
 
+from skiff.bench._micro import best_us, micro_main
 from skiff.bench.broker_load import BENCH_ACL, BENCH_KEYS, TOPIC
 from skiff.broker.acl.plain_config import parse_plain_acl
 from skiff.broker.acl.validator import refusal
@@ -49,44 +47,26 @@ def _requests() -> dict[str, tuple[RemotingCommand, int]]:
     return out
 
 
-def _best_us(fn: Callable[[], object], calls: int, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        started = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - started) / calls)
-    return best * 1e6
-
-
 def measure(calls: int, repeat: int) -> dict[str, dict[str, float]]:
     config = parse_plain_acl(yaml.safe_load(BENCH_ACL))
     figures: dict[str, dict[str, float]] = {}
     for name, (cmd, messages) in _requests().items():
         assert refusal(config, "127.0.0.1", cmd) is None
-        check = _best_us(lambda c=cmd: refusal(config, "127.0.0.1", c), calls, repeat)
-        signing = _best_us(lambda c=cmd: sign_command(c, *BENCH_KEYS), calls, repeat)
+        check = best_us(lambda c=cmd: refusal(config, "127.0.0.1", c), calls, repeat)
+        signing = best_us(lambda c=cmd: sign_command(c, *BENCH_KEYS), calls, repeat)
         figures[name] = {"check_us": round(check, 2), "sign_us": round(signing, 2), "body_bytes": len(cmd.body)}
         if messages:
             figures[name]["check_us_per_message"] = round(check / messages, 2)
     return figures
 
 
+def _line(name: str, f: dict[str, float]) -> str:
+    per = f" ({f['check_us_per_message']} us/msg)" if "check_us_per_message" in f else ""
+    return f"{name:18} check {f['check_us']:8.2f} us{per}   sign {f['sign_us']:8.2f} us   body {f['body_bytes']:,} B"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="skiff bench acl", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calls", type=int, default=2000, help="calls per round")
-    parser.add_argument("--repeat", type=int, default=5, help="rounds (the best is reported)")
-    parser.add_argument("--json", action="store_true")
-    args = parser.parse_args(argv)
-    figures = measure(args.calls, args.repeat)
-    if args.json:
-        print(json.dumps(figures, indent=2))
-    else:
-        for name, f in figures.items():
-            per = f" ({f['check_us_per_message']} us/msg)" if "check_us_per_message" in f else ""
-            print(f"{name:18} check {f['check_us']:8.2f} us{per}   sign {f['sign_us']:8.2f} us   "
-                  f"body {f['body_bytes']:,} B")
-    return 0
+    return micro_main(argv, "skiff bench acl", __doc__, 2000, measure, _line)
 
 
 if __name__ == "__main__":

@@ -73,6 +73,9 @@ class BrokerConfig:
         "popStatePersistInterval": "pop_state_persist_interval_ms",
         "defaultInvisibleTimeMills": "default_invisible_time_ms",
         "minInvisibleTimeMillsForRecv": "min_invisible_time_for_recv_ms",
+        "renewSchedulePeriodMillis": "renew_schedule_period_ms",
+        "renewAheadTimeMillis": "renew_ahead_time_ms",
+        "renewMaxTimeMillis": "renew_max_time_ms",
         "aclReloadInterval": "acl_reload_interval_ms",
     }
 
@@ -176,9 +179,15 @@ class BrokerConfig:
     grpc_server_port: int = 8081
     """Port of the gRPC endpoint for RocketMQ 5.x clients (the proxy's key); 0 turns it off."""
     default_invisible_time_ms: int = 60_000
-    """How long a gRPC push consumer's messages stay hidden (the proxy's key; not renewed)."""
+    """How long a gRPC push consumer's messages stay hidden at a time (the proxy's key)."""
     min_invisible_time_for_recv_ms: int = 10_000
     """The shortest invisible duration a gRPC receive may ask for (the proxy's key)."""
+    renew_schedule_period_ms: int = 5_000
+    """How often push consumers' held messages are looked at for renewal (the proxy's key)."""
+    renew_ahead_time_ms: int = 10_000
+    """A held message due within this long is hidden for another defaultInvisibleTimeMills."""
+    renew_max_time_ms: int = 3 * 3_600_000
+    """Renewals stop after this long; the message then comes back (the proxy's key)."""
     acl_enable: bool = False
     """Check every request against plain_acl.yml (RocketMQ 4.x plain ACL; docs/acl.md)."""
     plain_acl_file: str = "conf/plain_acl.yml"

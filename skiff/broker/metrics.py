@@ -75,7 +75,12 @@ class BrokerCollector(Collector):
                                 ["topic", "consumer_group", "is_retry"])
         bytes_out = self._family(CounterMetricFamily, "rocketmq_throughput_out", "Bytes answered to pulls.",
                                  ["topic", "consumer_group", "is_retry"])
-        for (topic, group), (messages, size) in sorted(stats.out_by_topic_group.items()):
+        by_topic_group: dict[tuple[str, str], list[int]] = {}
+        for (group, topic, _queue), (messages, size, _next) in stats.pulls.items():
+            sums = by_topic_group.setdefault((topic, group), [0, 0])
+            sums[0] += messages
+            sums[1] += size
+        for (topic, group), (messages, size) in sorted(by_topic_group.items()):
             self._add(msgs_out, [topic, group, _flag(is_retry_topic(topic))], messages)
             self._add(bytes_out, [topic, group, _flag(is_retry_topic(topic))], size)
         yield from (msgs_in, bytes_in, msgs_out, bytes_out, dlq)
@@ -91,15 +96,16 @@ class BrokerCollector(Collector):
         latency = self._family(GaugeMetricFamily, "rocketmq_consumer_lag_latency",
                                "Age of the oldest message not yet committed by the group (ms; 0 without lag).",
                                labels)
-        store, pulled_to, now_ms = self.broker.store, self.broker.stats.pulled_to, self.broker.clock.now_ms()
+        store, pulls, now_ms = self.broker.store, self.broker.stats.pulls, self.broker.clock.now_ms()
         for group, topic, queue_id, committed in sorted(self.broker.offsets.entries()):
             max_offset = store.get_max_offset(topic, queue_id)
             values = [topic, group, str(queue_id)]
             self._add(lag, values, max(0, max_offset - committed))
             stored_ms = store.get_store_time(topic, queue_id, committed) if committed < max_offset else None
             self._add(latency, values, max(0, now_ms - stored_ms) if stored_ms is not None else 0)
-            reached = pulled_to.get((group, topic, queue_id))
-            if reached is not None:
+            pulled = pulls.get((group, topic, queue_id))
+            if pulled is not None:
+                reached = pulled[2]
                 self._add(inflight, values, max(0, reached - committed))
                 self._add(ready, values, max(0, max_offset - reached))
         yield from (lag, latency, inflight, ready)
@@ -156,6 +162,7 @@ class BrokerCollector(Collector):
 
     def _transactions(self) -> Iterator[Metric]:
         tx = self.broker.transactions
+        tx.catch_up()  # the table learns of half messages lazily; count the ones stored so far
         half = self._family(GaugeMetricFamily, "rocketmq_half_messages", "Transactions not yet committed or "
                             "rolled back (half messages open).", [])
         self._add(half, [], len(tx.table.open))

@@ -29,6 +29,7 @@ from skiff.broker.ha.role import Role
 from skiff.broker.ha.service import Replication
 from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.grpc.clients import GrpcClients
+from skiff.broker.grpc.offsets import Offsets
 from skiff.broker.grpc.routes import namesrv_lookup
 from skiff.broker.grpc.server import GrpcServer
 from skiff.broker.locks import RebalanceLockManager
@@ -203,7 +204,8 @@ class BrokerServer:
         grpc_clients = GrpcClients(self.config, self.clients, self.groups)
         self.grpc = GrpcServer(self.config, self.topics, self.groups, grpc_clients, self.pop, self._pop_processor,
                                handlers, self.clock, self._sender, self.writer,
-                               namesrv_lookup(self._namesrv_client, self.config.namesrv_addrs))
+                               namesrv_lookup(self._namesrv_client, self.config.namesrv_addrs),
+                               Offsets(self.config, self.store, self.topics, self.offsets))
         await self.grpc.start()
 
     def _handlers(self, client_manage: ClientManageProcessor) -> dict[int, Handler]:

@@ -56,6 +56,24 @@ def credentials(args: argparse.Namespace) -> Credentials | None:
                                getattr(args, "credentials", None))
 
 
+N = TypeVar("N", int, float)
+
+
+def bounded(low: N, high: N | None = None, kind: Callable[[str], N] = int) -> Callable[[str], N]:
+    """An argparse type: a ``kind`` number from ``low`` (to ``high``). Anything else is a bad
+    argument, refused by argparse (exit 2) before a request is sent."""
+    def parse(text: str) -> N:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value < low or (high is not None and value > high):
+            wanted = f"{low:g} to {high:g}" if high is not None else f"at least {low:g}"
+            raise argparse.ArgumentTypeError(f"{text} is out of range: {wanted}")
+        return value
+    return parse
+
+
 def family(sub: Any, name: str, help_text: str) -> Any:
     """A command family (``skiff topic ...``) whose subcommands are added to the returned object."""
     parser = sub.add_parser(name, help=help_text, description=help_text)

@@ -14,13 +14,17 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from skiff.cli.admin import command, emit, family, print_table, with_admin
+from skiff.cli.admin import bounded, command, emit, family, print_table, with_admin
 from skiff.client.admin import DEFAULT_QUEUE_NUMS, TOPIC_PERMS
 from skiff.client.admin_results import BrokerCompaction
 from skiff.common.errors import ConfigError
 from skiff.common.limits import QUEUES_PER_TOPIC_MAX
 from skiff.protocol.bodies.topic import perm_text
 from skiff.protocol.bodies.topic_attributes import CLEANUP_POLICY, DELETE_RETENTION_MS, CleanupPolicy
+
+
+queue_count = bounded(1, QUEUES_PER_TOPIC_MAX)
+"""A queue count: what the broker accepts, less an unusable 0."""
 
 
 def register(sub: Any) -> None:
@@ -56,17 +60,6 @@ def register(sub: Any) -> None:
     cmd.add_argument("-t", "--topic", required=True)
     cmd = command(topics, "compact", "compact every queue of a compacted topic now", topic_compact)
     cmd.add_argument("-t", "--topic", required=True)
-
-
-def queue_count(text: str) -> int:
-    """A queue count argument: 1 to QUEUES_PER_TOPIC_MAX (what the broker accepts, less an unusable 0)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 1 <= value <= QUEUES_PER_TOPIC_MAX:
-        raise argparse.ArgumentTypeError(f"{value} is out of range: 1 to {QUEUES_PER_TOPIC_MAX}")
-    return value
 
 
 def _where(cmd: argparse.ArgumentParser) -> None:
@@ -120,10 +113,17 @@ def topic_route(args: argparse.Namespace) -> int:
 
 
 def topic_status(args: argparse.Namespace) -> int:
-    queues = with_admin(args, lambda a: a.topic_status(args.topic))
+    async def work(admin: Any) -> tuple[Any, list[BrokerCompaction]]:
+        return await admin.topic_status(args.topic), [] if args.json else await admin.compaction(args.topic)
+
+    queues, compaction = with_admin(args, work)
     rows = [(q.mq.broker_name, q.mq.queue_id, q.min_offset, q.max_offset, format_time_ms(q.last_update_timestamp))
             for q in queues]
-    return emit(args, queues, ("BROKER", "QUEUE", "MIN OFFSET", "MAX OFFSET", "LAST UPDATED"), rows)
+    code = emit(args, queues, ("BROKER", "QUEUE", "MIN OFFSET", "MAX OFFSET", "LAST UPDATED"), rows)
+    if any(b.state is not None and b.state.cleanup_policy == CleanupPolicy.COMPACTION for b in compaction):
+        print(f"{CLEANUP_POLICY}=COMPACTION: offsets below each queue's cleaned point have gaps "
+              f"(skiff topic compact-status -t {args.topic})")
+    return code
 
 
 def topic_compact_status(args: argparse.Namespace) -> int:

@@ -35,7 +35,7 @@ from skiff.common.compression import inflate
 from skiff.common.limits import FRAME_MAX_BYTES
 from skiff.common.message import MessageQueue
 from skiff.common.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, Prop, decode_properties
-from skiff.spark.record_columns import PHYSICAL_AT, FixedFields, fixed_fields, record_starts
+from skiff.spark.record_columns import PHYSICAL_AT, FixedFields, bytes_at, fixed_fields, record_starts
 from skiff.spark.schema import ARROW_SCHEMA, HIDDEN_PROPERTIES, TIMESTAMP
 
 _INLINE = 12
@@ -87,20 +87,13 @@ def _views(u8: np.ndarray, at: np.ndarray, length: np.ndarray, data: bytes) -> p
     views[:, 0] = length
     short = length <= _INLINE
     if short.any():  # short ones hold their bytes inline, zero-padded
-        inline = _bytes_at(u8, at[short], _INLINE)
+        inline = bytes_at(u8, at[short], _INLINE)
         inline[np.arange(_INLINE) >= length[short][:, None]] = 0
         views.view(np.uint8).reshape(n, 16)[short, 4:] = inline
     long = ~short  # a 4-byte prefix, buffer 0 and the offset
-    views[long, 1] = _bytes_at(u8, at[long], 4).view(np.int32).ravel()
+    views[long, 1] = bytes_at(u8, at[long], 4).view(np.int32).ravel()
     views[long, 3] = at[long]
     return pa.Array.from_buffers(pa.binary_view(), n, [None, pa.py_buffer(views), pa.py_buffer(data)])
-
-
-def _bytes_at(u8: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
-    """``width`` bytes from each of ``at`` (clipped at the buffer's end: callers zero what they do not own)."""
-    if not len(u8):
-        return np.zeros((len(at), width), np.uint8)
-    return u8[np.minimum(at[:, None] + np.arange(width), len(u8) - 1)]
 
 
 def _bodies(u8: np.ndarray, buf: bytes, f: FixedFields, max_body_bytes: int) -> pa.Array:
@@ -140,9 +133,21 @@ def _pairs(raw: pa.Array) -> tuple[np.ndarray, pa.Array, pa.Array]:
     names = first.filter(ok)
     values = pc.list_element(parts.filter(ok), 1)
     rows = parent.filter(ok).to_numpy(zero_copy_only=False).astype(np.int64)
-    if len(names) and pa.table({"r": rows, "n": names}).group_by(["r", "n"]).aggregate([]).num_rows != len(names):
+    if _repeats_a_name(rows, names):
         return _pairs_py(raw)  # a name repeated within a message: the dict's rules decide
     return rows, names, values
+
+
+def _repeats_a_name(rows: np.ndarray, names: pa.Array) -> bool:
+    """Whether a row holds a name twice: (row, name code) pairs counted with one bincount."""
+    if not len(names):
+        return False
+    codes = pc.dictionary_encode(names).indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    distinct = int(codes.max()) + 1
+    keys = rows * distinct + codes
+    if int(keys.max()) < 4 * len(keys) + 65536:  # few names: a bincount as long as (rows x names)
+        return bool((np.bincount(keys) > 1).any())
+    return len(np.unique(keys)) != len(keys)
 
 
 def _pairs_py(raw: pa.Array) -> tuple[np.ndarray, pa.Array, pa.Array]:
@@ -183,6 +188,6 @@ def _offset_msg_ids(u8: np.ndarray, f: FixedFields, rows: np.ndarray) -> pa.Arra
         return pa.array([(bytes(u8[a:a + w]) + bytes(u8[p:p + 8])).hex().upper()
                          for a, w, p in zip(host_at.tolist(), host_len.tolist(), physical_at.tolist())], pa.string())
     width = int(host_len[0]) + 8 if n else 16
-    raw = np.concatenate((_bytes_at(u8, host_at, width - 8), _bytes_at(u8, physical_at, 8)), axis=1)
+    raw = np.concatenate((bytes_at(u8, host_at, width - 8), bytes_at(u8, physical_at, 8)), axis=1)
     offsets = np.arange(n + 1, dtype=np.int32) * (2 * width)
     return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(_HEX[raw])])

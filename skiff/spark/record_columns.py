@@ -99,11 +99,27 @@ class FixedFields(NamedTuple):
         return (self.sys_flag & _COMPRESSED) != 0
 
 
+def bytes_at(u8: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    """``width`` bytes from each of ``at``, as an (n, width) array; a row running past the
+    buffer's end repeats its last byte (callers zero what they do not own). Rows are copied
+    through a sliding-window view, one fancy index over the rows, not one per byte."""
+    n = len(at)
+    if not len(u8) or not n:
+        return np.zeros((n, width), np.uint8)
+    if len(u8) < width:
+        return u8[np.minimum(at[:, None] + np.arange(width), len(u8) - 1)]
+    windows = np.lib.stride_tricks.sliding_window_view(u8, width)
+    last = len(u8) - width
+    out = windows[np.minimum(at, last)]
+    over = np.flatnonzero(at > last)
+    if len(over):
+        out[over] = u8[np.minimum(at[over, None] + np.arange(width), len(u8) - 1)]
+    return out
+
+
 def gather(u8: np.ndarray, at: np.ndarray, width: int, dtype: str) -> np.ndarray:
     """The big-endian integer of ``width`` bytes at each of ``at``, as native int64."""
-    if not len(at):
-        return np.zeros(0, np.int64)
-    return u8[at[:, None] + np.arange(width)].view(dtype).ravel().astype(np.int64)
+    return bytes_at(u8, at, width).view(dtype).ravel().astype(np.int64)
 
 
 def fixed_fields(buf: bytes, starts: np.ndarray) -> FixedFields:

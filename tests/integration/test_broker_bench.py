@@ -41,6 +41,15 @@ def test_acl_micro_bench_reports_each_request_kind():
     assert all(f["check_us"] > 0 and f["sign_us"] > 0 for f in figures.values())
     assert figures["send_batch_64x1k"]["body_bytes"] > 64 * 1024
 
+
+def test_metrics_micro_bench_reports_the_added_work():
+    done = run_skiff(["bench", "metrics", "--json", "--calls", "2000", "--repeat", "1"], timeout_s=120)
+    assert done.returncode == 0, done.stdout
+    figures = json.loads(done.stdout[done.stdout.index("{"):])
+    assert set(figures) == {"latency_histogram_us", "send_counters_us", "pull_counters_us"}
+    assert figures["send_counters_us"] > 0 and figures["pull_counters_us"] > 0
+
+
 def test_replication_bench_runs_sync_master_with_a_slave():
     done = run_skiff(["bench", "replication", "--seconds", "0.5", "--sizes", "100", "--modes", "sync",
                       "--producers", "2", "--json"], timeout_s=120)

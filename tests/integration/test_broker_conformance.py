@@ -6,6 +6,7 @@ pins Skiff's answer."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,12 @@ import pytest
 from skiff.common.message import Message
 from skiff.common.msgid import decode_offset_msg_id
 from skiff.common.sysflag import MessageSysFlag
+from skiff.protocol.bodies.client_calls import ResetOffsetBody
+from skiff.protocol.bodies.consumer import ConsumeStats, ConsumerIdList
+from skiff.protocol.bodies.heartbeat import ExpressionType, SubscriptionData
 from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.headers.admin import CreateTopicRequestHeader, GetConsumeStatsRequestHeader
+from skiff.protocol.headers.client_calls import ResetOffsetRequestHeader
 from skiff.protocol.headers.consumer import (
     ConsumerSendMsgBackRequestHeader,
     GetConsumerListByGroupRequestHeader,
@@ -27,7 +33,7 @@ from skiff.protocol.headers.transaction import EndTransactionRequestHeader
 from skiff.protocol.message_codec import decode_stored_messages
 from skiff.testing.cluster import Cluster
 from skiff.testing.waits import eventually
-from skiff.testing.wire import BrokerWire, with_wire
+from skiff.testing.wire import BrokerWire, consumer, with_wire
 
 EVERY_HOUR = ";".join(f"{h:02d}" for h in range(24))
 RETENTION = ["--fileReservedTime=0", f"--deleteWhen={EVERY_HOUR}", "--cleanResourceInterval=100",
@@ -224,4 +230,54 @@ def test_lookups_of_what_is_not_there(cluster: Cluster):
         end = await wire.call(RequestCode.END_TRANSACTION, EndTransactionRequestHeader(
             "PG-none", 0, 2**40, int(MessageSysFlag.TRANSACTION_COMMIT), "00").to_ext())
         assert end.code == ResponseCode.SYSTEM_ERROR
+    with_wire(cluster.broker_addr(), test)
+
+
+def test_heartbeat_with_a_subscription_the_broker_cannot_serve(cluster: Cluster):
+    """Deliberate difference: Java answers such a heartbeat SUCCESS; Skiff registers the member
+    as Java does but answers why it will get nothing (docs/protocol.md)."""
+    async def test(wire: BrokerWire):
+        sql = SubscriptionData("CF-hb", "a > 1", expression_type=ExpressionType.SQL92)
+        data = dataclasses.replace(consumer("CG-hb", "CF-hb"), subscription_data_set=(sql,))
+        resp = await wire.heartbeat("client-hb", consumers=[data])
+        assert resp.code == ResponseCode.SYSTEM_ERROR and "set enablePropertyFilter=true" in resp.remark
+        members = await wire.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                  GetConsumerListByGroupRequestHeader("CG-hb").to_ext())
+        assert members.code == ResponseCode.SUCCESS
+        assert ConsumerIdList.from_json(members.body).consumer_id_list == ("client-hb",)
+    with_wire(cluster.broker_addr(), test)
+
+
+def test_consume_stats_cover_read_queues_and_count_a_negative_offset_as_zero(cluster: Cluster):
+    """getConsumeStats: one row per read queue of each topic the group has offsets on; a stored
+    offset below 0 is reported as 0 (so the lag is the whole queue, not one more)."""
+    async def test(wire: BrokerWire):
+        created = await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC,
+                                  CreateTopicRequestHeader("CF-stats", "TBW102", 3, 2, 6, "SINGLE_TAG").to_ext())
+        assert created.code == ResponseCode.SUCCESS, created.remark
+        for _ in range(2):
+            await wire.send(Message.of("CF-stats", b"s"), queue_id=1)
+        await commit(wire, "CG-stats", "CF-stats", 1, -1)
+        resp = await wire.call(RequestCode.GET_CONSUME_STATS, GetConsumeStatsRequestHeader("CG-stats").to_ext())
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        table = {mq.queue_id: (w.broker_offset, w.consumer_offset) for mq, w in
+                 ConsumeStats.from_json(resp.body).offset_table.items()}
+        assert table == {0: (0, 0), 1: (2, 0), 2: (0, 0)}
+    with_wire(cluster.broker_addr(), test)
+
+
+def test_reset_offset_of_an_offline_group_with_a_negative_offset(cluster: Cluster):
+    """Deliberate difference: Java's broker refuses a reset for a queue the group has no offset on
+    and only tells online consumers (CONSUMER_NOT_ONLINE otherwise); Skiff commits the new offsets
+    itself, a stored -1 counting as no offset, so even a non-forced reset takes effect."""
+    async def test(wire: BrokerWire):
+        for _ in range(3):
+            await wire.send(Message.of("CF-reset", b"r"), queue_id=0)
+        await commit(wire, "CG-reset", "CF-reset", 0, -1)
+        resp = await wire.call(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                               ResetOffsetRequestHeader("CF-reset", "CG-reset", -1, False).to_ext())
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        table = {mq.queue_id: off for mq, off in ResetOffsetBody.from_json(resp.body).offset_table.items()}
+        assert table[0] == 3
+        assert await query(wire, "CG-reset", "CF-reset", 0) == (ResponseCode.SUCCESS, 3)
     with_wire(cluster.broker_addr(), test)

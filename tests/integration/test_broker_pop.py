@@ -60,7 +60,9 @@ def test_pop_hides_acks_and_redelivers_through_the_retry_topic(cluster: Cluster)
         nothing, _ = await wire.pop("G-a", "PopA")  # all three hidden; no poll time: at once
         assert nothing.code == PopResponseCode.NO_MESSAGE
         other, others = await wire.pop("G-other", "PopA")  # another group sees them all
-        assert len(others) == 3
+        assert len(others) == 3 and other.ext("restNum") == "0"
+        one, _ = await wire.pop("G-rest", "PopA", queue_id=0, max_nums=1)
+        assert one.ext("restNum") == "2"
 
         assert (await wire.ack("G-a", "PopA", h0)).code == ResponseCode.SUCCESS
         again = await wire.ack("G-a", "PopA", h0)

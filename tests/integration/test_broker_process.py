@@ -166,7 +166,7 @@ def _disk_bytes(root: Path) -> int:
 
 def test_skiff_up_uses_try_out_file_sizes_and_little_disk(tmp_path: Path):
     args = ["up", "--dir", "data", "--namesrv-port", "0", "--broker-port", "0", "--listenHost=127.0.0.1",
-            "--metrics-port", "0", "--namesrv-metrics-port", "0", "--no-dashboard"]
+            "--metrics-port", "0", "--namesrv-metrics-port", "0", "--no-dashboard", "--grpcServerPort=0"]
     with start_skiff(args, cwd=tmp_path) as up:
         m = up.wait_for_line(r"skiff broker listening on (?P<host>[\d.]+):(?P<port>\d+), store data ")
 

@@ -81,6 +81,8 @@ def test_a_compacted_topic_keeps_the_latest_message_per_key(cluster: Cluster) ->
     assert answer["state"]["queues"][0]["cleanedOffset"] == 40
     table = run_skiff(["topic", "compact-status", "-t", TOPIC, "-n", ns])
     assert "COMPACTION" in table.stdout and "CLEANED" in table.stdout
+    queues = run_skiff(["topic", "status", "-t", TOPIC, "-n", ns])
+    assert queues.returncode == 0 and "cleanup.policy=COMPACTION" in queues.stdout, queues.stdout
 
 
 def test_compact_now_and_consumers_read_across_gaps(cluster: Cluster) -> None:

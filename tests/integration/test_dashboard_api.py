@@ -81,6 +81,8 @@ def test_cluster_topics_messages_and_trace(cluster: Cluster):
 def test_lag_rises_with_sends_falls_with_consumption_and_resets_by_time(cluster: Cluster):
     async def test(client: TestClient) -> None:
         await call(client, "POST", "/api/topics", {"topic": "ApiLag", "queue_nums": 2})
+        await call(client, "POST", "/api/groups/api-g/consume", {"topic": "NoSuchTopic"}, status=404)
+        assert "api-g" not in {g["group"] for g in (await call(client, "GET", "/api/groups"))["groups"]}
         first = await call(client, "POST", "/api/groups/api-g/consume", {"topic": "ApiLag"})
         assert first["messages"] == []
         group = await call(client, "GET", "/api/groups/api-g")
@@ -112,8 +114,9 @@ async def _rates(client: TestClient) -> Any:
     return d if len(d["time"]) >= 2 else None
 
 
-UP_ARGS = ["up", "--dir", "data", "--namesrv-port", "0", "--broker-port", "0", "--mappedFileSizeCommitLog=4194304",
-           "--maxHashSlotNum=1024", "--maxIndexNum=4096"]
+UP_ARGS = ["up", "--dir", "data", "--namesrv-port", "0", "--broker-port", "0", "--metrics-port", "0",
+           "--namesrv-metrics-port", "0", "--mappedFileSizeCommitLog=4194304", "--maxHashSlotNum=1024",
+           "--maxIndexNum=4096", "--grpcServerPort=0"]
 
 
 def test_skiff_up_serves_the_dashboard_and_its_start_line_says_where(tmp_path: Path):
@@ -153,8 +156,12 @@ def test_timer_slots_show_a_message_scheduled_for_later(cluster: Cluster):
         async with AsyncProducer("PG-dashboard-timer", client_config=ClientConfig(
                 cluster.namesrv_addr, "dashboard-timer", client_ip="127.0.0.1"), trace=False) as producer:
             await producer.send(Message.of("ApiLater", b"later", deliver_time_ms=due))
-        (broker,) = (await call(client, "GET", "/api/timer"))["brokers"]
-        assert broker["error"] is None and broker["scheduled"] == 1
+        async def scheduled() -> dict[str, Any] | None:  # the timer files the message from the CommitLog
+            (broker,) = (await call(client, "GET", "/api/timer"))["brokers"]
+            assert broker["error"] is None
+            return broker if broker["scheduled"] else None
+        broker = await eventually(scheduled, 30, "the message in the timer's slots")
+        assert broker["scheduled"] == 1
         (slot,) = [s for s in broker["slots"] if s["scheduled"]]
         assert slot["slot_start_ms"] <= due < slot["slot_start_ms"] + broker["slot_ms"]
 

@@ -139,6 +139,8 @@ def test_main_flows_in_a_browser(cluster: Cluster, dashboard: SkiffProcess, brow
                        reload=True, timeout_s=30)
         trace = page.text("#trace")
         assert trace.index("send by") < trace.index("consume by")
+        assert trace.splitlines()[0].split()[2] == "+0"  # each event's time after the send
+        assert f"to {TOPIC} on broker-a" in trace and f"to %RETRY%{DLQ_GROUP} on broker-a" in trace  # the resend
         assert "failed" in trace and "success" in trace
         page.shot("trace")
     finally:

@@ -4,7 +4,8 @@ endpoint, and messages crossing between gRPC and the remoting protocol.
 
 The scenarios run in tests/interop/grpc/client.py under SKIFF_RMQ5_PYTHON, grouped
 into few processes; assertions here are on what they saw. Short settings keep it quick:
-invisible times from 1 s, retry delays of 1 s, 2 retries, 1 s transaction checks.
+invisible times from 1 s, retry delays of 1 s, 2 retries, 1 s transaction checks, push
+consumers' messages hidden 1.5 s at a time and renewed 1 s ahead.
 """
 
 from __future__ import annotations
@@ -55,7 +56,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
     args = [f"--grpcServerPort={port}", "--enablePropertyFilter=true", "--minInvisibleTimeMillsForRecv=1000",
             "--reviveInterval=200", f"--maxReconsumeTimes={MAX_RETRIES}", "--popStatePersistInterval=200",
             "--messageDelayLevel=" + " ".join(["1s"] * 18), "--transactionTimeOut=1000",
-            "--transactionCheckInterval=1000"]
+            "--transactionCheckInterval=1000", "--defaultInvisibleTimeMills=1500", "--renewAheadTimeMillis=1000",
+            "--renewSchedulePeriodMillis=200"]
     with Cluster(tmp_path_factory.mktemp("grpc"), broker_args=args) as c:
         c.grpc_endpoint = f"127.0.0.1:{port}"  # type: ignore[attr-defined]
 
@@ -122,6 +124,18 @@ def test_producer_and_simple_consumer(cluster: Cluster, tmp_path: Path):
     assert e["unknown_topic_raw"]["code"] == "TOPIC_NOT_FOUND" and e["route_unknown"]["code"] == "TOPIC_NOT_FOUND"
     assert e["no_client_id"]["code"] == "CLIENT_ID_REQUIRED" and e["bad_handle"]["code"] == "INVALID_RECEIPT_HANDLE"
     assert "grpc" in e["malformed"] and e["unimplemented"] == {"grpc": "UNIMPLEMENTED"}
+    o = e["offsets"]  # GFifo's queues hold the 12 FIFO messages, each group's in one queue, in order
+    assert o["begin"] == [0] * 4 and sum(o["end"]) == 12 and o["bad_queue"]["code"] == "BAD_REQUEST"
+    assert o["before_update"]["code"] == "OFFSET_NOT_FOUND" and o["update"]["code"] == "OK"
+    assert (o["after_update"]["code"], o["after_update"]["offset"]) == ("OK", 1)
+    assert [p["next"] for p in o["pull"]] == o["end"]
+    assert sorted(b for p in o["pull"] for b in p["bodies"]) == sorted(f"{g}-{i}" for g in ("g1", "g2")
+                                                                        for i in range(6))
+    for p in o["pull"]:
+        assert p["status"] == ("OK" if p["bodies"] else "MESSAGE_NOT_FOUND")
+        for g in ("g1", "g2"):
+            mine = [b for b in p["bodies"] if b.startswith(g)]
+            assert mine in ([], [f"{g}-{i}" for i in range(6)])
 
     async def pull(wire: BrokerWire):  # sent over gRPC, consumed over remoting: ids, tags, keys, properties
         stored = [m for q in range(4) for m in await wire.pull_messages("G-ours", "GNormal", q)]
@@ -141,6 +155,8 @@ def test_push_consumers_concurrent_redelivery_dead_letters_and_fifo(cluster: Clu
     calls = r["push"]["calls"]
     assert sorted(b for b, _ in calls if b.startswith("ok")) == [f"ok{i}" for i in range(5)]
     assert [a for b, a in calls if b == "fail-always"] == list(range(1, MAX_RETRIES + 2))
+    # A listener busy for 3 s with a message hidden 1.5 s at a time: renewed, so delivered once.
+    assert [(b, a) for b, a in calls if b == "slow"] == [("slow", 1)]
 
     async def dead(wire: BrokerWire):
         return await wire.pull_messages("G-watch", dlq_topic("G-push"), 0)
@@ -161,8 +177,10 @@ def test_restart_under_a_simple_consumer_loses_nothing(cluster: Cluster, tmp_pat
     before = run_client(cluster, tmp_path, "restart_before")["restart_before"]
     assert len(before["acked"]) == 2 and len(before["left"]) == 2
     cluster.restart_broker(0)
-    after = run_client(cluster, tmp_path, "restart_after")["restart_after"]
-    assert after["got"] == sorted(before["left"])
+    after = run_client(cluster, tmp_path, "restart_after", tx=before["tx"],
+                       tx_message=before["tx_message"])["restart_after"]
+    assert after["commit"]["code"] == "OK"  # the half found by its id after the restart
+    assert after["got"] == sorted([*before["left"], "open-tx"])
 
 
 def test_messages_cross_between_grpc_and_the_cpp_client(cluster: Cluster, tmp_path: Path):

@@ -6,9 +6,10 @@ As RocketMQ's proxy (`ReceiveMessageActivity`, `AckMessageActivity`):
 - receive pops every queue of the topic (and the group's retry topic), at most 32
   messages, long-polling up to the request's ``long_polling_timeout`` (clamped to
   the time the client's deadline leaves). A group with ``consumeMessageOrderly``
-  is assigned each queue on its own and pops it orderly (blocked until acked). ``auto_renew`` (push consumers) hides
-  messages for ``defaultInvisibleTimeMills`` (60 s; Skiff does not renew it:
-  a listener slower than that sees the message again); otherwise
+  is assigned each queue on its own and pops it orderly (blocked until acked).
+  ``auto_renew`` (push consumers) hides messages for ``defaultInvisibleTimeMills``
+  (60 s) and renews that while the client holds them (`skiff.broker.grpc.renewal`);
+  otherwise
   ``invisible_duration`` must lie in [``minInvisibleTimeMillsForRecv``, 12 h]
   (ILLEGAL_INVISIBLE_TIME). The stream is: a status (OK or MESSAGE_NOT_FOUND), the
   messages, the delivery timestamp; then it ends;
@@ -22,8 +23,10 @@ from collections.abc import AsyncIterator, Callable
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
+from skiff.broker.grpc.clients import GrpcClientConn
 from skiff.broker.grpc.convert import now_timestamp, to_message
 from skiff.broker.grpc.producing import status
+from skiff.broker.grpc.renewal import Renewals
 from skiff.broker.grpc.routes import BrokerQueues, Routes
 from skiff.broker.pop.service import PopRequest, PopService
 from skiff.broker.processors.pop import PopProcessor
@@ -47,6 +50,7 @@ class Consuming:
     def __init__(self, config: BrokerConfig, groups: SubscriptionGroupManager, pop: PopService,
                  checks: PopProcessor, clock: Clock, routes: Routes,
                  broker_of: Callable[[BrokerQueues], pb.Broker]) -> None:
+        self.renewals = Renewals(config, pop, clock)
         self.routes = routes
         self.broker_of = broker_of
         self.config = config
@@ -72,8 +76,8 @@ class Consuming:
         group = self.groups.find_or_create(group_name)
         return group is not None and group.consume_message_orderly
 
-    async def receive(self, req: rpc.ReceiveMessageRequest, time_left_s: float | None) -> AsyncIterator[
-            rpc.ReceiveMessageResponse]:
+    async def receive(self, conn: GrpcClientConn, req: rpc.ReceiveMessageRequest,
+                      time_left_s: float | None) -> AsyncIterator[rpc.ReceiveMessageResponse]:
         made = self._pop_request(req)
         if isinstance(made, pb.Status):
             yield rpc.ReceiveMessageResponse(status=made)
@@ -88,7 +92,10 @@ class Consuming:
         else:
             yield rpc.ReceiveMessageResponse(status=status(pb.OK, "OK"))
             for p in found:
-                message = to_message(decode_record(p.record), receipt_handle=p.handle.encode_receipt(),
+                receipt = p.handle.encode_receipt()
+                if req.auto_renew:
+                    self.renewals.hold(conn, receipt, made.group, req.message_queue.topic.name, p.handle)
+                message = to_message(decode_record(p.record), receipt_handle=receipt,
                                      delivery_attempt=p.delivery_attempt, invisible_ms=made.invisible_ms)
                 yield rpc.ReceiveMessageResponse(message=message)
         yield rpc.ReceiveMessageResponse(delivery_timestamp=now_timestamp())
@@ -118,8 +125,12 @@ class Consuming:
         return PopRequest(group, topic, queue_id, batch, invisible, flt, orderly, req.attempt_id)
 
     def _handle(self, text: str) -> ExtraInfo | pb.Status:
+        """The handle a client's receipt stands for (the renewed one for a push consumer's), and
+        the client is done renewing it."""
+        renewed = self.renewals.current(text)
+        self.renewals.release(text)
         try:
-            handle = ExtraInfo.parse(text)
+            handle = renewed or ExtraInfo.parse(text)
         except DecodeError as exc:
             return status(pb.INVALID_RECEIPT_HANDLE, str(exc))
         if handle.visible_at <= self.clock.now_ms():

@@ -5,7 +5,8 @@ processor (the same checks, delay and half-message parking, flush waits), then
 answered as RocketMQ's proxy answers (`SendMessageActivity`). FIFO messages go to
 the queue ``crc32(message_group) mod writeQueueNums``, so a group keeps its order;
 others to a random queue. A transactional send remembers where its half message is
-(END_TRANSACTION names it by offsets; the gRPC request only by ids). Several plain
+(END_TRANSACTION names it by offsets; the gRPC request only by ids); after a restart
+the half is found by its id in the half topic's index. Several plain
 messages in one request (no delay, transaction or group) are appended together
 as the send path's batch: one store append, consecutive queue offsets.
 """
@@ -25,8 +26,11 @@ from skiff.broker.processors.send import SendProcessor, born_host
 from skiff.broker.topics import TopicConfigManager
 from skiff.broker.writer import MessageWriter
 from skiff.common.clock import Clock
-from skiff.common.msgid import decode_offset_msg_id
-from skiff.common.properties import encode_properties
+from skiff.common.msgid import create_offset_msg_id, decode_offset_msg_id
+from skiff.common.names import TRANS_HALF_TOPIC
+from skiff.common.record import read_head, read_tail
+from skiff.common.stored_message import raw_property
+from skiff.common.properties import Prop, encode_properties
 from skiff.common.sysflag import MessageSysFlag
 from skiff.protocol.bodies.timer import CancelScheduledBody, CancelStatus
 from skiff.protocol.codes import RequestCode, ResponseCode, SkiffRequestCode
@@ -199,7 +203,7 @@ class Producing:
     async def end_transaction(self, conn: GrpcClientConn, req: rpc.EndTransactionRequest) -> rpc.EndTransactionResponse:
         if not req.transaction_id:
             return rpc.EndTransactionResponse(status=status(pb.INVALID_TRANSACTION_ID, "no transaction_id"))
-        half = self.clients.halves.get(req.transaction_id)
+        half = self.clients.halves.get(req.transaction_id) or self._stored_half(req.transaction_id)
         if half is None:
             return rpc.EndTransactionResponse(status=status(
                 pb.INVALID_TRANSACTION_ID, f"transaction {req.transaction_id} is not known to this endpoint"))
@@ -210,6 +214,17 @@ class Producing:
         if resp.code == ResponseCode.SUCCESS and req.resolution in _TRANSACTION_END:
             self.clients.halves.pop(req.transaction_id, None)
         return rpc.EndTransactionResponse(status=from_remoting(resp))
+
+    def _stored_half(self, tx_id: str) -> HalfRef | None:
+        """A half message found by its id (= UNIQ_KEY) in the half topic's index, for a
+        transaction this endpoint did not see sent (the broker restarted since)."""
+        found = self.sender.store.query_by_key(TRANS_HALF_TOPIC, tx_id, 1, 0, self.clock.now_ms())
+        if not found:
+            return None
+        head = read_head(found[0])
+        group = raw_property(read_tail(found[0], 0, head).properties_raw, Prop.PGROUP) or ""
+        return HalfRef(group, head.queue_offset, head.physical_offset,
+                       create_offset_msg_id(head.store_host, head.physical_offset))
 
     async def recall(self, conn: GrpcClientConn, req: rpc.RecallMessageRequest) -> rpc.RecallMessageResponse:
         try:

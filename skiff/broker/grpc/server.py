@@ -3,8 +3,9 @@ proxy mode) on ``grpcServerPort``, with grpcio's asyncio server.
 
 The service is registered with grpcio's generic handlers over the generated message
 classes (`skiff.protocol.v5`), method by method; RPCs the official clients do not
-need (PullMessage, UpdateOffset, GetOffset, QueryOffset, SyncLiteSubscription) are
-not registered, so they answer UNIMPLEMENTED. Every other error travels inside the
+need are served where cheap (QueryOffset, GetOffset, UpdateOffset, PullMessage:
+`skiff.broker.grpc.offsets`); SyncLiteSubscription is not registered, so it answers
+UNIMPLEMENTED. Every other error travels inside the
 response's ``Status`` with the gRPC status OK, as the proxy does. The receive limit
 is raised from grpcio's 4 MiB (a 4 MiB body plus its envelope would not fit).
 
@@ -27,6 +28,7 @@ from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.grpc.clients import GrpcClientConn, GrpcClients
 from skiff.broker.grpc.consuming import Consuming
+from skiff.broker.grpc.offsets import Offsets
 from skiff.broker.grpc.producing import Producing, status
 from skiff.broker.grpc.routes import RouteLookup, Routes
 from skiff.broker.pop.service import PopService
@@ -36,6 +38,7 @@ from skiff.broker.topics import TopicConfigManager
 from skiff.broker.writer import MessageWriter
 from skiff.common.clock import Clock
 from skiff.common.errors import SkiffError
+from skiff.common.service import Periodic
 from skiff.protocol.codes import ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.v5 import definition_pb2 as pb
@@ -53,7 +56,9 @@ MAX_INBOUND_BYTES = 130 * 1024 * 1024
 class GrpcServer:
     def __init__(self, config: BrokerConfig, topics: TopicConfigManager, groups: SubscriptionGroupManager,
                  clients: GrpcClients, pop: PopService, checks: PopProcessor, handlers: dict[int, Handler],
-                 clock: Clock, sender: SendProcessor, writer: MessageWriter, lookup: RouteLookup) -> None:
+                 clock: Clock, sender: SendProcessor, writer: MessageWriter, lookup: RouteLookup,
+                 offsets: Offsets) -> None:
+        self.offsets = offsets
         self.config = config
         self.clients = clients
         self.handlers = handlers
@@ -62,6 +67,8 @@ class GrpcServer:
         self.producing = Producing(config, topics, clients, self.call, clock, self.endpoints, sender, writer, routes)
         self.consuming = Consuming(config, groups, pop, checks, clock, routes, self.producing.broker_of)
         self._server: grpc.aio.Server | None = None
+        self._renewer = Periodic("grpc-renew-invisible", config.renew_schedule_period_ms / 1000.0,
+                                 self.consuming.renewals.renew_tick)
 
     def endpoints(self, host: str) -> pb.Endpoints:
         """A broker's gRPC endpoint: its host, this broker's grpcServerPort."""
@@ -79,9 +86,11 @@ class GrpcServer:
                               f"(grpcServerPort): {exc}") from None
         await server.start()
         self._server = server
+        self._renewer.start()
         log.info("gRPC endpoint (RocketMQ 5.x clients) listening on %s:%d", self.config.listen_host, self.port)
 
     async def stop(self, grace_s: float) -> None:
+        await self._renewer.stop()
         if self._server is not None:
             for conn in list(self.clients.conns.values()):
                 conn.close()
@@ -120,12 +129,19 @@ class GrpcServer:
             "ChangeInvisibleDuration": (lambda conn, r: c.change_invisible(r), rpc.ChangeInvisibleDurationRequest,
                                         rpc.ChangeInvisibleDurationResponse),
             "RecallMessage": (p.recall, rpc.RecallMessageRequest, rpc.RecallMessageResponse),
+            "QueryOffset": (lambda conn, r: self.offsets.query_offset(r), rpc.QueryOffsetRequest,
+                            rpc.QueryOffsetResponse),
+            "GetOffset": (lambda conn, r: self.offsets.get_offset(r), rpc.GetOffsetRequest, rpc.GetOffsetResponse),
+            "UpdateOffset": (lambda conn, r: self.offsets.update_offset(r), rpc.UpdateOffsetRequest,
+                             rpc.UpdateOffsetResponse),
         }
         methods = {name: grpc.unary_unary_rpc_method_handler(self._unary(fn, out), req.FromString,
                                                              out.SerializeToString)
                    for name, (fn, req, out) in unary.items()}
         methods["ReceiveMessage"] = grpc.unary_stream_rpc_method_handler(
             self._receive, rpc.ReceiveMessageRequest.FromString, rpc.ReceiveMessageResponse.SerializeToString)
+        methods["PullMessage"] = grpc.unary_stream_rpc_method_handler(
+            self._pull, rpc.PullMessageRequest.FromString, rpc.PullMessageResponse.SerializeToString)
         methods["Telemetry"] = grpc.stream_stream_rpc_method_handler(
             self._telemetry, rpc.TelemetryCommand.FromString, rpc.TelemetryCommand.SerializeToString)
         return methods
@@ -162,7 +178,16 @@ class GrpcServer:
 
     async def _receive(self, request: rpc.ReceiveMessageRequest,
                        context: grpc.aio.ServicerContext) -> AsyncIterator[rpc.ReceiveMessageResponse]:
-        async for response in self.consuming.receive(request, context.time_remaining()):
+        conn = self._conn(context)
+        if isinstance(conn, pb.Status):
+            yield rpc.ReceiveMessageResponse(status=conn)
+            return
+        async for response in self.consuming.receive(conn, request, context.time_remaining()):
+            yield response
+
+    async def _pull(self, request: rpc.PullMessageRequest,
+                    context: grpc.aio.ServicerContext) -> AsyncIterator[rpc.PullMessageResponse]:
+        async for response in self.offsets.pull(request):
             yield response
 
     async def _telemetry(self, requests: AsyncIterator[rpc.TelemetryCommand],

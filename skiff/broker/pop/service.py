@@ -140,6 +140,16 @@ class PopService:
                 out += self._pop_queue(req, key, kind, now, req.max_nums - len(out))
         return out
 
+    def rest(self, group: str, topic: str) -> int:
+        """Messages of ``topic`` past the group's cursors (the pop response's restNum)."""
+        tc = self.topics.get(topic)
+        total = 0
+        for queue_id in range(tc.read_queue_nums if tc is not None else 0):
+            cursor = self.state.cursors.get((group, topic, queue_id))
+            if cursor is not None:
+                total += max(0, self.store.get_max_offset(topic, queue_id) - cursor)
+        return total
+
     def _pop_queue(self, req: PopRequest, key: QueueKey, kind: int, now: int, n: int) -> list[Popped]:
         records, offsets, next_offset = self._read(req, key, n)
         if next_offset is None:

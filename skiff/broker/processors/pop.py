@@ -74,8 +74,8 @@ class PopProcessor:
             if poll_ms:
                 return req.response(PopResponseCode.POLLING_TIMEOUT, "no new message within the poll time")
             return req.response(PopResponseCode.NO_MESSAGE, "no new message")
-        return req.response(ResponseCode.SUCCESS, None, pop_header(found, request).to_ext(),
-                            body_parts=[p.record for p in found])
+        header = pop_header(found, request, self.service.rest(request.group, request.topic))
+        return req.response(ResponseCode.SUCCESS, None, header.to_ext(), body_parts=[p.record for p in found])
 
     def check(self, group_name: str, topic: str, queue_id: int) -> Refusal | None:
         """Why ``group_name`` may not pop ``topic`` (queue ``queue_id``, -1 for any) here, or None."""
@@ -128,8 +128,9 @@ class PopProcessor:
         return handle
 
 
-def pop_header(found: list[Popped], request: PopRequest) -> PopMessageResponseHeader:
-    """The response header of a pop: its time, and per queue the start and message offsets."""
+def pop_header(found: list[Popped], request: PopRequest, rest: int) -> PopMessageResponseHeader:
+    """The response header of a pop: its time, what is left, and per queue the start and
+    message offsets."""
     starts: dict[tuple[int, int], int] = {}
     offsets: dict[tuple[int, int], list[str]] = defaultdict(list)
     counts: dict[tuple[int, int], list[str]] = defaultdict(list)
@@ -140,7 +141,7 @@ def pop_header(found: list[Popped], request: PopRequest) -> PopMessageResponseHe
         counts[where].append(f"{p.queue_offset}:{p.delivery_attempt - 1}")
     first = found[0].handle
     return PopMessageResponseHeader(
-        first.pop_time, request.invisible_ms, first.revive_qid, 0,
+        first.pop_time, request.invisible_ms, first.revive_qid, rest,
         offset_info([(k, q, str(v)) for (k, q), v in starts.items()]),
         offset_info([(k, q, ",".join(v)) for (k, q), v in offsets.items()]),
         offset_info([(k, q, ",".join(v)) for (k, q), v in counts.items()]) if request.orderly else None,

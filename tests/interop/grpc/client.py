@@ -188,23 +188,37 @@ def share():
     return {"a": got_a, "b": got_b}
 
 
+class Undecided(TransactionChecker):
+    def check(self, message):
+        return TransactionResolution.UNKNOWN
+
+
 def restart_before():
-    """Take four messages; acknowledge two; leave the rest in flight across the broker restart."""
+    """Take four messages; acknowledge two; leave the rest in flight across the broker restart.
+    Leave a transaction open too: the next process commits it by its id."""
     c = simple("G-restart", "GRestart")
     got = receive(c, 4, invisible_s=3, ack=False)
     for m in got[:2]:
         c.ack(m)
     c.shutdown()
-    return {"acked": [m.body.decode() for m in got[:2]], "left": [m.body.decode() for m in got[2:]]}
+    p = Producer(CFG, ("GRestart",), Undecided())
+    p.startup()
+    half = p.send(message("GRestart", b"open-tx"), p.begin_transaction())
+    p.shutdown()
+    return {"acked": [m.body.decode() for m in got[:2]], "left": [m.body.decode() for m in got[2:]],
+            "tx": half.transaction_id, "tx_message": half.message_id}
 
 
 def restart_after():
+    commit = raw("EndTransaction", rpc.EndTransactionRequest(
+        topic=pb.Resource(name="GRestart"), message_id=SPEC["tx_message"], transaction_id=SPEC["tx"],
+        resolution=pb.COMMIT, source=pb.SOURCE_CLIENT), rpc.EndTransactionResponse)
     c = simple("G-restart", "GRestart")
-    got = receive(c, 2)
+    got = receive(c, 3)
     time.sleep(1)
     more = c.receive(32, 10)
     c.shutdown()
-    return {"got": sorted(m.body.decode() for m in got + more)}
+    return {"got": sorted(m.body.decode() for m in got + more), "commit": commit}
 
 
 class Listener(MessageListener):
@@ -215,6 +229,8 @@ class Listener(MessageListener):
     def consume(self, m):
         with self.lock:
             self.calls.append((m.body.decode(), m.delivery_attempt))
+        if m.body == b"slow":  # longer than the invisible time: only renewals keep it hidden
+            time.sleep(SPEC.get("slow_s", 3))
         return ConsumeResult.FAILURE if m.body.startswith(b"fail") else ConsumeResult.SUCCESS
 
 
@@ -224,6 +240,7 @@ def push():
     for i in range(5):
         p.send(message("GPush", f"ok{i}".encode()))
     p.send(message("GPush", b"fail-always"))
+    p.send(message("GPush", b"slow"))
     p.shutdown()
     listener = Listener()
     c = PushConsumer(CFG, "G-push", listener, {"GPush": FilterExpression()})
@@ -284,14 +301,17 @@ def spread():
     return got
 
 
-def raw(method, request, response_type, metadata=(("x-mq-client-id", "raw-client"),)):
+def raw(method, request, response_type, metadata=(("x-mq-client-id", "raw-client"),), field=None):
     with grpc.insecure_channel(SPEC["endpoint"]) as channel:
         call = channel.unary_unary(f"/apache.rocketmq.v2.MessagingService/{method}",
                                    request_serializer=lambda r: r if isinstance(r, bytes) else r.SerializeToString(),
                                    response_deserializer=response_type.FromString)
         try:
             reply = call(request, timeout=5, metadata=metadata)
-            return {"code": pb.Code.Name(reply.status.code), "message": reply.status.message}
+            out = {"code": pb.Code.Name(reply.status.code), "message": reply.status.message}
+            if field:
+                out[field] = getattr(reply, field)
+            return out
         except grpc.RpcError as exc:
             return {"grpc": exc.code().name}
 
@@ -324,7 +344,38 @@ def errors():
         entries=[rpc.AckMessageEntry(message_id="x", receipt_handle="not a handle")]), rpc.AckMessageResponse)
     out["route_unknown"] = raw("QueryRoute", rpc.QueryRouteRequest(topic=pb.Resource(name="NoSuchTopic")),
                                rpc.QueryRouteResponse)
-    out["unimplemented"] = raw("PullMessage", rpc.PullMessageRequest(), rpc.QueryRouteResponse)
+    out["unimplemented"] = raw("SyncLiteSubscription", rpc.SyncLiteSubscriptionRequest(), rpc.QueryRouteResponse)
+    out["offsets"] = offsets()
+    return out
+
+
+def offsets():
+    """The pull-style RPCs (no official client calls them), over GFifo's 4 queues."""
+    group = pb.Resource(name="G-raw")
+    mq = lambda i: pb.MessageQueue(topic=pb.Resource(name="GFifo"), id=i)
+    query = lambda i, policy: raw("QueryOffset", rpc.QueryOffsetRequest(message_queue=mq(i),
+                                                                        query_offset_policy=policy),
+                                  rpc.QueryOffsetResponse, field="offset")
+    out = {"begin": [query(i, pb.BEGINNING)["offset"] for i in range(4)],
+           "end": [query(i, pb.END)["offset"] for i in range(4)],
+           "before_update": raw("GetOffset", rpc.GetOffsetRequest(group=group, message_queue=mq(0)),
+                                rpc.GetOffsetResponse),
+           "update": raw("UpdateOffset", rpc.UpdateOffsetRequest(group=group, message_queue=mq(0), offset=1),
+                         rpc.UpdateOffsetResponse),
+           "after_update": raw("GetOffset", rpc.GetOffsetRequest(group=group, message_queue=mq(0)),
+                               rpc.GetOffsetResponse, field="offset"),
+           "bad_queue": raw("QueryOffset", rpc.QueryOffsetRequest(message_queue=mq(99)), rpc.QueryOffsetResponse),
+           "pull": []}
+    with grpc.insecure_channel(SPEC["endpoint"]) as channel:
+        pull = channel.unary_stream("/apache.rocketmq.v2.MessagingService/PullMessage",
+                                    request_serializer=rpc.PullMessageRequest.SerializeToString,
+                                    response_deserializer=rpc.PullMessageResponse.FromString)
+        for i in range(4):
+            frames = list(pull(rpc.PullMessageRequest(group=group, message_queue=mq(i), offset=0, batch_size=32),
+                               timeout=5, metadata=(("x-mq-client-id", "raw-client"),)))
+            out["pull"].append({"status": pb.Code.Name(frames[0].status.code), "next": frames[-1].next_offset,
+                                "bodies": [f.message.body.decode() for f in frames
+                                           if f.WhichOneof("content") == "message"]})
     return out
 
 

@@ -28,6 +28,7 @@ def with_client(test: Callable[[TestClient], Awaitable[Any]]) -> None:
     ("POST", "/api/topics", {"topic": "bad topic"}, "the topic 'bad topic' has characters other than"),
     ("POST", "/api/topics", {"topic": "T", "queue_nums": "many"}, "queue_nums must be a whole number, not 'many'"),
     ("POST", "/api/topics", {"topic": "T", "queue_nums": 0}, "queue_nums must be between 1 and 1024, not 0"),
+    ("POST", "/api/topics", {"topic": "T", "perm": 5}, "perm must be 2 (write), 4 (read) or 6 (both)"),
     ("POST", "/api/topics/T/send", {"body": " "}, "give body"),
     ("POST", "/api/topics/T/send", {"body": "x", "count": 5000}, "count must be between 1 and 1000, not 5000"),
     ("POST", "/api/groups/g/reset-offset", {"topic": "T", "timestamp": "yesterday"},

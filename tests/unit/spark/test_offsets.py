@@ -3,7 +3,7 @@
 import json
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skiff.common.message import MessageQueue
@@ -111,7 +111,8 @@ def test_plan_ranges_cover_each_range_once_in_about_min_partitions(rows, min_par
         assert nonempty <= len(parts) <= min_partitions + nonempty
 
 
-@given(backlogs, st.one_of(st.none(), st.integers(1, 40)), st.integers(1, 50))
+@settings(deadline=None)
+@given(backlogs, st.one_of(st.none(), st.integers(1, 40)), st.integers(1, 500))
 def test_plan_ranges_cut_every_range_into_even_parts_of_at_most_max_records(rows, min_partitions, max_records):
     start = {MessageQueue("T", "b", i): s for i, (s, _) in enumerate(rows)}
     end = {MessageQueue("T", "b", i): s + n for i, (s, n) in enumerate(rows)}
