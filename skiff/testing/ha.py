@@ -98,7 +98,10 @@ class HAGroup:
         the data included), as its files hold it now."""
         directory = self.store_dir(broker_id) / "commitlog"
         out = bytearray()
-        for name in sorted(os.listdir(directory)):
+        names = sorted(os.listdir(directory))
+        if names and int(names[0]) > start:
+            raise AssertionError(f"broker {broker_id}'s CommitLog starts at {int(names[0])}, after {start}")
+        for name in names:
             file_start = int(name)
             data = (directory / name).read_bytes()
             lo = max(start - file_start, 0)

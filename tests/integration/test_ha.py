@@ -65,6 +65,8 @@ def test_slave_copies_the_commitlog_byte_for_byte_and_serves_pulls(tmp_path: Pat
         async def main() -> None:
             master, slave = BrokerWire(group.master_addr), BrokerWire(group.slave_addr(1))
             try:
+                # connected first: an empty slave that connects late starts at the master's last file
+                await eventually(lambda: _slaves(master, "1"), 15, "the slave connecting")
                 await send_batches(master, "HA", 6, 100, 3000)  # ~1.8 MB: records cut by 1 KiB frames, 2 files
                 single = await master.send(Message.of("HA", b"one more", tags="T"), queue_id=1)
                 assert single.code == ResponseCode.SUCCESS

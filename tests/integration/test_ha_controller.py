@@ -93,7 +93,10 @@ def test_a_demoted_master_cuts_the_tail_its_successor_never_had(tmp_path: Path) 
                 group.kill_broker(first)
             finally:
                 group.proc(other).signal(signal.SIGCONT)
-            assert await eventually(lambda: master_of(group), 20, "the slave elected") == other
+            try:
+                assert await eventually(lambda: master_of(group), 20, "the slave elected") == other
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}\n{group.proc(other).output[-4000:]}") from None
             group.start_broker(first)
             await eventually(lambda: equals(sync_set(group, other), "1,2"), 30, "the old master back in sync")
             expected = [f"kept {i}".encode() for i in range(10)]

@@ -50,6 +50,7 @@ class HAMaster:
         self.waiters = ReplicaWaiters(config.slave_timeout_ms / 1000)
         self.connections: set[SlaveConnection] = set()
         self.sync_members: set[int] | None = set() if config.enable_controller_mode else None
+        self._caught_up_at: dict[int, float] = {}
         """Controller mode: the SyncStateSet's slaves; None: classic HA."""
         self._server: asyncio.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -110,9 +111,14 @@ class HAMaster:
             conn.slave_id = by_client_addr.get(conn.peer, conn.slave_id)
 
     def caught_up(self, window_s: float) -> set[int]:
-        """Slaves connected that reached the master's end within ``window_s``."""
+        """Slaves that reached the master's end within ``window_s``, connected now or not: a
+        slave that drops its connection stays in the set for the window (sends meanwhile are
+        not answered SEND_OK, since it cannot acknowledge them, so it still has every one)."""
         now = time.monotonic()
-        return {c.slave_id for c in self.connections if c.slave_id is not None and now - c.caught_up_at <= window_s}
+        for c in self.connections:
+            if c.slave_id is not None:
+                self._caught_up_at[c.slave_id] = max(self._caught_up_at.get(c.slave_id, -1e9), c.caught_up_at)
+        return {i for i, t in self._caught_up_at.items() if now - t <= window_s}
 
     def drop_all(self, why: str) -> None:
         """Close every slave's connection and answer every waiting send (stepping down)."""
@@ -120,6 +126,7 @@ class HAMaster:
             conn.close(why)
         self.waiters.fail_all()
         self.sync_members = set()
+        self._caught_up_at.clear()
 
     def _ack_changed(self) -> None:
         if self.sync_members is None:

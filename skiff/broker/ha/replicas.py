@@ -76,6 +76,8 @@ class ReplicasManager(Service):
         self._following: tuple[int, int] | None = None
         self._keepalive: asyncio.Task[None] | None = None
         self._renewed_at = 0.0
+        self._stale_term = False
+        """Master under a lease of an earlier session: fenced until a new term starts."""
 
     # -- the loop ---------------------------------------------------------------
 
@@ -124,7 +126,8 @@ class ReplicasManager(Service):
         """Renewed at ``sent`` (when the request left): etcd keeps the lease at least TTL from
         then, so a master that stops at sent + 0.9 TTL stops before anyone can succeed it."""
         self._renewed_at = sent
-        self.role.lease_until = sent + 0.9 * self.ttl_s
+        if not self._stale_term:
+            self.role.lease_until = sent + 0.9 * self.ttl_s
 
     def _fence_now(self) -> None:
         if not self.role.is_slave:
@@ -197,6 +200,7 @@ class ReplicasManager(Service):
         return all(mine > rival for rival in rivals)
 
     async def _promote(self, state: GroupState) -> None:
+        self._stale_term = False
         self.state = state
         self.role.epoch = state.epoch
         self.epochs.save(state.epochs)
@@ -231,6 +235,12 @@ class ReplicasManager(Service):
     async def _lead(self, seen: Snapshot) -> None:
         state = seen.state
         assert state is not None
+        if seen.master_lease != self.etcd.lease.id:
+            # the master key hangs on a lease of an earlier session, which nobody renews: take no
+            # sends until it expires and an election (perhaps this broker's) names the next term
+            self._stale_term = True
+            self._fence_now()
+            return
         if self.role.is_slave or self.role.epoch != state.epoch:
             await self._promote(state)  # this broker's term, after a restart of its session
         self.master.slave_ids({live.ha_client_addr: live.broker_id for live in seen.lives.values()
