@@ -251,7 +251,8 @@ class SkiffServer(Server):
         flush = f"--flushDiskType={self.flush_type()}"
         if skiff_has("up"):
             child = self._spawn("skiff", [*skiff_command(), "up", "--dir", str(self.data_dir), "--namesrv-port",
-                                          str(self.namesrv_port), "--broker-port", str(self.broker_port), flush],
+                                          str(self.namesrv_port), "--broker-port", str(self.broker_port), flush,
+                                          "--metricsPort=0"],  # no peer exports metrics in this comparison
                                 cwd=REPO_ROOT)
             self._broker = child
             wait_port(self.namesrv_port, child, READY_TIMEOUT_S)

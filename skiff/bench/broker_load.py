@@ -17,7 +17,10 @@ the wire with 1 KiB messages from this process:
 Request bodies are encoded once and re-sent, so the load generator spends its
 time on the wire, not on encoding. The broker's CPU time per message comes from
 its process's CPU counters. ``--profile FILE`` runs the broker under pyinstrument
-and writes its profile there. ``--quick`` is a short smoke run; ``--json`` prints
+and writes its profile there. ``--metrics`` starts the broker with a ``metricsPort``
+(and times one scrape at the end); ``--acl`` starts it with ``aclEnable=true`` and an
+account whose topic and group permissions are checked, and signs every request
+(the load generator signs each distinct request once; the broker checks each one). ``--quick`` is a short smoke run; ``--json`` prints
 the figures as one JSON object.
 """
 
@@ -27,10 +30,12 @@ import argparse
 import asyncio
 import collections
 import json
+import os
 import shutil
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 
@@ -40,12 +45,13 @@ from skiff.common.message import Message
 from skiff.common.msgid import UNIQ_IDS
 from skiff.common.names import TBW102
 from skiff.common.sysflag import PullSysFlag
+from skiff.protocol.acl_sign import sign_command
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers.admin import CreateTopicRequestHeader
 from skiff.protocol.headers.pull import PullMessageRequestHeader
 from skiff.protocol.message_codec import encode_batch, send_properties
-from skiff.testing.processes import SkiffProcess, broker_args
+from skiff.testing.processes import SkiffProcess, broker_args, free_port
 from skiff.testing.wire import send_header
 from skiff.transport import Connection, RemotingClient
 from skiff.transport.loop import run_coroutine
@@ -97,12 +103,31 @@ class Latency:
     max_ms: float
 
 
-class Broker:
-    """The broker under test: its address and its CPU counters."""
+BENCH_ACL = """accounts:
+  - accessKey: bench-user
+    secretKey: bench-secret-1
+    admin: true
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms: [BenchTopic=PUB|SUB]
+"""
+"""An admin (it creates the topic) with topic perms listed, so every send and pull is still
+checked against them (RocketMQ skips the checks only for an admin with none)."""
+BENCH_KEYS = ("bench-user", "bench-secret-1")
 
-    def __init__(self, addr: str, pid: int | None) -> None:
+
+class Broker:
+    """The broker under test: its address, its CPU counters, and the keys requests are signed with."""
+
+    def __init__(self, addr: str, pid: int | None, keys: tuple[str, str] | None = None) -> None:
         self.addr = addr
         self._proc = psutil.Process(pid) if pid else None
+        self.keys = keys
+
+    def sign(self, cmd: RemotingCommand) -> RemotingCommand:
+        if self.keys is not None:
+            sign_command(cmd, *self.keys)
+        return cmd
 
     def cpu_s(self) -> float:
         if self._proc is None:
@@ -144,7 +169,7 @@ def _check(resp: RemotingCommand, *ok: int) -> None:
         raise RuntimeError(f"the broker answered {resp.code}: {resp.remark}")
 
 
-def _send_requests(plan: Plan, batched: bool) -> list[RemotingCommand]:
+def _send_requests(plan: Plan, batched: bool, broker: Broker) -> list[RemotingCommand]:
     """One pre-encoded send per queue (bodies are re-sent as they are)."""
     code = RequestCode.SEND_BATCH_MESSAGE if batched else RequestCode.SEND_MESSAGE_V2
     out = []
@@ -155,7 +180,8 @@ def _send_requests(plan: Plan, batched: bool) -> list[RemotingCommand]:
             body, props = encode_batch(messages, UNIQ_IDS.next_id), ""
         else:
             body, props = messages[0].body, send_properties(messages[0], UNIQ_IDS.next_id())
-        out.append(RemotingCommand(code=code, ext_fields=send_header(code, TOPIC, q, props, batch=batched), body=body))
+        out.append(broker.sign(RemotingCommand(code=code, ext_fields=send_header(code, TOPIC, q, props, batch=batched),
+                                               body=body)))
     return out
 
 
@@ -164,7 +190,7 @@ def _fresh(template: RemotingCommand) -> RemotingCommand:
 
 
 async def produce(broker: Broker, plan: Plan, batched: bool) -> Rate:
-    templates = _send_requests(plan, batched)
+    templates = _send_requests(plan, batched, broker)
     per_request = plan.batch if batched else 1
     clients, conns = await _connections(broker.addr, plan.connections)
     stop_at = time.monotonic() + plan.seconds
@@ -188,8 +214,8 @@ async def consume(broker: Broker, plan: Plan) -> Rate:
     """Pull every queue from offset 0 to its end, pipelined; counts the entries answered."""
     clients, conns = await _connections(broker.addr, plan.connections)
     try:
-        ends = [int((await conns[0].request(RemotingCommand.request(
-            RequestCode.GET_MAX_OFFSET, {"topic": TOPIC, "queueId": q}), TIMEOUT_MS)).ext("offset") or 0)
+        ends = [int((await conns[0].request(broker.sign(RemotingCommand.request(
+            RequestCode.GET_MAX_OFFSET, {"topic": TOPIC, "queueId": q})), TIMEOUT_MS)).ext("offset") or 0)
             for q in range(QUEUES)]
         pulls = [(q, off) for q in range(QUEUES) for off in range(0, ends[q], PULL_BATCH)]
         shares = [pulls[i::len(conns)] for i in range(len(conns))]
@@ -200,7 +226,7 @@ async def consume(broker: Broker, plan: Plan) -> Rate:
                     return None
                 q, off = share[i]
                 header = PullMessageRequestHeader("BenchGroup", TOPIC, q, off, PULL_BATCH, _SUBSCRIPTION, 0, 0, 0, "*")
-                return RemotingCommand(code=RequestCode.PULL_MESSAGE, ext_fields=header.to_ext())
+                return broker.sign(RemotingCommand(code=RequestCode.PULL_MESSAGE, ext_fields=header.to_ext()))
             return make
 
         def count(req: RemotingCommand, resp: RemotingCommand) -> int:
@@ -219,7 +245,7 @@ async def consume(broker: Broker, plan: Plan) -> Rate:
 
 async def latency(broker: Broker, plan: Plan, batched: bool, messages_per_s: float) -> Latency:
     """Requests sent on a fixed schedule (open loop) over one connection; latency from the due time."""
-    templates = _send_requests(plan, batched)
+    templates = _send_requests(plan, batched, broker)
     per_request = plan.batch if batched else 1
     rate = messages_per_s / per_request
     clients, (conn,) = await _connections(broker.addr, 1)
@@ -252,12 +278,12 @@ def _pct(sorted_s: list[float], pct: float) -> float:
     return sorted_s[min(len(sorted_s) - 1, int(len(sorted_s) * pct / 100))] * 1000
 
 
-async def create_topic(addr: str) -> None:
+async def create_topic(broker: Broker) -> None:
     client = RemotingClient()
     try:
         header = CreateTopicRequestHeader(TOPIC, TBW102, QUEUES, QUEUES, 6, "SINGLE_TAG")
-        _check(await client.invoke(addr, RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC,
-                                                                 header.to_ext()), TIMEOUT_MS))
+        cmd = broker.sign(RemotingCommand.request(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext()))
+        _check(await client.invoke(broker.addr, cmd, TIMEOUT_MS))
     finally:
         await client.close()
 
@@ -268,7 +294,7 @@ PHASES = ("produce_batched", "produce_single", "consume", "latency_batched", "la
 async def measure(broker: Broker, plan: Plan, progress: Callable[[str], None],
                   phases: Sequence[str] = PHASES) -> dict[str, object]:
     """Run ``phases`` in order (a latency phase paces at half its produce phase's rate)."""
-    await create_topic(broker.addr)
+    await create_topic(broker)
     figures: dict[str, object] = {"plan": asdict(plan)}
     rates: dict[bool, Rate] = {}
     for phase in phases:
@@ -309,8 +335,8 @@ def report(figures: dict[str, object]) -> str:
     return "\n".join(lines)
 
 
-def _start_broker(directory: str, profile: str | None) -> SkiffProcess:
-    args = broker_args(directory, "", "--flushDiskType=ASYNC_FLUSH", sizes=())
+def _start_broker(directory: str, profile: str | None, extra: Sequence[str] = ()) -> SkiffProcess:
+    args = broker_args(directory, "", "--flushDiskType=ASYNC_FLUSH", *extra, sizes=())
     if profile:
         prefix = [sys.executable, "-m", "pyinstrument", "-o", profile, "-m", "skiff"]
         proc = SkiffProcess(args, command_prefix=prefix)
@@ -340,16 +366,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--profile", metavar="FILE", help="run the broker under pyinstrument, profile to FILE")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    parser.add_argument("--metrics", action="store_true", help="start the broker with Prometheus metrics on")
+    parser.add_argument("--acl", action="store_true", help="start the broker with plain ACL on and sign requests")
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
     overrides = {k: getattr(args, k) for k in ("seconds", "connections", "batch", "inflight") if getattr(args, k)}
     plan = Plan(**{**asdict(plan), **overrides})
     progress = (lambda _: None) if args.json else (lambda what: print(f"... {what}", file=sys.stderr))
     directory = None if args.addr else tempfile.mkdtemp(prefix="skiff-bench-broker-", dir=args.dir)
-    proc = None if args.addr else _start_broker(directory, args.profile)  # type: ignore[arg-type]
+    extra, metrics_port = _feature_args(args, directory)
+    proc = None if args.addr else _start_broker(directory, args.profile, extra)  # type: ignore[arg-type]
     try:
-        broker = Broker(args.addr or proc.addr, None if proc is None else proc.pid)  # type: ignore[union-attr]
+        broker = Broker(args.addr or proc.addr, None if proc is None else proc.pid,  # type: ignore[union-attr]
+                        BENCH_KEYS if args.acl else None)
         figures = run_coroutine(measure(broker, plan, progress, _phases(parser, args.phases)))
+        figures.update(metrics=bool(metrics_port), acl=args.acl)
+        if metrics_port:
+            figures["scrape"] = _time_scrape(metrics_port)
     finally:
         if proc is not None:
             proc.stop(timeout_s=120)
@@ -358,6 +391,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     figures["quick"] = args.quick
     print(json.dumps(figures, indent=2) if args.json else report(figures))
     return 0
+
+
+def _feature_args(args: argparse.Namespace, directory: str | None) -> tuple[list[str], int]:
+    """Broker arguments for ``--metrics`` and ``--acl`` (the ACL file goes in the store directory)."""
+    extra: list[str] = []
+    port = free_port() if args.metrics and not args.addr else 0
+    if port:
+        extra.append(f"--metricsPort={port}")
+    if args.acl and directory is not None:
+        path = os.path.join(directory, "plain_acl.yml")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(BENCH_ACL)
+        extra += ["--aclEnable=true", f"--plainAclFile={path}"]
+    return extra, port
+
+
+def _time_scrape(port: int) -> dict[str, float]:
+    """One scrape of the broker's /metrics: how long it took and how big it was."""
+    started = time.monotonic()
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
+        size = len(resp.read())
+    return {"ms": round((time.monotonic() - started) * 1000, 2), "bytes": size}
 
 
 if __name__ == "__main__":

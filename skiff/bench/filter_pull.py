@@ -175,7 +175,7 @@ async def _queue_ends(addr: str) -> list[int]:
 async def measure(broker: Broker, msgs: Sequence[Message], cases: Sequence[str], rounds: int,
                   progress: Callable[[str], None]) -> list[CaseFigures]:
     """Fill the backlog, then read it with each case ``rounds`` times; the fastest round counts."""
-    await create_topic(broker.addr)
+    await create_topic(broker)
     progress(f"filling {len(msgs):,} messages")
     await fill(broker.addr, msgs)
     ends = await _queue_ends(broker.addr)

@@ -63,14 +63,29 @@ class BrokerConfig:
         "transactionTimeOut": "transaction_time_out_ms",
         "transactionCheckInterval": "transaction_check_interval_ms",
         "shutdownDrainTimeout": "shutdown_drain_timeout_ms",
+        "haSendHeartbeatInterval": "ha_send_heartbeat_interval_ms",
+        "haHousekeepingInterval": "ha_housekeeping_interval_ms",
+        "slaveTimeout": "slave_timeout_ms",
+        "slaveSyncInterval": "slave_sync_interval_ms",
+        "controllerLeaseTtl": "controller_lease_ttl_ms",
+        "haMaxTimeSlaveNotCatchup": "ha_max_time_slave_not_catchup_ms",
+        "reviveInterval": "pop_revive_interval_ms",
+        "popStatePersistInterval": "pop_state_persist_interval_ms",
+        "defaultInvisibleTimeMills": "default_invisible_time_ms",
+        "minInvisibleTimeMillsForRecv": "min_invisible_time_for_recv_ms",
+        "renewSchedulePeriodMillis": "renew_schedule_period_ms",
+        "renewAheadTimeMillis": "renew_ahead_time_ms",
+        "renewMaxTimeMillis": "renew_max_time_ms",
         "aclReloadInterval": "acl_reload_interval_ms",
     }
 
     broker_cluster_name: str = "DefaultCluster"
     broker_name: str = field(default_factory=_default_broker_name)
     broker_id: int = 0
-    """0 is the master of its broker group; slaves are not served yet."""
+    """0 is the master of its broker group; a slave has an id above 0."""
     broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    """ASYNC_MASTER answers sends at once; SYNC_MASTER after a slave has them; SLAVE follows
+    its master and refuses sends (docs/replication.md)."""
     listen_host: str = "0.0.0.0"
     """The address to listen on (Skiff's key; RocketMQ always listens on every address)."""
     listen_port: int = 10911
@@ -82,6 +97,39 @@ class BrokerConfig:
     broker_ip2: str = ""
     ha_listen_port: int = 0
     """0: listenPort + 1, as RocketMQ."""
+    ha_master_address: str = ""
+    """A slave's master HA address (host:port); empty: the one the NameServer answers."""
+    ha_send_heartbeat_interval_ms: int = 5_000
+    """An idle master sends an empty frame, an idle slave its offset, this often."""
+    ha_housekeeping_interval_ms: int = 20_000
+    """An HA connection silent this long is closed."""
+    ha_transfer_batch_size: int = 32 * 1024
+    """Largest body of one HA frame."""
+    ha_slave_fallbehind_max: int = 256 << 20
+    """SYNC_MASTER answers SLAVE_NOT_AVAILABLE at once when the slave is this many bytes behind."""
+    slave_timeout_ms: int = 2_000
+    """How long a SYNC_MASTER send waits for a slave (RocketMQ 4.9.3+: 3000; below the
+    clients' 3 s send timeout here, so they get FLUSH_SLAVE_TIMEOUT rather than time out)."""
+    slave_sync_interval_ms: int = 10_000
+    """How often a slave copies topics, groups and consumer offsets from its master
+    (Skiff's key; RocketMQ's fixed period), besides at once on (re)connection."""
+    enable_controller_mode: bool = False
+    """Brokers of one brokerName elect their master through etcd (docs/replication.md);
+    brokerId is then each broker's fixed identity (1, 2, ...) and brokerRole what it is
+    while master (ASYNC_MASTER or SYNC_MASTER)."""
+    controller_etcd_endpoints: str = ""
+    """etcd client endpoints, ``host:port,host:port``."""
+    controller_lease_ttl_ms: int = 10_000
+    """The master's lease: it stops taking sends when it could not renew it for this long,
+    and a new master is elected once etcd lets it expire (whole seconds, at least 1 s)."""
+    ha_max_time_slave_not_catchup_ms: int = 15_000
+    """A slave that has not caught up with the master for this long leaves the SyncStateSet."""
+    allow_unclean_election: bool = False
+    """Let a broker outside the SyncStateSet become master (it may lack acknowledged messages)."""
+    slave_read_enable: bool = False
+    """A master may suggest that consumers far behind read from a slave."""
+    access_message_in_memory_max_ratio: int = 40
+    """With slaveReadEnable, a pull further behind than this % of RAM is pointed at a slave."""
     namesrv_addr: str = ""
     """NameServers as ``host:port;host:port``; empty registers nowhere."""
     auto_create_topic_enable: bool = True
@@ -122,6 +170,24 @@ class BrokerConfig:
     trace_on: bool = True
     shutdown_drain_timeout_ms: int = 5_000
     """How long shutdown waits for requests in progress to be answered."""
+    pop_revive_interval_ms: int = 1_000
+    """How often POP's reviver re-queues messages whose invisible time has passed (``reviveInterval``)."""
+    pop_from_retry_probability: int = 20
+    """Percent of non-orderly pops that read the group's retry topic before the topic's queues."""
+    pop_state_persist_interval_ms: int = 5_000
+    """How often the POP cursors and in-flight messages are written when they changed (Skiff's key)."""
+    grpc_server_port: int = 8081
+    """Port of the gRPC endpoint for RocketMQ 5.x clients (the proxy's key); 0 turns it off."""
+    default_invisible_time_ms: int = 60_000
+    """How long a gRPC push consumer's messages stay hidden at a time (the proxy's key)."""
+    min_invisible_time_for_recv_ms: int = 10_000
+    """The shortest invisible duration a gRPC receive may ask for (the proxy's key)."""
+    renew_schedule_period_ms: int = 5_000
+    """How often push consumers' held messages are looked at for renewal (the proxy's key)."""
+    renew_ahead_time_ms: int = 10_000
+    """A held message due within this long is hidden for another defaultInvisibleTimeMills."""
+    renew_max_time_ms: int = 3 * 3_600_000
+    """Renewals stop after this long; the message then comes back (the proxy's key)."""
     acl_enable: bool = False
     """Check every request against plain_acl.yml (RocketMQ 4.x plain ACL; docs/acl.md)."""
     plain_acl_file: str = "conf/plain_acl.yml"
@@ -133,15 +199,23 @@ class BrokerConfig:
     """Serve Prometheus metrics at http://listenHost:metricsPort/metrics; 0 is off (docs/metrics.md)."""
 
     def validate(self) -> None:
-        for name in ("listen_port", "ha_listen_port", "metrics_port"):
+        for name in ("listen_port", "ha_listen_port", "metrics_port", "grpc_server_port"):
             if not 0 <= getattr(self, name) <= 65535:
                 _fail(name, getattr(self, name), "is not a port (0-65535)")
         if self.broker_id < 0:
             _fail("broker_id", self.broker_id, "must be 0 (master) or more")
-        if self.broker_role is BrokerRole.SLAVE:
-            _fail("broker_role", self.broker_role.name, "is not supported yet: only masters run")
-        if self.broker_id != 0:
-            _fail("broker_id", self.broker_id, "is not supported yet: only masters (brokerId 0) run")
+        if self.enable_controller_mode:
+            self._validate_controller()
+        elif (self.broker_role is BrokerRole.SLAVE) != (self.broker_id > 0):
+            _fail("broker_id", self.broker_id, f"does not fit brokerRole={self.broker_role.name}: a master has "
+                  f"brokerId 0, a SLAVE more than 0")
+        if self.ha_master_address:
+            _check_host_port("ha_master_address", self.ha_master_address)
+        if self.ha_transfer_batch_size < 1024:
+            _fail("ha_transfer_batch_size", self.ha_transfer_batch_size, "must be at least 1024")
+        if not 1 <= self.access_message_in_memory_max_ratio <= 100:
+            _fail("access_message_in_memory_max_ratio", self.access_message_in_memory_max_ratio,
+                  "must be a percentage from 1 to 100")
         for name in ("broker_name", "broker_cluster_name"):
             why = topic_error(getattr(self, name))
             if why is not None:
@@ -162,17 +236,35 @@ class BrokerConfig:
                     _fail(f.name, getattr(self, f.name), "must be more than 0")
         if self.max_reconsume_times < 0:
             _fail("max_reconsume_times", self.max_reconsume_times, "must not be negative")
+        if not 0 <= self.pop_from_retry_probability <= 100:
+            _fail("pop_from_retry_probability", self.pop_from_retry_probability, "must be a percentage (0-100)")
+
+    def _validate_controller(self) -> None:
+        if self.broker_id < 1:
+            _fail("broker_id", self.broker_id, "must be 1 or more with enableControllerMode: it names the "
+                  "broker in its group, and the elected master registers as 0")
+        if self.broker_role is BrokerRole.SLAVE:
+            _fail("broker_role", self.broker_role.name, "must be ASYNC_MASTER or SYNC_MASTER with "
+                  "enableControllerMode: the election decides who follows")
+        if not self.etcd_endpoints:
+            _fail("controller_etcd_endpoints", self.controller_etcd_endpoints,
+                  "must name at least one etcd endpoint (host:port) with enableControllerMode")
+        if self.controller_lease_ttl_ms < 1000:
+            _fail("controller_lease_ttl_ms", self.controller_lease_ttl_ms, "must be at least 1000 (etcd leases "
+                  "are whole seconds)")
+
+    @property
+    def etcd_endpoints(self) -> tuple[str, ...]:
+        addrs = tuple(a.strip() for a in self.controller_etcd_endpoints.split(",") if a.strip())
+        for addr in addrs:
+            _check_host_port("controller_etcd_endpoints", addr, self.controller_etcd_endpoints)
+        return addrs
 
     @property
     def namesrv_addrs(self) -> tuple[str, ...]:
         addrs = tuple(a.strip() for a in self.namesrv_addr.split(";") if a.strip())
         for addr in addrs:
-            try:
-                host, port = parse_host_port(addr)
-            except ValueError:
-                host, port = "", 0
-            if not host or not 0 < port < 65536:
-                _fail("namesrv_addr", self.namesrv_addr, f"has {addr!r}, which is not host:port")
+            _check_host_port("namesrv_addr", addr, self.namesrv_addr)
         return addrs
 
     @property
@@ -197,12 +289,31 @@ class BrokerConfig:
         """``ip:port`` clients reach this broker at, given the port it listens on."""
         return f"{self.advertised_ip}:{port}"
 
-    def ha_addr(self, port: int) -> str:
-        return f"{self.broker_ip2 or self.advertised_ip}:{self.ha_listen_port or port + 1}"
+    def ha_port(self, port: int) -> int:
+        """The HA port, given the port the broker listens on."""
+        return self.ha_listen_port or port + 1
+
+    def ha_addr(self, port: int, ha_port: int = 0) -> str:
+        """The HA address registered (``ha_port``: the one bound, if known)."""
+        return f"{self.broker_ip2 or self.advertised_ip}:{ha_port or self.ha_port(port)}"
+
+    @property
+    def is_slave(self) -> bool:
+        """A configured slave (classic HA); in controller mode `Role` says what it is now."""
+        return self.broker_role is BrokerRole.SLAVE and not self.enable_controller_mode
 
 
 _POSITIVE = frozenset({"timer_max_delay_sec", "transaction_check_max", "max_transfer_count_on_message_in_memory",
-                       "max_transfer_bytes_on_message_in_memory"})
+                       "max_transfer_bytes_on_message_in_memory", "ha_slave_fallbehind_max"})
+
+
+def _check_host_port(name: str, addr: str, whole: str | None = None) -> None:
+    try:
+        host, port = parse_host_port(addr)
+    except ValueError:
+        host, port = "", 0
+    if not host or not 0 < port < 65536:
+        _fail(name, whole or addr, f"has {addr!r}, which is not host:port" if whole else "is not host:port")
 
 
 def _fail(name: str, value: Any, why: str) -> None:

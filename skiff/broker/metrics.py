@@ -14,18 +14,23 @@ has one, ``skiff_`` otherwise. Every sample carries ``cluster``, ``node_type`` a
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from skiff.broker.transactions.results import Outcome
 from skiff.common.names import DLQ_PREFIX, SYSTEM_TOPICS, is_retry_topic
 
 if TYPE_CHECKING:
     from skiff.broker.server import BrokerServer
 
 ConstLabels = tuple[list[str], list[str]]
+STORAGE_SIZE_REFRESH_S = 10.0
+"""rocketmq_storage_size walks the store directory (one stat per file: thousands with many queues),
+so a scrape re-walks it at most this often and reports the last walk otherwise."""
 
 
 class BrokerCollector(Collector):
@@ -34,9 +39,12 @@ class BrokerCollector(Collector):
         cfg = broker.config
         self._const: ConstLabels = (["cluster", "node_type", "node_id"],
                                     [cfg.broker_cluster_name, "broker", cfg.broker_name])
+        self._disk: tuple[float, int] | None = None
+        """(monotonic time of the last walk, bytes)."""
 
     def collect(self) -> Iterator[Metric]:
-        for part in (self._traffic, self._consumers, self._clients, self._storage, self._timer, self._broker):
+        for part in (self._traffic, self._consumers, self._clients, self._storage, self._timer, self._transactions,
+                     self._broker):
             yield from part()
 
     # ------------------------------------------------------------------ helpers
@@ -67,7 +75,12 @@ class BrokerCollector(Collector):
                                 ["topic", "consumer_group", "is_retry"])
         bytes_out = self._family(CounterMetricFamily, "rocketmq_throughput_out", "Bytes answered to pulls.",
                                  ["topic", "consumer_group", "is_retry"])
-        for (topic, group), (messages, size) in sorted(stats.out_by_topic_group.items()):
+        by_topic_group: dict[tuple[str, str], list[int]] = {}
+        for (group, topic, _queue), (messages, size, _next) in stats.pulls.items():
+            sums = by_topic_group.setdefault((topic, group), [0, 0])
+            sums[0] += messages
+            sums[1] += size
+        for (topic, group), (messages, size) in sorted(by_topic_group.items()):
             self._add(msgs_out, [topic, group, _flag(is_retry_topic(topic))], messages)
             self._add(bytes_out, [topic, group, _flag(is_retry_topic(topic))], size)
         yield from (msgs_in, bytes_in, msgs_out, bytes_out, dlq)
@@ -80,16 +93,22 @@ class BrokerCollector(Collector):
                                 "Messages pulled but not yet committed (last pull's next offset - committed).", labels)
         ready = self._family(GaugeMetricFamily, "rocketmq_consumer_ready_messages",
                              "Messages stored and not yet pulled (max offset - last pull's next offset).", labels)
-        store, pulled_to = self.broker.store, self.broker.stats.pulled_to
+        latency = self._family(GaugeMetricFamily, "rocketmq_consumer_lag_latency",
+                               "Age of the oldest message not yet committed by the group (ms; 0 without lag).",
+                               labels)
+        store, pulls, now_ms = self.broker.store, self.broker.stats.pulls, self.broker.clock.now_ms()
         for group, topic, queue_id, committed in sorted(self.broker.offsets.entries()):
             max_offset = store.get_max_offset(topic, queue_id)
             values = [topic, group, str(queue_id)]
             self._add(lag, values, max(0, max_offset - committed))
-            reached = pulled_to.get((group, topic, queue_id))
-            if reached is not None:
+            stored_ms = store.get_store_time(topic, queue_id, committed) if committed < max_offset else None
+            self._add(latency, values, max(0, now_ms - stored_ms) if stored_ms is not None else 0)
+            pulled = pulls.get((group, topic, queue_id))
+            if pulled is not None:
+                reached = pulled[2]
                 self._add(inflight, values, max(0, reached - committed))
                 self._add(ready, values, max(0, max_offset - reached))
-        yield from (lag, inflight, ready)
+        yield from (lag, latency, inflight, ready)
 
     def _clients(self) -> Iterator[Metric]:
         clients = self.broker.clients
@@ -107,7 +126,7 @@ class BrokerCollector(Collector):
         s = self.broker.store.stats()
         size = self._family(GaugeMetricFamily, "rocketmq_storage_size",
                             "Bytes the store's files take on disk (allocated blocks).", [])
-        self._add(size, [], _disk_bytes(self.broker.store_config.root))
+        self._add(size, [], self._storage_bytes())
         flush = self._family(GaugeMetricFamily, "rocketmq_storage_flush_behind_bytes",
                              "CommitLog bytes written but not yet flushed.", [])
         self._add(flush, [], s.max_physical_offset - s.flushed_offset)
@@ -115,6 +134,12 @@ class BrokerCollector(Collector):
                                 "CommitLog bytes not yet indexed in ConsumeQueues.", [])
         self._add(dispatch, [], s.max_physical_offset - s.dispatched_offset)
         yield from (size, flush, dispatch)
+
+    def _storage_bytes(self) -> int:
+        now = time.monotonic()
+        if self._disk is None or now - self._disk[0] >= STORAGE_SIZE_REFRESH_S:
+            self._disk = (now, _disk_bytes(self.broker.store_config.root))
+        return self._disk[1]
 
     def _timer(self) -> Iterator[Metric]:
         timer = self.broker.timer
@@ -134,6 +159,19 @@ class BrokerCollector(Collector):
         for q, value in (("0.5", t.lateness_p50_ms), ("0.99", t.lateness_p99_ms), ("1", t.lateness_max_ms)):
             self._add(late, [q], value)
         yield from (dequeued, late)
+
+    def _transactions(self) -> Iterator[Metric]:
+        tx = self.broker.transactions
+        tx.catch_up()  # the table learns of half messages lazily; count the ones stored so far
+        half = self._family(GaugeMetricFamily, "rocketmq_half_messages", "Transactions not yet committed or "
+                            "rolled back (half messages open).", [])
+        self._add(half, [], len(tx.table.open))
+        commits = self._family(CounterMetricFamily, "rocketmq_commit_messages", "Transactions committed.", ["topic"])
+        rollbacks = self._family(CounterMetricFamily, "rocketmq_rollback_messages", "Transactions rolled back.",
+                                 ["topic"])
+        for (topic, outcome), count in sorted(tx.ended.items(), key=lambda kv: (kv[0][0], kv[0][1].value)):
+            self._add(commits if outcome is Outcome.COMMITTED else rollbacks, [topic], count)
+        yield from (half, commits, rollbacks)
 
     def _broker(self) -> Iterator[Metric]:
         perm = self._family(GaugeMetricFamily, "rocketmq_broker_permission", "Perm bits: 2 write, 4 read.", [])

@@ -31,6 +31,7 @@ class ConsumerOffsetManager:
         self._file = JsonFile.in_store(store_root, FILE_NAME)
         self._table: dict[tuple[str, str], dict[int, int]] = {}
         self._dirty = False
+        self.local: dict[tuple[str, str, int], int] = {}
 
     def load(self) -> None:
         raw = self._file.load()
@@ -55,8 +56,7 @@ class ConsumerOffsetManager:
         if not self._dirty:
             return None
         self._dirty = False
-        table = {f"{topic}{KEY_SEPARATOR}{group}": dict(queues) for (group, topic), queues in self._table.items()}
-        return ConsumerOffsetTable(table).to_json()
+        return self.table().to_json()
 
     def write(self, data: bytes) -> None:
         """Save a `snapshot` atomically (fsyncs: keep it off the event loop)."""
@@ -73,6 +73,34 @@ class ConsumerOffsetManager:
         if queues.get(queue_id) != offset:
             queues[queue_id] = offset
             self._dirty = True
+            if self.track_local:
+                self.local[(group, topic, queue_id)] = offset
+
+    track_local = False
+    """On a slave: remember commits consumers make here (`local`), so a sync from the
+    master neither loses them nor lets the master's older offsets overwrite them."""
+
+    def table(self) -> ConsumerOffsetTable:
+        """The whole table (GET_ALL_CONSUMER_OFFSET's answer)."""
+        return ConsumerOffsetTable({f"{topic}{KEY_SEPARATOR}{group}": dict(queues)
+                                    for (group, topic), queues in self._table.items()})
+
+    def merge_master(self, master: ConsumerOffsetTable) -> None:
+        """A slave takes its master's offsets, except where a consumer committed a larger
+        one here that the master has not caught up with yet."""
+        for key, queues in master.offset_table.items():
+            topic, sep, group = key.rpartition(KEY_SEPARATOR)
+            if not sep:
+                continue
+            for queue_id, offset in queues.items():
+                local = self.local.get((group, topic, queue_id))
+                if local is not None and local > offset:
+                    continue
+                self.local.pop((group, topic, queue_id), None)
+                mine = self._table.setdefault((group, topic), {})
+                if mine.get(queue_id) != offset:
+                    mine[queue_id] = offset
+                    self._dirty = True
 
     def query(self, group: str, topic: str, queue_id: int) -> int | None:
         """The committed offset, or None when the group never committed one for this queue."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Mapping
 from typing import Any
 
 from skiff.common.clock import Clock
@@ -70,9 +71,22 @@ class VersionedTable:
         self.file = JsonFile.in_store(store_root, file_name)
         self.data_version = DataVersion(clock.now_ms(), 0)
 
+    _table: dict[str, Any]
+
     def document(self) -> bytes:
         """The table as the file holds it."""
         raise NotImplementedError
+
+    def replace(self, table: Mapping[str, Any], version: DataVersion) -> bool:
+        """Take a master's table whole when its version differs from this one (a slave's
+        sync, as RocketMQ's SlaveSynchronize); True when it changed."""
+        if version == self.data_version:
+            return False
+        self._table = dict(table)
+        self.data_version = version
+        self.file.save(self.document())
+        log.info("%s taken from the master (data version %d)", os.path.basename(self.file.path), version.counter)
+        return True
 
     def changed(self, what: str) -> None:
         """Bump the version, save the table, log ``what``."""

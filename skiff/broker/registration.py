@@ -10,23 +10,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from skiff.broker.config import BrokerConfig
+from skiff.broker.ha.role import Role
 from skiff.broker.topics import TopicConfigManager
 from skiff.common.service import Periodic
 from skiff.protocol.bodies.register import RegisterBrokerBody, register_broker_request
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.errors import RemotingError
-from skiff.protocol.headers.namesrv import BrokerIdentityHeader, RegisterBrokerRequestHeader
+from skiff.protocol.headers.namesrv import (
+    BrokerIdentityHeader,
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+)
 from skiff.transport import RemotingClient
 
 log = logging.getLogger(__name__)
 
 
 class NamesrvRegistration:
-    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, client: RemotingClient, port: int) -> None:
+    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, client: RemotingClient, port: int,
+                 role: Role | None = None) -> None:
         self.config = config
+        self.role = role or Role.of(config)
         self.topics = topics
         self.client = client
         self.broker_addr = config.broker_addr(port)
@@ -39,6 +47,8 @@ class NamesrvRegistration:
         self._trigger_task: asyncio.Task[None] | None = None
         self._failing: set[str] = set()
         self.registrations = 0
+        self.on_master: Callable[[RegisterBrokerResponseHeader], None] | None = None
+        """Called with each answer to a slave's registration (its master's addresses)."""
 
     def start(self) -> None:
         self._periodic.start()
@@ -82,30 +92,34 @@ class NamesrvRegistration:
         body = RegisterBrokerBody(self.topics.wrapper())
         header = RegisterBrokerRequestHeader(
             self.config.broker_name, self.broker_addr, self.config.broker_cluster_name, self.ha_addr,
-            self.config.broker_id, False)
+            self.role.broker_id, False)
         await asyncio.gather(*(self._register(addr, header, body) for addr in self.namesrvs))
         self.registrations += 1
 
     async def _register(self, addr: str, header: RegisterBrokerRequestHeader, body: RegisterBrokerBody) -> None:
-        await self._call(addr, register_broker_request(header, body), "register with")
+        resp = await self._call(addr, register_broker_request(header, body), "register with")
+        if resp is not None and self.on_master is not None:
+            self.on_master(RegisterBrokerResponseHeader.from_ext(resp.ext_fields))
 
     async def _unregister(self, addr: str) -> None:
         header = BrokerIdentityHeader(self.config.broker_name, self.broker_addr, self.config.broker_cluster_name,
-                                      self.config.broker_id)
+                                      self.role.broker_id)
         await self._call(addr, RemotingCommand.request(RequestCode.UNREGISTER_BROKER, header.to_ext()),
                          "unregister from")
 
-    async def _call(self, addr: str, cmd: RemotingCommand, what: str) -> None:
+    async def _call(self, addr: str, cmd: RemotingCommand, what: str) -> RemotingCommand | None:
         try:
             resp = await self.client.invoke(addr, cmd, self._timeout_ms)
         except RemotingError as exc:
             self._failed(addr, what, str(exc))
-            return
+            return None
         if resp.code != ResponseCode.SUCCESS:
             self._failed(addr, what, f"code {resp.code}: {resp.remark}")
-        elif addr in self._failing:
+            return None
+        if addr in self._failing:
             self._failing.discard(addr)
             log.info("NameServer %s answers again", addr)
+        return resp
 
     def _failed(self, addr: str, what: str, why: str) -> None:
         if addr not in self._failing:

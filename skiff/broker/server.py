@@ -23,19 +23,29 @@ from prometheus_client import CollectorRegistry
 
 from skiff.broker.acl import AclService
 from skiff.broker.clients import ClientManager
+from skiff.broker.compaction import CompactionService
 from skiff.broker.config import BrokerConfig
+from skiff.broker.ha.role import Role
+from skiff.broker.ha.service import Replication
 from skiff.broker.groups import SubscriptionGroupManager
+from skiff.broker.grpc.clients import GrpcClients
+from skiff.broker.grpc.offsets import Offsets
+from skiff.broker.grpc.routes import namesrv_lookup
+from skiff.broker.grpc.server import GrpcServer
 from skiff.broker.locks import RebalanceLockManager
 from skiff.broker.long_polling import PullHoldService
 from skiff.broker.metrics import BrokerCollector
 from skiff.broker.offsets import ConsumerOffsetManager
 from skiff.broker.open_files import OpenFileWatch
+from skiff.broker.pop.service import PopService
+from skiff.broker.processors.admin_compaction import CompactionAdminProcessor
 from skiff.broker.processors.admin_groups import GroupAdminProcessor
 from skiff.broker.processors.admin_timer import TimerAdminProcessor
 from skiff.broker.processors.admin_topics import TopicAdminProcessor
 from skiff.broker.processors.client_manage import ClientManageProcessor
 from skiff.broker.processors.consumer import ConsumerProcessor
 from skiff.broker.processors.end_transaction import EndTransactionProcessor
+from skiff.broker.processors.pop import PopProcessor
 from skiff.broker.processors.pull import PullProcessor
 from skiff.broker.processors.query import QueryProcessor
 from skiff.broker.processors.send import SendProcessor
@@ -82,9 +92,13 @@ class BrokerServer:
         self._namesrv_client = RemotingClient()
         self.store: MessageStore
         self.stats: BrokerStats
+        self.compaction: CompactionService
         self.registration: NamesrvRegistration
         self._remoting: RemotingServer | None = None
         self._services: list[Periodic] = []
+        self.role = Role.of(config)
+        self.replication: Replication
+        self.grpc: GrpcServer | None = None
         self.metrics: MetricsHttpServer | None = None
         self.rpc_latency: RpcLatency | None = None
         self.acl: AclService | None = None
@@ -105,10 +119,11 @@ class BrokerServer:
         try:
             self.store = MessageStore(self.store_config, store_host=pack_host(self.config.advertised_ip, self.port),
                                       clock=self.clock)
+            self.store.replica = self.role.is_slave
             self.recovery = await asyncio.to_thread(self.store.start)
             try:
-                self.timer = TimerService(self.store, self.store_config, clock=self.clock)
-                self.timer_recovery = await asyncio.to_thread(self.timer.start)
+                if not self.role.is_slave:
+                    await self._start_timer()
                 await self._serve()
             except BaseException:
                 await asyncio.to_thread(self._shutdown_store)
@@ -121,28 +136,42 @@ class BrokerServer:
         self.topics.load()
         self.groups.load()
         self.offsets.load()
-        self.registration = NamesrvRegistration(self.config, self.topics, self._namesrv_client, self.port)
+        self.registration = NamesrvRegistration(self.config, self.topics, self._namesrv_client, self.port, self.role)
         self.open_files = OpenFileWatch(self.topics)
         self.open_files.check()
         self.topics.on_change = self._topics_changed
         self.store.add_dispatch_listener(self.hold.notify)
-        self.stats = BrokerStats(self.config, self.store, self.clock)
+        self.stats = BrokerStats(self.config, self.store, self.clock, self.role)
         self.transactions = TransactionService(self.config, self.store, self.topics, self.clients, self.offsets,
                                                self.writer, self.clock)
         self.transaction_recovery = await asyncio.to_thread(self.transactions.recover)
+        self.pop = PopService(self.config, self.store, self.topics, self.groups, self.offsets, self.writer,
+                              self.clock, self.store_config.root)
+        pop_services = self.pop.start()
+        self._pop_processor = PopProcessor(self.config, self.topics, self.groups, self.pop)
+        self.compaction = CompactionService(self.store, self.topics, self.store_config, self.clock)
         client_manage = ClientManageProcessor(self.config, self.clients, self.groups, self.topics)
+        self.replication = Replication(self.config, self.role, self.store, self.registration, self.topics,
+                                       self.groups, self.offsets, self._namesrv_client,
+                                       start_master_services=self._start_timer, stop_master_services=self._stop_timer)
+        await self.replication.start(self.port)
+        self.stats.replication = self.replication.runtime_table
         self._prepare_metrics()
-        self._remoting = RemotingServer(self.config.listen_host, self.port, self._handlers(client_manage),
+        handlers = self._handlers(client_manage)
+        self._remoting = RemotingServer(self.config.listen_host, self.port, handlers,
                                         on_connection_close=client_manage.connection_closed)
         await self._remoting.start()
         if self.metrics is not None:
             await self.metrics.start()
+        await self._start_grpc(handlers)
         self.hold.start()
         self._services = [
             Periodic("persist-consumer-offsets", self.config.flush_consumer_offset_interval_ms / 1000.0,
                      self._persist_offsets),
             Periodic("expire-clients", self.config.client_scan_interval_ms / 1000.0, self._expire_clients),
-            *self.transactions.services(),
+            *([] if self.role.is_slave else self.transactions.services()),
+            *([] if self.role.is_slave else pop_services),
+            *([] if self.role.is_slave else [self.compaction.service()]),
         ]
         for service in self._services:
             service.start()
@@ -150,13 +179,43 @@ class BrokerServer:
             self.acl.start()
         await self.registration.register_all()
         self.registration.start()
+        self.replication.run()
+
+    async def _start_timer(self) -> None:
+        """Only a master delivers delayed messages; a slave has them in its CommitLog copy."""
+        if self.timer is None:
+            timer = TimerService(self.store, self.store_config, clock=self.clock)
+            self.timer_recovery = await asyncio.to_thread(timer.start)
+            self.timer = timer
+
+    async def _stop_timer(self) -> None:
+        timer, self.timer = self.timer, None
+        if timer is not None:
+            await asyncio.to_thread(timer.stop)
+
+    async def _start_grpc(self, handlers: dict[int, Handler]) -> None:
+        """The gRPC endpoint for RocketMQ 5.x clients (docs/grpc.md), unless grpcServerPort is 0."""
+        if not self.config.grpc_server_port:
+            return
+        if self.acl is not None:
+            log.warning("the gRPC endpoint stays off: it does not check ACLs yet and aclEnable is true "
+                        "(set grpcServerPort=0 to silence this)")
+            return
+        grpc_clients = GrpcClients(self.config, self.clients, self.groups)
+        self.grpc = GrpcServer(self.config, self.topics, self.groups, grpc_clients, self.pop, self._pop_processor,
+                               handlers, self.clock, self._sender, self.writer,
+                               namesrv_lookup(self._namesrv_client, self.config.namesrv_addrs),
+                               Offsets(self.config, self.store, self.topics, self.offsets))
+        await self.grpc.start()
 
     def _handlers(self, client_manage: ClientManageProcessor) -> dict[int, Handler]:
         cfg, store = self.config, self.store
-        sender = SendProcessor(cfg, store, self.topics, self.writer, self.stats)
+        sender = self._sender = SendProcessor(cfg, store, self.topics, self.writer, self.stats,
+                                              self.replication.sync_replicas, self.role)
         processors = [
             sender,
-            PullProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients, self.hold, self.stats),
+            PullProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients, self.hold, self.stats,
+                          self.role),
             ConsumerProcessor(store, self.offsets, self.clients, self.locks),
             client_manage,
             SendBackProcessor(cfg, store, self.topics, self.groups, self.writer, sender),
@@ -166,6 +225,8 @@ class BrokerServer:
             GroupAdminProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients),
             EndTransactionProcessor(self.transactions),
             TimerAdminProcessor(self.store_config, lambda: self.timer),
+            self._pop_processor,
+            CompactionAdminProcessor(self.topics, self.compaction),
         ]
         handlers: dict[int, Handler] = {}
         for processor in processors:
@@ -190,11 +251,15 @@ class BrokerServer:
         if self._remoting is None:
             return
         remoting, self._remoting = self._remoting, None
+        await self.replication.stop_controller()
         if self.metrics is not None:
             await self.metrics.stop()
         await self.registration.stop()
         await self.hold.stop()
+        if self.grpc is not None:
+            await self.grpc.stop(self.config.shutdown_drain_timeout_ms / 1000.0)
         await remoting.stop(self.config.shutdown_drain_timeout_ms / 1000.0)
+        await self.replication.stop()
         for service in self._services:
             await service.stop()
         if self.acl is not None:
@@ -202,6 +267,7 @@ class BrokerServer:
         await self.transactions.commit_progress()
         await self._namesrv_client.close()
         await self._persist_offsets()
+        await self.pop.persist()
         await asyncio.to_thread(self._shutdown_store)
 
     def _shutdown_store(self) -> None:

@@ -3,7 +3,10 @@ where RocketMQ has one."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from skiff.broker.config import BrokerConfig
+from skiff.broker.ha.role import Role
 from skiff.common.clock import Clock
 from skiff.protocol.codes import SKIFF_VERSION
 from skiff.store import MessageStore
@@ -17,38 +20,42 @@ class BrokerStats:
     ``stored``/``pulled`` are a dict lookup and a few integer adds on the hot path, and
     the Prometheus collector (`skiff.broker.metrics`) reads them at scrape time."""
 
-    def __init__(self, config: BrokerConfig, store: MessageStore, clock: Clock) -> None:
+    def __init__(self, config: BrokerConfig, store: MessageStore, clock: Clock, role: Role | None = None) -> None:
         self.config = config
+        self.role = role or Role.of(config)
         self.store = store
         self.clock = clock
         self.boot_ms = clock.now_ms()
         self.pull_requests = 0
         self.messages_pulled = 0
+        self.replication: Callable[[], dict[str, str]] | None = None
+        """The HA service's keys for the table (role, slaves, acknowledged offsets)."""
         self.in_by_topic: dict[str, list[int]] = {}
         """topic → [messages, body bytes] stored from sends (send-backs and DLQ moves included)."""
-        self.out_by_topic_group: dict[tuple[str, str], list[int]] = {}
-        """(topic, group) → [messages, bytes] answered to pulls."""
-        self.pulled_to: dict[tuple[str, str, int], int] = {}
-        """(group, topic, queue id) → the next offset the group's last pull was told to read."""
+        self.pulls: dict[tuple[str, str, int], list[int]] = {}
+        """(group, topic, queue id) → [messages, bytes answered, next offset of the last pull]: one
+        entry per queue a group reads, summed by topic and group only when metrics are scraped."""
 
     def stored(self, topic: str, messages: int, body_bytes: int) -> None:
         counts = self.in_by_topic.get(topic)
         if counts is None:
-            counts = self.in_by_topic[topic] = [0, 0]
-        counts[0] += messages
-        counts[1] += body_bytes
+            self.in_by_topic[topic] = [messages, body_bytes]
+        else:
+            counts[0] += messages
+            counts[1] += body_bytes
 
     def pulled(self, messages: int, topic: str = "", group: str = "", queue_id: int = 0, total_bytes: int = 0,
                next_offset: int = 0) -> None:
         self.pull_requests += 1
         self.messages_pulled += messages
-        key = (topic, group)
-        counts = self.out_by_topic_group.get(key)
-        if counts is None:
-            counts = self.out_by_topic_group[key] = [0, 0]
-        counts[0] += messages
-        counts[1] += total_bytes
-        self.pulled_to[(group, topic, queue_id)] = next_offset
+        key = (group, topic, queue_id)
+        entry = self.pulls.get(key)
+        if entry is None:
+            self.pulls[key] = [messages, total_bytes, next_offset]
+        else:
+            entry[0] += messages
+            entry[1] += total_bytes
+            entry[2] = next_offset
 
     def runtime_table(self) -> dict[str, str]:
         s = self.store.stats()
@@ -74,5 +81,9 @@ class BrokerStats:
             "writable": "true" if s.writable else "false",
             "brokerName": self.config.broker_name,
             "brokerCluster": self.config.broker_cluster_name,
+            "brokerId": str(self.role.broker_id),
+            "brokerRole": self.role.role.name,
         }
+        if self.replication is not None:
+            table.update(self.replication())
         return table

@@ -12,12 +12,13 @@ registers the new table with the NameServers.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.persist import VersionedTable
 from skiff.common.clock import Clock
 from skiff.common.names import SCHEDULE_TOPIC, TBW102, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from skiff.protocol.bodies.admin import DataVersion
 from skiff.protocol.bodies.topic import Perm, TopicConfig, TopicConfigSerializeWrapper
 
 SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
@@ -56,6 +57,9 @@ class TopicConfigManager(VersionedTable):
             del self._table[TBW102]
         if raw is None:
             self.file.save(self.document())
+
+    def replace(self, table: Mapping[str, TopicConfig], version: DataVersion) -> bool:
+        return super().replace({name: _plain(tc) for name, tc in table.items()}, version)
 
     def _system_topics(self) -> list[TopicConfig]:
         name, cluster = self.config.broker_name, self.config.broker_cluster_name

@@ -56,6 +56,24 @@ def credentials(args: argparse.Namespace) -> Credentials | None:
                                getattr(args, "credentials", None))
 
 
+N = TypeVar("N", int, float)
+
+
+def bounded(low: N, high: N | None = None, kind: Callable[[str], N] = int) -> Callable[[str], N]:
+    """An argparse type: a ``kind`` number from ``low`` (to ``high``). Anything else is a bad
+    argument, refused by argparse (exit 2) before a request is sent."""
+    def parse(text: str) -> N:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value < low or (high is not None and value > high):
+            wanted = f"{low:g} to {high:g}" if high is not None else f"at least {low:g}"
+            raise argparse.ArgumentTypeError(f"{text} is out of range: {wanted}")
+        return value
+    return parse
+
+
 def family(sub: Any, name: str, help_text: str) -> Any:
     """A command family (``skiff topic ...``) whose subcommands are added to the returned object."""
     parser = sub.add_parser(name, help=help_text, description=help_text)
@@ -170,6 +188,23 @@ def register(sub: Any) -> None:
 def cluster_list(args: argparse.Namespace) -> int:
     brokers: list[BrokerInfo] = with_admin(args, lambda a: a.brokers(args.cluster))
     rows = [(b.cluster, b.broker_name, b.broker_id, b.addr, b.version or ("-" if b.error is None else "DOWN"),
-             *(b.runtime.get(k, "") for k in RUNTIME_COLUMNS)) for b in brokers]
+             *(b.runtime.get(k, "") for k in RUNTIME_COLUMNS), *replication_columns(b, brokers)) for b in brokers]
     return emit(args, brokers, ("CLUSTER", "BROKER", "ID", "ADDRESS", "VERSION", "PUT TODAY", "GET TODAY",
-                                "COMMITLOG MAX", "RUNTIME"), rows)
+                                "COMMITLOG MAX", "RUNTIME", "ROLE", "EPOCH", "IN-SYNC", "LAG BYTES"), rows)
+
+
+def replication_columns(broker: BrokerInfo, brokers: Sequence[BrokerInfo]) -> tuple[str, str, str, str]:
+    """Role, controller epoch, SyncStateSet and replication lag of one broker (docs/replication.md):
+    a slave's lag is its master's CommitLog end less its own; a master's, the furthest any
+    slave it streams to is behind."""
+    info = broker.runtime
+    role, epoch, in_sync = info.get("brokerRole", ""), info.get("controllerEpoch", ""), info.get(
+        "controllerSyncStateSet", "")
+    end = int(info.get("commitLogMaxOffset") or 0)
+    if role == "SLAVE":
+        master = next((b for b in brokers if b.broker_name == broker.broker_name and b.broker_id == 0), None)
+        lag = "" if master is None else str(max(0, int(master.runtime.get("commitLogMaxOffset") or 0) - end))
+    else:
+        acks = [int(s.rpartition("@")[2]) for s in info.get("haSlaves", "").split(";") if "@" in s]
+        lag = str(max(end - a for a in acks)) if acks else ""
+    return role, epoch, in_sync, lag

@@ -10,8 +10,9 @@ Keys are RocketMQ's broker.conf names, for the broker or its store
 Both commands log where they listen and store, stop cleanly on SIGTERM or SIGINT
 (unregister, drain, persist offsets, flush the store), and exit with status 1
 and the reason on a bad config or a port in use. ``skiff up`` also serves the web
-dashboard (its start line gives the address); a dashboard port in use is
-logged and the broker runs without it.
+dashboard (its start line gives the address) and Prometheus metrics (broker 5557,
+NameServer 5558; docs/metrics.md); a dashboard or metrics port in use is logged
+and the server runs without it.
 """
 
 from __future__ import annotations
@@ -21,11 +22,14 @@ import asyncio
 import dataclasses
 import logging
 import resource
+import socket
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from skiff.cli.namesrv import metrics_note
+from skiff.common import kernels
 from skiff.common.config import parse_overrides, read_properties_file
+from skiff.dashboard import DEFAULT_PORT
 from skiff.transport.loop import run
 
 if TYPE_CHECKING:
@@ -39,7 +43,15 @@ log = logging.getLogger("skiff.broker")
 UP_STORE_DIR = "./store"
 UP_METRICS_PORT = 5557
 """`skiff up`'s broker metrics port: RocketMQ 5's metricsPromExporterPort default (the NameServer's is the next)."""
-DASHBOARD_PORT = 8080
+TRY_OUT_STORE = {
+    "mappedFileSizeCommitLog": str(64 << 20),
+    "mappedFileSizeConsumeQueue": str(30_000 * 20),
+    "maxHashSlotNum": "100000",
+    "maxIndexNum": "400000",
+}
+"""`skiff up`'s file sizes: a try-out takes ~70 MB of disk (a 64 MiB CommitLog file, reserved
+whole; an 8 MB sparse index; 600 KB ConsumeQueue files) instead of the 1.1 GB RocketMQ's sizes take.
+`skiff broker` keeps RocketMQ's sizes; flags given to `skiff up` override these."""
 
 
 def register(sub: Any) -> None:
@@ -66,9 +78,13 @@ def register(sub: Any) -> None:
     up.add_argument("--host", default="127.0.0.1",
                     help="address both servers listen on and the broker advertises (default 127.0.0.1: "
                          "a local try-out is not reachable from other machines)")
-    up.add_argument("--dashboard-port", type=int, default=DASHBOARD_PORT,
-                    help=f"web dashboard port on --host (default {DASHBOARD_PORT}; 0 picks one)")
+    up.add_argument("--dashboard-port", type=int, default=DEFAULT_PORT,
+                    help=f"web dashboard port on --host (default {DEFAULT_PORT}; 0 picks one)")
     up.add_argument("--no-dashboard", action="store_true", help="do not run the web dashboard")
+    up.add_argument("--ha", action="store_true",
+                    help="instead: an etcd, a NameServer and a master and a slave in controller mode "
+                         "(docs/replication.md); needs Debian's etcd-server")
+    up.add_argument("--etcd-port", type=int, default=2379, help="with --ha: etcd's client port (default 2379)")
     up.set_defaults(handler=run_up, accepts_extra=True)
 
 
@@ -91,16 +107,37 @@ def run_up(args: argparse.Namespace, extra: list[str]) -> int:
     from skiff.broker import load_configs
     from skiff.namesrv import NamesrvConfig
 
+    if args.ha:
+        from skiff.cli.up_ha import run_up_ha
+        return run_up_ha(args, extra)
+
     namesrv_config = NamesrvConfig(listen_host=args.host, listen_port=args.namesrv_port,
-                                   metrics_port=args.namesrv_metrics_port)
+                                   metrics_port=_metrics_port_or_off(args.host, args.namesrv_metrics_port,
+                                                                     "--namesrv-metrics-port"))
     namesrv_config.validate()
     broker_config, store_config = load_configs(
-        {"storePathRootDir": args.dir, "listenPort": str(args.broker_port), "listenHost": args.host,
-         "metricsPort": str(args.metrics_port)},
+        {**TRY_OUT_STORE, "storePathRootDir": args.dir, "listenPort": str(args.broker_port), "listenHost": args.host,
+         "metricsPort": str(_metrics_port_or_off(args.host, args.metrics_port, "--metrics-port"))},
         parse_overrides(extra),
     )
     dashboard = None if args.no_dashboard else (args.host, args.dashboard_port)
     return run(lambda stop: serve_up(namesrv_config, broker_config, store_config, stop, dashboard))
+
+
+def _metrics_port_or_off(host: str, port: int, flag: str) -> int:
+    """``port`` if it can be bound on ``host``, else 0 with a warning: `skiff up` is a try-out, and a
+    default metrics port held by another process should not stop it (as with the dashboard's)."""
+    if port <= 0 or port > 65535:
+        return port
+    try:
+        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+    except OSError as exc:
+        log.warning("metrics port %d on %s is not free (%s): running without those metrics; choose another "
+                    "with %s", port, host, exc.strerror or exc, flag)
+        return 0
+    return port
 
 
 def raise_open_file_limit() -> int:
@@ -176,5 +213,6 @@ def _log_listening(server: BrokerServer) -> None:
     names = ";".join(c.namesrv_addrs) or "no NameServer"
     metrics = f", metrics at {server.metrics.url(c.advertised_ip)}" if server.metrics is not None else ""
     log.info("skiff broker listening on %s:%d, store %s (broker %s of cluster %s, advertised as %s, %s, "
-             "registered with %s)%s", c.listen_host, server.port, server.store_config.root, c.broker_name,
-             c.broker_cluster_name, server.addr, server.store_config.flush_disk_type.name, names, metrics)
+             "registered with %s; %s)%s", c.listen_host, server.port, server.store_config.root, c.broker_name,
+             c.broker_cluster_name, server.addr, server.store_config.flush_disk_type.name, names,
+             kernels.IMPLEMENTATION, metrics)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from skiff.cli.admin import command, emit, family, print_table, with_admin
+from skiff.cli.admin import bounded, command, emit, family, print_table, with_admin
 from skiff.cli.topic import format_time_ms
 from skiff.client.errors import ClientError
 from skiff.common.times import parse_time_ms
@@ -23,7 +23,7 @@ def register(sub: Any) -> None:
     cmd = command(groups, "create", "create or change a consumer group on every master (of a cluster)",
                   consumer_create)
     cmd.add_argument("-g", "--group", required=True)
-    cmd.add_argument("--retry-max-times", type=int, default=16, help="deliveries before the DLQ (default 16)")
+    cmd.add_argument("--retry-max-times", type=bounded(0), default=16, help="deliveries before the DLQ (default 16)")
     cmd.add_argument("--no-broadcast", action="store_true", help="refuse broadcasting consumers")
     where = cmd.add_mutually_exclusive_group()
     where.add_argument("-c", "--cluster")
@@ -68,7 +68,7 @@ def consumer_delete(args: argparse.Namespace) -> int:
 
 
 def consumer_progress(args: argparse.Namespace) -> int:
-    progress = with_admin(args, lambda a: a.consumer_progress(args.group, args.topic))
+    progress = with_admin(args, lambda a: a.consumer_progress(args.group, args.topic))  # NoOffsetsError: exit 1
     if args.json:
         return emit(args, progress, (), [])
     print_table(("TOPIC", "BROKER", "QUEUE", "BROKER OFFSET", "CONSUMER OFFSET", "LAG", "LAST CONSUMED"),

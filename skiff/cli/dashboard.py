@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from skiff.cli.admin import default_namesrv
-from skiff.dashboard.server import DEFAULT_PORT, DashboardServer
-from skiff.dashboard.service import DashboardConfig
+from skiff.dashboard import DEFAULT_PORT
 from skiff.transport.loop import run
+
+if TYPE_CHECKING:
+    from skiff.dashboard.server import DashboardServer
 
 
 def register(sub: Any) -> None:
@@ -30,6 +32,9 @@ def register(sub: Any) -> None:
 
 
 def run_dashboard(args: argparse.Namespace) -> int:
+    from skiff.dashboard.server import DashboardServer  # imported here: other commands need no web stack
+    from skiff.dashboard.service import DashboardConfig
+
     server = DashboardServer(DashboardConfig(args.namesrv), args.host, args.port)
     return run(lambda stop: serve_dashboard(server, stop))
 

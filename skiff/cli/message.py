@@ -18,6 +18,7 @@ from typing import Any
 
 from skiff.cli.admin import (
     CLI_INSTANCE,
+    bounded,
     command,
     common_args,
     credentials,
@@ -58,13 +59,13 @@ def register(sub: Any) -> None:
     how = cmd.add_mutually_exclusive_group(required=True)
     how.add_argument("--id", help="offsetMsgId, or UNIQ_KEY (then give -t)")
     how.add_argument("--key", help="a business key (KEYS); give -t")
-    how.add_argument("--offset", type=int, help="a queue offset; give -t, -b and -q")
+    how.add_argument("--offset", type=bounded(0), help="a queue offset; give -t, -b and -q")
     cmd.add_argument("-t", "--topic")
     cmd.add_argument("-b", "--broker", metavar="BROKER_NAME", help="broker name of the queue (with --offset)")
-    cmd.add_argument("-q", "--queue", type=int, help="queue id (with --offset)")
+    cmd.add_argument("-q", "--queue", type=bounded(0), help="queue id (with --offset)")
     cmd.add_argument("--begin", type=parse_timestamp_ms, default=0, help="with --key: stored at or after")
     cmd.add_argument("--end", type=parse_timestamp_ms, default=TIME_MAX_MS, help="with --key: stored before")
-    cmd.add_argument("--max", type=int, default=QUERY_MAX_NUM, help="with --key: at most this many")
+    cmd.add_argument("--max", type=bounded(1), default=QUERY_MAX_NUM, help="with --key: at most this many")
     register_trace(messages)
     _send_parser(sub)
     _consume_parser(sub)
@@ -78,8 +79,9 @@ def _send_parser(sub: Any) -> None:
     cmd.add_argument("--tags")
     cmd.add_argument("--keys", action="append", default=[], help="a business key (repeat for more)")
     cmd.add_argument("-p", "--property", action="append", default=[], metavar="K=V", help="a user property")
-    cmd.add_argument("--count", type=int, default=1, help="send the body this many times")
-    cmd.add_argument("--delay-level", type=int, default=0, help="RocketMQ delay level 1-18")
+    cmd.add_argument("--count", type=bounded(1), default=1, help="send the body this many times")
+    cmd.add_argument("--delay-level", type=bounded(0), default=0,
+                     help="RocketMQ delay level 1-18 (the broker caps it at its highest)")
     cmd.add_argument("--order-key", help="send every copy to the queue this key hashes to")
     cmd.add_argument("-g", "--group", default=CLI_PRODUCER_GROUP, help="producer group")
     cmd.set_defaults(handler=lambda args, extra: send(args))
@@ -96,8 +98,9 @@ def _consume_parser(sub: Any) -> None:
     which.add_argument("--sql", help="SQL92 expression on properties")
     cmd.add_argument("--from-beginning", action="store_true",
                      help="start at the first message (default: only new ones) when the group has no offset")
-    cmd.add_argument("--count", type=int, help="stop after this many messages (exit 1 if fewer arrive)")
-    cmd.add_argument("--timeout-s", type=float, default=10.0, help="stop after this long (default 10)")
+    cmd.add_argument("--count", type=bounded(1), help="stop after this many messages (exit 1 if fewer arrive)")
+    cmd.add_argument("--timeout-s", type=bounded(0.0, kind=float), default=10.0,
+                     help="stop after this long (default 10)")
     cmd.set_defaults(handler=lambda args, extra: consume(args))
 
 
@@ -158,8 +161,6 @@ def send(args: argparse.Namespace) -> int:
     props = dict(_pair(p) for p in args.property)
     msg = Message.of(args.topic, body, tags=args.tags, keys=args.keys or None, properties=props,
                      delay_level=args.delay_level)
-    if args.count < 1:
-        raise MessageValidationError("--count must be at least 1")
     results = run_client(_send(args, msg))
     rows = [(r.send_status.name, r.msg_id, r.offset_msg_id, r.message_queue.broker_name, r.message_queue.queue_id,
              r.queue_offset) for r in results]
@@ -184,8 +185,6 @@ async def _send(args: argparse.Namespace, msg: Message) -> list[SendResult]:
 # ----------------------------------------------------------------- consume
 
 def consume(args: argparse.Namespace) -> int:
-    if args.count is not None and args.count < 1:
-        raise MessageValidationError("--count must be at least 1")
     problem = topic_error(args.topic)
     if problem:
         raise MessageValidationError(problem)

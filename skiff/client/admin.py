@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from skiff.client._impl.config import DEFAULT_INSTANCE_NAME, ClientConfig, client_config_for
@@ -23,6 +24,7 @@ from skiff.client._impl.lifecycle import AsyncClient
 from skiff.client._impl.producer_impl import check_topic
 from skiff.client._impl.pull_api import Puller
 from skiff.client.admin_results import (
+    BrokerCompaction,
     BrokerInfo,
     BrokerTimer,
     CancelScheduledResult,
@@ -34,7 +36,13 @@ from skiff.client.admin_results import (
     ScheduledCancel,
 )
 from skiff.client.blocking import BlockingClient, mirror
-from skiff.client.errors import ClientError, ClientStateError, MessageValidationError, NoRouteError
+from skiff.client.errors import (
+    ClientError,
+    ClientStateError,
+    MessageValidationError,
+    NoOffsetsError,
+    NoRouteError,
+)
 from skiff.client.results import PullStatus
 from skiff.common.errors import DecodeError
 from skiff.common.limits import QUEUES_PER_TOPIC_MAX
@@ -45,7 +53,9 @@ from skiff.common.stored_message import StoredMessage
 from skiff.protocol.bodies.admin import SubscriptionGroupConfig
 from skiff.protocol.bodies.route import ClusterInfo, TopicRouteData
 from skiff.protocol.bodies.timer import CancelScheduledBody, overall_status
+from skiff.protocol.bodies.base import BodyError
 from skiff.protocol.bodies.topic import Perm, TopicConfig
+from skiff.protocol.bodies.topic_attributes import changes_text, parse_attribute_changes
 from skiff.protocol.errors import ConsumerNotOnlineError, ResponseError, TopicNotExistError
 from skiff.protocol.headers.query import QueryMessageRequestHeader
 
@@ -143,7 +153,8 @@ class AsyncAdmin(AsyncClient):
     async def create_topic(self, topic: str, *, queue_nums: int = DEFAULT_QUEUE_NUMS,
                            read_queue_nums: int | None = None, write_queue_nums: int | None = None,
                            perm: int = Perm.READ | Perm.WRITE, order: bool = False, cluster: str | None = None,
-                           broker_addr: str | None = None, wait_route_s: float = ROUTE_WAIT_S) -> list[str]:
+                           broker_addr: str | None = None, wait_route_s: float = ROUTE_WAIT_S,
+                           attributes: Mapping[str, str] | None = None) -> list[str]:
         """Create or update ``topic`` on one broker or on every master (of ``cluster``); returns
         the addresses written. An order topic created on a cluster also gets its queue layout
         in the NameServers' ORDER_TOPIC_CONFIG, so producers see it as ordered.
@@ -151,15 +162,22 @@ class AsyncAdmin(AsyncClient):
         Brokers tell the NameServers about the change right after it; this waits up to
         ``wait_route_s`` until the route shows it, so the next call finds the topic
         (0: do not wait; a route still old after the wait is logged, not raised).
+
+        ``attributes`` sets topic attributes (``{"cleanup.policy": "COMPACTION"}``); those
+        not named keep their values on an update.
         """
         check_topic(topic)
+        try:
+            parse_attribute_changes(changes_text(attributes or {}))
+        except BodyError as exc:
+            raise MessageValidationError(str(exc)) from None
         read, write = read_queue_nums or queue_nums, write_queue_nums or queue_nums
         if not (1 <= read <= QUEUES_PER_TOPIC_MAX and 1 <= write <= QUEUES_PER_TOPIC_MAX):
             raise MessageValidationError(f"queue counts must be 1 to {QUEUES_PER_TOPIC_MAX}")
         if perm not in TOPIC_PERMS:
             raise MessageValidationError("perm must be 2 (write), 4 (read) or 6 (both)")
         masters = await self._masters(cluster, broker_addr)
-        config = TopicConfig(topic, read, write, perm, order=order)
+        config = TopicConfig(topic, read, write, perm, order=order, attributes=dict(attributes or {}))
         await asyncio.gather(*(self._inst.api.create_topic(a, config) for a in masters.values()))
         if order and broker_addr is None:
             layout = ";".join(f"{name}:{write}" for name in sorted(masters))
@@ -216,6 +234,22 @@ class AsyncAdmin(AsyncClient):
                 for table in tables for mq, o in table.offset_table.items()]
         return sorted(rows, key=lambda r: (r.mq.broker_name, r.mq.queue_id))
 
+    async def compaction(self, topic: str, *, run: bool = False, timeout_ms: int = 600_000) -> list[BrokerCompaction]:
+        """The compaction state of ``topic`` on each master of its route (Skiff brokers);
+        ``run`` compacts every queue now first. A broker that cannot answer is listed with
+        ``error``."""
+        route = await self.topic_route(topic)
+        masters = {b.broker_name: b.master_addr for b in route.broker_datas if b.master_addr}
+
+        async def one(name: str, addr: str) -> BrokerCompaction:
+            try:
+                return BrokerCompaction(name, addr, await self._inst.api.compaction(addr, topic, run=run,
+                                                                                    timeout_ms=timeout_ms))
+            except Exception as exc:  # noqa: BLE001 - a broker that does not answer is still listed
+                return BrokerCompaction(name, addr, error=str(exc))
+
+        return list(await asyncio.gather(*(one(n, a) for n, a in sorted(masters.items()))))
+
     # ------------------------------------------------------ consumer groups
 
     async def create_consumer_group(self, group: str, *, cluster: str | None = None, broker_addr: str | None = None,
@@ -251,7 +285,7 @@ class AsyncAdmin(AsyncClient):
 
     async def consumer_progress(self, group: str, topic: str | None = None) -> ConsumerProgress:
         """Per queue the group consumes (of ``topic``): broker offset, committed offset, lag.
-        `ClientError` when no broker has an offset of the group (of ``topic``)."""
+        `NoOffsetsError` when no broker has an offset of the group (of ``topic``)."""
         _check_group(group)
         masters = await self._masters()
 
@@ -265,7 +299,7 @@ class AsyncAdmin(AsyncClient):
         rows = [QueueProgress(mq, w.broker_offset, w.consumer_offset, w.last_timestamp)
                 for s in stats for mq, w in s.offset_table.items()]
         if not rows:  # as Java's examineConsumeStats: a group nobody knows is not "no lag"
-            raise ClientError(f"consumer group {group} has no offsets" + (f" on {topic}" if topic else "")
+            raise NoOffsetsError(f"consumer group {group} has no offsets" + (f" on {topic}" if topic else "")
                               + ": it does not exist or has not consumed anything")
         rows.sort(key=lambda r: (r.mq.topic, r.mq.broker_name, r.mq.queue_id))
         return ConsumerProgress(group, tuple(rows), sum(s.consume_tps for s in stats))
@@ -453,7 +487,7 @@ def _check_group(group: str) -> None:
         "topic_list", "topic_route", "topic_status", "create_consumer_group", "delete_consumer_group",
         "consumer_groups", "consumer_progress", "consumer_connections", "reset_offset_by_time", "max_offset",
         "min_offset", "search_offset", "earliest_msg_store_time", "update_consumer_offset", "fetch_consumer_offset",
-        "message_by_id", "messages_by_key", "message_at", "timer_slots", "cancel_scheduled")
+        "message_by_id", "messages_by_key", "message_at", "timer_slots", "cancel_scheduled", "compaction")
 class Admin(BlockingClient[AsyncAdmin]):
     """The blocking `AsyncAdmin`: same constructor, same methods."""
 

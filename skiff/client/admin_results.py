@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from skiff.common.message import MessageQueue
+from skiff.protocol.bodies.compaction import TopicCompactionBody
 from skiff.protocol.bodies.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
 from skiff.protocol.bodies.timer import CancelStatus, TimerSlot, TimerStatsBody
 
@@ -87,6 +88,16 @@ class ConsumerConnections:
     consume_type: ConsumeType | None = None
     message_model: MessageModel | None = None
     consume_from_where: ConsumeFromWhere | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerCompaction:
+    """One broker's answer about a topic's compaction; ``error`` says why it did not answer."""
+
+    broker_name: str
+    addr: str
+    state: TopicCompactionBody | None = None
+    error: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -98,8 +98,10 @@ class LoopThread:
             raise ClientTimeoutError(f"the call did not finish within {timeout_s} s") from None
         except SkiffError as exc:
             # an expected failure (no NameServer, a refused send, a bad name) says all in its message;
-            # the loop's frames and inner causes would only bury it. Bugs keep their whole traceback.
-            raise exc.with_traceback(None) from None
+            # the loop's frames would only bury it. Its cause stays (SendFailedError's last error),
+            # as one line. Bugs keep their whole traceback.
+            _without_frames(exc)
+            raise exc
         except BaseException:
             future.cancel()
             raise
@@ -115,6 +117,15 @@ class LoopThread:
         if self.alive:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self._thread.join(timeout_s)
+
+
+def _without_frames(exc: BaseException) -> None:
+    """Drop the client's frames from ``exc`` and its explicit causes; hide implicit context."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        seen.__traceback__ = None
+        seen.__suppress_context__ = True
+        seen = seen.__cause__
 
 
 _lock = threading.Lock()

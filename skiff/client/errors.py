@@ -71,6 +71,11 @@ class NameServerUnavailableError(ClientError):
         super().__init__(f"no NameServer answered ({detail})")
 
 
+class NoOffsetsError(ClientError):
+    """A consumer group has no committed offset (of the topic asked about): it does not exist,
+    or has not consumed yet."""
+
+
 class SendFailedError(ClientError):
     """A send failed on every attempt; ``attempts`` lists (broker name, error) per attempt
     and ``__cause__`` is the last error."""

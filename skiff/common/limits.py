@@ -63,3 +63,6 @@ TRACE_MESSAGE_MAX_BYTES = 118_000
 TRACE_KEYS_MAX_BYTES = 16_384
 """The KEYS of one trace message (every traced msg id and key): half of what a record's
 properties may hold, so a batch of traces always fits."""
+
+POP_MAX_MSG_NUMS = 32
+"""Most messages one POP_MESSAGE takes (RocketMQ's limit, also the gRPC receive batch cap)."""

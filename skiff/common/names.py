@@ -50,6 +50,12 @@ def retry_topic(group: str) -> str:
     return RETRY_PREFIX + group
 
 
+def pop_retry_topic(group: str, topic: str) -> str:
+    """Where POP consumption re-queues ``group``'s un-acknowledged messages of ``topic``
+    (RocketMQ 5's first form, ``%RETRY%<group>_<topic>``)."""
+    return f"{RETRY_PREFIX}{group}_{topic}"
+
+
 def dlq_topic(group: str) -> str:
     return DLQ_PREFIX + group
 

@@ -40,6 +40,7 @@ import zlib
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from skiff.common import kernels
 from skiff.common.errors import DecodeError
 from skiff.common.sysflag import MessageSysFlag
 
@@ -166,7 +167,7 @@ sysFlag, born timestamp, born host, reconsume times and prepared transaction off
 store's ``MessageInput``, so a batch of those is written as it comes."""
 
 
-def pack_records(
+def pack_records_py(
     rows: Sequence[RecordRow],
     topic: bytes,
     queue_offsets: Sequence[int],
@@ -203,6 +204,8 @@ def pack_records(
     return b"".join(parts)
 
 
+pack_records = kernels.select("pack_records", pack_records_py)
+"""`pack_records_py`, compiled where built (`skiff.common.kernels`)."""
 _NO_CRCS = itertools.repeat(None)
 _CRC_MASK = 0x7FFFFFFF
 _HEADS_BY_STORE_HOST = {

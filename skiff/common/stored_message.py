@@ -20,6 +20,7 @@ from collections import namedtuple
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Generic, NamedTuple, TypeVar
 
+from skiff.common import kernels
 from skiff.common.compression import inflate
 from skiff.common.errors import DecodeError
 from skiff.common.limits import FRAME_MAX_BYTES
@@ -314,8 +315,20 @@ def _decode(data: bytes, decompress: bool, max_body_bytes: int, extra_properties
             at: int) -> list[StoredMessage]:
     """`decode_records` of ``data``, which sits at ``at`` of the caller's buffer (for error
     messages). The layout checks are inlined: this loop runs once per consumed message."""
-    src = _Source(data, extra_properties)
-    out: list[StoredMessage] = []
+    out, bad = decode_run(data, _DecodedMessage, _Source(data, extra_properties), inflate if decompress else None,
+                          max_body_bytes)
+    if bad >= 0:
+        raise _bad_record(data, bad, at)
+    return out
+
+
+def decode_run_py(data: bytes, cls: type, src: object, inflate: Callable[[bytes, int], bytes] | None,
+                  max_body_bytes: int) -> tuple[list[Any], int]:
+    """The records of ``data`` as ``cls`` tuples (`_DecodedMessage`'s fields, sharing
+    ``src``), bodies inflated by ``inflate`` when compressed and it is given; and where the
+    first record that fails the layout checks starts (-1: none). The checks are inlined:
+    this loop runs once per consumed message."""
+    out: list[Any] = []
     append = out.append
     new = tuple.__new__
     unpack_v4 = HEAD_V4.unpack_from
@@ -336,17 +349,20 @@ def _decode(data: bytes, decompress: bool, max_body_bytes: int, extra_properties
             p = t + 3 + data[t]
             if magic != MAGIC_V1 or total <= 0 or rec_end > end or body_len < 0 or p > rec_end or \
                     p + unpack_i16(data, p - 2)[0] != rec_end:
-                raise _bad_record(data, pos, at)
+                return out, pos
             body = data[body_at:t]
-            if sys_flag & _COMPRESSED and decompress:
+            if sys_flag & _COMPRESSED and inflate is not None:
                 body = inflate(body, max_body_bytes)
-            append(new(_DecodedMessage, (
+            append(new(cls, (
                 None, body, None, flag, queue_id, queue_offset, phys, sys_flag, born_ts, None, store_ts, None,
                 reconsume, prepared, crc, total, None, src, born_host, store_host, t, p, rec_end)))
             pos = rec_end
     except (struct.error, IndexError):
-        raise _bad_record(data, pos, at) from None
-    return out
+        return out, pos
+    return out, -1
+
+
+decode_run = kernels.select("decode_run", decode_run_py)
 
 
 def _head_v6(data: bytes, pos: int, sys_flag: int) -> tuple[tuple[Any, ...], int]:

@@ -26,6 +26,8 @@ from skiff.dashboard.form import Form
 from skiff.dashboard.preview import preview_body
 
 PULL_BATCH = 32
+MESSAGES_PER_REQUEST_MAX = 1000
+"""Most messages one dashboard request reads, consumes or sends: a page stays a page."""
 KEPT_ON_RESEND = frozenset({Prop.TAGS, Prop.KEYS, Prop.UNIQ_KEY})
 """System properties a resent copy keeps (the rest belong to where and how it was stored)."""
 
@@ -53,7 +55,7 @@ class MessageService:
     async def query(self, form: Form) -> dict[str, Any]:
         """By ``msg_id`` (offsetMsgId, or UNIQ_KEY with ``topic``), by ``key`` of ``topic``, or
         every message of ``topic`` stored between ``begin`` and ``end``."""
-        max_num = form.integer("max", QUERY_MAX_NUM, low=1, high=1000)
+        max_num = form.integer("max", QUERY_MAX_NUM, low=1, high=MESSAGES_PER_REQUEST_MAX)
         if form.text("msg_id", ""):
             found = [await self.admin.message_by_id(form.text("msg_id"), form.text("topic", "") or None)]
         else:

@@ -7,14 +7,13 @@ import logging
 
 from aiohttp import web
 
-from skiff.common.errors import SkiffError
+from skiff.common.errors import ConfigError, SkiffError
+from skiff.dashboard import DEFAULT_PORT
 from skiff.dashboard.service import Dashboard, DashboardConfig
 from skiff.dashboard.sessions import Sessions
 from skiff.dashboard.web import build_app
 
 log = logging.getLogger("skiff.dashboard")
-
-DEFAULT_PORT = 8080
 
 
 class DashboardError(SkiffError):
@@ -24,7 +23,7 @@ class DashboardError(SkiffError):
 class DashboardServer:
     def __init__(self, config: DashboardConfig, host: str = "127.0.0.1", port: int = DEFAULT_PORT) -> None:
         if not 0 <= port < 65536:
-            raise DashboardError(f"dashboard port {port} is not a port (0 picks a free one)")
+            raise ConfigError(f"dashboard port {port} is not a port (0 picks a free one)")
         self.config = config
         self.host = host
         self.port = port

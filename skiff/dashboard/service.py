@@ -13,15 +13,17 @@ import dataclasses
 from typing import Any
 
 from skiff.client._impl.config import ClientConfig
-from skiff.client.admin import AsyncAdmin
-from skiff.client.admin_results import BrokerInfo
+from skiff.client.admin import ADMIN_GROUP, DEFAULT_QUEUE_NUMS, AsyncAdmin
+from skiff.client.admin_results import BrokerInfo, ConsumerProgress
 from skiff.client.credentials import Credentials
+from skiff.client.errors import NoOffsetsError
 from skiff.client.producer import AsyncProducer
-from skiff.client.pull_client import AsyncPullClient
+from skiff.client.pull_client import PULL_CLIENT_GROUP, AsyncPullClient
+from skiff.common.limits import QUEUES_PER_TOPIC_MAX
 from skiff.common.message import Message
-from skiff.common.names import DLQ_PREFIX, RETRY_PREFIX, SYSTEM_TOPICS, TRACE_TOPIC
+from skiff.common.names import DLQ_PREFIX, RETRY_PREFIX, SYSTEM_TOPICS, TRACE_TOPIC, TRANS_GROUP
 from skiff.dashboard.form import Form
-from skiff.dashboard.messages import MessageService, message_row
+from skiff.dashboard.messages import MESSAGES_PER_REQUEST_MAX, MessageService, message_row
 from skiff.dashboard.rates import Rates
 from skiff.protocol.bodies.topic import Perm
 from skiff.protocol.errors import ConsumerNotOnlineError
@@ -29,7 +31,7 @@ from skiff.protocol.errors import ConsumerNotOnlineError
 DASHBOARD_INSTANCE = "skiff-dashboard"
 DASHBOARD_PRODUCER_GROUP = "SKIFF_DASHBOARD_PRODUCER"
 DASHBOARD_PULL_GROUP = "SKIFF_DASHBOARD_CONSUMER"
-SYSTEM_GROUPS = frozenset({"TOOLS_CONSUMER", "CID_RMQ_SYS_TRANS", "SKIFF_PULL_CLIENT", DASHBOARD_PULL_GROUP})
+SYSTEM_GROUPS = frozenset({ADMIN_GROUP, TRANS_GROUP, PULL_CLIENT_GROUP, DASHBOARD_PULL_GROUP})
 """Groups brokers and tools use themselves; the group list hides them."""
 
 
@@ -42,6 +44,8 @@ class DashboardConfig:
     """Samples the charts keep (10 minutes at the default interval)."""
     session_idle_s: float = 3600.0
     """A login (brokers with ACL on) ends after this long without a request."""
+    sessions_max: int = 64
+    """Logins kept at once; past that the least recently used one is signed out."""
 
 
 SYSTEM_TOPIC_NAMES = frozenset({*SYSTEM_TOPICS, TRACE_TOPIC, "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"})
@@ -93,17 +97,17 @@ class Dashboard:
         return {"brokers": [self._broker_row(b) for b in brokers], "rates": self.rates.snapshot()}
 
     def _broker_row(self, b: BrokerInfo) -> dict[str, Any]:
-        rt = b.runtime
+        def number(key: str) -> int:
+            return int(b.runtime.get(key) or 0)
+
         tps = self.rates.broker_tps(b.addr)
         return {
             "cluster": b.cluster, "broker_name": b.broker_name, "broker_id": b.broker_id, "addr": b.addr,
             "role": "MASTER" if b.broker_id == 0 else "SLAVE", "version": b.version,
-            "disk_ratio": float(rt.get("commitLogDiskRatio", "0") or 0),
-            "commit_log_bytes": int(rt.get("commitLogMaxOffset", "0") or 0) - int(rt.get("commitLogMinOffset", "0")
-                                                                                 or 0),
-            "put_total": int(rt.get("msgPutTotalTodayNow", "0") or 0),
-            "get_total": int(rt.get("msgGetTotalTodayNow", "0") or 0),
-            "in_tps": tps[0], "out_tps": tps[1], "runtime": rt.get("runtime", ""), "error": b.error,
+            "disk_ratio": float(b.runtime.get("commitLogDiskRatio") or 0),
+            "commit_log_bytes": number("commitLogMaxOffset") - number("commitLogMinOffset"),
+            "put_total": number("msgPutTotalTodayNow"), "get_total": number("msgGetTotalTodayNow"),
+            "in_tps": tps[0], "out_tps": tps[1], "runtime": b.runtime.get("runtime", ""), "error": b.error,
         }
 
     # ------------------------------------------------------------- topics
@@ -131,11 +135,11 @@ class Dashboard:
 
     async def save_topic(self, form: Form) -> dict[str, Any]:
         topic = form.text("topic")
-        queues = form.integer("queue_nums", 8, low=1, high=1024)
-        perm = form.integer("perm", int(Perm.READ | Perm.WRITE), low=0, high=7)
-        written = await self.admin.create_topic(
-            topic, queue_nums=queues, read_queue_nums=form.integer("read_queue_nums", queues, low=1, high=1024),
-            perm=perm, order=form.flag("order"))
+        queues = form.integer("queue_nums", DEFAULT_QUEUE_NUMS, low=1, high=QUEUES_PER_TOPIC_MAX)
+        read_queues = form.integer("read_queue_nums", queues, low=1, high=QUEUES_PER_TOPIC_MAX)
+        perm = form.integer("perm", int(Perm.READ | Perm.WRITE), low=0, high=7)  # the admin says which it takes
+        written = await self.admin.create_topic(topic, queue_nums=queues, read_queue_nums=read_queues, perm=perm,
+                                                order=form.flag("order"))
         return {"topic": topic, "brokers": written}
 
     async def delete_topic(self, topic: str) -> dict[str, Any]:
@@ -143,7 +147,7 @@ class Dashboard:
 
     async def send(self, topic: str, form: Form) -> dict[str, Any]:
         keys = form.text("keys", "").split()
-        count = form.integer("count", 1, low=1, high=1000)
+        count = form.integer("count", 1, low=1, high=MESSAGES_PER_REQUEST_MAX)
         msg = Message.of(topic, form.text("body").encode(), tags=form.text("tags", "") or None, keys=keys or None)
         results = [await self.producer.send(msg) for _ in range(count)]
         return {"sent": [{"status": r.send_status.name, "msg_id": r.msg_id, "offset_msg_id": r.offset_msg_id,
@@ -157,8 +161,15 @@ class Dashboard:
         rows = await asyncio.gather(*(self._group_summary(g) for g in names))
         return {"groups": list(rows)}
 
+    async def _progress(self, group: str) -> ConsumerProgress:
+        """The group's progress; none yet for a group that has not committed an offset."""
+        try:
+            return await self.admin.consumer_progress(group)
+        except NoOffsetsError:
+            return ConsumerProgress(group, ())
+
     async def _group_summary(self, group: str) -> dict[str, Any]:
-        progress = await self.admin.consumer_progress(group)
+        progress = await self._progress(group)
         members = await self._members(group)
         return {"group": group, "members": len(members), "total_lag": progress.total_lag,
                 "topics": sorted({q.mq.topic for q in progress.queues}), "consume_tps": progress.consume_tps}
@@ -172,7 +183,7 @@ class Dashboard:
                  "version": c.version} for c in conns.connections]
 
     async def group(self, group: str) -> dict[str, Any]:
-        progress = await self.admin.consumer_progress(group)
+        progress = await self._progress(group)
         return {
             "group": group, "total_lag": progress.total_lag, "consume_tps": progress.consume_tps,
             "members": await self._members(group),
@@ -192,7 +203,8 @@ class Dashboard:
 
     async def consume(self, group: str, form: Form) -> dict[str, Any]:
         topic = form.text("topic")
-        max_messages = form.integer("max_messages", 32, low=1, high=1000)
+        max_messages = form.integer("max_messages", 32, low=1, high=MESSAGES_PER_REQUEST_MAX)
+        await self.admin.topic_route(topic)  # a topic that is not there creates no group
         if group not in await self.admin.consumer_groups():
             await self.admin.create_consumer_group(group)
         consumed = await self.messages.consume(group, topic, max_messages)

@@ -14,18 +14,16 @@ import asyncio
 import dataclasses
 import itertools
 import secrets
-import time
 
 from skiff.client.admin import AsyncAdmin
 from skiff.client.credentials import Credentials
 from skiff.client.errors import ClientError
+from skiff.common.clock import SYSTEM_CLOCK, Clock
 from skiff.common.errors import SkiffError
 from skiff.dashboard.service import DASHBOARD_INSTANCE, Dashboard, DashboardConfig
 from skiff.protocol.errors import NoPermissionError
 
 SESSION_COOKIE = "skiff_session"
-SESSIONS_MAX = 64
-"""Signed-in sessions kept at once; past that the least recently used one is signed out."""
 ACL_PROBE_EVERY_S = 30.0
 """How long the answer to "do brokers refuse unsigned requests?" is trusted."""
 
@@ -41,9 +39,10 @@ class Session:
 
 
 class Sessions:
-    def __init__(self, config: DashboardConfig, anonymous: Dashboard) -> None:
+    def __init__(self, config: DashboardConfig, anonymous: Dashboard, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
         self.anonymous = anonymous
+        self.clock = clock
         self._sessions: dict[str, Session] = {}
         self._acl: tuple[float, bool] | None = None
         self._probe_lock = asyncio.Lock()
@@ -53,7 +52,7 @@ class Sessions:
         """True when brokers refuse the dashboard's own (unsigned or environment-signed) requests.
         A cluster that cannot be asked needs no login yet: the request itself then says what is wrong."""
         async with self._probe_lock:
-            now = time.monotonic()
+            now = self.clock.monotonic()
             if self._acl is None or now - self._acl[0] > ACL_PROBE_EVERY_S:
                 try:
                     self._acl = (now, await _refused(self.anonymous.admin))
@@ -61,14 +60,14 @@ class Sessions:
                     return False
             return self._acl[1]
 
-    def get(self, token: str | None) -> Dashboard | None:
+    async def get(self, token: str | None) -> Dashboard | None:
         session = self._sessions.get(token or "")
         if session is None:
             return None
-        if time.monotonic() - session.used_at > self.config.session_idle_s:
-            self._drop(token or "")
+        if self.clock.monotonic() - session.used_at > self.config.session_idle_s:
+            await self.logout(token)
             return None
-        session.used_at = time.monotonic()
+        session.used_at = self.clock.monotonic()
         return session.dashboard
 
     async def login(self, access_key: str, secret_key: str) -> str:
@@ -86,11 +85,11 @@ class Sessions:
             raise
         await self._make_room()
         token = secrets.token_urlsafe(32)
-        self._sessions[token] = Session(dashboard, time.monotonic())
+        self._sessions[token] = Session(dashboard, self.clock.monotonic())
         return token
 
     async def _make_room(self) -> None:
-        while len(self._sessions) >= SESSIONS_MAX:
+        while len(self._sessions) >= self.config.sessions_max:
             oldest = min(self._sessions, key=lambda t: self._sessions[t].used_at)
             await self.logout(oldest)
 
@@ -98,11 +97,6 @@ class Sessions:
         session = self._sessions.pop(token or "", None)
         if session is not None:
             await session.dashboard.stop()
-
-    def _drop(self, token: str) -> None:
-        session = self._sessions.pop(token, None)
-        if session is not None:
-            asyncio.ensure_future(session.dashboard.stop())
 
     async def stop(self) -> None:
         for token in list(self._sessions):

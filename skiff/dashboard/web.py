@@ -19,7 +19,7 @@ import jinja2
 import orjson
 from aiohttp import web
 
-from skiff.client.errors import NameServerUnavailableError, NoRouteError
+from skiff.client.errors import MessageValidationError, NameServerUnavailableError, NoRouteError
 from skiff.common.errors import SkiffError
 from skiff.dashboard.form import Form
 from skiff.dashboard.service import Dashboard
@@ -39,11 +39,17 @@ def _form(request: web.Request) -> Form:
 
 
 async def _body(request: web.Request) -> Form:
+    """The JSON body as a `Form`. Only ``application/json`` is read: a browser sends that type
+    to another site only after asking it (CORS preflight, which this server never grants), so
+    a page elsewhere cannot make a visitor's browser act on the dashboard."""
+    if not request.can_read_body:
+        return Form({})
+    if request.content_type != "application/json":
+        raise MessageValidationError(f"send the body as application/json, not {request.content_type}")
     try:
-        return Form(await request.json(loads=orjson.loads) if request.can_read_body else {})
+        return Form(await request.json(loads=orjson.loads))
     except orjson.JSONDecodeError as exc:
-        raise web.HTTPBadRequest(text=orjson.dumps({"error": f"the body is not JSON: {exc}"}).decode(),
-                                 content_type="application/json") from None
+        raise MessageValidationError(f"the body is not JSON: {exc}") from None
 
 
 READS: dict[str, tuple[str, Read]] = {
@@ -102,7 +108,7 @@ class LoginNeeded(SkiffError):
 async def _dashboard_for(request: web.Request) -> Dashboard:
     """The signed-in session's clients, else the dashboard's own when the brokers take them."""
     sessions = request.app[SESSIONS_KEY]
-    dashboard = sessions.get(request.cookies.get(SESSION_COOKIE))
+    dashboard = await sessions.get(request.cookies.get(SESSION_COOKIE))
     if dashboard is not None:
         return dashboard
     if await sessions.login_required():

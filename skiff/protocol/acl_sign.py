@@ -18,6 +18,7 @@ Java sorts keys with ``TreeMap`` (UTF-16 code units) and C++ with ``std::map``
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 from collections.abc import Mapping
@@ -41,7 +42,14 @@ def signed_text(ext_fields: Mapping[str, str] | None) -> bytes:
     """The header part of the signed content: the signed fields' values in key order, UTF-8."""
     if not ext_fields:
         return b""
-    return "".join(ext_fields[k] for k in sorted(ext_fields) if k not in UNSIGNED_FIELDS).encode()
+    return "".join([ext_fields[k] for k in sorted(ext_fields) if k not in UNSIGNED_FIELDS]).encode()
+
+
+@functools.lru_cache(maxsize=256)
+def _keyed(secret_key: str) -> hmac.HMAC:
+    """An HMAC already keyed with ``secret_key``: copying it skips the key setup (about a third
+    of a 1 KiB signature's cost). Keyed per account, so the cache stays as small as the ACL."""
+    return hmac.new(secret_key.encode(), digestmod=hashlib.sha1)
 
 
 def calc_signature(secret_key: str, ext_fields: Mapping[str, str] | None, body: Buffer = b"") -> str:
@@ -49,7 +57,8 @@ def calc_signature(secret_key: str, ext_fields: Mapping[str, str] | None, body: 
 
     The two parts are fed to one HMAC, so a multi-megabyte batch body is not copied.
     """
-    mac = hmac.new(secret_key.encode(), signed_text(ext_fields), hashlib.sha1)
+    mac = _keyed(secret_key).copy()
+    mac.update(signed_text(ext_fields))
     if body:
         mac.update(body)
     return base64.b64encode(mac.digest()).decode("ascii")

@@ -119,6 +119,31 @@ class SkiffRequestCode(IntEnum):
     """Scheduled messages per timer slot, and the timer's counters (`skiff timer slots`)."""
     CANCEL_SCHEDULED_MESSAGE = 10002
     """Cancel a scheduled message by UNIQ_KEY or offsetMsgId (`skiff timer cancel`)."""
+    GET_COMPACTION_STATUS = 10010
+    """A topic's cleanup policy and each queue's compaction state (`skiff topic compact-status`)."""
+    COMPACT_TOPIC = 10011
+    """Compact every queue of a compacted topic now (`skiff topic compact`)."""
+
+
+class PopRequestCode(IntEnum):
+    """RocketMQ 5.x's POP consumption requests (``RequestCode.POP_MESSAGE`` ...).
+
+    Above 16 bits: they travel only in JSON-serialized headers (the ROCKETMQ binary
+    header holds a 16-bit code), as a 5.x client sends them.
+    """
+
+    POP_MESSAGE = 200050
+    ACK_MESSAGE = 200051
+    PEEK_MESSAGE = 200052
+    CHANGE_MESSAGE_INVISIBLETIME = 200053
+
+
+class PopResponseCode(IntEnum):
+    """5.x response codes of POP that reuse 4.x numbers (209 and 210 were ACL codes in 4.x)."""
+
+    NO_MESSAGE = 208
+    POLLING_FULL = 209
+    POLLING_TIMEOUT = 210
 
 
 class ResponseCode(IntEnum):

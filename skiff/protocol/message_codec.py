@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import repeat
 from typing import NamedTuple
 
+from skiff.common import kernels
 from skiff.common.compression import inflate as common_inflate
 from skiff.common.errors import DecodeError
 from skiff.common.limits import BATCH_MAX_MESSAGES, COMPRESS_BODY_OVER_BYTES, FRAME_MAX_BYTES, PROPERTIES_MAX_BYTES
@@ -108,14 +109,28 @@ def encode_batch(messages: Iterable[Message], uniq_key: Callable[[], str] | None
     ``uniq_key`` makes each message's UNIQ_KEY (as clients give every message
     in a batch its own id). Topics are not encoded: the header names one.
     """
+    messages = list(messages)
+    if uniq_key is None:
+        props = [send_properties(msg).encode() for msg in messages]
+    else:
+        props = [send_properties(msg, uniq_key()).encode() for msg in messages]
+    return pack_batch(messages, props)
+
+
+def pack_batch_py(messages: Sequence[Message], properties: Sequence[bytes]) -> bytes:
+    """The batch records of ``messages`` (their bodies and flags) with ``properties``, the
+    encoded properties strings, one each: TOTALSIZE, MAGIC 0, BODYCRC 0, FLAG, BODY
+    length and bytes, PROPERTIES length (int16) and bytes."""
     parts: list[bytes] = []
     add = parts.extend
     head, props_len, fixed = _BATCH_HEAD.pack, _PROPS_LEN.pack, BATCH_RECORD_FIXED_BYTES
-    for msg in messages:
-        props = send_properties(msg, uniq_key() if uniq_key is not None else None).encode()
+    for msg, props in zip(messages, properties):
         body = msg.body
         add((head(fixed + len(body) + len(props), 0, 0, msg.flag, len(body)), body, props_len(len(props)), props))
     return b"".join(parts)
+
+
+pack_batch = kernels.select("pack_batch", pack_batch_py)
 
 
 class BatchColumns(NamedTuple):
@@ -141,6 +156,19 @@ def split_batch_columns(
     past the end raises struct.error), and `_record_error` says what is wrong with a
     record that fails it."""
     data = inflate(body) if compressed else body if type(body) is bytes else bytes(body)
+    flags, bodies, props, pos, bad = split_batch(data, max_messages)
+    if bad:
+        raise _record_error(data, pos)
+    if pos < len(data):
+        raise MessageDecodeError(f"the batch holds more than {max_messages} messages")
+    if not flags:
+        raise MessageDecodeError("the batch holds no message")
+    return BatchColumns(flags, bodies, props)
+
+
+def split_batch_py(data: bytes, max_messages: int) -> tuple[list[int], list[bytes], list[bytes], int, bool]:
+    """The flags, bodies and properties of the records of ``data`` (at most ``max_messages``),
+    the position where splitting stopped, and whether the record there failed the test."""
     flags: list[int] = []
     bodies: list[bytes] = []
     props: list[bytes] = []
@@ -154,18 +182,17 @@ def split_batch_columns(
             props_at, next_pos = pos + _BATCH_HEAD.size + body_len, pos + total
             if (body_len < 0 or next_pos > end or props_at + _PROPS_LEN.size > next_pos
                     or props_len(data, props_at)[0] != total - fixed - body_len):
-                raise _record_error(data, pos)
+                return flags, bodies, props, pos, True
             flags.append(flag)
             bodies.append(data[pos + _BATCH_HEAD.size : props_at])
             props.append(data[props_at + _PROPS_LEN.size : next_pos])
             pos = next_pos
     except struct.error:
-        raise _record_error(data, pos) from None
-    if pos < end:
-        raise MessageDecodeError(f"the batch holds more than {max_messages} messages")
-    if not flags:
-        raise MessageDecodeError("the batch holds no message")
-    return BatchColumns(flags, bodies, props)
+        return flags, bodies, props, pos, True
+    return flags, bodies, props, pos, False
+
+
+split_batch = kernels.select("split_batch", split_batch_py)
 
 
 class PropertyColumns:

@@ -64,6 +64,18 @@ def _topic_bounds(namesrv_addr: str, topic: str) -> Bounds:
     return {mq: stats[mq] for mq in sorted(readable)}
 
 
+def compacted_topics(options: SourceOptions, names: list[str]) -> set[str]:
+    """The topics whose cleanup.policy is COMPACTION on some broker (a broker that cannot
+    say, such as a RocketMQ broker, counts as not compacted)."""
+    admin = clients.admin(options.namesrv_addr)
+
+    def compacted(topic: str) -> bool:
+        return any(b.state is not None and b.state.cleanup_policy == "COMPACTION"
+                   for b in admin.compaction(topic, timeout_ms=options.pull_timeout_ms))
+
+    return {t for t, yes in zip(names, clients.pool().map(compacted, names)) if yes}
+
+
 def _ask_bounds(admin: Admin, mq: MessageQueue) -> QueueBounds:
     return QueueBounds(admin.min_offset(mq), admin.max_offset(mq))
 

@@ -65,10 +65,13 @@ class QueueRange(InputPartition):  # type: ignore[misc]
     queue_id: int
     start: int
     end: int
+    compacted: bool = False
+    """The topic is compacted (docs/compaction.md): gaps in its offsets are removed
+    records, not data loss."""
 
     @classmethod
-    def of(cls, r: OffsetRange) -> QueueRange:
-        return cls(r.mq.topic, r.mq.broker_name, r.mq.queue_id, r.start, r.end)
+    def of(cls, r: OffsetRange, compacted: bool = False) -> QueueRange:
+        return cls(r.mq.topic, r.mq.broker_name, r.mq.queue_id, r.start, r.end, compacted)
 
     @property
     def mq(self) -> MessageQueue:
@@ -128,6 +131,7 @@ class _SegmentReader:
         self.mq = part.mq
         self.end = part.end
         self.unfiltered = options.expression_type == "TAG" and options.sub_expression.strip() in ("", "*")
+        self.compacted = part.compacted
 
     async def round(self, bounds: list[tuple[int, int]]) -> list[Run]:
         segments = await asyncio.gather(*(self.segment(lo, hi) for lo, hi in bounds))
@@ -168,6 +172,8 @@ class _SegmentReader:
         elif self.unfiltered and result.status is PullStatus.NO_MATCHED_MSG:
             resume = result.next_begin_offset
         elif self.unfiltered and first is not None and first > offset:
+            if self.compacted:  # compaction removed the offsets in between
+                return offset
             resume = first
         else:
             return offset

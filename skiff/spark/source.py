@@ -29,8 +29,9 @@ from skiff.spark.pull import QueueRange, read_range
 
 
 def _partitions(options: SourceOptions, start: Offsets, end: Offsets) -> list[QueueRange]:
-    return [QueueRange.of(r) for r in plan_ranges(start, end, options.min_partitions,
-                                                  options.max_records_per_partition)]
+    ranges = plan_ranges(start, end, options.min_partitions, options.max_records_per_partition)
+    compacted = metadata.compacted_topics(options, sorted({r.mq.topic for r in ranges}))
+    return [QueueRange.of(r, r.mq.topic in compacted) for r in ranges]
 
 
 class SkiffBatchReader(DataSourceReader):  # type: ignore[misc]

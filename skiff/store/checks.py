@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from skiff.common import kernels
 from skiff.common.limits import BATCH_MAX_MESSAGES, PROPERTIES_MAX_BYTES
 from skiff.common.names import topic_error
 from skiff.common.record import HOST_V4_BYTES, HOST_V6_BYTES, record_size
@@ -75,27 +76,11 @@ class MessageChecker:
             return _illegal(topic_raw)
         if not 0 <= first.queue_id <= _INT32_MAX:
             return _illegal(f"queue id {first.queue_id} is out of range")
-        sizes = []
-        topic, queue_id = first.topic, first.queue_id
-        max_body, base = self.max_body_bytes, record_size(0, len(topic_raw), 0, 0, self.store_host_bytes)
-        sys_flags, tags, keys, uniq_keys = [], [], [], []
-        any_flags = key_count = 0
-        for m in msgs:
-            m_topic, m_queue_id, body, props, _, sys_flag, _, host, _, _, tag, words, uniq = m
-            body_len, props_len, host_len = len(body), len(props), len(host)
-            if (m_topic != topic or m_queue_id != queue_id or body_len > max_body or props_len > PROPERTIES_MAX_BYTES
-                    or host_len not in _HOST_BYTES):
-                return self._refusal(m, first)
-            sizes.append(base + body_len + props_len + host_len)
-            sys_flags.append(sys_flag)
-            tags.append(tag)
-            keys.append(words)
-            uniq_keys.append(uniq)
-            any_flags |= sys_flag
-            if uniq is not None:
-                key_count += 1
-            if words:
-                key_count += words.count(" ") + 1
+        base = record_size(0, len(topic_raw), 0, 0, self.store_host_bytes)
+        sizes, sys_flags, tags, keys, uniq_keys, any_flags, key_count, bad = batch_columns(
+            msgs, first.topic, first.queue_id, self.max_body_bytes, base)
+        if bad >= 0:
+            return self._refusal(msgs[bad], first)
         total = sum(sizes)
         if total != self.file_size and total > self.file_size - BLANK_MIN_BYTES:
             return _illegal(
@@ -117,3 +102,37 @@ class MessageChecker:
                 PutStatus.PROPERTIES_SIZE_EXCEEDED,
             )
         return _illegal(f"the born host is {len(m.born_host)} bytes, not a packed IPv4 or IPv6 address")
+
+
+def batch_columns_py(msgs: Sequence[MessageInput], topic: str, queue_id: int, max_body: int,
+                     base: int) -> tuple[list[int], list[int], list[str | None], list[str | None], list[str | None],
+                                         int, int, int]:
+    """One pass over a batch: record sizes (``base`` + body, properties and born host),
+    sysFlags, tags, keys and unique keys as columns, the sysFlags or-ed, the index keys it
+    has at most, and the number of the first message that fails the checks (-1: none)."""
+    sizes: list[int] = []
+    sys_flags: list[int] = []
+    tags: list[str | None] = []
+    keys: list[str | None] = []
+    uniq_keys: list[str | None] = []
+    any_flags = key_count = 0
+    for i, m in enumerate(msgs):
+        m_topic, m_queue_id, body, props, _, sys_flag, _, host, _, _, tag, words, uniq = m
+        body_len, props_len, host_len = len(body), len(props), len(host)
+        if (m_topic != topic or m_queue_id != queue_id or body_len > max_body or props_len > PROPERTIES_MAX_BYTES
+                or host_len not in _HOST_BYTES):
+            return sizes, sys_flags, tags, keys, uniq_keys, any_flags, key_count, i
+        sizes.append(base + body_len + props_len + host_len)
+        sys_flags.append(sys_flag)
+        tags.append(tag)
+        keys.append(words)
+        uniq_keys.append(uniq)
+        any_flags |= sys_flag
+        if uniq is not None:
+            key_count += 1
+        if words:
+            key_count += words.count(" ") + 1
+    return sizes, sys_flags, tags, keys, uniq_keys, any_flags, key_count, -1
+
+
+batch_columns = kernels.select("batch_columns", batch_columns_py)

@@ -85,6 +85,14 @@ class StoreConfig:
     """How long before its start a slot's schedule log is loaded into the wheel."""
     timer_flush_interval_ms: int = 1000
     """ms between the timer's commits: fsync of its logs, then its progress and checkpoint files."""
+    compaction_schedule_internal: int = 15 * 60_000
+    """ms between the broker's looks at its compacted topics (RocketMQ 5.1's name and spelling)."""
+    max_offset_map_size: int = 100 << 20
+    """Bytes one compaction pass's key-hash -> offset map may take (RocketMQ 5.1's name); a
+    queue with more distinct keys in its dirty part is compacted in several passes."""
+    compaction_min_dirty_ratio: float = 0.5
+    """A queue is compacted when its dirty bytes reach this share of its bytes (Kafka's
+    min.cleanable.dirty.ratio), or when a tombstone it keeps has expired."""
 
     def __post_init__(self) -> None:
         self._positive(
@@ -93,8 +101,10 @@ class StoreConfig:
             "os_page_cache_busy_time_out_mills",
             "clean_resource_interval", "max_message_size", "max_hash_slot_num",
             "max_filter_message_count", "max_msgs_num_batch", "timer_precision_ms", "timer_slot_ms",
-            "timer_flush_interval_ms",
+            "timer_flush_interval_ms", "compaction_schedule_internal", "max_offset_map_size",
         )
+        if not 0.0 <= self.compaction_min_dirty_ratio <= 1.0:
+            self._fail("compaction_min_dirty_ratio", "must be from 0 to 1")
         if self.mapped_file_size_consume_queue % CQ_ENTRY_BYTES:
             self._fail("mapped_file_size_consume_queue", f"must be a multiple of {CQ_ENTRY_BYTES}")
         if self.max_index_num < 2:

@@ -19,6 +19,7 @@ view many entries at once as a numpy array over the mapping.
 
 from __future__ import annotations
 
+import mmap
 import os
 import shutil
 import struct
@@ -27,6 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from skiff.common import kernels
 from skiff.common.errors import CorruptionError
 from skiff.store.config import CQ_ENTRY_BYTES
 from skiff.store.mapped_file import MappedFile, MappedFileQueue
@@ -155,16 +157,25 @@ class ConsumeQueue:
                tag_codes: Sequence[int]) -> None:
         """Write entries (columns) at logical offsets from ``first_offset`` on.
 
-        One ``pack_into`` per entry: a struct repeating the entry for the whole run,
-        fed by a chain of the columns, measured no cheaper for 32 entries and dearer
-        for one.
+        `put_queue_entries` writes the part of the run each file holds.
 
         Entries already present (a dispatch repeated after a failure) are skipped; an
-        empty queue may start at any offset; any other gap is corruption.
+        empty queue may start at any offset; any other gap is corruption. Entries
+        below the queue's first file are skipped too: compaction deleted those files
+        (their offsets are read from the compacted segment) while the CommitLog still
+        holds the records, which a recovery from the CommitLog's start re-dispatches.
         """
         if first_offset != self.max_offset:
-            skip = self._reconcile(first_offset, physical_offsets[0] if physical_offsets else -1)
-            physical_offsets, sizes, tag_codes = physical_offsets[skip:], sizes[skip:], tag_codes[skip:]
+            head = self.files.files[0].start // CQ_ENTRY_BYTES if self.files.files else 0
+            if first_offset < head:
+                below = min(len(physical_offsets), head - first_offset)
+                physical_offsets, sizes, tag_codes = physical_offsets[below:], sizes[below:], tag_codes[below:]
+                first_offset += below
+                if not physical_offsets:
+                    return
+            if first_offset != self.max_offset:
+                skip = self._reconcile(first_offset, physical_offsets[0] if physical_offsets else -1)
+                physical_offsets, sizes, tag_codes = physical_offsets[skip:], sizes[skip:], tag_codes[skip:]
         count = len(physical_offsets)
         if not count:
             return
@@ -172,14 +183,16 @@ class ConsumeQueue:
         pos = self.max_offset * CQ_ENTRY_BYTES
         f = self.files.find(pos)
         assert f is not None  # ensure_room made it
-        mm, rel, size, pack = f.mm, pos - f.start, f.size, ENTRY.pack_into
-        for phys, record_size, tag in zip(physical_offsets, sizes, tag_codes):
-            if rel == size:
-                f = self.files.find(f.end)
+        done = 0
+        while done < count:  # a file at a time
+            rel = pos - f.start
+            stop = min(count, done + (f.size - rel) // CQ_ENTRY_BYTES)
+            put_queue_entries(f.mm, rel, physical_offsets, sizes, tag_codes, done, stop)
+            pos += (stop - done) * CQ_ENTRY_BYTES
+            done = stop
+            if done < count:
+                f = self.files.find(pos)
                 assert f is not None
-                mm, rel = f.mm, 0
-            pack(mm, rel, phys, record_size, tag)
-            rel += CQ_ENTRY_BYTES
         self.max_offset += count
 
     def _reconcile(self, first_offset: int, first_phys: int) -> int:
@@ -277,6 +290,20 @@ class ConsumeQueue:
         self.correct_min(min_phys)
         return count
 
+    def delete_below_offset(self, offset: int) -> int:
+        """Delete files whose entries all lie below queue offset ``offset`` (never the last
+        file): a compacted queue reads those offsets from its segment. Return the count."""
+        files = self.files.files
+        count = 0
+        for f in files[:-1]:
+            if self._span(f)[1] > offset:
+                break
+            count += 1
+        if count:
+            self.files.remove_head(count)
+            self.min_offset = max(self.min_offset, self.files.files[0].start // CQ_ENTRY_BYTES)
+        return count
+
     def flush(self) -> bool:
         """fsync entries written since the last flush; True if there were any."""
         target = self.max_offset
@@ -358,3 +385,17 @@ class ConsumeQueueTable:
     def close(self) -> None:
         for cq in self.all():
             cq.files.close()
+
+
+def put_queue_entries_py(mm: mmap.mmap | memoryview, pos: int, physical_offsets: Sequence[int],
+                         sizes: Sequence[int], tag_codes: Sequence[int], first: int, stop: int) -> None:
+    """Write entries ``first`` to ``stop`` of the columns at file position ``pos``, one
+    ``pack_into`` each (a struct repeating the entry for the whole run, fed by a chain of
+    the columns, measured no cheaper for 32 entries and dearer for one)."""
+    pack = ENTRY.pack_into
+    for i in range(first, stop):
+        pack(mm, pos, physical_offsets[i], sizes[i], tag_codes[i])
+        pos += CQ_ENTRY_BYTES
+
+
+put_queue_entries = kernels.select("put_queue_entries", put_queue_entries_py)

@@ -20,7 +20,8 @@ from typing import NamedTuple
 
 from skiff.common.hashing import tag_hash
 from skiff.common.properties import Prop, decode_properties
-from skiff.common.record import read_head, read_tail
+from skiff.common.errors import DecodeError
+from skiff.common.record import body_crc, read_head, read_tail
 from skiff.common.sysflag import MessageSysFlag
 from skiff.store.commitlog import CommitLog
 from skiff.store.consume_queue import ConsumeQueueTable
@@ -133,10 +134,13 @@ def _split_runs(batch: DispatchBatch) -> list[QueueRun]:
     return runs
 
 
-def request_from_record(buf: memoryview | bytes, pos: int = 0) -> DispatchRequest:
-    """Parse the dispatch fields of the (validated) record at ``buf[pos]``."""
+def request_from_record(buf: memoryview | bytes, pos: int = 0, *, check_crc: bool = False) -> DispatchRequest:
+    """Parse the dispatch fields of the record at ``buf[pos]`` (validated, or ``check_crc``:
+    DecodeError when its body does not match its CRC)."""
     head = read_head(buf, pos)
     tail = read_tail(buf, pos, head)
+    if check_crc and body_crc(buf[tail.body_pos : tail.body_pos + tail.body_length]) != head.body_crc:
+        raise DecodeError(f"bad body CRC in the record at offset {head.physical_offset}")
     props = decode_properties(tail.properties_raw)
     return DispatchRequest(
         tail.topic, head.queue_id, head.queue_offset, head.physical_offset, head.total_size,

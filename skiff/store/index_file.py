@@ -35,12 +35,14 @@ ahead of its write position, so a full disk is an OSError, not SIGBUS.
 
 from __future__ import annotations
 
+import mmap
 import os
 import struct
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from skiff.common import kernels
 from skiff.common.errors import ConfigError
 from skiff.store.mapped_file import MappedFile
 
@@ -114,37 +116,16 @@ class IndexFile:
     def put_many(self, items: Sequence[int]) -> None:
         """Add keys given flat as (key hash, CommitLog offset, store time) triples, as many
         as `room` allows, and write the header once."""
-        mm = self.file.mm
-        slots = self.slots
-        unpack_slot, pack_slot, pack_entry = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
         number = self.index_count
         count = min(len(items) // 3, self.capacity - number)
         if count <= 0:
             return
         if number == 1:
             self.begin_phy_offset, self.begin_timestamp = items[1], items[2]
-        begin = self.begin_timestamp
-        used = self.hash_slot_count
-        entry_pos = self._entry_pos(number)
-        for i in range(0, 3 * count, 3):
-            key_hash = items[i]
-            slot_pos = _SLOTS_AT + key_hash % slots * _SLOT_BYTES
-            prev = unpack_slot(mm, slot_pos)[0]
-            if not 0 < prev < number:
-                prev = 0
-                used += 1
-            diff = (items[i + 2] - begin) // 1000
-            if diff < 0:
-                diff = 0
-            elif diff > _INT32_MAX:
-                diff = _INT32_MAX
-            pack_entry(mm, entry_pos, key_hash, items[i + 1], diff, prev)
-            pack_slot(mm, slot_pos, number)
-            number += 1
-            entry_pos += _ENTRY_BYTES
+        self.hash_slot_count += put_index_entries(self.file.mm, self.slots, self._entry_pos(number), number,
+                                                  items, count, self.begin_timestamp)
         self.end_phy_offset, self.end_timestamp = items[3 * count - 2], items[3 * count - 1]
-        self.index_count = number
-        self.hash_slot_count = used
+        self.index_count = number + count
         self.write_header()
 
     def write_header(self) -> None:
@@ -220,3 +201,32 @@ class IndexFile:
 
     def destroy(self) -> None:
         self.file.destroy()
+
+
+def put_index_entries_py(mm: mmap.mmap | memoryview, slots: int, entry_pos: int, number: int, items: list[int],
+                         count: int, begin: int) -> int:
+    """Write ``count`` entries from (key hash, offset, store time) triples at ``entry_pos``
+    (entry ``number`` on), each linked to its slot's newest entry; return how many slots
+    were empty before (the header's hashSlotCount grows by that)."""
+    unpack_slot, pack_slot, pack_entry = SLOT.unpack_from, SLOT.pack_into, ENTRY.pack_into
+    added = 0
+    for i in range(0, 3 * count, 3):
+        key_hash = items[i]
+        slot_pos = _SLOTS_AT + key_hash % slots * _SLOT_BYTES
+        prev = unpack_slot(mm, slot_pos)[0]
+        if not 0 < prev < number:
+            prev = 0
+            added += 1
+        diff = (items[i + 2] - begin) // 1000
+        if diff < 0:
+            diff = 0
+        elif diff > _INT32_MAX:
+            diff = _INT32_MAX
+        pack_entry(mm, entry_pos, key_hash, items[i + 1], diff, prev)
+        pack_slot(mm, slot_pos, number)
+        number += 1
+        entry_pos += _ENTRY_BYTES
+    return added
+
+
+put_index_entries = kernels.select("put_index_entries", put_index_entries_py)

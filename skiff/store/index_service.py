@@ -14,10 +14,11 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 from zlib import crc32
 
+from skiff.common import kernels
 from skiff.common.clock import Clock
 from skiff.common.hashing import index_key_hash
 from skiff.common.properties import KEY_SEPARATOR
@@ -38,12 +39,20 @@ _PREFIXES_MAX = 65536
 
 def index_items(batch: DispatchBatch, end_phys: int, prefixes: KeyPrefixes) -> list[int]:
     """The keys of the records at or past ``end_phys``, in CommitLog order, flat: key hash,
-    CommitLog offset, store time, key hash, ... The hash of ``topic#key`` continues the
-    CRC of ``topic#`` (``prefixes``), so it is one ``crc32`` call per key."""
-    items: list[int] = []
+    CommitLog offset, store time, key hash, ... (`index_key_items`)."""
     topics, _, _, physical_offsets, _, _, store_timestamps, sys_flags, keys_column, uniq_keys, _ = batch
+    return index_key_items(topics, physical_offsets, store_timestamps, sys_flags, keys_column, uniq_keys,
+                           bisect.bisect_left(physical_offsets, end_phys), prefixes)
+
+
+def index_key_items_py(topics: Sequence[str], physical_offsets: Sequence[int], store_timestamps: Sequence[int],
+                       sys_flags: Sequence[int], keys_column: Sequence[str | None],
+                       uniq_keys: Sequence[str | None], start: int, prefixes: Mapping[str, int]) -> list[int]:
+    """The keys of the records from number ``start`` on, flat (see `index_items`). The hash
+    of ``topic#key`` continues the CRC of ``topic#`` (``prefixes``), so it is one ``crc32``
+    call per key."""
+    items: list[int] = []
     columns = (topics, physical_offsets, store_timestamps, sys_flags, keys_column, uniq_keys)
-    start = bisect.bisect_left(physical_offsets, end_phys)
     for topic, phys, store_ts, sys_flag, keys, uniq in zip(*(c[start:] for c in columns) if start else columns):
         if sys_flag & _TX_MASK == _ROLLBACK:
             continue
@@ -55,6 +64,9 @@ def index_items(batch: DispatchBatch, end_phys: int, prefixes: KeyPrefixes) -> l
                 if key:
                     items += (crc32(key.encode(), prefix) & _HASH_MASK, phys, store_ts)
     return items
+
+
+index_key_items = kernels.select("index_key_items", index_key_items_py)
 
 
 class KeyPrefixes(dict[str, int]):

@@ -123,11 +123,11 @@ class MappedFile:
         """Read without the mapping: holes read as zeros and allocate nothing."""
         return os.pread(self._fd, length, pos)
 
-    def data_extent(self) -> tuple[int, int] | None:
-        """[first, end) of the first run of data the file system reports (holes skipped),
-        or None when the file is all hole."""
+    def data_extent(self, pos: int = 0) -> tuple[int, int] | None:
+        """[first, end) of the first run of data the file system reports at or after
+        ``pos`` (holes skipped), or None when only hole follows."""
         try:
-            lo = os.lseek(self._fd, 0, os.SEEK_DATA)
+            lo = os.lseek(self._fd, pos, os.SEEK_DATA)
         except OSError as exc:
             if exc.errno == errno.ENXIO:
                 return None
@@ -153,20 +153,38 @@ class MappedFile:
     def zero_from(self, pos: int) -> int:
         """Zero every non-zero byte from ``pos`` to the end; return how many bytes were dirty.
 
-        Only chunks that hold data are written, so a sparse or fresh tail stays unallocated.
+        The file is read with ``pread`` over the runs of data the file system reports
+        (`data_extent`), never through the mapping: recovery cuts the tail of a 1 GiB
+        CommitLog file this way, and reading it through the mapping faulted the whole
+        file into the process (1.1 GB of RSS after a restart over 7 MB of messages).
+        Blocks reserved but never written are holes to SEEK_DATA on ext4 and XFS, so
+        they are not even read. Only the non-zero bytes are written (``pwrite``: a
+        full disk answers ENOSPC, not SIGBUS), so a sparse or fresh tail stays
+        unallocated.
         """
         dirty = 0
         lo = pos
         while lo < self.size:
-            hi = min(self.size, (lo // _ZERO_SCAN_BYTES + 1) * _ZERO_SCAN_BYTES)
-            chunk = np.frombuffer(self.mm, np.uint8, hi - lo, lo)
-            nonzero = np.flatnonzero(chunk)
-            if len(nonzero):
-                dirty = lo + int(nonzero[-1]) + 1 - pos
-                chunk[:] = 0
-            del chunk
-            lo = hi
+            extent = self.data_extent(lo)
+            if extent is None:
+                break
+            lo, stop = max(lo, extent[0]), extent[1]
+            while lo < stop:
+                hi = min(stop, (lo // _ZERO_SCAN_BYTES + 1) * _ZERO_SCAN_BYTES)
+                nonzero = np.flatnonzero(np.frombuffer(os.pread(self._fd, hi - lo, lo), np.uint8))
+                if len(nonzero):
+                    first, last = lo + int(nonzero[0]), lo + int(nonzero[-1]) + 1
+                    os.pwrite(self._fd, bytes(last - first), first)
+                    dirty = last - pos
+                lo = hi
         return dirty
+
+    def release(self) -> None:
+        """Drop this process's page mappings (``MADV_DONTNEED``; the page cache keeps the
+        data, dirty pages included), so what recovery read does not stay in its RSS."""
+        with self._lock:
+            if not self.closed:
+                self.mm.madvise(mmap.MADV_DONTNEED)
 
     def close(self) -> None:
         with self._lock:

@@ -9,6 +9,7 @@ Python work unless a ``record_filter`` asks for it.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import numpy as np
@@ -17,6 +18,7 @@ from skiff.common.limits import PULL_MAX_MESSAGES
 from skiff.common.properties import Prop, decode_properties, split_keys
 from skiff.common.record import read_head, read_tail
 from skiff.store.commitlog import CommitLog
+from skiff.store.compacted_segment import Segment
 from skiff.store.consume_queue import ConsumeQueue, ConsumeQueueTable
 from skiff.store.index_service import IndexService
 from skiff.store.results import GetResult, GetStatus
@@ -25,10 +27,17 @@ RecordFilter = Callable[[memoryview], bool]
 
 
 class Reader:
-    def __init__(self, commitlog: CommitLog, queues: ConsumeQueueTable, filter_scan_max: int) -> None:
+    def __init__(self, commitlog: CommitLog, queues: ConsumeQueueTable, filter_scan_max: int,
+                 segments: dict[tuple[str, int], Segment] | None = None) -> None:
         self.commitlog = commitlog
         self.queues = queues
         self.filter_scan_max = filter_scan_max
+        self.segments: dict[tuple[str, int], Segment] = {} if segments is None else segments
+        """Compacted queues' segments (shared with `skiff.store.compaction.Compaction`)."""
+
+    def min_offset(self, cq: ConsumeQueue) -> int:
+        seg = self.segments.get((cq.topic, cq.queue_id))
+        return cq.min_offset if seg is None else min(seg.start_offset, cq.min_offset)
 
     def get_messages(
         self,
@@ -44,6 +53,14 @@ class Reader:
         if cq is None:
             return GetResult(GetStatus.NO_MATCHED_LOGIC_QUEUE, 0, 0, 0)
         lo, hi = cq.min_offset, cq.max_offset
+        seg = self.segments.get((topic, queue_id))
+        if seg is not None:
+            lo = min(lo, seg.start_offset)
+            if offset < seg.cleaned_offset:
+                found = self._from_segment(seg, offset, lo, hi, max_count, tag_codes, record_filter, max_bytes)
+                if found is not None:
+                    return found
+            offset = max(offset, seg.cleaned_offset, cq.min_offset)  # removed offsets are skipped
         if hi == 0:
             return GetResult(GetStatus.NO_MESSAGE_IN_QUEUE, 0, lo, hi)
         if offset < lo:
@@ -56,6 +73,10 @@ class Reader:
         filtered = tag_codes is not None or record_filter is not None
         entries = cq.read(offset, max(self.filter_scan_max, max_count) if filtered else max_count)
         if entries is None:
+            now = self.segments.get((topic, queue_id))
+            if now is not None and now is not seg and offset < now.cleaned_offset:
+                # a compaction switched generations and deleted this file meanwhile: read the new segment
+                return self.get_messages(topic, queue_id, offset, max_count, tag_codes, record_filter, max_bytes)
             next_file = (offset // cq.per_file + 1) * cq.per_file
             return GetResult(GetStatus.OFFSET_FOUND_NULL, next_file, lo, hi)
         try:
@@ -84,10 +105,8 @@ class Reader:
         wanted = present if tag_codes is None else present & np.isin(entries["tag"], list(tag_codes))
         del entries
         candidates = np.flatnonzero(wanted)
-        if record_filter is None:
-            take, stop = _within_limits(candidates, sizes, max_count, max_bytes)
-        else:
-            take, stop = self._filter_records(candidates, phys, sizes, max_count, max_bytes, record_filter)
+        take, stop = _pick(candidates, sizes, max_count, max_bytes, record_filter,
+                           lambda i: self.commitlog.record_view(int(phys[i])))
         next_offset = offset + (scanned if stop is None else stop)
         if not len(take):
             status = GetStatus.NO_MATCHED_MESSAGE if present.all() else GetStatus.MESSAGE_WAS_REMOVING
@@ -97,6 +116,38 @@ class Reader:
             GetStatus.FOUND, next_offset, lo, hi, self._slices(starts, ends), len(take),
             int(sizes[take].sum()), (offset + take).tolist(),
         )
+
+    def _from_segment(self, seg: Segment, offset: int, lo: int, hi: int, max_count: int,
+                      tag_codes: frozenset[int] | None, record_filter: RecordFilter | None,
+                      max_bytes: int) -> GetResult | None:
+        """A pull below the cleaned point, answered from the compacted segment: the
+        records at or after ``offset`` (removed offsets are gaps); None when the
+        segment holds none, so the pull goes on in the ConsumeQueue."""
+        first = seg.first_at(offset)
+        if first >= len(seg.offsets):
+            return None
+        max_count = max(1, min(max_count, PULL_MAX_MESSAGES))
+        filtered = tag_codes is not None or record_filter is not None
+        entries = seg.entries[first : first + (max(self.filter_scan_max, max_count) if filtered else max_count)]
+        sizes = entries["size"].astype(np.int64)
+        wanted = np.ones(len(entries), bool) if tag_codes is None else np.isin(entries["tag"], list(tag_codes))
+        candidates = np.flatnonzero(wanted)
+        take, stop = _pick(candidates, sizes, max_count, max_bytes, record_filter, lambda i: seg.record(first + i))
+        if stop is not None:
+            next_offset = int(seg.offsets[first + stop])
+        elif first + len(entries) < len(seg.offsets):
+            next_offset = int(seg.offsets[first + len(entries)])
+        else:
+            next_offset = seg.cleaned_offset
+        if not len(take):
+            return GetResult(GetStatus.NO_MATCHED_MESSAGE, next_offset, lo, hi)
+        pos = entries["pos"].astype(np.int64)[take]
+        ends = pos + sizes[take]
+        breaks = np.flatnonzero(pos[1:] != ends[:-1]) + 1
+        bounds = [0, *breaks.tolist(), len(pos)]
+        buffers = [seg.view(int(pos[a]), int(ends[b - 1])) for a, b in itertools.pairwise(bounds)]
+        return GetResult(GetStatus.FOUND, next_offset, lo, hi, buffers, len(take), int(sizes[take].sum()),
+                         seg.offsets[first + take].tolist())
 
     def _take_run(
         self, phys: np.ndarray, sizes: np.ndarray, offset: int, lo: int, hi: int, max_count: int, max_bytes: int
@@ -118,27 +169,6 @@ class Reader:
             GetStatus.FOUND, offset + count, lo, hi, buffers, count, total, list(range(offset, offset + count))
         )
 
-    def _filter_records(
-        self,
-        candidates: np.ndarray,
-        phys: np.ndarray,
-        sizes: np.ndarray,
-        max_count: int,
-        max_bytes: int,
-        record_filter: RecordFilter,
-    ) -> tuple[np.ndarray, int | None]:
-        take: list[int] = []
-        total = 0
-        for i in candidates.tolist():
-            size = int(sizes[i])
-            if len(take) >= max_count or (take and total + size > max_bytes):
-                return np.array(take, dtype=np.int64), i
-            view = self.commitlog.record_view(int(phys[i]))
-            if view is not None and record_filter(view):
-                take.append(i)
-                total += size
-        return np.array(take, dtype=np.int64), None
-
     def _slices(self, starts: np.ndarray, ends: np.ndarray) -> list[memoryview]:
         """One slice per run of back-to-back records (split where a CommitLog file ends)."""
         breaks = np.flatnonzero(starts[1:] != ends[:-1]) + 1
@@ -152,13 +182,21 @@ class Reader:
     # -- lookups ----------------------------------------------------------------
 
     def store_time(self, cq: ConsumeQueue, offset: int) -> int | None:
+        """Store time of the record at ``offset``; in a compacted queue, of the first
+        record at or after it (a removed offset's successor)."""
+        seg = self.segments.get((cq.topic, cq.queue_id))
+        if seg is not None and offset < seg.cleaned_offset:
+            i = seg.first_at(offset)
+            if i < len(seg.offsets):
+                return read_head(seg.record(i)).store_timestamp
+            offset = seg.cleaned_offset
         entry = cq.entry(offset)
         return None if entry is None else self.commitlog.store_timestamp(entry[0])
 
     def offset_by_time(self, cq: ConsumeQueue, timestamp_ms: int) -> int:
         """The first offset whose store time is at or after ``timestamp_ms`` (the max
         offset when every message is older): a binary search over store times."""
-        lo, hi = cq.min_offset, cq.max_offset
+        lo, hi = self.min_offset(cq), cq.max_offset
         while lo < hi:
             mid = (lo + hi) // 2
             t = self.store_time(cq, mid)
@@ -185,6 +223,28 @@ class Reader:
             if view is not None and _record_has_key(view, topic, key, begin_ms, end_ms):
                 out.append(bytes(view))
         return out
+
+
+def _pick(
+    candidates: np.ndarray, sizes: np.ndarray, max_count: int, max_bytes: int, record_filter: RecordFilter | None,
+    view_of: Callable[[int], memoryview | None],
+) -> tuple[np.ndarray, int | None]:
+    """The candidates within the limits that ``record_filter`` (if any) accepts, given the
+    record of entry i by ``view_of(i)``, and where the limits stopped the scan (None:
+    nothing left out)."""
+    if record_filter is None:
+        return _within_limits(candidates, sizes, max_count, max_bytes)
+    take: list[int] = []
+    total = 0
+    for i in candidates.tolist():
+        size = int(sizes[i])
+        if len(take) >= max_count or (take and total + size > max_bytes):
+            return np.array(take, dtype=np.int64), i
+        view = view_of(i)
+        if view is not None and record_filter(view):
+            take.append(i)
+            total += size
+    return np.array(take, dtype=np.int64), None
 
 
 def _within_limits(

@@ -15,6 +15,9 @@ One procedure serves a clean start and a crash alike:
    the valid end, the same code the append path runs.
 
 After a clean shutdown the checkpoint is the end, so steps 2–4 have nothing to do.
+Recovery reads only from the checkpoint on, cuts the tail with ``pread`` (never
+through the mapping), and drops its mappings of what it read, so a restart does
+not fault the CommitLog files into the broker's memory.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ def recover(
     for batch in batches_between(commitlog, start, end):
         dispatcher.dispatch(batch)
         redispatched += len(batch.sizes)
+    commitlog.release(start, end)
     for cq in queues.all():
         cq.correct_min(commitlog.min_offset)
     make_durable(root, commitlog, queues, index, end, clock)
@@ -124,10 +128,14 @@ def make_durable(
 ) -> bool:
     """fsync the derived files (and the CommitLog), then checkpoint ``dispatched``.
 
+    The CommitLog is fsynced at least through ``dispatched`` (a record boundary): the
+    flushed offset alone can fall inside a record (ASYNC_FLUSH leaves a partly written
+    page for later), and recovery must start at a record.
+
     ``dispatched`` must not exceed what was dispatched before this call began.
     Return False when the checkpoint could not be written (a full disk): that only
     makes the next recovery check more records."""
-    flushed = commitlog.flush() if flush_commitlog else commitlog.flushed
+    flushed = commitlog.flush() if flush_commitlog else commitlog.flush_through(dispatched)
     queues.flush()
     if index is not None:
         index.flush()

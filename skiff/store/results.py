@@ -50,6 +50,10 @@ class PutStatus(enum.Enum):
     UNKNOWN_ERROR = 7
     OS_PAGE_CACHE_BUSY = 8
     """The append lock stayed busy for osPageCacheBusyTimeOutMills: nothing was written."""
+    FLUSH_SLAVE_TIMEOUT = 9
+    """SYNC_MASTER: stored here, but no slave acknowledged it within slaveTimeout (set by the broker)."""
+    SLAVE_NOT_AVAILABLE = 10
+    """SYNC_MASTER: stored here, but no slave is connected or it is haSlaveFallbehindMax behind."""
 
 
 @dataclass(frozen=True, slots=True)

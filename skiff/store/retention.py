@@ -50,6 +50,7 @@ class Retention:
         queues: ConsumeQueueTable,
         index: IndexService | None,
         safe_offset: Callable[[], int],
+        pinned_offset: Callable[[], int | None] = lambda: None,
     ) -> None:
         self.config = config
         self.clock = clock
@@ -57,6 +58,8 @@ class Retention:
         self.queues = queues
         self.index = index
         self._safe_offset = safe_offset
+        self._pinned_offset = pinned_offset
+        """Where compacted queues' dirty records begin: kept unless the disk forces deletion."""
         self.disk_used = 0.0
 
     @property
@@ -88,6 +91,9 @@ class Retention:
     def _delete_commitlog_files(self, forced: bool) -> int:
         files = self.commitlog.files.files
         safe = self._safe_offset()
+        pinned = None if forced else self._pinned_offset()
+        if pinned is not None:
+            safe = min(safe, pinned)
         expiry_ms = self.config.file_reserved_time * _MS_PER_HOUR
         now = self.clock.now_ms()
         count = 0

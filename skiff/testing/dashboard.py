@@ -7,6 +7,7 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
 
+from skiff.common.clock import SYSTEM_CLOCK, Clock
 from skiff.dashboard.service import Dashboard, DashboardConfig
 from skiff.dashboard.sessions import Sessions
 from skiff.dashboard.web import build_app
@@ -14,12 +15,13 @@ from skiff.transport.loop import run_coroutine
 
 
 def with_dashboard_client(namesrv_addr: str, test: Callable[[TestClient], Awaitable[Any]], *,
-                          sample_interval_s: float = 0.2) -> None:
-    """Run ``test(client)`` against a started dashboard for ``namesrv_addr``; stop both after."""
+                          clock: Clock = SYSTEM_CLOCK, sample_interval_s: float = 0.2, **config: Any) -> None:
+    """Run ``test(client)`` against a started dashboard for ``namesrv_addr`` (``config``: more
+    `DashboardConfig` fields; ``clock`` times the sign-in sessions); stop both after."""
     async def main() -> None:
-        dashboard = Dashboard(DashboardConfig(namesrv_addr, sample_interval_s=sample_interval_s))
+        dashboard = Dashboard(DashboardConfig(namesrv_addr, sample_interval_s=sample_interval_s, **config))
         await dashboard.start()
-        sessions = Sessions(dashboard.config, dashboard)
+        sessions = Sessions(dashboard.config, dashboard, clock)
         client = TestClient(TestServer(build_app(sessions)))
         await client.start_server()
         try:

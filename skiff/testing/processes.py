@@ -186,9 +186,10 @@ short flush intervals."""
 def broker_args(store_dir: str | Path, namesrv_addr: str = "", *extra: str, host: str = "127.0.0.1", port: int = 0,
                 name: str = "broker-a", sizes: Sequence[str] = SMALL_BROKER) -> list[str]:
     """`skiff broker` arguments for a broker on ``host`` storing in ``store_dir`` (with the
-    small files and short intervals of `SMALL_BROKER` unless ``sizes`` says otherwise)."""
+    small files and short intervals of `SMALL_BROKER` unless ``sizes`` says otherwise), with no gRPC
+    endpoint unless ``extra`` names a ``--grpcServerPort``."""
     args = ["broker", f"--listenHost={host}", f"--brokerIP1={host}", f"--listenPort={port}",
-            f"--storePathRootDir={store_dir}", f"--brokerName={name}", *sizes]
+            f"--storePathRootDir={store_dir}", f"--brokerName={name}", "--grpcServerPort=0", *sizes]
     if namesrv_addr:
         args.append(f"--namesrvAddr={namesrv_addr}")
     return [*args, *extra]

@@ -26,8 +26,17 @@ from skiff.protocol.bodies.heartbeat import (
     SubscriptionData,
 )
 from skiff.protocol.bodies.lock import LockBatchRequestBody, LockBatchResponseBody
-from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.codes import PopRequestCode, RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
+from skiff.protocol.headers.pop import (
+    NORMAL_TOPIC,
+    RETRY_TOPIC,
+    AckMessageRequestHeader,
+    ChangeInvisibleTimeRequestHeader,
+    ExtraInfo,
+    PopMessageRequestHeader,
+    PopMessageResponseHeader,
+)
 from skiff.protocol.headers.pull import PullMessageRequestHeader
 from skiff.protocol.headers.send import SendMessageRequestHeader, SendMessageRequestHeaderV2
 from skiff.protocol.message_codec import compress_body, decode_stored_messages, encode_batch, send_properties
@@ -42,8 +51,9 @@ class BrokerWire:
     """Requests to one broker at ``addr`` over one `RemotingClient` connection."""
 
     def __init__(self, addr: str, *, handlers: Mapping[int, Handler] | None = None,
-                 timeout_ms: int = TIMEOUT_MS) -> None:
+                 timeout_ms: int = TIMEOUT_MS, broker_name: str = "broker-a") -> None:
         self.addr = addr
+        self.broker_name = broker_name
         self.client = RemotingClient(handlers)
         self.timeout_ms = timeout_ms
 
@@ -104,6 +114,40 @@ class BrokerWire:
             elif resp.code != ResponseCode.PULL_RETRY_IMMEDIATELY:
                 return out
             offset = int(resp.ext("nextBeginOffset") or 0)
+
+    # -- POP (RocketMQ 5.x) ------------------------------------------------------------
+
+    async def pop(self, group: str, topic: str, *, queue_id: int = -1, max_nums: int = 32,
+                  invisible_ms: int = 60_000, poll_ms: int = 0, expression: str | None = None,
+                  expression_type: str | None = None, order: bool = False,
+                  attempt_id: str | None = None) -> tuple[RemotingCommand, list[tuple[StoredMessage, ExtraInfo]]]:
+        """POP_MESSAGE, and each message found with the handle a 5.x client builds from the
+        response's pop time, invisible time, revive queue id and start offsets."""
+        header = PopMessageRequestHeader(group, topic, queue_id, max_nums, invisible_ms, poll_ms,
+                                         int(time.time() * 1000), 1, expression_type, expression, order, attempt_id)
+        resp = await self.call(PopRequestCode.POP_MESSAGE, header.to_ext(), timeout_ms=self.timeout_ms + poll_ms)
+        if resp.code != ResponseCode.SUCCESS:
+            return resp, []
+        h = PopMessageResponseHeader.from_ext(resp.ext_fields)
+        starts = {(int(k), int(q)): int(v) for k, q, v in (e.split(" ") for e in (h.start_offset_info or "").split(";"))}
+        out = []
+        for m in decode_stored_messages(resp.body):
+            kind = RETRY_TOPIC if m.topic.startswith("%RETRY%") else NORMAL_TOPIC
+            handle = ExtraInfo(starts[(kind, m.queue_id)], h.pop_time, h.invisible_time, h.revive_qid, kind,
+                               self.broker_name, m.queue_id,
+                               m.queue_offset)
+            out.append((m, handle))
+        return resp, out
+
+    async def ack(self, group: str, topic: str, handle: ExtraInfo) -> RemotingCommand:
+        header = AckMessageRequestHeader(group, topic, handle.queue_id, handle.encode(), handle.queue_offset)
+        return await self.call(PopRequestCode.ACK_MESSAGE, header.to_ext())
+
+    async def change_invisible(self, group: str, topic: str, handle: ExtraInfo,
+                               invisible_ms: int) -> RemotingCommand:
+        header = ChangeInvisibleTimeRequestHeader(group, topic, handle.queue_id, handle.encode(),
+                                                  handle.queue_offset, invisible_ms)
+        return await self.call(PopRequestCode.CHANGE_MESSAGE_INVISIBLETIME, header.to_ext())
 
     async def heartbeat(self, client_id: str, *, consumers: Iterable[ConsumerData] = (),
                         producers: Iterable[str] = ()) -> RemotingCommand:

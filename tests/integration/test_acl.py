@@ -4,12 +4,23 @@ tampered request are refused with NO_PERMISSION and a reason; the file reloads w
 
 from __future__ import annotations
 
-import asyncio
+import urllib.request
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-from skiff.client import AsyncAdmin, AsyncProducer, AsyncPullClient, Credentials, Message, MessageQueue
+from skiff.client import (
+    AsyncAdmin,
+    AsyncProducer,
+    AsyncPullClient,
+    AsyncPushConsumer,
+    ConsumeFromWhere,
+    ConsumeStatus,
+    Credentials,
+    Message,
+    MessageQueue,
+)
 from skiff.client._impl.config import ClientConfig
 from skiff.client.errors import SendFailedError
 from skiff.protocol.acl_sign import sign_command
@@ -17,7 +28,7 @@ from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.errors import NoPermissionError
 from skiff.testing.cluster import Cluster
-from skiff.testing.processes import run_skiff
+from skiff.testing.processes import broker_args, free_port, run_skiff
 from skiff.testing.waits import eventually
 from skiff.testing.wire import BrokerWire, send_header
 from skiff.transport.loop import run_coroutine
@@ -47,8 +58,14 @@ def acl_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory, acl_file: Path):
-    args = ["--aclEnable=true", f"--plainAclFile={acl_file}", "--aclReloadInterval=100"]
+def metrics_port() -> int:
+    return free_port()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, acl_file: Path, metrics_port: int):
+    args = ["--aclEnable=true", f"--plainAclFile={acl_file}", "--aclReloadInterval=100",
+            f"--metricsPort={metrics_port}"]
     with Cluster(tmp_path_factory.mktemp("acl"), broker_args=args) as c:
         async def create() -> None:
             async with AsyncAdmin(client_config=config(c, "acl-admin", ADMIN)) as admin:
@@ -103,9 +120,18 @@ def test_no_keys_or_wrong_keys_are_refused(cluster: Cluster, creds: Credentials 
     assert "not-the-secret" not in cluster.broker(0).output and out
 
 
-def test_deny_and_sub_only_topics_refuse_sends(cluster: Cluster) -> None:
+def test_deny_and_sub_only_topics_refuse_sends(cluster: Cluster, metrics_port: int) -> None:
+    before = refused_total(metrics_port)
     for topic in ("ReadOnly", "Denied"):
         assert f"no PUB permission on topic {topic}" in refused_send(cluster, topic, APP)
+    assert refused_total(metrics_port) >= before + 2  # one refusal per send attempt at least
+
+
+def refused_total(port: int) -> float:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return next(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                if s.name == "skiff_acl_refused_requests_total")
 
 
 def test_pulls_and_offset_updates_need_sub(cluster: Cluster) -> None:
@@ -206,3 +232,52 @@ def test_cli_signs_with_flags_file_or_environment(cluster: Cluster, tmp_path: Pa
             return [m.body for m in (await puller.pull(mq(cluster, "Open"), 0, 64)).messages]
     got = run_coroutine(bodies())
     assert b"signed-by-file" in got and b"signed-by-env" in got and b"unsigned" not in got
+
+
+@pytest.mark.parametrize(("content", "reason"), [
+    (None, "does not exist"),
+    ("accounts:\n  - accessKey: a\n    secretKey: topsecret77\n    defaultTopicPerm: WRITE\n",
+     "defaultTopicPerm: 'WRITE' is not DENY, PUB, SUB or PUB|SUB"),
+    ("accounts: [ {accessKey: a, secretKey: ", "not valid YAML"),
+])
+def test_broker_does_not_start_without_a_usable_acl_file(tmp_path: Path, content: str | None, reason: str) -> None:
+    path = tmp_path / "plain_acl.yml"
+    if content is not None:
+        path.write_text(content)
+    done = run_skiff(broker_args(tmp_path / "store", "", "--aclEnable=true", f"--plainAclFile={path}"))
+    assert done.returncode == 2 and reason in done.stdout, done.stdout
+    assert "topsecret77" not in done.stdout
+
+
+def test_push_consumer_with_keys_consumes_retries_and_commits(cluster: Cluster) -> None:
+    """Heartbeats, long-polling pulls, a send-back to the retry topic, the retry topic's pulls and the
+    offset commits all pass signed; the committed offsets reach what was sent."""
+    async def main() -> None:
+        offsets = [await send(cluster, "Open", APP, f"push-{i}".encode()) for i in range(4)]
+        seen: list[tuple[bytes, int]] = []
+        consumer = AsyncPushConsumer("PushG", client_config=ClientConfig(
+            cluster.namesrv_addr, instance_name="acl-push", client_ip="127.0.0.1", credentials=APP,
+            rebalance_interval_ms=500, heartbeat_broker_interval_ms=500, persist_consumer_offset_interval_ms=300),
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, trace=False)
+        consumer.subscribe("Open", "*")
+
+        def listener(msgs: list, ctx) -> ConsumeStatus:
+            seen.extend((m.body, m.reconsume_times) for m in msgs)
+            if any(m.reconsume_times == 0 and m.body == b"push-0" for m in msgs):
+                ctx.delay_level_when_next_consume = 1
+                return ConsumeStatus.RECONSUME_LATER
+            return ConsumeStatus.CONSUME_SUCCESS
+        consumer.register_listener(listener)
+        await consumer.start()
+        try:
+            await eventually(lambda: {(b"push-0", 1)} <= set(seen) and
+                             {f"push-{i}".encode() for i in range(4)} <= {b for b, _ in seen}, 30,
+                             "every message, and push-0 again from the retry topic")
+            mq = MessageQueue("Open", Cluster.broker_name(0), 0)
+            async with AsyncAdmin(client_config=config(cluster, "acl-push-admin", ADMIN)) as admin:
+                async def committed() -> bool:
+                    return (await admin.fetch_consumer_offset("PushG", mq) or 0) > max(offsets)
+                await eventually(committed, 30, "the push consumer's signed offset commit")
+        finally:
+            await consumer.shutdown()
+    run_coroutine(main())

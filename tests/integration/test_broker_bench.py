@@ -19,3 +19,40 @@ def test_quick_broker_bench_reports_every_phase():
     for phase in ("latency_batched", "latency_single"):
         lat = figures[phase]
         assert lat["requests"] > 0 and 0 < lat["p50_ms"] <= lat["p99_ms"] <= lat["max_ms"]
+
+
+def test_quick_broker_bench_with_acl_and_metrics_signs_every_request():
+    """With --acl every request is signed and checked (an unsigned one would fail the run with
+    NO_PERMISSION); with --metrics one scrape is timed."""
+    done = run_skiff(["bench", "broker", "--quick", "--json", "--acl", "--metrics",
+                      "--phases", "produce_batched,consume"], timeout_s=120)
+    assert done.returncode == 0, done.stdout
+    figures = json.loads(done.stdout[done.stdout.index("{"):])
+    assert figures["acl"] is True and figures["metrics"] is True
+    assert figures["consume"]["messages"] == figures["produce_batched"]["messages"] > 0
+    assert figures["scrape"]["bytes"] > 0 and figures["scrape"]["ms"] > 0
+
+
+def test_acl_micro_bench_reports_each_request_kind():
+    done = run_skiff(["bench", "acl", "--json", "--calls", "50", "--repeat", "1"], timeout_s=120)
+    assert done.returncode == 0, done.stdout
+    figures = json.loads(done.stdout[done.stdout.index("{"):])
+    assert set(figures) == {"send_single_1k", "send_batch_64x1k", "pull"}
+    assert all(f["check_us"] > 0 and f["sign_us"] > 0 for f in figures.values())
+    assert figures["send_batch_64x1k"]["body_bytes"] > 64 * 1024
+
+
+def test_metrics_micro_bench_reports_the_added_work():
+    done = run_skiff(["bench", "metrics", "--json", "--calls", "2000", "--repeat", "1"], timeout_s=120)
+    assert done.returncode == 0, done.stdout
+    figures = json.loads(done.stdout[done.stdout.index("{"):])
+    assert set(figures) == {"latency_histogram_us", "send_counters_us", "pull_counters_us"}
+    assert figures["send_counters_us"] > 0 and figures["pull_counters_us"] > 0
+
+
+def test_replication_bench_runs_sync_master_with_a_slave():
+    done = run_skiff(["bench", "replication", "--seconds", "0.5", "--sizes", "100", "--modes", "sync",
+                      "--producers", "2", "--json"], timeout_s=120)
+    assert done.returncode == 0, done.stdout
+    (row,) = json.loads(done.stdout[done.stdout.index("["):])
+    assert row["mode"] == "sync" and row["messages"] > 0 and row["master_cpu_us_per_message"] > 0

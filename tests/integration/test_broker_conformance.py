@@ -6,23 +6,34 @@ pins Skiff's answer."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from skiff.common.message import Message
+from skiff.common.msgid import decode_offset_msg_id
 from skiff.common.sysflag import MessageSysFlag
+from skiff.protocol.bodies.client_calls import ResetOffsetBody
+from skiff.protocol.bodies.consumer import ConsumeStats, ConsumerIdList
+from skiff.protocol.bodies.heartbeat import ExpressionType, SubscriptionData
 from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.headers.admin import CreateTopicRequestHeader, GetConsumeStatsRequestHeader
+from skiff.protocol.headers.client_calls import ResetOffsetRequestHeader
 from skiff.protocol.headers.consumer import (
+    ConsumerSendMsgBackRequestHeader,
     GetConsumerListByGroupRequestHeader,
     QueryConsumerOffsetRequestHeader,
     QueueRequestHeader,
+    SearchOffsetRequestHeader,
     UpdateConsumerOffsetRequestHeader,
 )
+from skiff.protocol.headers.query import ViewMessageRequestHeader
+from skiff.protocol.headers.transaction import EndTransactionRequestHeader
 from skiff.protocol.message_codec import decode_stored_messages
 from skiff.testing.cluster import Cluster
 from skiff.testing.waits import eventually
-from skiff.testing.wire import BrokerWire, with_wire
+from skiff.testing.wire import BrokerWire, consumer, with_wire
 
 EVERY_HOUR = ";".join(f"{h:02d}" for h in range(24))
 RETENTION = ["--fileReservedTime=0", f"--deleteWhen={EVERY_HOUR}", "--cleanResourceInterval=100",
@@ -182,4 +193,91 @@ def test_pull_offsets_below_min_past_max_and_on_unknown_queues(cluster: Cluster)
         for queue_id in (-1, 4):
             assert (await wire.pull("CG-pull", "CF-pull", queue_id, 0)).code == ResponseCode.SYSTEM_ERROR
         assert (await wire.pull("CG-pull", "CF-no-topic", 0, 0)).code == ResponseCode.TOPIC_NOT_EXIST
+    with_wire(cluster.broker_addr(), test)
+
+
+# --------------------------------------------- send-back, lookups, transactions
+
+def test_send_back_of_a_missing_offset_and_with_a_negative_level(cluster: Cluster):
+    """asyncConsumerSendMsgBack: an offset with no message is SYSTEM_ERROR; a negative delay level
+    sends the message straight to the group's DLQ, whatever its reconsume count."""
+    async def test(wire: BrokerWire):
+        sent = await wire.send(Message.of("CF-back", b"poison"), queue_id=0)
+        phys = decode_offset_msg_id(sent.ext("msgId")).physical_offset
+        missing = await wire.call(RequestCode.CONSUMER_SEND_MSG_BACK,
+                                  ConsumerSendMsgBackRequestHeader(phys + 10**9, "CG-back", 0).to_ext())
+        assert missing.code == ResponseCode.SYSTEM_ERROR and str(phys + 10**9) in missing.remark
+        dead = await wire.call(RequestCode.CONSUMER_SEND_MSG_BACK,
+                               ConsumerSendMsgBackRequestHeader(phys, "CG-back", -1).to_ext())
+        assert dead.code == ResponseCode.SUCCESS, dead.remark
+        [msg] = await wire.pull_messages("CG-dlq-reader", "%DLQ%CG-back", 0)
+        assert msg.body == b"poison" and msg.reconsume_times == 1 and msg.properties["RETRY_TOPIC"] == "CF-back"
+    with_wire(cluster.broker_addr(), test)
+
+
+def test_lookups_of_what_is_not_there(cluster: Cluster):
+    """VIEW_MESSAGE_BY_ID past the CommitLog: SYSTEM_ERROR; SEARCH_OFFSET_BY_TIMESTAMP on an
+    unknown queue: 0; GET_EARLIEST_MSG_STORETIME of an empty or unknown queue: -1;
+    END_TRANSACTION for an offset holding no half message: SYSTEM_ERROR."""
+    async def test(wire: BrokerWire):
+        view = await wire.call(RequestCode.VIEW_MESSAGE_BY_ID, ViewMessageRequestHeader(2**40).to_ext())
+        assert view.code == ResponseCode.SYSTEM_ERROR and view.body == b""
+        search = await wire.call(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP,
+                                 SearchOffsetRequestHeader("CF-nowhere", 0, 1).to_ext())
+        assert (search.code, search.ext("offset")) == (ResponseCode.SUCCESS, "0")
+        earliest = await wire.call(RequestCode.GET_EARLIEST_MSG_STORETIME, QueueRequestHeader("CF-nowhere", 0).to_ext())
+        assert (earliest.code, earliest.ext("timestamp")) == (ResponseCode.SUCCESS, "-1")
+        end = await wire.call(RequestCode.END_TRANSACTION, EndTransactionRequestHeader(
+            "PG-none", 0, 2**40, int(MessageSysFlag.TRANSACTION_COMMIT), "00").to_ext())
+        assert end.code == ResponseCode.SYSTEM_ERROR
+    with_wire(cluster.broker_addr(), test)
+
+
+def test_heartbeat_with_a_subscription_the_broker_cannot_serve(cluster: Cluster):
+    """Deliberate difference: Java answers such a heartbeat SUCCESS; Skiff registers the member
+    as Java does but answers why it will get nothing (docs/protocol.md)."""
+    async def test(wire: BrokerWire):
+        sql = SubscriptionData("CF-hb", "a > 1", expression_type=ExpressionType.SQL92)
+        data = dataclasses.replace(consumer("CG-hb", "CF-hb"), subscription_data_set=(sql,))
+        resp = await wire.heartbeat("client-hb", consumers=[data])
+        assert resp.code == ResponseCode.SYSTEM_ERROR and "set enablePropertyFilter=true" in resp.remark
+        members = await wire.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                                  GetConsumerListByGroupRequestHeader("CG-hb").to_ext())
+        assert members.code == ResponseCode.SUCCESS
+        assert ConsumerIdList.from_json(members.body).consumer_id_list == ("client-hb",)
+    with_wire(cluster.broker_addr(), test)
+
+
+def test_consume_stats_cover_read_queues_and_count_a_negative_offset_as_zero(cluster: Cluster):
+    """getConsumeStats: one row per read queue of each topic the group has offsets on; a stored
+    offset below 0 is reported as 0 (so the lag is the whole queue, not one more)."""
+    async def test(wire: BrokerWire):
+        created = await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC,
+                                  CreateTopicRequestHeader("CF-stats", "TBW102", 3, 2, 6, "SINGLE_TAG").to_ext())
+        assert created.code == ResponseCode.SUCCESS, created.remark
+        for _ in range(2):
+            await wire.send(Message.of("CF-stats", b"s"), queue_id=1)
+        await commit(wire, "CG-stats", "CF-stats", 1, -1)
+        resp = await wire.call(RequestCode.GET_CONSUME_STATS, GetConsumeStatsRequestHeader("CG-stats").to_ext())
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        table = {mq.queue_id: (w.broker_offset, w.consumer_offset) for mq, w in
+                 ConsumeStats.from_json(resp.body).offset_table.items()}
+        assert table == {0: (0, 0), 1: (2, 0), 2: (0, 0)}
+    with_wire(cluster.broker_addr(), test)
+
+
+def test_reset_offset_of_an_offline_group_with_a_negative_offset(cluster: Cluster):
+    """Deliberate difference: Java's broker refuses a reset for a queue the group has no offset on
+    and only tells online consumers (CONSUMER_NOT_ONLINE otherwise); Skiff commits the new offsets
+    itself, a stored -1 counting as no offset, so even a non-forced reset takes effect."""
+    async def test(wire: BrokerWire):
+        for _ in range(3):
+            await wire.send(Message.of("CF-reset", b"r"), queue_id=0)
+        await commit(wire, "CG-reset", "CF-reset", 0, -1)
+        resp = await wire.call(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+                               ResetOffsetRequestHeader("CF-reset", "CG-reset", -1, False).to_ext())
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        table = {mq.queue_id: off for mq, off in ResetOffsetBody.from_json(resp.body).offset_table.items()}
+        assert table[0] == 3
+        assert await query(wire, "CG-reset", "CF-reset", 0) == (ResponseCode.SUCCESS, 3)
     with_wire(cluster.broker_addr(), test)

@@ -52,7 +52,7 @@ def test_a_port_in_use_exits_non_zero(tmp_path: Path):
 
 def test_the_example_config_starts_a_broker(tmp_path: Path):
     args = ["broker", "-c", str(REPO / "examples" / "broker.conf"), "--listenHost=127.0.0.1",
-            "--listenPort=0", f"--storePathRootDir={tmp_path}", "--namesrvAddr="]
+            "--listenPort=0", f"--storePathRootDir={tmp_path}", "--namesrvAddr=", "--grpcServerPort=0"]
     with start_skiff(args) as broker:
         assert "broker broker-a of cluster DefaultCluster" in broker.output
     assert broker.popen.returncode == 0
@@ -134,10 +134,10 @@ def test_sigkill_under_sync_flush_loses_no_acknowledged_message(tmp_path: Path):
 
 
 def test_skiff_up_runs_a_namesrv_and_a_broker_in_one_process(tmp_path: Path):
-    metrics_port = free_port()
+    metrics_port, grpc_port = free_port(), free_port()
     args = ["up", "--dir", "data", "--namesrv-port", "0", "--broker-port", "0", "--listenHost=127.0.0.1",
             "--mappedFileSizeCommitLog=4194304", "--maxHashSlotNum=1024", "--maxIndexNum=4096",
-            "--metrics-port", str(metrics_port), "--namesrv-metrics-port", "0"]
+            "--metrics-port", str(metrics_port), "--namesrv-metrics-port", "0", f"--grpcServerPort={grpc_port}"]
     with start_skiff(args, cwd=tmp_path) as up:
         m = up.wait_for_line(r"skiff broker listening on (?P<host>[\d.]+):(?P<port>\d+), store data ")
         broker_addr = f"{m['host']}:{m['port']}"
@@ -154,5 +154,37 @@ def test_skiff_up_runs_a_namesrv_and_a_broker_in_one_process(tmp_path: Path):
                 await wire.close()
         run_coroutine(use())
         assert f"registered with 127.0.0.1:{up.port}" in up.output
+        assert f"gRPC endpoint (RocketMQ 5.x clients) listening on 127.0.0.1:{grpc_port}" in up.output
     assert up.popen.returncode == 0 and "skiff broker stopped" in up.output
     assert (tmp_path / "data" / "commitlog").is_dir() and not (tmp_path / "data" / "abort").exists()
+
+
+def _disk_bytes(root: Path) -> int:
+    """Bytes the file system allocated under ``root`` (sparse files count what they hold)."""
+    return sum(p.stat().st_blocks * 512 for p in root.rglob("*") if p.is_file())
+
+
+def test_skiff_up_uses_try_out_file_sizes_and_little_disk(tmp_path: Path):
+    args = ["up", "--dir", "data", "--namesrv-port", "0", "--broker-port", "0", "--listenHost=127.0.0.1",
+            "--metrics-port", "0", "--namesrv-metrics-port", "0", "--no-dashboard", "--grpcServerPort=0"]
+    with start_skiff(args, cwd=tmp_path) as up:
+        m = up.wait_for_line(r"skiff broker listening on (?P<host>[\d.]+):(?P<port>\d+), store data ")
+
+        async def use():
+            wire = BrokerWire(f"{m['host']}:{m['port']}")
+            try:
+                for queue_id in range(4):
+                    sent = await wire.send_batch("TryOut", [Message.of("TryOut", b"x" * 1024, keys="k")] * 8,
+                                                 queue_id=queue_id)
+                    assert sent.code == ResponseCode.SUCCESS
+                assert len(await wire.pull_messages("G", "TryOut", 3)) == 8
+            finally:
+                await wire.close()
+        run_coroutine(use())
+    assert up.popen.returncode == 0
+    store = tmp_path / "data"
+    (commitlog,) = (store / "commitlog").iterdir()
+    assert commitlog.stat().st_size == 64 << 20
+    assert {f.stat().st_size for f in (store / "consumequeue" / "TryOut").rglob("0*") if f.is_file()} == {600_000}
+    used = _disk_bytes(store)
+    assert (64 << 20) <= used <= 200_000_000, f"a try-out store takes {used / 1e6:.0f} MB"

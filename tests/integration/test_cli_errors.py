@@ -42,6 +42,21 @@ def test_queue_counts_say_their_true_range(cluster: Cluster, flag: str, value: s
     assert done.returncode == 2 and f"{value} is out of range: 1 to 1024" in done.stderr, done.stderr
 
 
+@pytest.mark.parametrize("args,why", [
+    (["consume", "-t", "T", "--count", "0"], "argument --count: 0 is out of range: at least 1"),
+    (["consume", "-t", "T", "--count", "abc"], "argument --count: 'abc' is not a number"),
+    (["consume", "-t", "T", "--timeout-s", "-1"], "argument --timeout-s: -1 is out of range: at least 0"),
+    (["send", "-t", "T", "x", "--count", "0"], "argument --count: 0 is out of range: at least 1"),
+    (["send", "-t", "T", "x", "--delay-level", "-3"], "argument --delay-level: -3 is out of range: at least 0"),
+    (["message", "query", "--key", "k", "-t", "T", "--max", "0"], "argument --max: 0 is out of range: at least 1"),
+    (["consumer", "create", "-g", "G", "--retry-max-times", "-5"], "-5 is out of range: at least 0"),
+])
+def test_numbers_out_of_range_are_bad_arguments(args: list[str], why: str):
+    """Refused by argparse before anything is contacted (here nothing listens at all)."""
+    done = skiff(None, *args, "-n", "127.0.0.1:1")
+    assert done.returncode == 2 and why in done.stderr, done.stderr
+
+
 def test_bad_namesrv_address_is_a_bad_argument():
     done = skiff(None, "topic", "list", "-n", "nonsense")
     assert done.returncode == 2 and "'nonsense' is not a host:port address" in done.stderr

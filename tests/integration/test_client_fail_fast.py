@@ -26,8 +26,13 @@ def nobody() -> str:
 
 
 def short_and_clear(exc: BaseException) -> None:
-    """The exception a user sees: its own message, no cause chain, no frames of the client's internals."""
-    assert exc.__cause__ is None and exc.__suppress_context__
+    """The exception a user sees: its own message, no frames of the client's internals (a cause,
+    if any, shown as one line), no implicit context."""
+    assert exc.__suppress_context__
+    cause = exc.__cause__
+    while cause is not None:
+        assert cause.__traceback__ is None and cause.__suppress_context__
+        cause = cause.__cause__
     frames = traceback.extract_tb(exc.__traceback__)
     inner = [f for f in frames if "/skiff/" in f.filename and Path(f.filename).name not in BLOCKING_LAYER]
     assert inner == [] and not [f for f in frames if "asyncio" in f.filename], frames

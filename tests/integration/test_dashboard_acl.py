@@ -1,14 +1,23 @@
 """The dashboard in front of brokers with ACL on: nothing without signing in, a sign-in checked
-by the brokers, and each person's actions allowed or refused by their own account."""
+by the brokers, and each person's actions allowed or refused by their own account; through
+the JSON API and in a headless Chromium (tests/integration/dashboard_browser_kit.py)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from aiohttp.test_utils import TestClient
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
 
+from skiff.common.clock import ManualClock
+from skiff.dashboard.sessions import SESSION_COOKIE
 from skiff.testing.cluster import Cluster
 from skiff.testing.dashboard import api_call as call
 from skiff.testing.dashboard import with_dashboard_client
+from skiff.testing.processes import start_skiff
+from tests.integration.dashboard_browser_kit import Page, browser, shots  # noqa: F401 - fixtures
 from tests.integration.test_acl import ACL  # app-user: Open=PUB|SUB, others DENY; admin-user: admin
 
 
@@ -57,3 +66,48 @@ def test_sign_in_is_needed_checked_by_the_brokers_and_acts_as_the_account(cluste
         await call(client, "GET", "/api/topics", status=401)
 
     with_dashboard_client(cluster.namesrv_addr, test)
+
+
+def test_sessions_end_when_idle_and_past_the_cap(cluster: Cluster):
+    clock = ManualClock()
+
+    async def test(client: TestClient) -> None:
+        await sign_in(client, "app-user", "app-secret-1")
+        clock.advance(59_000)
+        await call(client, "GET", "/api/topics")  # used: the idle time starts again
+        clock.advance(59_000)
+        await call(client, "GET", "/api/topics")
+        clock.advance(61_000)
+        await call(client, "GET", "/api/topics", status=401)
+
+        tokens = []
+        for _ in range(3):  # three browsers; two sessions at most
+            client.session.cookie_jar.clear()
+            await sign_in(client, "app-user", "app-secret-1")
+            tokens.append(next(c.value for c in client.session.cookie_jar if c.key == SESSION_COOKIE))
+            clock.advance(1_000)
+        for token, status in zip(tokens, (401, 200, 200)):
+            client.session.cookie_jar.clear()
+            client.session.cookie_jar.update_cookies({SESSION_COOKIE: token})
+            await call(client, "GET", "/api/topics", status=status)
+
+    with_dashboard_client(cluster.namesrv_addr, test, clock=clock, session_idle_s=60.0, sessions_max=2)
+
+
+@pytest.mark.slow
+def test_sign_in_in_a_browser(cluster: Cluster, browser: WebDriver, shots: Path):
+    with start_skiff(["dashboard", "-n", cluster.namesrv_addr, "--port", "0"]) as dashboard:
+        page = Page(browser, f"http://127.0.0.1:{dashboard.port}", shots)
+        page.open("/topics")
+        assert browser.current_url.endswith("/login?next=/topics")
+        page.fill("#login-form", access_key="app-user", secret_key="wrong-secret")
+        assert "the brokers refuse access key 'app-user'" in page.wait_text("#flash", bool, "the refusal")
+        page.fill("#login-form", access_key="app-user", secret_key="app-secret-1")
+        page.wait_text("h1", lambda t: t == "Topics", "the topics page after signing in")
+        assert page.text("#user") == "app-user"
+        page.fill("#topic-form", topic="Open", queue_nums=1)
+        refusal = page.wait_text("#flash", bool, "the broker's refusal of a non-admin")
+        assert refusal.startswith("NO_PERMISSION (16):") and "'app-user'" in refusal
+        page.shot("acl-refused")
+        browser.find_element(By.ID, "logout").click()
+        page.wait_text("h1", lambda t: t == "Sign in", "the sign-in page after signing out")

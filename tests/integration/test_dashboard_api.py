@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
+from skiff.client import AsyncProducer, Message
+from skiff.client._impl.config import ClientConfig
 from skiff.testing.cluster import Cluster
 from skiff.testing.dashboard import api_call as call
 from skiff.testing.dashboard import with_dashboard_client
@@ -79,6 +81,8 @@ def test_cluster_topics_messages_and_trace(cluster: Cluster):
 def test_lag_rises_with_sends_falls_with_consumption_and_resets_by_time(cluster: Cluster):
     async def test(client: TestClient) -> None:
         await call(client, "POST", "/api/topics", {"topic": "ApiLag", "queue_nums": 2})
+        await call(client, "POST", "/api/groups/api-g/consume", {"topic": "NoSuchTopic"}, status=404)
+        assert "api-g" not in {g["group"] for g in (await call(client, "GET", "/api/groups"))["groups"]}
         first = await call(client, "POST", "/api/groups/api-g/consume", {"topic": "ApiLag"})
         assert first["messages"] == []
         group = await call(client, "GET", "/api/groups/api-g")
@@ -110,8 +114,9 @@ async def _rates(client: TestClient) -> Any:
     return d if len(d["time"]) >= 2 else None
 
 
-UP_ARGS = ["up", "--dir", "data", "--namesrv-port", "0", "--broker-port", "0", "--mappedFileSizeCommitLog=4194304",
-           "--maxHashSlotNum=1024", "--maxIndexNum=4096"]
+UP_ARGS = ["up", "--dir", "data", "--namesrv-port", "0", "--broker-port", "0", "--metrics-port", "0",
+           "--namesrv-metrics-port", "0", "--mappedFileSizeCommitLog=4194304", "--maxHashSlotNum=1024",
+           "--maxIndexNum=4096", "--grpcServerPort=0"]
 
 
 def test_skiff_up_serves_the_dashboard_and_its_start_line_says_where(tmp_path: Path):
@@ -135,10 +140,29 @@ def test_skiff_dashboard_refuses_bad_arguments_and_a_port_in_use():
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        for args, reason in [
-            (["--port", str(port)], f"skiff: the dashboard cannot listen on 127.0.0.1:{port}: "),
-            (["--port", "70000"], "skiff: dashboard port 70000 is not a port (0 picks a free one)"),
-            (["-n", "nonsense"], "skiff: namesrv_addr: 'nonsense' is not a host:port address"),
+        for args, code, reason in [  # bad input exits 2, a port in use 1 (skiff.cli.main)
+            (["--port", str(port)], 1, f"skiff: the dashboard cannot listen on 127.0.0.1:{port}: "),
+            (["--port", "70000"], 2, "skiff: dashboard port 70000 is not a port (0 picks a free one)"),
+            (["-n", "nonsense"], 2, "skiff: namesrv_addr: 'nonsense' is not a host:port address"),
         ]:
             proc = run_skiff(["dashboard", *args])
-            assert proc.returncode == 1 and reason in proc.stdout, proc.stdout
+            assert proc.returncode == code and reason in proc.stdout, proc.stdout
+
+
+def test_timer_slots_show_a_message_scheduled_for_later(cluster: Cluster):
+    async def test(client: TestClient) -> None:
+        await call(client, "POST", "/api/topics", {"topic": "ApiLater", "queue_nums": 1})
+        due = int(time.time() * 1000) + 3_600_000
+        async with AsyncProducer("PG-dashboard-timer", client_config=ClientConfig(
+                cluster.namesrv_addr, "dashboard-timer", client_ip="127.0.0.1"), trace=False) as producer:
+            await producer.send(Message.of("ApiLater", b"later", deliver_time_ms=due))
+        async def scheduled() -> dict[str, Any] | None:  # the timer files the message from the CommitLog
+            (broker,) = (await call(client, "GET", "/api/timer"))["brokers"]
+            assert broker["error"] is None
+            return broker if broker["scheduled"] else None
+        broker = await eventually(scheduled, 30, "the message in the timer's slots")
+        assert broker["scheduled"] == 1
+        (slot,) = [s for s in broker["slots"] if s["scheduled"]]
+        assert slot["slot_start_ms"] <= due < slot["slot_start_ms"] + broker["slot_ms"]
+
+    with_client(cluster, test)

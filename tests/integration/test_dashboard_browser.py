@@ -2,21 +2,16 @@
 the system chromedriver; `make chromium` installs both) against real NameServer, broker and
 `skiff dashboard` processes. It walks the main flows a user takes, checks what each page
 shows against what the test did, and saves a screenshot of each page to a temporary directory
-(its path is printed; pytest -s shows it)."""
+(its path is printed; pytest -s shows it). Sign-in with ACL on is in test_dashboard_acl.py."""
 
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
@@ -25,8 +20,8 @@ from skiff.client._impl.config import ClientConfig
 from skiff.testing.cluster import Cluster
 from skiff.testing.processes import SkiffProcess, start_skiff
 from skiff.testing.waits import wait_for
+from tests.integration.dashboard_browser_kit import Page, browser, shots  # noqa: F401 - fixtures
 
-CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 TOPIC, GROUP, DLQ_GROUP = "BrowserOrders", "browser-g", "browser-dlq"
 pytestmark = pytest.mark.slow
 
@@ -41,76 +36,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def dashboard(cluster: Cluster) -> Iterator[SkiffProcess]:
     with start_skiff(["dashboard", "-n", cluster.namesrv_addr, "--port", "0"]) as proc:
         yield proc
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[WebDriver]:
-    assert CHROMIUM and CHROMEDRIVER, "Chromium and its driver are missing: run `make chromium`"
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1400,1000"):
-        options.add_argument(arg)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(30)
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-@pytest.fixture(scope="module")
-def shots() -> Path:
-    """A directory of its own (pytest prunes its temporary directories while others run)."""
-    path = Path(tempfile.mkdtemp(prefix="skiff-dashboard-screenshots-"))
-    print(f"dashboard screenshots in {path}")
-    return path
-
-
-class Page:
-    """The browser on one dashboard, with waits on what the page shows."""
-
-    def __init__(self, driver: WebDriver, base: str, shots: Path) -> None:
-        self.driver, self.base, self.shots = driver, base, shots
-
-    def open(self, path: str) -> None:
-        self.driver.get(self.base + path)
-
-    def text(self, css: str) -> str:
-        return self.driver.find_element(By.CSS_SELECTOR, css).text
-
-    def fill(self, form: str, **fields: Any) -> None:
-        for name, value in fields.items():
-            el = self.driver.find_element(By.CSS_SELECTOR, f"{form} [name={name}]")
-            el.clear()
-            el.send_keys(str(value))
-        self.driver.find_element(By.CSS_SELECTOR, f"{form} button").click()
-
-    def wait_text(self, css: str, predicate: Any, what: str, timeout_s: float = 20.0, reload: bool = False) -> str:
-        def check() -> str | None:
-            if reload:
-                self.driver.refresh()
-            try:
-                found = self.driver.find_elements(By.CSS_SELECTOR, css)
-                text = found[0].text if found else ""
-            except StaleElementReferenceException:
-                return None
-            return text if predicate(text) else None
-        try:
-            return wait_for(check, timeout_s, what)
-        except AssertionError:
-            self.shot("failed")
-            raise AssertionError(f"{what} did not happen within {timeout_s} s on {self.driver.current_url}:\n"
-                                 f"{self.text('main')}") from None
-
-    def result(self) -> Any:
-        """The JSON an action answered (shown under the page), once it is there."""
-        self.wait_text("#flash", lambda t: t, "the action's answer")
-        assert "ok" in self.driver.find_element(By.ID, "flash").get_attribute("class"), self.text("#flash")
-        return json.loads(self.driver.find_element(By.ID, "result").get_attribute("textContent"))
-
-    def shot(self, name: str) -> None:
-        self.driver.save_screenshot(str(self.shots / f"{name}.png"))
 
 
 def test_main_flows_in_a_browser(cluster: Cluster, dashboard: SkiffProcess, browser: WebDriver, shots: Path):
@@ -154,6 +79,17 @@ def test_main_flows_in_a_browser(cluster: Cluster, dashboard: SkiffProcess, brow
     consumed = page.result()["messages"]
     assert sorted(m["keys"][0] for m in consumed) == ["order-1", "order-2", "order-3"]
     page.wait_text("#total-lag", lambda t: t == "0", "the lag to fall to 0")
+
+    # reset the offsets to ten minutes ago (before the topic existed): all three are lag again
+    when = browser.find_element(By.CSS_SELECTOR, "#reset-form [name=timestamp]")
+    browser.execute_script("const d = new Date(Date.now() - 600000 - new Date().getTimezoneOffset() * 60000);"
+                           "arguments[0].value = d.toISOString().slice(0, 19);", when)
+    browser.find_element(By.CSS_SELECTOR, "#reset-form button").click()
+    page.wait_text("#total-lag", lambda t: t == "3", "the lag back at 3 after the reset", reload=True)
+    page.open("/groups")
+    row = page.wait_text(f"#groups tr:has(a[href='/groups/{GROUP}'])", bool, "the group in the list")
+    assert row.split() == [GROUP, "0", TOPIC, "3", "0.0"]
+    page.shot("groups")
 
     # query the message by key, open it: body preview and trace
     page.open("/messages")
@@ -203,6 +139,8 @@ def test_main_flows_in_a_browser(cluster: Cluster, dashboard: SkiffProcess, brow
                        reload=True, timeout_s=30)
         trace = page.text("#trace")
         assert trace.index("send by") < trace.index("consume by")
+        assert trace.splitlines()[0].split()[2] == "+0"  # each event's time after the send
+        assert f"to {TOPIC} on broker-a" in trace and f"to %RETRY%{DLQ_GROUP} on broker-a" in trace  # the resend
         assert "failed" in trace and "success" in trace
         page.shot("trace")
     finally:
@@ -216,5 +154,14 @@ def test_main_flows_in_a_browser(cluster: Cluster, dashboard: SkiffProcess, brow
     page.shot("cluster")
     page.open("/timer")
     assert "Nothing scheduled." in page.text("main")
+
+    # more queues from the topic page, then delete the topic from the list (after confirming)
+    page.open(f"/topics/{TOPIC}")
+    page.fill("#topic-form", queue_nums=3, read_queue_nums=3)
+    page.wait_text("#route", lambda t: "broker-a 3 3 6" in t, "the route with three queues", reload=True)
+    page.open("/topics")
+    browser.find_element(By.XPATH, f"//tr[td/a[text()='{TOPIC}']]//button").click()
+    browser.switch_to.alert.accept()
+    page.wait_text("#topics", lambda t: TOPIC not in t, "the topic gone from the list", reload=True)
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, errors

@@ -12,6 +12,7 @@ from skiff.testing.processes import SkiffProcess, skiff_command
 from skiff.testing.waits import wait_for
 
 UP = ["up", "--dir", "data", "--namesrv-port", "0", "--broker-port", "0", "--listenHost=127.0.0.1",
+      "--metrics-port", "0", "--namesrv-metrics-port", "0", "--no-dashboard", "--grpcServerPort=0",
       "--mappedFileSizeCommitLog=4194304", "--maxHashSlotNum=1024", "--maxIndexNum=4096"]
 OPEN_FILES_WARNING = "may open at most"
 TIMEOUT_S = 60

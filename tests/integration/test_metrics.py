@@ -3,13 +3,22 @@ pulls, commits and a dead-lettered message, and every value checked against what
 
 from __future__ import annotations
 
+import time
 import urllib.request
 from collections.abc import Iterator
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from skiff.client import AsyncAdmin, AsyncProducer, AsyncPullClient, Message, MessageQueue
+from skiff.client import (
+    AsyncAdmin,
+    AsyncProducer,
+    AsyncPullClient,
+    AsyncTransactionProducer,
+    LocalTransactionState,
+    Message,
+    MessageQueue,
+)
 from skiff.client._impl.config import ClientConfig
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.headers.consumer import ConsumerSendMsgBackRequestHeader
@@ -22,6 +31,10 @@ from skiff.transport.loop import run_coroutine
 TOPIC, GROUP = "MetricsTopic", "metrics-group"
 BODIES = [f"body-{i:03d}".encode() * (i + 1) for i in range(20)]
 PULLED, COMMITTED = 12, 5
+STARTED = time.time()
+TX_TOPIC = "MetricsTx"
+TX_ANSWERS = (*[LocalTransactionState.COMMIT_MESSAGE] * 3, LocalTransactionState.ROLLBACK_MESSAGE,
+              LocalTransactionState.UNKNOW)
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +66,11 @@ async def _traffic(cluster: Cluster) -> None:
             got = (await puller.pull(mq, 0, PULLED)).messages
             assert len(got) == PULLED
         await admin.update_consumer_offset(GROUP, mq, COMMITTED)
+        await admin.create_topic(TX_TOPIC, queue_nums=1)
+    async with AsyncTransactionProducer("PG-metrics-tx", client_config=config(cluster, "m-tx"), trace=False,
+                                        checker=lambda _msg: LocalTransactionState.UNKNOW) as tx:
+        for answer in TX_ANSWERS:
+            await tx.send_in_transaction(Message(TX_TOPIC, b"tx"), lambda _m, _a, a=answer: a)
     wire = BrokerWire(cluster.broker_addr(0))
     try:
         header = ConsumerSendMsgBackRequestHeader(got[0].commit_log_offset, GROUP, -1, got[0].msg_id, TOPIC)
@@ -93,6 +111,8 @@ def test_lag_inflight_and_ready_per_queue(cluster: Cluster, ports) -> None:
     assert value(samples, "rocketmq_consumer_lag_messages", **q) == len(BODIES) - COMMITTED
     assert value(samples, "rocketmq_consumer_inflight_messages", **q) == PULLED - COMMITTED
     assert value(samples, "rocketmq_consumer_ready_messages", **q) == len(BODIES) - PULLED
+    age_ms = value(samples, "rocketmq_consumer_lag_latency", **q)
+    assert 0 < age_ms < (time.time() - STARTED) * 1000 + 1000  # the first uncommitted message is from this run
 
 
 def test_dlq_count_rpc_latency_and_storage(cluster: Cluster, ports) -> None:
@@ -100,7 +120,7 @@ def test_dlq_count_rpc_latency_and_storage(cluster: Cluster, ports) -> None:
     assert value(samples, "rocketmq_send_to_dlq_messages_total", consumer_group=GROUP) == 1
     sends = value(samples, "rocketmq_rpc_latency_count", request_code=str(int(RequestCode.SEND_MESSAGE_V2)),
                   response_code="0")
-    assert sends == len(BODIES)
+    assert sends == len(BODIES) + len(TX_ANSWERS)  # half messages are sends too
     assert value(samples, "rocketmq_rpc_latency_bucket", request_code=str(int(RequestCode.PULL_MESSAGE)),
                  le="+Inf") >= 1
     assert value(samples, "rocketmq_storage_size") > 0
@@ -128,3 +148,16 @@ def test_only_get_metrics_answers(cluster: Cluster, ports) -> None:
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(f"http://127.0.0.1:{ports[0]}/other", timeout=10)
     assert info.value.code == 404
+
+
+def test_transactions_committed_rolled_back_and_open(cluster: Cluster, ports) -> None:
+    """END_TRANSACTION is oneway: the counts are waited for, then must be exact."""
+    def counted():
+        s = scrape(ports[0])
+        done = [v for (n, ls), v in s.items() if n in ("rocketmq_commit_messages_total",
+                                                        "rocketmq_rollback_messages_total")]
+        return s if sum(done) >= 4 else None
+    samples = wait_for(counted, 15, "the END_TRANSACTION counts")
+    assert value(samples, "rocketmq_commit_messages_total", topic=TX_TOPIC) == 3
+    assert value(samples, "rocketmq_rollback_messages_total", topic=TX_TOPIC) == 1
+    assert value(samples, "rocketmq_half_messages") == 1  # the UNKNOW one stays open

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import pytest
 
+from skiff.cli.main import build_parser
 from skiff.client import Message, Producer
 from skiff.testing.cluster import Cluster
 from skiff.testing.processes import SkiffProcess
@@ -38,9 +39,14 @@ README_NAMESRV = "127.0.0.1:9876"
 SKIPPED = re.compile(r"^(make (run|test)|pip install)\b")
 """Lines the test does not run (see the module docstring)."""
 BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
-TIMEOUT_S = 120
+TIMEOUT_S = 300
+"""Per README block; a plain Spark session starts in ~15 s, but takes minutes on a loaded machine."""
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+
+INLINE = re.compile(r"`([^`]+)`")
+REPO_PATH = re.compile(r"^(docs|examples|tests|skiff)/[\w./-]*$")
 
 
 def readme_blocks() -> list[tuple[str, str]]:
@@ -126,3 +132,29 @@ def test_readme_runs_as_written(cluster: Cluster, env: dict[str, str], tmp_path:
     shown = run_python(blocks[3][1], cluster, tmp_path, env)
     assert re.search(r"\|\s*created\s*\|\s*\{\"id\": 1\}\s*\|", shown), shown
     assert re.search(r"\|\s*paid\s*\|\s*sent-while-running\s*\|", shown), shown
+
+
+def inline_spans() -> list[str]:
+    """The README's inline code outside fenced blocks, a span broken over lines joined again."""
+    prose = BLOCK.sub("", README.read_text())
+    return [" ".join(m[1].split()) for m in INLINE.finditer(prose)]
+
+
+def test_readme_inline_commands_and_paths_exist():
+    """The commands and paths the prose names: each `skiff ...` (every alternative of a|b) is a
+    real command, each `make ...` a Makefile target, each repo path exists."""
+    parser = build_parser()
+    spans = inline_spans()
+    commands = [s.split() for s in spans if s.startswith("skiff ")]
+    assert ["skiff", "broker", "-c", "broker.conf", "-n", "'ns1:9876;ns2:9876'"] in commands  # joined across lines
+    for words in commands:
+        path = [w for w in words[1:] if not w.startswith("-")][:2] if words[1] == "bench" else words[1:2]
+        for alternative in path[-1].split("|"):
+            args, _ = parser.parse_known_args([*path[:-1], alternative])  # an unknown one exits 2
+            assert getattr(args, "handler", None), f"README names `{' '.join(words)}`, which runs nothing"
+    targets = set(re.findall(r"^([\w-]+):", (README.parent / "Makefile").read_text(), re.M))
+    for span in spans:
+        if span.startswith("make "):
+            assert span.split()[1] in targets, span
+        if REPO_PATH.match(span):
+            assert (README.parent / span).exists(), span

@@ -18,13 +18,13 @@ from skiff.client import (
     AsyncAdmin,
     AsyncLitePullConsumer,
     AsyncPushConsumer,
-    ClientError,
     ConsumeFromWhere,
     ConsumeStatus,
     Message,
     MessageSelector,
     SendResult,
 )
+from skiff.client.errors import NoOffsetsError
 from skiff.filter import FilterSyntaxError
 from skiff.protocol.bodies.heartbeat import CheckClientRequestBody, ConsumerData, ExpressionType, SubscriptionData
 from skiff.protocol.codes import RequestCode, ResponseCode
@@ -74,12 +74,11 @@ def selective(p: dict[str, str]) -> bool:
 
 
 async def lag_of(ns: str, group: str) -> int:
-    """The group's total lag; -1 until it has committed an offset (progress refuses it then)."""
+    """The group's total lag; -1 until the group has committed an offset (not yet "no lag")."""
     async with AsyncAdmin(client_config=config(ns, "lag-reader")) as admin:
         try:
             return (await admin.consumer_progress(group)).total_lag
-        except ClientError as exc:
-            assert "has no offsets" in str(exc)
+        except NoOffsetsError:
             return -1
 
 

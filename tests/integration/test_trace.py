@@ -159,7 +159,7 @@ def test_trace_off_writes_nothing(cluster: Cluster) -> None:
     async def scenario() -> tuple[SendResult, int, int]:
         await create_topic(ns, "Untraced", 1)
         (warm,) = await produce(ns, "p-warm", [Message.of("Untraced", "warm-up")])  # makes the trace topic
-        await eventually(lambda: trace_of(ns, warm.msg_id), 30, "the traced warm-up")
+        await eventually(lambda: default_trace_of(ns, warm.msg_id), 60, "the traced warm-up")
         before = await trace_messages(ns)
         seen: list[tuple[str, int]] = []
         c = consumer(ns, "g-untraced", "Untraced", seen, trace=False)

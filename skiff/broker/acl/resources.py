@@ -9,13 +9,14 @@
 | HEART_BEAT (34)                      | each consumer group SUB, each subscribed topic SUB|
 | UNREGISTER_CLIENT (35), GET_CONSUMER_LIST_BY_GROUP (38) | consumerGroup SUB              |
 | UPDATE_CONSUMER_OFFSET (15), QUERY_CONSUMER_OFFSET (14) | consumerGroup SUB, topic SUB   |
+| POP_MESSAGE, PEEK_MESSAGE, ACK_MESSAGE, CHANGE_MESSAGE_INVISIBLETIME (200050-200053) | the same |
 | `ADMIN_CODES`                        | an admin account                                  |
 | anything else                        | a valid signature only                            |
 
 Groups are named by their retry topic (``%RETRY%group``), as in plain_acl.yml's
 parsed table. Skiff adds SEND_BATCH_MESSAGE and QUERY_CONSUMER_OFFSET (RocketMQ
-4.9 checks neither: a batch would skip the topic's perms) and reset-offset and
-scheduled-message cancelling to the admin codes.
+4.9 checks neither: a batch would skip the topic's perms), the POP requests, and
+reset-offset, scheduled-message cancelling and topic compaction to the admin codes.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from collections.abc import Callable, Iterator
 from skiff.broker.acl.plain_config import PUB, SUB
 from skiff.common.names import is_retry_topic, retry_topic
 from skiff.protocol.bodies.heartbeat import HeartbeatData
-from skiff.protocol.codes import RequestCode, SkiffRequestCode
+from skiff.protocol.codes import PopRequestCode, RequestCode, SkiffRequestCode
 from skiff.protocol.command import RemotingCommand
 
 Need = tuple[str, int]
@@ -35,6 +36,7 @@ ADMIN_CODES = frozenset({
     RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.UPDATE_BROKER_CONFIG, RequestCode.DELETE_TOPIC_IN_BROKER,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.DELETE_SUBSCRIPTIONGROUP,
     RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, SkiffRequestCode.CANCEL_SCHEDULED_MESSAGE,
+    SkiffRequestCode.COMPACT_TOPIC,
 })
 """RocketMQ's Permission.ADMIN_CODE, plus Skiff's own writes an operator makes."""
 
@@ -83,9 +85,9 @@ _NEEDS: dict[int, Callable[[dict[str, str], RemotingCommand], Iterator[Need]]] =
     RequestCode.HEART_BEAT: _heartbeat,
     RequestCode.UNREGISTER_CLIENT: _group_sub,
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: _group_sub,
-    RequestCode.UPDATE_CONSUMER_OFFSET: lambda ext, cmd: (*_group_sub(ext, cmd), *_topic_sub(ext, cmd)),
-    RequestCode.QUERY_CONSUMER_OFFSET: lambda ext, cmd: (*_group_sub(ext, cmd), *_topic_sub(ext, cmd)),
 }
+for _code in (RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.QUERY_CONSUMER_OFFSET, *PopRequestCode):
+    _NEEDS[_code] = lambda ext, cmd: (*_group_sub(ext, cmd), *_topic_sub(ext, cmd))
 
 
 def needs_of(cmd: RemotingCommand) -> list[Need]:

@@ -88,9 +88,9 @@ class GroupAdminProcessor:
             if tc is None or (info is not None and topic not in info.subscriptions):
                 continue
             committed = self.offsets.offsets(q.consumer_group, topic)
-            for queue_id in range(tc.write_queue_nums):
+            for queue_id in range(tc.read_queue_nums):  # the queues consumers read, as Java's getConsumeStats
                 table[MessageQueue(topic, self.config.broker_name, queue_id)] = self._queue_stats(
-                    topic, queue_id, committed.get(queue_id, 0))
+                    topic, queue_id, max(committed.get(queue_id, 0), 0))  # a stored -1 counts as 0, as in Java
         if not table and q.topic and self.topics.get(q.topic) is None:
             return req.response(ResponseCode.TOPIC_NOT_EXIST, f"topic {q.topic} does not exist on this broker")
         return req.response(body=ConsumeStats(table).to_json())
@@ -125,7 +125,7 @@ class GroupAdminProcessor:
         for queue_id in range(tc.write_queue_nums):
             target = self._reset_target(r.topic, queue_id, r.timestamp)
             current = self.offsets.query(r.group, r.topic, queue_id)
-            if r.is_force or current is None or target < current:
+            if r.is_force or current is None or current < 0 or target < current:  # below 0: no offset
                 self.offsets.commit(r.group, r.topic, queue_id, target)
             else:
                 target = current

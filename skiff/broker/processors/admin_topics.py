@@ -18,7 +18,9 @@ from skiff.common.limits import QUEUES_PER_TOPIC_MAX
 from skiff.common.message import MessageQueue
 from skiff.common.names import SYSTEM_TOPICS, topic_error
 from skiff.protocol.bodies.admin import KVTable, TopicOffset, TopicStatsTable
+from skiff.protocol.bodies.base import BodyError
 from skiff.protocol.bodies.topic import TopicConfig, TopicFilterType
+from skiff.protocol.bodies.topic_attributes import apply_attribute_changes, parse_attribute_changes
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers.admin import (
@@ -62,8 +64,15 @@ class TopicAdminProcessor:
         why = _topic_refusal(h.topic, self.config) or _create_refusal(h)
         if why is not None:
             return req.response(ResponseCode.SYSTEM_ERROR, why)
+        try:
+            changes = parse_attribute_changes(h.attributes or "")
+        except BodyError as exc:
+            return req.response(ResponseCode.SYSTEM_ERROR, f"topic {h.topic}: {exc}")
+        old = self.topics.get(h.topic)
+        attributes = apply_attribute_changes(old.attributes if old else {}, changes)
         self.topics.put(TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
-                                    TopicFilterType(h.topic_filter_type), h.topic_sys_flag or 0, h.order))
+                                    TopicFilterType(h.topic_filter_type), h.topic_sys_flag or 0, h.order,
+                                    attributes))
         await self.registered(REGISTER_WAIT_S)
         return req.response()
 

@@ -2,7 +2,8 @@
 
 QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET (15), GET_CONSUMER_LIST_BY_GROUP
 (38), GET_MAX_OFFSET (30), GET_MIN_OFFSET (31), SEARCH_OFFSET_BY_TIMESTAMP (29),
-GET_EARLIEST_MSG_STORETIME (32), LOCK_BATCH_MQ (41), UNLOCK_BATCH_MQ (42).
+GET_EARLIEST_MSG_STORETIME (32), LOCK_BATCH_MQ (41), UNLOCK_BATCH_MQ (42),
+GET_ALL_CONSUMER_OFFSET (43: the whole table, which slaves copy).
 
 Where a new group starts (remoting-protocol.md §2.7): a group with no committed
 offset for a queue whose first message (offset 0) is still stored gets offset 0,
@@ -48,7 +49,11 @@ class ConsumerProcessor:
             RequestCode.GET_EARLIEST_MSG_STORETIME: self.earliest_store_time,
             RequestCode.LOCK_BATCH_MQ: self.lock,
             RequestCode.UNLOCK_BATCH_MQ: self.unlock,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self.all_offsets,
         }
+
+    def all_offsets(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        return req.response(body=self.offsets.table().to_json())
 
     def query_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         q = h.QueryConsumerOffsetRequestHeader.from_ext(req.ext_fields)

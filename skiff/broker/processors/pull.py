@@ -18,6 +18,7 @@ SERVICE_NOT_AVAILABLE so that clients back off.
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Awaitable
 from typing import NamedTuple
@@ -25,6 +26,7 @@ from typing import NamedTuple
 from skiff.broker.config import BrokerConfig
 from skiff.broker.clients import ClientManager
 from skiff.broker.groups import SubscriptionGroupManager
+from skiff.broker.ha.role import Role
 from skiff.broker.long_polling import PullHoldService
 from skiff.broker.offsets import ConsumerOffsetManager
 from skiff.broker.stats import BrokerStats
@@ -44,6 +46,9 @@ from skiff.transport.connection import Connection, Handler
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
+_PHYS = struct.Struct(">q")
+_PHYS_AT = 28
+"""Where a stored record holds its own CommitLog offset."""
 _SYSFLAG_AT = 36
 """Where the sysFlag sits in a stored record (remoting-protocol.md §3.1); it says how
 long the hosts, and so the fixed head, are."""
@@ -92,8 +97,9 @@ def properties_of(record: memoryview) -> memoryview:
 class PullProcessor:
     def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
                  groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager, clients: ClientManager,
-                 hold: PullHoldService, stats: BrokerStats) -> None:
+                 hold: PullHoldService, stats: BrokerStats, role: Role | None = None) -> None:
         self.config = config
+        self.role = role or Role.of(config)
         self.store = store
         self.topics = topics
         self.groups = groups
@@ -103,6 +109,8 @@ class PullProcessor:
         self.stats = stats
         self._max_count = config.max_transfer_count_on_message_in_memory
         self._max_bytes = config.max_transfer_bytes_on_message_in_memory
+        self._slave_read = config.slave_read_enable
+        self._in_memory_bytes = _physical_memory() * config.access_message_in_memory_max_ratio // 100
 
     def handlers(self) -> dict[int, Handler]:
         return {RequestCode.PULL_MESSAGE: self.pull}
@@ -113,7 +121,7 @@ class PullProcessor:
         if isinstance(flt, RemotingCommand):
             return flt
         response = self.run(req, h, flt)
-        if h.sys_flag & _COMMIT_OFFSET:
+        if h.sys_flag & _COMMIT_OFFSET and not self.role.is_slave:  # as RocketMQ: a slave never stores it
             self.offsets.commit(h.consumer_group, h.topic, h.queue_id, h.commit_offset)
         if response.code != _NOT_FOUND or not h.sys_flag & _SUSPEND:
             return response
@@ -148,13 +156,26 @@ class PullProcessor:
             max_bytes=self._max_bytes,
         )
         code, next_offset = _outcome(result, h.queue_offset)
-        ext = {"suggestWhichBrokerId": "0", "nextBeginOffset": str(next_offset),
+        ext = {"suggestWhichBrokerId": self._suggest(h.consumer_group, result), "nextBeginOffset": str(next_offset),
                "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)}
         if code == ResponseCode.SUCCESS:
             self.stats.pulled(result.message_count, h.topic, h.consumer_group, h.queue_id, result.total_bytes,
                               next_offset)
             return req.response(code, None, ext, body_parts=result.buffers)
         return req.response(code, _REMARKS.get(code), ext)
+
+    def _suggest(self, group: str, result: GetResult) -> str:
+        """suggestWhichBrokerId as RocketMQ's: 0 (the master) unless this master has
+        slaveReadEnable; then the group's whichBrokerWhenConsumeSlowly (1) for a consumer
+        further behind than accessMessageInMemoryMaxRatio % of RAM, else its brokerId (0).
+        A slave always suggests the master."""
+        if not self._slave_read or self.role.is_slave or not result.buffers:
+            return "0"
+        config = self.groups.get(group)
+        if config is None:
+            return "0"
+        behind = self.store.max_physical_offset - _PHYS.unpack_from(result.buffers[0], _PHYS_AT)[0]
+        return str(config.which_broker_when_consume_slowly if behind > self._in_memory_bytes else config.broker_id)
 
     def _check(self, req: RemotingCommand, h: PullMessageRequestHeader) -> MessageFilter | RemotingCommand:
         group = self.groups.find_or_create(h.consumer_group)
@@ -188,6 +209,13 @@ class PullProcessor:
             expression, kind = sub.sub_string, sub.expression_type.value
         flt = compile_subscription(expression, kind, self.config.enable_property_filter)
         return flt if not isinstance(flt, Refusal) else req.response(flt.code, flt.remark)
+
+
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return 1 << 34
 
 
 class Refusal(NamedTuple):

@@ -22,8 +22,11 @@ import dataclasses
 import functools
 import random
 from collections.abc import Awaitable
+from typing import Protocol
 
+from skiff.broker.compaction import is_compacted, keys_refusal
 from skiff.broker.config import BrokerConfig
+from skiff.broker.ha.role import Role
 from skiff.broker.redirect import REDIRECT_PROPERTIES
 from skiff.broker.stats import BrokerStats
 from skiff.broker.topics import READ_WRITE, TopicConfigManager
@@ -57,11 +60,22 @@ STATUS_CODES = {
     PutStatus.PROPERTIES_SIZE_EXCEEDED: ResponseCode.MESSAGE_ILLEGAL,
     PutStatus.UNKNOWN_ERROR: ResponseCode.SYSTEM_ERROR,
     PutStatus.OS_PAGE_CACHE_BUSY: ResponseCode.SYSTEM_BUSY,
+    PutStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
 }
 """Store outcome → response code. FLUSH_DISK_TIMEOUT still carries the send result
 (clients treat codes 10-12 as a SendResult with that status)."""
 
-_WITH_RESULT = frozenset({ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT})
+_WITH_RESULT = frozenset({ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
+                          ResponseCode.SLAVE_NOT_AVAILABLE})
+_REPLICA_REASONS = {
+    PutStatus.FLUSH_SLAVE_TIMEOUT: "stored on the master; no slave acknowledged it within slaveTimeout",
+    PutStatus.SLAVE_NOT_AVAILABLE: "stored on the master; no slave is connected, or it is haSlaveFallbehindMax behind",
+}
+
+
+class SyncReplicas(Protocol):
+    def replicate(self, end: int) -> PutStatus | asyncio.Future[bool]: ...
 
 
 @functools.lru_cache(maxsize=4096)
@@ -72,9 +86,14 @@ def born_host(peer: tuple[str, int]) -> bytes:
 
 class SendProcessor:
     def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
-                 writer: MessageWriter, stats: BrokerStats | None = None) -> None:
+                 writer: MessageWriter, stats: BrokerStats | None = None, sync_replicas: SyncReplicas | None = None,
+                 role: Role | None = None) -> None:
+        """``sync_replicas``: the master's HA service, which SYNC_MASTER sends wait on;
+        ``role``: what the broker is now (default: what broker.conf says)."""
         self.config = config
         self.stats = stats
+        self.role = role or Role.of(config)
+        self.sync_replicas = sync_replicas
         self.store = store
         self.topics = topics
         self.writer = writer
@@ -104,8 +123,11 @@ class SendProcessor:
                 h.sys_flag & _CLIENT_FLAGS, h.born_timestamp, host, h.reconsume_times or 0)
         if isinstance(inputs, str):
             return req.response(ResponseCode.MESSAGE_ILLEGAL, inputs)
-        return self.store_and_answer(req, [inputs] if isinstance(inputs, MessageInput) else inputs, queue_id,
-                                     props.get(Prop.WAIT) != "false")
+        batch = [inputs] if isinstance(inputs, MessageInput) else inputs
+        why = keys_refusal(h.topic, batch) if is_compacted(self.topics.get(h.topic)) else None
+        if why is not None:
+            return req.response(ResponseCode.MESSAGE_ILLEGAL, why)
+        return self.store_and_answer(req, batch, queue_id, props.get(Prop.WAIT) != "false")
 
     def store_and_answer(self, req: RemotingCommand, inputs: list[MessageInput], queue_id: int,
                          wait: bool) -> RemotingCommand | Awaitable[RemotingCommand]:
@@ -114,19 +136,27 @@ class SendProcessor:
         result = self.store.put_messages(inputs)
         if self.stats is not None and result.status is PutStatus.PUT_OK:
             self.stats.stored(inputs[0].topic, result.message_count, len(req.body))
-        if wait and result.flushed is not None:
-            return self._after_flush(req, queue_id, result)
-        return put_response(req, result, queue_id, self._extra)
+        if not wait or not result.ok:
+            return put_response(req, result, queue_id, self._extra)
+        replicated = None if self.sync_replicas is None or not self.role.is_sync_master else self.sync_replicas.replicate(
+            result.physical_offset + result.wrote_bytes)
+        if result.flushed is None and replicated is None:
+            return put_response(req, result, queue_id, self._extra)
+        return self._after_flush(req, queue_id, result, replicated)
 
     def target(self, req: RemotingCommand, h: SendMessageRequestHeader) -> int | RemotingCommand:
         """The queue to write to, or the refusal."""
         topic = h.topic
+        refusal = self.role.refusal()
+        if refusal is not None:
+            return req.response(ResponseCode.SERVICE_NOT_AVAILABLE,
+                                f"the broker {self.config.broker_name} (brokerId {self.role.broker_id}) {refusal}")
         if not self.config.broker_permission & _WRITE:
             return req.response(ResponseCode.NO_PERMISSION,
                                 f"the broker {self.config.broker_name} does not accept messages now (brokerPermission)")
-        refusal = self._topic_refusal(topic)
-        if refusal is not None:
-            return req.response(*refusal)
+        topic_refusal = self._topic_refusal(topic)
+        if topic_refusal is not None:
+            return req.response(*topic_refusal)
         tc = self.topics.get(topic) or self._create(h)
         if tc is None:
             return req.response(ResponseCode.TOPIC_NOT_EXIST, self._no_topic_remark(topic, h.default_topic))
@@ -179,11 +209,19 @@ class SendProcessor:
         return self.writer.batch(h.topic, queue_id, records, flags, h.born_timestamp, host,
                                  h.reconsume_times or 0), outer
 
-    async def _after_flush(self, req: RemotingCommand, queue_id: int, result: PutResult) -> RemotingCommand:
-        assert result.flushed is not None
-        status = await asyncio.wrap_future(result.flushed)
-        if status is not PutStatus.PUT_OK:
-            result = dataclasses.replace(result, status=status, reason="the fsync did not finish within syncFlushTimeout")
+    async def _after_flush(self, req: RemotingCommand, queue_id: int, result: PutResult,
+                           replicated: PutStatus | asyncio.Future[bool] | None) -> RemotingCommand:
+        """The answer once the fsync (SYNC_FLUSH) and a slave (SYNC_MASTER) have the message;
+        a replica failure wins over a flush failure, as in RocketMQ. The message is stored
+        here either way, so the answer carries the send result."""
+        flushed = PutStatus.PUT_OK if result.flushed is None else await asyncio.wrap_future(result.flushed)
+        if isinstance(replicated, asyncio.Future):
+            replicated = PutStatus.PUT_OK if await replicated else PutStatus.FLUSH_SLAVE_TIMEOUT
+        if replicated is not None and replicated is not PutStatus.PUT_OK:
+            return put_response(req, dataclasses.replace(result, status=replicated,
+                                                         reason=_REPLICA_REASONS[replicated]), queue_id, self._extra)
+        if flushed is not PutStatus.PUT_OK:
+            result = dataclasses.replace(result, status=flushed, reason="the fsync did not finish within syncFlushTimeout")
         return put_response(req, result, queue_id, self._extra)
 
 

@@ -18,13 +18,10 @@ from collections.abc import Awaitable
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.processors.send import SendProcessor
-from skiff.broker.redirect import DELAY_PROPERTIES
+from skiff.broker.requeue import reconsume_times, requeue_input
 from skiff.broker.topics import READ_WRITE, TopicConfigManager
 from skiff.broker.writer import MessageWriter
 from skiff.common.names import dlq_topic, retry_topic
-from skiff.common.properties import Prop, decode_properties
-from skiff.common.msgid import create_offset_msg_id
-from skiff.common.record import read_head, read_tail
 from skiff.protocol.bodies.topic import Perm
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
@@ -75,23 +72,11 @@ class SendBackProcessor:
 
     def _retry_input(self, record: bytes, h: ConsumerSendMsgBackRequestHeader, retry_queues: int,
                      max_times: int) -> MessageInput | str:
-        head = read_head(record)
-        tail = read_tail(record, 0, head)
-        props = decode_properties(tail.properties_raw)
-        props.setdefault(Prop.RETRY_TOPIC, tail.topic)
-        props.setdefault(Prop.ORIGIN_MESSAGE_ID, create_offset_msg_id(head.store_host, head.physical_offset))
-        props[Prop.WAIT] = "false"
-        for name in DELAY_PROPERTIES:
-            props.pop(name, None)
-        if head.reconsume_times >= max_times or h.delay_level < 0:
+        if reconsume_times(record) >= max_times or h.delay_level < 0:
             topic = dlq_topic(h.group)
             self.topics.find_or_create(topic, DLQ_QUEUE_NUMS, READ_WRITE)
-            queue_id = 0
-        else:
-            topic = retry_topic(h.group)
-            self.topics.find_or_create(topic, retry_queues, READ_WRITE)
-            queue_id = random.randrange(retry_queues)
-            props[Prop.DELAY] = str(h.delay_level or FIRST_RETRY_LEVEL + head.reconsume_times)
-        body = record[tail.body_pos:tail.body_pos + tail.body_length]
-        return self.writer.message(topic, queue_id, body, props, None, head.flag, head.sys_flag,
-                                   head.born_timestamp, head.born_host, head.reconsume_times + 1)
+            return requeue_input(self.writer, record, topic, 0)
+        topic = retry_topic(h.group)
+        self.topics.find_or_create(topic, retry_queues, READ_WRITE)
+        level = h.delay_level or FIRST_RETRY_LEVEL + reconsume_times(record)
+        return requeue_input(self.writer, record, topic, random.randrange(retry_queues), level)

@@ -99,6 +99,8 @@ class TransactionService:
         self._written_end = 0
         """CommitLog offset where the last record this service wrote ends (durable before progress moves)."""
         self._next_producer = 0
+        self.ended: dict[tuple[str, Outcome], int] = {}
+        """(real topic, COMMITTED or ROLLED_BACK) → transactions ended so by END_TRANSACTION (a metric)."""
 
     # -- start and progress -------------------------------------------------------
 
@@ -194,6 +196,8 @@ class TransactionService:
             if not put.ok:
                 return EndResult(EndStatus.PUT_FAILED, put.reason or put.status.name, put)
         self._close(half.origin, outcome)
+        key = (half.real_topic, outcome)
+        self.ended[key] = self.ended.get(key, 0) + 1
         return EndResult(EndStatus.COMMITTED if put is not None else EndStatus.ROLLED_BACK, "", put)
 
     def _half_for(self, h: EndTransactionRequestHeader) -> tuple[bytes, HalfRecord] | EndResult:

@@ -13,12 +13,15 @@ from skiff.protocol.bodies.admin import KVTable, SubscriptionGroupConfig, Subscr
 from skiff.protocol.bodies.client_calls import ConsumerRunningInfo, ResetOffsetBody
 from skiff.protocol.bodies.consumer import ConsumeStats, ConsumerConnection
 from skiff.protocol.bodies.route import TopicList
+from skiff.protocol.bodies.compaction import TopicCompactionBody
 from skiff.protocol.bodies.timer import CancelScheduledBody, TimerSlotsBody
 from skiff.protocol.bodies.topic import TopicConfig, TopicConfigSerializeWrapper
+from skiff.protocol.bodies.topic_attributes import changes_text
 from skiff.protocol.codes import RequestCode, SkiffRequestCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers import admin as ha
 from skiff.protocol.headers.client_calls import GetConsumerRunningInfoRequestHeader, ResetOffsetRequestHeader
+from skiff.protocol.headers.compaction import CompactionRequestHeader
 from skiff.protocol.headers.timer import CancelScheduledMessageRequestHeader
 from skiff.protocol.headers.namesrv import (
     DeleteTopicFromNamesrvRequestHeader,
@@ -41,7 +44,8 @@ class AdminAPI(MQClientAPI):
         """Create or update ``config.topic_name`` on the broker at ``addr``."""
         header = ha.CreateTopicRequestHeader(
             config.topic_name, TBW102, config.read_queue_nums, config.write_queue_nums, int(config.perm),
-            config.topic_filter_type.value, config.topic_sys_flag, config.order)
+            config.topic_filter_type.value, config.topic_sys_flag, config.order,
+            changes_text(config.attributes) or None)
         await self._call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext(), timeout_ms=timeout_ms)
 
     async def delete_topic_in_broker(self, addr: str, topic: str, timeout_ms: int | None = None) -> None:
@@ -146,3 +150,13 @@ class AdminAPI(MQClientAPI):
         resp = await self._call(addr, SkiffRequestCode.CANCEL_SCHEDULED_MESSAGE, header.to_ext(),
                                 timeout_ms=timeout_ms)
         return CancelScheduledBody.from_json(resp.body)
+
+    # ------------------------------------------------------ compaction (Skiff)
+
+    async def compaction(self, addr: str, topic: str, *, run: bool = False,
+                         timeout_ms: int | None = None) -> TopicCompactionBody:
+        """The topic's compaction state on that broker; ``run`` compacts every queue first
+        (Skiff brokers only; a run can take a while, so give it a generous timeout)."""
+        code = SkiffRequestCode.COMPACT_TOPIC if run else SkiffRequestCode.GET_COMPACTION_STATUS
+        resp = await self._call(addr, code, CompactionRequestHeader(topic).to_ext(), timeout_ms=timeout_ms)
+        return TopicCompactionBody.from_json(resp.body)

@@ -39,7 +39,9 @@ log = logging.getLogger(__name__)
 
 
 class BrokerOffsetsClient:
-    """QUERY/UPDATE_CONSUMER_OFFSET for one group, sent to each queue's master."""
+    """QUERY/UPDATE_CONSUMER_OFFSET for one group, sent to each queue's master, or to a
+    slave while the group has no master (the slave keeps them and gives them back to the
+    master when it returns: docs/replication.md)."""
 
     def __init__(self, instance: ClientInstance, group: str) -> None:
         self._instance = instance
@@ -49,7 +51,7 @@ class BrokerOffsetsClient:
         routes = self._instance.routes
         if routes.broker_data(mq.broker_name) is None:
             await routes.route(mq.topic)
-        return routes.require_master(mq.broker_name)
+        return routes.find_broker_addr(mq.broker_name)
 
     async def query_consumer_offset(self, mq: MessageQueue) -> int | None:
         return await self._instance.api.query_consumer_offset(await self._addr(mq), self._group, mq)

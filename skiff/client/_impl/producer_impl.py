@@ -128,8 +128,9 @@ class ProducerCore:
         if not isinstance(msg, Message):
             raise MessageValidationError(f"expected a Message, got {type(msg).__name__}")
         check_topic(msg.topic)
-        if not msg.body:
-            raise MessageValidationError("the message body is empty")
+        if not msg.body and not msg.keys:
+            raise MessageValidationError("the message body is empty (only a tombstone, a message with KEYS "
+                                         "for a compacted topic, may be empty)")
         if len(msg.body) > self.options.max_message_size:
             raise MessageValidationError(
                 f"the message body is {len(msg.body)} bytes, more than max_message_size "

@@ -47,6 +47,8 @@ class SubscriptionGroupConfig(JsonBody):
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    consume_message_orderly: bool = False
+    """RocketMQ 5's flag: the group consumes in order (POP and gRPC clients get FIFO delivery)."""
 
 
 @dataclass(frozen=True, slots=True)

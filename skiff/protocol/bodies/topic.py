@@ -4,7 +4,8 @@ wrapper of a broker's whole topic table with its DataVersion.
 TopicConfig JSON (a broker's ``config/topics.json`` and REGISTER_BROKER)::
 
     {"order": false, "perm": 6, "readQueueNums": 4, "topicFilterType": "SINGLE_TAG",
-     "topicName": "T", "topicSysFlag": 0, "writeQueueNums": 4}
+     "topicName": "T", "topicSysFlag": 0, "writeQueueNums": 4,
+     "attributes": {"cleanup.policy": "COMPACTION"}}
 
 Its compact form, used inside the compressed registration body, is the text
 ``"T 4 4 6 SINGLE_TAG"``: name, read and write queue counts, perm and filter
@@ -55,6 +56,8 @@ class TopicConfig(JsonBody):
     topic_filter_type: TopicFilterType = TopicFilterType.SINGLE_TAG
     topic_sys_flag: int = 0
     order: bool = False
+    attributes: Mapping[str, str] = field(default_factory=dict)
+    """RocketMQ 5's topic attributes (`skiff.protocol.bodies.topic_attributes`)."""
 
     def to_compact(self) -> str:
         """The form of the compressed registration body; it carries no flags."""

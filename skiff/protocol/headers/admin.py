@@ -28,6 +28,8 @@ class CreateTopicRequestHeader(Header):
     topic_filter_type: str
     topic_sys_flag: Int32 | None = None
     order: bool = False
+    attributes: str | None = None
+    """RocketMQ 5: attribute changes, ``+cleanup.policy=COMPACTION,-delete.retention.ms``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from skiff.protocol.codes import RequestCode as C
-from skiff.protocol.codes import SkiffRequestCode
-from skiff.protocol.headers import admin, client_calls, consumer, pull, query, send, timer, transaction
+from skiff.protocol.codes import PopRequestCode, SkiffRequestCode
+from skiff.protocol.headers import admin, client_calls, consumer, pop, pull, query, send, timer, transaction
 from skiff.protocol.headers.base import Header
 
 REQUEST_HEADERS: Mapping[int, type[Header]] = MappingProxyType({
@@ -47,6 +47,9 @@ REQUEST_HEADERS: Mapping[int, type[Header]] = MappingProxyType({
     C.RESET_CONSUMER_CLIENT_OFFSET: client_calls.ResetOffsetRequestHeader,
     C.GET_CONSUMER_STATUS_FROM_CLIENT: client_calls.GetConsumerStatusRequestHeader,
     SkiffRequestCode.CANCEL_SCHEDULED_MESSAGE: timer.CancelScheduledMessageRequestHeader,
+    PopRequestCode.POP_MESSAGE: pop.PopMessageRequestHeader,
+    PopRequestCode.ACK_MESSAGE: pop.AckMessageRequestHeader,
+    PopRequestCode.CHANGE_MESSAGE_INVISIBLETIME: pop.ChangeInvisibleTimeRequestHeader,
 })
 
 RESPONSE_HEADERS: Mapping[int, type[Header]] = MappingProxyType({
@@ -60,4 +63,6 @@ RESPONSE_HEADERS: Mapping[int, type[Header]] = MappingProxyType({
     C.SEARCH_OFFSET_BY_TIMESTAMP: consumer.OffsetResponseHeader,
     C.GET_EARLIEST_MSG_STORETIME: consumer.GetEarliestMsgStoretimeResponseHeader,
     C.QUERY_MESSAGE: query.QueryMessageResponseHeader,
+    PopRequestCode.POP_MESSAGE: pop.PopMessageResponseHeader,
+    PopRequestCode.CHANGE_MESSAGE_INVISIBLETIME: pop.ChangeInvisibleTimeResponseHeader,
 })

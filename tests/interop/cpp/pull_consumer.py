@@ -1,8 +1,8 @@
 """Pull with the RocketMQ C++ client's pull consumer until ``expected`` messages arrive.
 
 Run by tests/interop with that package's interpreter: ``python pull_consumer.py SPEC_JSON``.
-SPEC: {"namesrv", "group", "topic", "expression"?, "expected", "timeout_s"?}
-Prints {"messages": [{"id", "body", "tags", "queue_id", "queue_offset"}]}.
+SPEC: {"namesrv", "group", "topic", "expression"?, "expected", "timeout_s"?, "props"?: [names]}
+Prints {"messages": [{"id", "body", "tags", "keys", "queue_id", "queue_offset", "props"}]}.
 """
 
 import json
@@ -26,8 +26,9 @@ def main():
     try:
         while len(got) < spec["expected"] and time.time() < deadline:
             for msg in consumer.pull(spec["topic"], spec.get("expression", "*")):
-                got.append({"id": msg.id, "body": text(msg.body), "tags": text(msg.tags),
-                            "queue_id": msg.queue_id, "queue_offset": msg.queue_offset})
+                got.append({"id": msg.id, "body": text(msg.body), "tags": text(msg.tags), "keys": text(msg.keys),
+                            "queue_id": msg.queue_id, "queue_offset": msg.queue_offset,
+                            "props": {n: text(msg.get_property(n)) for n in spec.get("props", [])}})
             if len(got) < spec["expected"]:
                 time.sleep(0.05)
     finally:

@@ -10,7 +10,7 @@ from skiff.broker.acl.addresses import address_matcher
 from skiff.broker.acl.plain_config import DENY, PUB, SUB, AclConfigError, parse_plain_acl
 from skiff.broker.acl.validator import perm_allows, refusal
 from skiff.protocol.acl_sign import sign_command
-from skiff.protocol.codes import RequestCode
+from skiff.protocol.codes import PopRequestCode, RequestCode, SkiffRequestCode
 from skiff.protocol.command import RemotingCommand
 from skiff.testing.wire import consumer, send_header
 from skiff.protocol.bodies.heartbeat import HeartbeatData
@@ -112,6 +112,15 @@ def test_pulls_and_offsets_need_sub_on_topic_and_group() -> None:
     assert "group BadGroup" in refusal(CONFIG, HOST, signed(offset_update("Open", "BadGroup")))
 
 
+@pytest.mark.parametrize("code", list(PopRequestCode))
+def test_pop_requests_need_sub_on_topic_and_group(code: int) -> None:
+    def pop(topic: str, group: str) -> RemotingCommand:
+        return RemotingCommand.request(code, {"topic": topic, "consumerGroup": group, "queueId": "-1"})
+    assert refusal(CONFIG, HOST, signed(pop("ReadOnly", "G"))) is None
+    assert "topic Denied" in refusal(CONFIG, HOST, signed(pop("Denied", "G")))
+    assert "group BadGroup" in refusal(CONFIG, HOST, signed(pop("Open", "BadGroup")))
+
+
 def test_heartbeat_checks_its_groups_and_subscriptions() -> None:
     body = HeartbeatData("c1", (), (consumer("G", "Open"),)).to_json()
     assert refusal(CONFIG, HOST, signed(RemotingCommand.request(RequestCode.HEART_BEAT, None, body))) is None
@@ -122,6 +131,8 @@ def test_heartbeat_checks_its_groups_and_subscriptions() -> None:
 def test_admin_codes_need_an_admin_account() -> None:
     delete = RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Open"})
     assert "needs an admin account" in refusal(CONFIG, HOST, signed(delete))
+    compact = RemotingCommand.request(SkiffRequestCode.COMPACT_TOPIC, {"topic": "Open"})
+    assert "needs an admin account" in refusal(CONFIG, HOST, signed(compact))
     delete = RemotingCommand.request(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Open"})
     assert refusal(CONFIG, HOST, signed(delete, "admin-user", "admin-secret-1")) is None
 

@@ -41,13 +41,26 @@ def test_defaults_follow_rocketmq():
     ("brokerName", "bad name", "brokerName: 'bad name' is not a valid name"),
     ("defaultTopicQueueNums", "0", "defaultTopicQueueNums: 0 must be from 1 to 1024"),
     ("registerNameServerPeriod", "0", "registerNameServerPeriod: 0 must be more than 0"),
-    ("brokerRole", "SLAVE", "brokerRole: 'SLAVE' is not supported yet"),
+    ("brokerRole", "SLAVE", "brokerId: 0 does not fit brokerRole=SLAVE"),
+    ("brokerId", "2", "brokerId: 2 does not fit brokerRole=ASYNC_MASTER"),
+    ("haMasterAddress", "nohost", "haMasterAddress: 'nohost' is not host:port"),
+    ("haTransferBatchSize", "10", "haTransferBatchSize: 10 must be at least 1024"),
+    ("slaveTimeout", "0", "slaveTimeout: 0 must be more than 0"),
     ("autoCreateTopicEnable", "maybe", "autoCreateTopicEnable: 'maybe' is not a boolean"),
 ])
 def test_bad_values_name_the_key(tmp_path: Path, key: str, value: str, words: str):
     with pytest.raises(ConfigError) as err:
         load_configs({"storePathRootDir": str(tmp_path), key: value})
     assert words in str(err.value)
+
+
+def test_replication_keys_have_rocketmqs_names_and_defaults(tmp_path: Path):
+    broker, _ = load_configs({"storePathRootDir": str(tmp_path), "brokerRole": "SLAVE", "brokerId": "1",
+                              "haMasterAddress": "10.0.0.1:10912"})
+    assert broker.is_slave and broker.ha_master_address == "10.0.0.1:10912"
+    assert (broker.ha_send_heartbeat_interval_ms, broker.ha_housekeeping_interval_ms) == (5000, 20000)
+    assert (broker.ha_transfer_batch_size, broker.ha_slave_fallbehind_max) == (32768, 256 << 20)
+    assert broker.ha_addr(10911) == f"{broker.advertised_ip}:10912" and not broker.slave_read_enable
 
 
 def test_unknown_key_is_named(tmp_path: Path):

@@ -63,6 +63,11 @@ def test_bad_messages_are_refused_with_the_reason(msg, reason):
         core(max_message_size=100).prepare(msg)
 
 
+def test_an_empty_body_with_keys_is_a_tombstone():
+    prepared = core().prepare(Message.of("T", b"", keys="k1"))
+    assert prepared.body == b"" and "k1" in prepared.properties
+
+
 def test_bad_options_are_refused():
     with pytest.raises(ClientConfigError, match="group"):
         ProducerOptions("")

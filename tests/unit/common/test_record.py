@@ -42,7 +42,7 @@ def _write(body, topic="T", props=None, host=("127.0.0.1", 10911), born=("10.1.2
     return bytes(buf)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(
     body=st.binary(max_size=300),
     topic=st.from_regex(r"[A-Za-z0-9_%|-]{1,127}", fullmatch=True),

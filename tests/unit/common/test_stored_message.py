@@ -59,7 +59,7 @@ def reference(raw: bytes) -> StoredMessage:
     )
 
 
-@settings(max_examples=150)
+@settings(max_examples=150, deadline=None)
 @given(
     records=st.lists(st.tuples(st.binary(max_size=200), st.from_regex(r"[A-Za-z0-9_%|-]{1,40}", fullmatch=True),
                                st.dictionaries(prop_text.filter(bool), prop_text, max_size=5), hosts, hosts),
@@ -82,7 +82,7 @@ def test_every_field_equals_a_full_decode(records, names):
 separated = st.text(alphabet="AB\x01\x02é", max_size=24)
 
 
-@settings(max_examples=400)
+@settings(max_examples=400, deadline=None)
 @given(raw=separated, name=st.text(alphabet="AB\x01\x02é", max_size=3))
 def test_one_property_from_the_raw_string_is_the_dicts(raw, name):
     data = raw.encode()

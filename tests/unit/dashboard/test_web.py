@@ -28,6 +28,7 @@ def with_client(test: Callable[[TestClient], Awaitable[Any]]) -> None:
     ("POST", "/api/topics", {"topic": "bad topic"}, "the topic 'bad topic' has characters other than"),
     ("POST", "/api/topics", {"topic": "T", "queue_nums": "many"}, "queue_nums must be a whole number, not 'many'"),
     ("POST", "/api/topics", {"topic": "T", "queue_nums": 0}, "queue_nums must be between 1 and 1024, not 0"),
+    ("POST", "/api/topics", {"topic": "T", "perm": 5}, "perm must be 2 (write), 4 (read) or 6 (both)"),
     ("POST", "/api/topics/T/send", {"body": " "}, "give body"),
     ("POST", "/api/topics/T/send", {"body": "x", "count": 5000}, "count must be between 1 and 1000, not 5000"),
     ("POST", "/api/groups/g/reset-offset", {"topic": "T", "timestamp": "yesterday"},
@@ -47,12 +48,18 @@ def test_bad_input_is_refused_with_the_reason(method: str, path: str, body: Any,
     with_client(test)
 
 
-def test_a_body_that_is_not_json_is_refused():
+def test_a_body_that_is_not_json_is_refused_and_only_json_is_read():
     async def test(client: TestClient) -> None:
-        resp = await client.post("/api/topics", data=b"topic=T")
+        # a form or text/plain post is what another site's page can make a browser send unasked
+        for data, content_type in ((b"topic=T", "application/x-www-form-urlencoded"), (b'{"topic": "T"}',
+                                                                                        "text/plain")):
+            resp = await client.post("/api/topics", data=data, headers={"Content-Type": content_type})
+            assert (resp.status, (await resp.json())["error"]) == (
+                400, f"send the body as application/json, not {content_type}")
+        resp = await client.post("/api/topics", data=b"{topic", headers={"Content-Type": "application/json"})
         assert resp.status == 400
         assert (await resp.json())["error"].startswith("the body is not JSON")
-        resp = await client.post("/api/topics", data=b"[1, 2]")
+        resp = await client.post("/api/topics", json=[1, 2])
         assert (resp.status, (await resp.json())["error"]) == (400, "the request body must be a JSON object")
 
     with_client(test)

@@ -37,7 +37,7 @@ def with_wait(msg: Message) -> Message:
     return msg.with_properties(**{Prop.WAIT: msg.properties.get(Prop.WAIT, "true")})
 
 
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(messages, min_size=1, max_size=6), st.booleans())
 def test_batch_round_trips_plain_and_compressed(msgs, compress):
     body = encode_batch(msgs)
@@ -81,7 +81,7 @@ def test_batch_message_count_is_bounded():
         decode_batch(body, "T", max_messages=4)
 
 
-@settings(max_examples=500)
+@settings(max_examples=500, deadline=None)
 @given(st.binary(max_size=120), st.booleans())
 def test_fuzz_batch_decoder_raises_only_decode_errors(data, compressed):
     try:
@@ -130,7 +130,7 @@ def test_stored_messages_are_inflated_within_bounds():
         decode_stored_messages(_records((packed, MessageSysFlag.COMPRESSED)), max_body_bytes=100)
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=200), st.integers(0, 150))
 def test_fuzz_stored_decoder_raises_only_decode_errors(noise, cut):
     good = _records((b"abc", 0), (zlib.compress(b"x" * 50), 1))
@@ -168,7 +168,7 @@ raw_pair = st.tuples(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "a", "", "\x01
                      st.one_of(st.text(alphabet="ab \xff", max_size=4), st.text(alphabet="a\x01\x02", max_size=3)))
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(st.lists(st.lists(raw_pair, max_size=4), min_size=1, max_size=5), st.booleans(), st.booleans())
 def test_property_columns_read_what_decode_properties_reads(pair_lists, same_names, trailing):
     """The broker reads a batch's indexed properties as columns when every message has the

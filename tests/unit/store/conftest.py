@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -98,3 +101,16 @@ def open_store(tmp_path: Path) -> Iterator[StoreFactory]:
     yield factory
     for store in factory.stores:
         store.shutdown()
+
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def run_quick_bench(name: str, directory: Path) -> dict[str, Any]:
+    """``skiff bench NAME --quick --json --dir DIRECTORY`` through the real command; its figures."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "skiff", "bench", name, "--quick", "--json", "--dir", str(directory)],
+        cwd=ROOT, capture_output=True, text=True, timeout=240, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)

@@ -3,7 +3,7 @@
 import pytest
 
 from skiff.common.errors import DecodeError
-from skiff.store import GetStatus
+from skiff.store import GetStatus, PutStatus
 
 from .conftest import message, records_of
 
@@ -83,3 +83,51 @@ def test_stats_count_what_happened(open_store):
     assert stats.put_bytes == stats.max_physical_offset == stats.flushed_offset == stats.dispatched_offset
     assert stats.fsync_count >= 1 and stats.commitlog_files == 1 and stats.consume_queues == 1
     assert stats.writable and 0 < stats.disk_used_percent <= 100
+
+
+def test_an_empty_replica_starts_at_its_masters_last_file(open_store, tmp_path):
+    master = open_store()
+    while master.max_physical_offset < 3 * 4096:
+        master.put_messages([message(i, queue_id=1, body=b"x" * 300) for i in range(3)])
+    last_file = master.max_physical_offset - master.max_physical_offset % 4096
+    slave = open_store(root=tmp_path / "slave")
+    with pytest.raises(ValueError, match="ends at 0"):
+        slave.append_replicated(b"", last_file + 8)  # not a file start
+    data = b"".join(bytes(v) for v in master.commitlog.views(last_file, master.max_physical_offset))
+    assert slave.append_replicated(data, last_file) == master.max_physical_offset
+    assert slave.min_physical_offset == last_file
+    first = slave.get_min_offset("T", 1)
+    assert first > 0 and slave.get_max_offset("T", 1) == master.get_max_offset("T", 1)
+    got = slave.get_messages("T", 1, first, 64)
+    assert [bytes(b) for b in got.buffers] == [bytes(b) for b in master.get_messages("T", 1, first, 64).buffers]
+    slave.shutdown()
+    assert open_store(root=tmp_path / "slave").min_physical_offset == last_file
+
+
+def test_a_replica_refuses_puts(open_store):
+    store = open_store()
+    store.replica = True
+    r = store.put_message(message(1))
+    assert r.status is PutStatus.SERVICE_NOT_AVAILABLE and "slave" in r.reason
+    assert store.max_physical_offset == 0
+
+
+def test_truncate_drops_the_tail_durably_with_its_entries(open_store):
+    store = open_store()
+    kept = [store.put_messages([message(i, queue_id=i % 2, keys=f"k{i}")]) for i in range(6)]
+    cut = kept[4].physical_offset
+    for i in range(6, 9):
+        store.put_message(message(i, queue_id=i % 2, keys=f"k{i}"))
+    with pytest.raises(ValueError, match="no record starts"):
+        store.truncate(cut + 1)
+    assert store.truncate(cut) > 0
+    assert store.max_physical_offset == cut
+    assert (store.get_max_offset("T", 0), store.get_max_offset("T", 1)) == (2, 2)
+    assert store.query_by_key("T", "k7", 8, 0, 2**62) == [] and store.query_by_key("T", "k3", 8, 0, 2**62)
+    again = store.put_message(message(20, queue_id=0))
+    assert again.physical_offset == cut and again.queue_offset == 2
+    root = store.root
+    store.shutdown()
+    reopened = open_store(root=root)
+    assert [m.body for m in records_of(reopened.get_messages("T", 0, 0, 32))] == [
+        b"message 0", b"message 2", b"message 20"]

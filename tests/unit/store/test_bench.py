@@ -1,21 +1,12 @@
 """`skiff bench store --quick` runs every case through the real command."""
 
-import json
 import os
-import subprocess
-import sys
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]
+from .conftest import run_quick_bench
 
 
 def test_quick_bench_measures_every_case(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "skiff", "bench", "store", "--quick", "--json", "--dir", str(tmp_path)],
-        cwd=ROOT, capture_output=True, text=True, timeout=240, check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    figures = json.loads(proc.stdout)
+    figures = run_quick_bench("store", tmp_path)
     assert figures["quick"] is True and figures["ceiling_mb_per_s"] > 0
     appends = figures["appends"]
     cases = {(a["body_bytes"], a["batch"], a["flush"], a["writers"]) for a in appends}

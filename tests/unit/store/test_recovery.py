@@ -173,3 +173,22 @@ def test_one_process_per_store(open_store):
     store = open_store()
     with pytest.raises(ConfigError, match="in use"):
         open_store(root=store.root)
+
+
+def test_a_periodic_checkpoint_after_a_partial_page_flush_starts_recovery_at_a_record(open_store):
+    """ASYNC_FLUSH leaves the last, partly written page for the next flush, so the flushed
+    offset can fall inside a record; the checkpoint must still name a record boundary, or a
+    crash image's recovery would start mid-record and cut every record after it."""
+    sizes = {"mappedFileSizeCommitLog": 65536, "flushIntervalCommitLog": 600_000}
+    store = open_store(**sizes)
+    puts = [store.put_message(message(i, body=b"z" * 700)) for i in range(12)]
+    store.commitlog.flush(keep_tail=True)
+    assert store.flushed_offset % 4096 == 0 and store.flushed_offset not in {p.physical_offset for p in puts}
+    store._checkpoint()
+    cp = read_checkpoint(os.path.join(store.root, "checkpoint"))
+    assert cp.dispatched_offset in {p.physical_offset for p in puts} | {store.max_physical_offset}
+    image = open_store.crash_image(store)
+    again = open_store(root=image, **sizes)
+    assert open_store.last_report.truncated_from is None
+    assert again.max_physical_offset == store.max_physical_offset
+    assert len(_bodies(again, 0)) == 12

@@ -1,0 +1,151 @@
+"""gRPC clients: their Settings, their Telemetry streams, and their place in the broker's
+`ClientManager` (so that transaction check-backs reach them).
+
+A client is known by its ``x-mq-client-id`` header. Its Settings (sent on its
+Telemetry stream) are kept and answered with the server's side merged in, as
+RocketMQ's proxy does (`ClientActivity`): ``status`` OK (the official clients
+ignore a reply without it), the producer's ``max_body_size`` and backoff, the
+consumer's batch size, long-polling time and retry policy (``retryMaxTimes`` + 1
+attempts, backoff = the broker's delay levels from 1 s).
+
+A producer is registered in the `ClientManager` under each of its topics (the
+proxy's producer group is the topic) with a `GrpcClientConn`: when the transaction
+service sends it CHECK_TRANSACTION_STATE, the conn turns it into a
+``recover_orphaned_transaction_command`` on the client's Telemetry stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from typing import NamedTuple
+
+from skiff.broker.clients import ClientManager
+from skiff.broker.config import BrokerConfig
+from skiff.broker.groups import SubscriptionGroupManager
+from skiff.broker.grpc.convert import to_message
+from skiff.common.stored_message import decode_record
+from skiff.protocol.codes import RequestCode
+from skiff.protocol.command import RemotingCommand
+from skiff.protocol.errors import ConnectionClosed
+from skiff.protocol.headers.transaction import CheckTransactionStateRequestHeader
+from skiff.protocol.v5 import definition_pb2 as pb
+from skiff.protocol.v5 import service_pb2 as rpc
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 4 * 1024 * 1024
+RECEIVE_BATCH_SIZE = 32
+LONG_POLLING_S = 20
+MAX_REMEMBERED_TRANSACTIONS = 100_000
+
+
+class HalfRef(NamedTuple):
+    """What END_TRANSACTION needs of a half message (the gRPC request carries only ids)."""
+
+    producer_group: str
+    queue_offset: int
+    commit_log_offset: int
+    offset_msg_id: str
+
+
+class GrpcClientConn:
+    """A gRPC client as the broker's client tables see a connection: it has a peer, can be
+    closed, and takes oneway commands (CHECK_TRANSACTION_STATE), which go out on its
+    Telemetry stream."""
+
+    def __init__(self, client_id: str, peer: tuple[str, int], halves: OrderedDict[str, HalfRef]) -> None:
+        self.client_id = client_id
+        self.peer = peer
+        self.peer_addr = f"{peer[0]}:{peer[1]}"
+        self.stream: asyncio.Queue[rpc.TelemetryCommand | None] | None = None
+        self.is_closed = False
+        self._halves = halves
+
+    def send_oneway(self, cmd: RemotingCommand) -> None:
+        if self.stream is None or self.is_closed:
+            raise ConnectionClosed(self.peer_addr, "the client has no Telemetry stream open")
+        if cmd.code != RequestCode.CHECK_TRANSACTION_STATE:
+            return
+        h = CheckTransactionStateRequestHeader.from_ext(cmd.ext_fields)
+        message = to_message(decode_record(bytes(cmd.body)))
+        tx_id = h.transaction_id or message.system_properties.message_id
+        remember(self._halves, tx_id, HalfRef(message.topic.name, h.tran_state_table_offset, h.commit_log_offset,
+                                              h.offset_msg_id or ""))
+        command = rpc.RecoverOrphanedTransactionCommand(message=message, transaction_id=tx_id)
+        self.stream.put_nowait(rpc.TelemetryCommand(recover_orphaned_transaction_command=command))
+
+    def close(self, *args: object) -> None:
+        self.is_closed = True
+        if self.stream is not None:
+            self.stream.put_nowait(None)
+
+
+def remember(halves: OrderedDict[str, HalfRef], tx_id: str, ref: HalfRef) -> None:
+    halves[tx_id] = ref
+    halves.move_to_end(tx_id)
+    while len(halves) > MAX_REMEMBERED_TRANSACTIONS:
+        halves.popitem(last=False)
+
+
+class GrpcClients:
+    def __init__(self, config: BrokerConfig, clients: ClientManager, groups: SubscriptionGroupManager) -> None:
+        self.config = config
+        self.clients = clients
+        self.groups = groups
+        self.settings: dict[str, pb.Settings] = {}
+        self.conns: dict[str, GrpcClientConn] = {}
+        self.halves: OrderedDict[str, HalfRef] = OrderedDict()
+
+    def conn(self, client_id: str, peer: tuple[str, int]) -> GrpcClientConn:
+        found = self.conns.get(client_id)
+        if found is None or found.is_closed:
+            found = self.conns[client_id] = GrpcClientConn(client_id, peer, self.halves)
+        return found
+
+    def on_settings(self, conn: GrpcClientConn, settings: pb.Settings) -> rpc.TelemetryCommand:
+        """Keep a client's Settings, register it, and the reply for its stream."""
+        self.settings[conn.client_id] = settings
+        self.touch(conn)
+        merged = pb.Settings()
+        merged.CopyFrom(settings)
+        merged.metric.on = False
+        if settings.HasField("publishing"):
+            for topic in settings.publishing.topics:
+                self.clients.register_producer(topic.name, self._channel(conn))
+            merged.publishing.max_body_size = MAX_BODY_BYTES
+            merged.publishing.validate_message_type = True
+            policy = merged.backoff_policy
+            policy.max_attempts = 3
+            policy.exponential_backoff.initial.FromMilliseconds(10)
+            policy.exponential_backoff.max.FromMilliseconds(1000)
+            policy.exponential_backoff.multiplier = 2
+        else:
+            sub = merged.subscription
+            sub.receive_batch_size = RECEIVE_BATCH_SIZE
+            if not settings.subscription.HasField("long_polling_timeout"):
+                sub.long_polling_timeout.FromSeconds(LONG_POLLING_S)
+            group = self.groups.find_or_create(settings.subscription.group.name)
+            sub.fifo = group is not None and group.consume_message_orderly
+            retry_max_times = self.config.max_reconsume_times if group is None else group.retry_max_times
+            merged.backoff_policy.max_attempts = retry_max_times + 1
+            levels = self.config.delay_levels_ms
+            merged.backoff_policy.customized_backoff.ClearField("next")
+            for ms in levels:
+                merged.backoff_policy.customized_backoff.next.add().FromMilliseconds(ms)
+        return rpc.TelemetryCommand(status=pb.Status(code=pb.OK, message="OK"), settings=merged)
+
+    def touch(self, conn: GrpcClientConn) -> None:
+        """A sign of life (Heartbeat, Settings): the client is not expired."""
+        self._channel(conn)
+
+    def _channel(self, conn: GrpcClientConn):  # type: ignore[no-untyped-def]
+        return self.clients.channel(conn, conn.client_id, "PYTHON", 0)  # type: ignore[arg-type]
+
+    def terminate(self, client_id: str) -> None:
+        conn = self.conns.pop(client_id, None)
+        self.settings.pop(client_id, None)
+        if conn is not None:
+            self.clients.connection_closed(conn, "NotifyClientTermination")  # type: ignore[arg-type]
+            conn.close()

@@ -1,0 +1,177 @@
+"""The consumer side of the gRPC endpoint: assignments, receive (POP), ack, change of
+invisible duration, dead-lettering; over `skiff.broker.pop.PopService`.
+
+As RocketMQ's proxy (`ReceiveMessageActivity`, `AckMessageActivity`):
+
+- receive pops every queue of the topic (and the group's retry topic), at most 32
+  messages, long-polling up to the request's ``long_polling_timeout`` (clamped to
+  the time the client's deadline leaves). A group with ``consumeMessageOrderly``
+  is assigned each queue on its own and pops it orderly (blocked until acked).
+  ``auto_renew`` (push consumers) hides messages for ``defaultInvisibleTimeMills``
+  (60 s) and renews that while the client holds them (`skiff.broker.grpc.renewal`);
+  otherwise
+  ``invisible_duration`` must lie in [``minInvisibleTimeMillsForRecv``, 12 h]
+  (ILLEGAL_INVISIBLE_TIME). The stream is: a status (OK or MESSAGE_NOT_FOUND), the
+  messages, the delivery timestamp; then it ends;
+- a receipt handle that does not parse, has expired, or names nothing in flight
+  is INVALID_RECEIPT_HANDLE (the push consumer stops retrying an ack on that code).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+
+from skiff.broker.config import BrokerConfig
+from skiff.broker.groups import SubscriptionGroupManager
+from skiff.broker.grpc.clients import GrpcClientConn
+from skiff.broker.grpc.convert import now_timestamp, to_message
+from skiff.broker.grpc.producing import status
+from skiff.broker.grpc.renewal import Renewals
+from skiff.broker.grpc.routes import BrokerQueues, Routes
+from skiff.broker.pop.service import PopRequest, PopService
+from skiff.broker.processors.pop import PopProcessor
+from skiff.broker.processors.pull import Refusal, compile_subscription
+from skiff.common.clock import Clock
+from skiff.common.errors import DecodeError
+from skiff.common.limits import POP_MAX_MSG_NUMS
+from skiff.common.stored_message import decode_record
+from skiff.protocol.codes import ResponseCode
+from skiff.protocol.headers.pop import ExtraInfo
+from skiff.protocol.v5 import definition_pb2 as pb
+from skiff.protocol.v5 import service_pb2 as rpc
+
+MAX_INVISIBLE_MS = 12 * 3_600_000
+_CHECK_CODES = {ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: pb.CONSUMER_GROUP_NOT_FOUND,
+                ResponseCode.TOPIC_NOT_EXIST: pb.TOPIC_NOT_FOUND, ResponseCode.NO_PERMISSION: pb.FORBIDDEN,
+                ResponseCode.MESSAGE_ILLEGAL: pb.BAD_REQUEST}
+
+
+class Consuming:
+    def __init__(self, config: BrokerConfig, groups: SubscriptionGroupManager, pop: PopService,
+                 checks: PopProcessor, clock: Clock, routes: Routes,
+                 broker_of: Callable[[BrokerQueues], pb.Broker]) -> None:
+        self.renewals = Renewals(config, pop, clock)
+        self.routes = routes
+        self.broker_of = broker_of
+        self.config = config
+        self.groups = groups
+        self.pop = pop
+        self.checks = checks
+        self.clock = clock
+
+    async def query_assignment(self, req: rpc.QueryAssignmentRequest) -> rpc.QueryAssignmentResponse:
+        brokers = await self.routes.brokers(req.topic.name)
+        if not brokers:
+            return rpc.QueryAssignmentResponse(status=status(pb.TOPIC_NOT_FOUND, f"topic {req.topic.name} not found"))
+        readable = [b for b in brokers if b.read_queue_nums and b.perm & 4]
+        if not readable:
+            return rpc.QueryAssignmentResponse(status=status(pb.FORBIDDEN, "no readable queue"))
+        orderly = self._orderly(req.group.name)
+        queues = [pb.MessageQueue(topic=req.topic, id=i, permission=pb.READ_WRITE, broker=self.broker_of(b))
+                  for b in readable for i in (range(b.read_queue_nums) if orderly else [-1])]
+        return rpc.QueryAssignmentResponse(status=status(pb.OK, "OK"),
+                                           assignments=[pb.Assignment(message_queue=q) for q in queues])
+
+    def _orderly(self, group_name: str) -> bool:
+        group = self.groups.find_or_create(group_name)
+        return group is not None and group.consume_message_orderly
+
+    async def receive(self, conn: GrpcClientConn, req: rpc.ReceiveMessageRequest,
+                      time_left_s: float | None) -> AsyncIterator[rpc.ReceiveMessageResponse]:
+        made = self._pop_request(req)
+        if isinstance(made, pb.Status):
+            yield rpc.ReceiveMessageResponse(status=made)
+            yield rpc.ReceiveMessageResponse(delivery_timestamp=now_timestamp())
+            return
+        poll_ms = req.long_polling_timeout.ToMilliseconds() if req.HasField("long_polling_timeout") else 20_000
+        if time_left_s is not None:
+            poll_ms = min(poll_ms, int(time_left_s * 1000) - 1000)
+        found = await self.pop.pop(made, max(0, poll_ms))
+        if not found:
+            yield rpc.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "no new message"))
+        else:
+            yield rpc.ReceiveMessageResponse(status=status(pb.OK, "OK"))
+            for p in found:
+                receipt = p.handle.encode_receipt()
+                if req.auto_renew:
+                    self.renewals.hold(conn, receipt, made.group, req.message_queue.topic.name, p.handle)
+                message = to_message(decode_record(p.record), receipt_handle=receipt,
+                                     delivery_attempt=p.delivery_attempt, invisible_ms=made.invisible_ms)
+                yield rpc.ReceiveMessageResponse(message=message)
+        yield rpc.ReceiveMessageResponse(delivery_timestamp=now_timestamp())
+
+    def _pop_request(self, req: rpc.ReceiveMessageRequest) -> PopRequest | pb.Status:
+        group, topic = req.group.name, req.message_queue.topic.name
+        if not group:
+            return status(pb.ILLEGAL_CONSUMER_GROUP, "no consumer group")
+        refused = self.checks.check(group, topic, -1)
+        if refused is not None:
+            return status(_CHECK_CODES.get(refused.code, pb.INTERNAL_SERVER_ERROR), refused.remark)
+        if req.auto_renew or not req.HasField("invisible_duration"):
+            invisible = self.config.default_invisible_time_ms
+        else:
+            invisible = req.invisible_duration.ToMilliseconds()
+            if not self.config.min_invisible_time_for_recv_ms <= invisible <= MAX_INVISIBLE_MS:
+                return status(pb.ILLEGAL_INVISIBLE_TIME, f"the invisible duration must be from "
+                              f"{self.config.min_invisible_time_for_recv_ms} ms to 12 h, not {invisible} ms")
+        expr = req.filter_expression
+        kind = "SQL92" if expr.type == pb.SQL else "TAG"
+        flt = compile_subscription(expr.expression or "*", kind, self.config.enable_property_filter)
+        if isinstance(flt, Refusal):
+            return status(pb.ILLEGAL_FILTER_EXPRESSION, flt.remark)
+        batch = min(req.batch_size or POP_MAX_MSG_NUMS, POP_MAX_MSG_NUMS)
+        orderly = self._orderly(group)
+        queue_id = req.message_queue.id if orderly and req.message_queue.id >= 0 else -1
+        return PopRequest(group, topic, queue_id, batch, invisible, flt, orderly, req.attempt_id)
+
+    def _handle(self, text: str) -> ExtraInfo | pb.Status:
+        """The handle a client's receipt stands for (the renewed one for a push consumer's), and
+        the client is done renewing it."""
+        renewed = self.renewals.current(text)
+        self.renewals.release(text)
+        try:
+            handle = renewed or ExtraInfo.parse(text)
+        except DecodeError as exc:
+            return status(pb.INVALID_RECEIPT_HANDLE, str(exc))
+        if handle.visible_at <= self.clock.now_ms():
+            return status(pb.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
+        return handle
+
+    def ack(self, req: rpc.AckMessageRequest) -> rpc.AckMessageResponse:
+        entries = []
+        for entry in req.entries:
+            handle = self._handle(entry.receipt_handle)
+            if isinstance(handle, ExtraInfo):
+                done = self.pop.ack(req.group.name, req.topic.name, handle)
+                handle = status(pb.OK, "OK") if done else status(pb.INVALID_RECEIPT_HANDLE, _GONE)
+            entries.append(rpc.AckMessageResultEntry(message_id=entry.message_id,
+                                                     receipt_handle=entry.receipt_handle, status=handle))
+        codes = {e.status.code for e in entries}
+        top = entries[0].status if len(codes) == 1 else status(pb.MULTIPLE_RESULTS)
+        if not entries:
+            top = status(pb.BAD_REQUEST, "no entry to acknowledge")
+        return rpc.AckMessageResponse(status=top, entries=entries)
+
+    def change_invisible(self, req: rpc.ChangeInvisibleDurationRequest) -> rpc.ChangeInvisibleDurationResponse:
+        handle = self._handle(req.receipt_handle)
+        if isinstance(handle, pb.Status):
+            return rpc.ChangeInvisibleDurationResponse(status=handle)
+        invisible = req.invisible_duration.ToMilliseconds()
+        if not 0 <= invisible <= MAX_INVISIBLE_MS:
+            return rpc.ChangeInvisibleDurationResponse(status=status(pb.ILLEGAL_INVISIBLE_TIME,
+                                                                     f"{invisible} ms is not from 0 to 12 h"))
+        new = self.pop.change_invisible(req.group.name, req.topic.name, handle, invisible)
+        if new is None:
+            return rpc.ChangeInvisibleDurationResponse(status=status(pb.INVALID_RECEIPT_HANDLE, _GONE))
+        return rpc.ChangeInvisibleDurationResponse(status=status(pb.OK, "OK"), receipt_handle=new.encode_receipt())
+
+    def dead_letter(self, req: rpc.ForwardMessageToDeadLetterQueueRequest) -> \
+            rpc.ForwardMessageToDeadLetterQueueResponse:
+        handle = self._handle(req.receipt_handle)
+        if isinstance(handle, ExtraInfo):
+            done = self.pop.dead_letter(req.group.name, req.topic.name, handle)
+            handle = status(pb.OK, "OK") if done else status(pb.INVALID_RECEIPT_HANDLE, _GONE)
+        return rpc.ForwardMessageToDeadLetterQueueResponse(status=handle)
+
+
+_GONE = "the message is not in flight: acknowledged already, redelivered, or its handle was replaced"

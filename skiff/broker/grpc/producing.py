@@ -1,0 +1,243 @@
+"""The producer side of the gRPC endpoint: routes, sends, transactions, recall.
+
+A send is translated to SEND_MESSAGE_V2 and run through this broker's own send
+processor (the same checks, delay and half-message parking, flush waits), then
+answered as RocketMQ's proxy answers (`SendMessageActivity`). FIFO messages go to
+the queue ``crc32(message_group) mod writeQueueNums``, so a group keeps its order;
+others to a random queue. A transactional send remembers where its half message is
+(END_TRANSACTION names it by offsets; the gRPC request only by ids); after a restart
+the half is found by its id in the half topic's index. Several plain
+messages in one request (no delay, transaction or group) are appended together
+as the send path's batch: one store append, consecutive queue offsets.
+"""
+
+from __future__ import annotations
+
+import base64
+import zlib
+from collections.abc import Awaitable, Callable, Sequence
+
+from skiff.broker.config import BrokerConfig
+from skiff.broker.grpc.clients import MAX_BODY_BYTES as MAX_BODY
+from skiff.broker.grpc.clients import GrpcClientConn, GrpcClients, HalfRef, remember
+from skiff.broker.grpc.convert import Invalid, born_ms, to_properties
+from skiff.broker.grpc.routes import BrokerQueues, Routes
+from skiff.broker.processors.send import SendProcessor, born_host
+from skiff.broker.topics import TopicConfigManager
+from skiff.broker.writer import MessageWriter
+from skiff.common.clock import Clock
+from skiff.common.msgid import create_offset_msg_id, decode_offset_msg_id
+from skiff.common.names import TRANS_HALF_TOPIC
+from skiff.common.record import read_head, read_tail
+from skiff.common.stored_message import raw_property
+from skiff.common.properties import Prop, encode_properties
+from skiff.common.sysflag import MessageSysFlag
+from skiff.protocol.bodies.timer import CancelScheduledBody, CancelStatus
+from skiff.protocol.codes import RequestCode, ResponseCode, SkiffRequestCode
+from skiff.protocol.command import RemotingCommand
+from skiff.protocol.headers.send import SendMessageRequestHeader, SendMessageRequestHeaderV2
+from skiff.protocol.headers.transaction import EndTransactionRequestHeader
+from skiff.protocol.v5 import definition_pb2 as pb
+from skiff.protocol.v5 import service_pb2 as rpc
+
+Call = Callable[[GrpcClientConn, RemotingCommand], Awaitable[RemotingCommand]]
+"""Runs a remoting request through this broker's processors, as if ``conn`` had sent it."""
+
+CODES = {
+    ResponseCode.SUCCESS: pb.OK,
+    ResponseCode.SYSTEM_BUSY: pb.TOO_MANY_REQUESTS,
+    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: pb.CONSUMER_GROUP_NOT_FOUND,
+    ResponseCode.TOPIC_NOT_EXIST: pb.TOPIC_NOT_FOUND,
+    ResponseCode.FLUSH_DISK_TIMEOUT: pb.MASTER_PERSISTENCE_TIMEOUT,
+    ResponseCode.FLUSH_SLAVE_TIMEOUT: pb.SLAVE_PERSISTENCE_TIMEOUT,
+    ResponseCode.SLAVE_NOT_AVAILABLE: pb.HA_NOT_AVAILABLE,
+    ResponseCode.REQUEST_CODE_NOT_SUPPORTED: pb.NOT_IMPLEMENTED,
+    ResponseCode.NO_PERMISSION: pb.FORBIDDEN,
+    ResponseCode.MESSAGE_ILLEGAL: pb.BAD_REQUEST,
+}
+"""4.x response code → gRPC code, as the proxy maps them; anything else is INTERNAL_SERVER_ERROR."""
+_TRANSACTION_END = {pb.COMMIT: int(MessageSysFlag.TRANSACTION_COMMIT),
+                    pb.ROLLBACK: int(MessageSysFlag.TRANSACTION_ROLLBACK)}
+_TYPES = [pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION]
+
+
+def status(code: int, message: str = "") -> pb.Status:
+    return pb.Status(code=code, message=message or pb.Code.Name(code))
+
+
+def from_remoting(resp: RemotingCommand) -> pb.Status:
+    return status(CODES.get(ResponseCode(resp.code) if resp.code in ResponseCode._value2member_map_ else -1,
+                            pb.INTERNAL_SERVER_ERROR), resp.remark or "")
+
+
+def resource(name: str) -> pb.Resource:
+    return pb.Resource(name=name)
+
+
+def _batchable(messages: Sequence[pb.Message]) -> bool:
+    """Plain messages (no delay, transaction or FIFO group), more than one."""
+    return len(messages) > 1 and all(
+        m.system_properties.message_type == pb.NORMAL and not m.system_properties.HasField("delivery_timestamp")
+        and not m.system_properties.HasField("message_group") for m in messages)
+
+
+class Producing:
+    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, clients: GrpcClients, call: Call,
+                 clock: Clock, endpoint: Callable[[str], pb.Endpoints], sender: SendProcessor,
+                 writer: MessageWriter, routes: Routes) -> None:
+        self.routes = routes
+        self.sender = sender
+        self.writer = writer
+        self.config = config
+        self.topics = topics
+        self.clients = clients
+        self.call = call
+        self.clock = clock
+        self.endpoint = endpoint
+
+    def broker_of(self, b: BrokerQueues) -> pb.Broker:
+        return pb.Broker(name=b.broker_name, id=0, endpoints=self.endpoint(b.host))
+
+    async def query_route(self, req: rpc.QueryRouteRequest) -> rpc.QueryRouteResponse:
+        brokers = await self.routes.brokers(req.topic.name)
+        if not brokers:
+            return rpc.QueryRouteResponse(status=status(pb.TOPIC_NOT_FOUND, f"topic {req.topic.name} not found"))
+        queues = []
+        for b in brokers:
+            broker = self.broker_of(b)
+            for i in range(max(b.read_queue_nums, b.write_queue_nums)):
+                readable, writable = i < b.read_queue_nums and b.perm & 4, i < b.write_queue_nums and b.perm & 2
+                perm = pb.READ_WRITE if readable and writable else pb.READ if readable else pb.WRITE if writable \
+                    else pb.NONE
+                queues.append(pb.MessageQueue(topic=req.topic, id=i, permission=perm, broker=broker,
+                                              accept_message_types=_TYPES))
+        return rpc.QueryRouteResponse(status=status(pb.OK, "OK"), message_queues=queues)
+
+    async def send(self, conn: GrpcClientConn, req: rpc.SendMessageRequest) -> rpc.SendMessageResponse:
+        if not req.messages:
+            return rpc.SendMessageResponse(status=status(pb.MESSAGE_CORRUPTED, "no message to send"))
+        if len({m.topic.name for m in req.messages}) > 1:
+            return rpc.SendMessageResponse(status=status(pb.MESSAGE_CORRUPTED, "the messages name different topics"))
+        entries = await self._send_batch(conn, req.messages) if _batchable(req.messages) else None
+        if entries is None:
+            entries = [await self._send_one(conn, m) for m in req.messages]
+        codes = {e.status.code for e in entries}
+        top = entries[0].status if len(codes) == 1 else status(pb.MULTIPLE_RESULTS)
+        return rpc.SendMessageResponse(status=top, entries=entries)
+
+    async def _send_one(self, conn: GrpcClientConn, msg: pb.Message) -> rpc.SendResultEntry:
+        now = self.clock.now_ms()
+        try:
+            if not msg.body:
+                raise Invalid(pb.MESSAGE_BODY_EMPTY, "the message body is empty")
+            if len(msg.body) > MAX_BODY:
+                raise Invalid(pb.MESSAGE_BODY_TOO_LARGE, f"the body is {len(msg.body)} bytes, more than {MAX_BODY}")
+            props = to_properties(msg, now)
+        except Invalid as exc:
+            return rpc.SendResultEntry(status=status(exc.code, str(exc)))
+        topic = msg.topic.name
+        if self.topics.get(topic) is None:  # as the proxy (no route): never auto-created through gRPC
+            return rpc.SendResultEntry(status=status(pb.TOPIC_NOT_FOUND, f"topic {topic} not found"))
+        transactional = msg.system_properties.message_type == pb.TRANSACTION
+        sys_flag = int(MessageSysFlag.TRANSACTION_PREPARED) if transactional else 0
+        header = SendMessageRequestHeader(topic if transactional else "", topic, "TBW102", 4,
+                                          self._queue(topic, msg), sys_flag, born_ms(msg, now), 0,
+                                          encode_properties(props).decode(), 0, False, False)
+        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2,
+                                      SendMessageRequestHeaderV2.from_v1(header).to_ext(), msg.body)
+        resp = await self.call(conn, cmd)
+        if resp.code != ResponseCode.SUCCESS:
+            return rpc.SendResultEntry(status=from_remoting(resp))
+        msg_id = msg.system_properties.message_id
+        offset = int(resp.ext("queueOffset") or 0)
+        offset_msg_id = (resp.ext("msgId") or "").split(",")[0]
+        if transactional:
+            remember(self.clients.halves, msg_id, HalfRef(topic, offset,
+                                                          decode_offset_msg_id(offset_msg_id).physical_offset,
+                                                          offset_msg_id))
+        recall = ""
+        if msg.system_properties.HasField("delivery_timestamp"):
+            text = f"v1 {topic} {self.config.broker_name} {props.get('TIMER_DELIVER_MS')} {msg_id}"
+            recall = base64.urlsafe_b64encode(text.encode()).decode()
+        return rpc.SendResultEntry(status=status(pb.OK, "OK"), message_id=msg_id, transaction_id=msg_id,
+                                   offset=offset, recall_handle=recall)
+
+    async def _send_batch(self, conn: GrpcClientConn, messages: Sequence[pb.Message]) -> list[rpc.SendResultEntry] | None:
+        """Several plain messages in one append (the send path's batch), or None when one of
+        them needs its own answer (then each is sent alone)."""
+        now, topic = self.clock.now_ms(), messages[0].topic.name
+        try:
+            props = [to_properties(m, now) for m in messages]
+        except Invalid:
+            return None
+        if any(not m.body or len(m.body) > MAX_BODY for m in messages) or self.topics.get(topic) is None:
+            return None
+        header = SendMessageRequestHeader("", topic, "TBW102", 4, -1, 0, now, 0, "", 0, False, True)
+        cmd = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, None)
+        target = self.sender.target(cmd, header)
+        if isinstance(target, RemotingCommand):
+            return [rpc.SendResultEntry(status=from_remoting(target)) for _ in messages]
+        host = born_host(conn.peer)
+        inputs = [self.writer.message(topic, target, m.body, p, None, 0, 0, born_ms(m, now), host)
+                  for m, p in zip(messages, props)]
+        if any(isinstance(i, str) for i in inputs):
+            return None
+        answered = self.sender.store_and_answer(cmd, inputs, target, True)  # type: ignore[arg-type]
+        resp = answered if isinstance(answered, RemotingCommand) else await answered
+        if resp.code != ResponseCode.SUCCESS:
+            return [rpc.SendResultEntry(status=from_remoting(resp)) for _ in messages]
+        first = int(resp.ext("queueOffset") or 0)
+        ok = status(pb.OK, "OK")
+        return [rpc.SendResultEntry(status=ok, message_id=m.system_properties.message_id,
+                                    transaction_id=m.system_properties.message_id, offset=first + i)
+                for i, m in enumerate(messages)]
+
+    def _queue(self, topic: str, msg: pb.Message) -> int:
+        """The queue for a FIFO message (its group's, always the same), else -1 (any)."""
+        tc = self.topics.get(topic)
+        group = msg.system_properties.message_group
+        if tc is None or not group or tc.write_queue_nums <= 0:
+            return -1
+        return zlib.crc32(group.encode()) % tc.write_queue_nums
+
+    async def end_transaction(self, conn: GrpcClientConn, req: rpc.EndTransactionRequest) -> rpc.EndTransactionResponse:
+        if not req.transaction_id:
+            return rpc.EndTransactionResponse(status=status(pb.INVALID_TRANSACTION_ID, "no transaction_id"))
+        half = self.clients.halves.get(req.transaction_id) or self._stored_half(req.transaction_id)
+        if half is None:
+            return rpc.EndTransactionResponse(status=status(
+                pb.INVALID_TRANSACTION_ID, f"transaction {req.transaction_id} is not known to this endpoint"))
+        header = EndTransactionRequestHeader(half.producer_group, half.queue_offset, half.commit_log_offset,
+                                             _TRANSACTION_END.get(req.resolution, 0), half.offset_msg_id,
+                                             req.source == pb.SOURCE_SERVER_CHECK, req.transaction_id)
+        resp = await self.call(conn, RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext()))
+        if resp.code == ResponseCode.SUCCESS and req.resolution in _TRANSACTION_END:
+            self.clients.halves.pop(req.transaction_id, None)
+        return rpc.EndTransactionResponse(status=from_remoting(resp))
+
+    def _stored_half(self, tx_id: str) -> HalfRef | None:
+        """A half message found by its id (= UNIQ_KEY) in the half topic's index, for a
+        transaction this endpoint did not see sent (the broker restarted since)."""
+        found = self.sender.store.query_by_key(TRANS_HALF_TOPIC, tx_id, 1, 0, self.clock.now_ms())
+        if not found:
+            return None
+        head = read_head(found[0])
+        group = raw_property(read_tail(found[0], 0, head).properties_raw, Prop.PGROUP) or ""
+        return HalfRef(group, head.queue_offset, head.physical_offset,
+                       create_offset_msg_id(head.store_host, head.physical_offset))
+
+    async def recall(self, conn: GrpcClientConn, req: rpc.RecallMessageRequest) -> rpc.RecallMessageResponse:
+        try:
+            version, topic, _, _, msg_id = base64.urlsafe_b64decode(req.recall_handle.encode()).decode().split(" ")
+        except ValueError:
+            return rpc.RecallMessageResponse(status=status(pb.BAD_REQUEST, "the recall handle does not decode"))
+        if version != "v1" or topic != req.topic.name:
+            return rpc.RecallMessageResponse(status=status(pb.BAD_REQUEST, "the recall handle is not for this topic"))
+        cmd = RemotingCommand.request(SkiffRequestCode.CANCEL_SCHEDULED_MESSAGE, {"msgId": msg_id})
+        resp = await self.call(conn, cmd)
+        if resp.code != ResponseCode.SUCCESS:
+            return rpc.RecallMessageResponse(status=from_remoting(resp), message_id=msg_id)
+        outcome = CancelScheduledBody.from_json(resp.body).status
+        code = pb.OK if outcome in (CancelStatus.CANCELLED, CancelStatus.ALREADY_CANCELLED) else pb.NOT_FOUND
+        return rpc.RecallMessageResponse(status=status(code, f"{outcome.value}"), message_id=msg_id)
+

@@ -1,0 +1,246 @@
+"""GrpcServer: ``apache.rocketmq.v2.MessagingService`` inside the broker (RocketMQ 5's "local"
+proxy mode) on ``grpcServerPort``, with grpcio's asyncio server.
+
+The service is registered with grpcio's generic handlers over the generated message
+classes (`skiff.protocol.v5`), method by method; RPCs the official clients do not
+need are served where cheap (QueryOffset, GetOffset, UpdateOffset, PullMessage:
+`skiff.broker.grpc.offsets`); SyncLiteSubscription is not registered, so it answers
+UNIMPLEMENTED. Every other error travels inside the
+response's ``Status`` with the gRPC status OK, as the proxy does. The receive limit
+is raised from grpcio's 4 MiB (a 4 MiB body plus its envelope would not fit).
+
+Routes and assignments list every broker group holding the topic, each with its own
+gRPC endpoint (`skiff.broker.grpc.routes`): each broker serves its own queues, and a
+client talks to the broker that holds the queues it was routed to.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from skiff.broker.config import BrokerConfig
+from skiff.broker.groups import SubscriptionGroupManager
+from skiff.broker.grpc.clients import GrpcClientConn, GrpcClients
+from skiff.broker.grpc.consuming import Consuming
+from skiff.broker.grpc.offsets import Offsets
+from skiff.broker.grpc.producing import Producing, status
+from skiff.broker.grpc.routes import RouteLookup, Routes
+from skiff.broker.pop.service import PopService
+from skiff.broker.processors.pop import PopProcessor
+from skiff.broker.processors.send import SendProcessor
+from skiff.broker.topics import TopicConfigManager
+from skiff.broker.writer import MessageWriter
+from skiff.common.clock import Clock
+from skiff.common.errors import SkiffError
+from skiff.common.service import Periodic
+from skiff.protocol.codes import ResponseCode
+from skiff.protocol.command import RemotingCommand
+from skiff.protocol.v5 import definition_pb2 as pb
+from skiff.protocol.v5 import service_pb2 as rpc
+from skiff.transport.connection import Handler
+from skiff.transport.errors import ListenError
+
+log = logging.getLogger(__name__)
+
+SERVICE = "apache.rocketmq.v2.MessagingService"
+MAX_INBOUND_BYTES = 130 * 1024 * 1024
+"""The proxy's grpcMaxInboundMessageSize."""
+
+
+class GrpcServer:
+    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, groups: SubscriptionGroupManager,
+                 clients: GrpcClients, pop: PopService, checks: PopProcessor, handlers: dict[int, Handler],
+                 clock: Clock, sender: SendProcessor, writer: MessageWriter, lookup: RouteLookup,
+                 offsets: Offsets) -> None:
+        self.offsets = offsets
+        self.config = config
+        self.clients = clients
+        self.handlers = handlers
+        self.port = config.grpc_server_port
+        routes = Routes(topics, config.broker_name, config.advertised_ip, lookup)
+        self.producing = Producing(config, topics, clients, self.call, clock, self.endpoints, sender, writer, routes)
+        self.consuming = Consuming(config, groups, pop, checks, clock, routes, self.producing.broker_of)
+        self._server: grpc.aio.Server | None = None
+        self._renewer = Periodic("grpc-renew-invisible", config.renew_schedule_period_ms / 1000.0,
+                                 self.consuming.renewals.renew_tick)
+
+    def endpoints(self, host: str) -> pb.Endpoints:
+        """A broker's gRPC endpoint: its host, this broker's grpcServerPort."""
+        scheme = pb.IPv6 if ipaddress.ip_address(host).version == 6 else pb.IPv4
+        return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=self.port)])
+
+    async def start(self) -> None:
+        server = grpc.aio.server(options=[("grpc.max_receive_message_length", MAX_INBOUND_BYTES),
+                                          ("grpc.so_reuseport", 0)])
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, self._methods())])
+        try:
+            self.port = server.add_insecure_port(_target(self.config.listen_host, self.port))
+        except RuntimeError as exc:
+            raise ListenError(f"the gRPC endpoint cannot listen on {self.config.listen_host}:{self.port} "
+                              f"(grpcServerPort): {exc}") from None
+        await server.start()
+        self._server = server
+        self._renewer.start()
+        log.info("gRPC endpoint (RocketMQ 5.x clients) listening on %s:%d", self.config.listen_host, self.port)
+
+    async def stop(self, grace_s: float) -> None:
+        await self._renewer.stop()
+        if self._server is not None:
+            for conn in list(self.clients.conns.values()):
+                conn.close()
+            await self._server.stop(grace_s)
+            self._server = None
+
+    async def call(self, conn: GrpcClientConn, cmd: RemotingCommand) -> RemotingCommand:
+        """Run a remoting request through this broker's processors, as ``conn`` sending it."""
+        handler = self.handlers[cmd.code]
+        try:
+            result = handler(conn, cmd)  # type: ignore[arg-type]
+            if not isinstance(result, RemotingCommand):
+                result = await result  # type: ignore[misc]
+        except SkiffError as exc:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        assert result is not None
+        return result
+
+    # -- methods -------------------------------------------------------------------
+
+    def _methods(self) -> dict[str, grpc.RpcMethodHandler]:
+        p, c = self.producing, self.consuming
+        unary: dict[str, tuple[Callable[..., Any], Any, Any]] = {
+            "QueryRoute": (lambda conn, r: p.query_route(r), rpc.QueryRouteRequest, rpc.QueryRouteResponse),
+            "Heartbeat": (self._heartbeat, rpc.HeartbeatRequest, rpc.HeartbeatResponse),
+            "SendMessage": (p.send, rpc.SendMessageRequest, rpc.SendMessageResponse),
+            "QueryAssignment": (lambda conn, r: c.query_assignment(r), rpc.QueryAssignmentRequest,
+                                rpc.QueryAssignmentResponse),
+            "AckMessage": (lambda conn, r: c.ack(r), rpc.AckMessageRequest, rpc.AckMessageResponse),
+            "ForwardMessageToDeadLetterQueue": (lambda conn, r: c.dead_letter(r),
+                                                rpc.ForwardMessageToDeadLetterQueueRequest,
+                                                rpc.ForwardMessageToDeadLetterQueueResponse),
+            "EndTransaction": (p.end_transaction, rpc.EndTransactionRequest, rpc.EndTransactionResponse),
+            "NotifyClientTermination": (self._terminate, rpc.NotifyClientTerminationRequest,
+                                        rpc.NotifyClientTerminationResponse),
+            "ChangeInvisibleDuration": (lambda conn, r: c.change_invisible(r), rpc.ChangeInvisibleDurationRequest,
+                                        rpc.ChangeInvisibleDurationResponse),
+            "RecallMessage": (p.recall, rpc.RecallMessageRequest, rpc.RecallMessageResponse),
+            "QueryOffset": (lambda conn, r: self.offsets.query_offset(r), rpc.QueryOffsetRequest,
+                            rpc.QueryOffsetResponse),
+            "GetOffset": (lambda conn, r: self.offsets.get_offset(r), rpc.GetOffsetRequest, rpc.GetOffsetResponse),
+            "UpdateOffset": (lambda conn, r: self.offsets.update_offset(r), rpc.UpdateOffsetRequest,
+                             rpc.UpdateOffsetResponse),
+        }
+        methods = {name: grpc.unary_unary_rpc_method_handler(self._unary(fn, out), req.FromString,
+                                                             out.SerializeToString)
+                   for name, (fn, req, out) in unary.items()}
+        methods["ReceiveMessage"] = grpc.unary_stream_rpc_method_handler(
+            self._receive, rpc.ReceiveMessageRequest.FromString, rpc.ReceiveMessageResponse.SerializeToString)
+        methods["PullMessage"] = grpc.unary_stream_rpc_method_handler(
+            self._pull, rpc.PullMessageRequest.FromString, rpc.PullMessageResponse.SerializeToString)
+        methods["Telemetry"] = grpc.stream_stream_rpc_method_handler(
+            self._telemetry, rpc.TelemetryCommand.FromString, rpc.TelemetryCommand.SerializeToString)
+        return methods
+
+    def _unary(self, fn: Callable[..., Any], out: Any) -> Callable[[Any, grpc.aio.ServicerContext],
+                                                                     Awaitable[Any]]:
+        async def method(request: Any, context: grpc.aio.ServicerContext) -> Any:
+            conn = self._conn(context)
+            if isinstance(conn, pb.Status):
+                return out(status=conn)
+            try:
+                result = fn(conn, request)
+                return await result if asyncio.iscoroutine(result) else result
+            except Exception as exc:
+                log.exception("gRPC %s failed", type(request).__name__)
+                return out(status=status(pb.INTERNAL_SERVER_ERROR, str(exc) or type(exc).__name__))
+        return method
+
+    def _conn(self, context: grpc.aio.ServicerContext) -> GrpcClientConn | pb.Status:
+        meta = dict(context.invocation_metadata() or ())
+        client_id = meta.get("x-mq-client-id", "")
+        if not client_id:
+            return status(pb.CLIENT_ID_REQUIRED, "the x-mq-client-id header is missing")
+        return self.clients.conn(str(client_id), _peer(context.peer()))
+
+    def _heartbeat(self, conn: GrpcClientConn, req: rpc.HeartbeatRequest) -> rpc.HeartbeatResponse:
+        self.clients.touch(conn)
+        return rpc.HeartbeatResponse(status=status(pb.OK, "OK"))
+
+    def _terminate(self, conn: GrpcClientConn, req: rpc.NotifyClientTerminationRequest) -> \
+            rpc.NotifyClientTerminationResponse:
+        self.clients.terminate(conn.client_id)
+        return rpc.NotifyClientTerminationResponse(status=status(pb.OK, "OK"))
+
+    async def _receive(self, request: rpc.ReceiveMessageRequest,
+                       context: grpc.aio.ServicerContext) -> AsyncIterator[rpc.ReceiveMessageResponse]:
+        conn = self._conn(context)
+        if isinstance(conn, pb.Status):
+            yield rpc.ReceiveMessageResponse(status=conn)
+            return
+        async for response in self.consuming.receive(conn, request, context.time_remaining()):
+            yield response
+
+    async def _pull(self, request: rpc.PullMessageRequest,
+                    context: grpc.aio.ServicerContext) -> AsyncIterator[rpc.PullMessageResponse]:
+        async for response in self.offsets.pull(request):
+            yield response
+
+    async def _telemetry(self, requests: AsyncIterator[rpc.TelemetryCommand],
+                         context: grpc.aio.ServicerContext) -> AsyncIterator[rpc.TelemetryCommand]:
+        conn = self._conn(context)
+        if isinstance(conn, pb.Status):
+            yield rpc.TelemetryCommand(status=conn)
+            return
+        out: asyncio.Queue[rpc.TelemetryCommand | None] = asyncio.Queue()
+        conn.stream = out
+        reader = asyncio.ensure_future(self._read_telemetry(conn, requests, out))
+        try:
+            while (command := await out.get()) is not None:
+                yield command
+        finally:
+            reader.cancel()
+            if conn.stream is out:
+                conn.stream = None
+
+    async def _read_telemetry(self, conn: GrpcClientConn, requests: AsyncIterator[rpc.TelemetryCommand],
+                              out: asyncio.Queue[rpc.TelemetryCommand | None]) -> None:
+        try:
+            async for command in requests:
+                reply = self._on_telemetry(conn, command)
+                if reply is not None:
+                    out.put_nowait(reply)
+        finally:
+            out.put_nowait(None)
+
+    def _on_telemetry(self, conn: GrpcClientConn, command: rpc.TelemetryCommand) -> rpc.TelemetryCommand | None:
+        which = command.WhichOneof("command")
+        if which == "settings":
+            if not command.settings.HasField("publishing") and not command.settings.HasField("subscription"):
+                return rpc.TelemetryCommand(status=status(pb.BAD_REQUEST, "settings without publishing or "
+                                                                           "subscription"))
+            return self.clients.on_settings(conn, command.settings)
+        if which == "print_thread_stack_trace_command":
+            nonce = command.print_thread_stack_trace_command.nonce
+            return rpc.TelemetryCommand(status=status(pb.OK, "OK"),
+                                        thread_stack_trace=rpc.ThreadStackTrace(nonce=nonce))
+        if which == "verify_message_command":
+            nonce = command.verify_message_command.nonce
+            return rpc.TelemetryCommand(status=status(pb.OK, "OK"),
+                                        verify_message_result=rpc.VerifyMessageResult(nonce=nonce))
+        return None
+
+
+def _peer(text: str) -> tuple[str, int]:
+    """A grpc peer string (``ipv4:127.0.0.1:5000``, ``ipv6:[::1]:5000``) as (host, port)."""
+    _, _, rest = text.partition(":")
+    host, _, port = rest.rpartition(":")
+    return host.strip("[]") or "0.0.0.0", int(port) if port.isdigit() else 0
+
+
+def _target(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"

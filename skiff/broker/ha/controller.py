@@ -1,0 +1,205 @@
+"""A broker group's state in etcd, and the fenced transactions that change it.
+
+Keys under ``/skiff/<cluster>/groups/<brokerName>/``:
+
+| key | lease | value |
+|---|---|---|
+| ``state`` | none | `GroupState` JSON: master id and addresses, epoch, SyncStateSet, term list |
+| ``master`` | the master's | the master's id and epoch: exists while its lease lives |
+| ``live/<id>`` | each broker's | `Live` JSON: addresses, max offset (who is alive, how far) |
+
+Every change of ``state`` is a transaction that compares its mod revision with
+the one the writer read (and, for a master's changes, that ``master`` still
+holds the writer's lease), so of two racing writers one fails and re-reads.
+An election also requires ``master`` to be absent and creates it under the
+winner's lease: there is one master key per term, and it goes when the
+master's lease does (a crash, a partition from etcd, a clean stop revoking it).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import orjson
+
+from skiff.common.record import parse_host_port
+
+log = logging.getLogger(__name__)
+
+try:  # optional: controller mode only (pip install skiffmq[ha])
+    import aetcd
+except ImportError:  # pragma: no cover - reported by EtcdGroup.connect
+    aetcd = None
+
+
+class ControllerError(Exception):
+    """etcd cannot be reached or answered unexpectedly."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupState:
+    master_id: int
+    master_addr: str
+    master_ha_addr: str
+    epoch: int
+    sync_state_set: tuple[int, ...]
+    sync_state_set_epoch: int
+    epochs: tuple[tuple[int, int], ...]
+    """(epoch, CommitLog offset it starts at), oldest first."""
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, data: bytes) -> GroupState:
+        raw: dict[str, Any] = orjson.loads(data)
+        return cls(int(raw["master_id"]), raw["master_addr"], raw["master_ha_addr"], int(raw["epoch"]),
+                   tuple(int(i) for i in raw["sync_state_set"]), int(raw["sync_state_set_epoch"]),
+                   tuple((int(e), int(s)) for e, s in raw["epochs"]))
+
+
+@dataclass(frozen=True, slots=True)
+class Live:
+    broker_id: int
+    addr: str
+    ha_addr: str
+    ha_client_addr: str
+    """The local address of this broker's HA connection to its master: how the master
+    tells its slaves' connections apart (the classic stream carries no id)."""
+    max_offset: int
+    epoch: int
+
+    def to_json(self) -> bytes:
+        return orjson.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, data: bytes) -> Live:
+        raw = orjson.loads(data)
+        return cls(int(raw["broker_id"]), raw["addr"], raw["ha_addr"], raw["ha_client_addr"],
+                   int(raw["max_offset"]), int(raw["epoch"]))
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One read of the group's keys."""
+
+    state: GroupState | None
+    state_revision: int
+    """mod_revision of ``state`` (0: absent), what a change compares against."""
+    master_lease: int
+    """The lease ``master`` is bound to (0: no master key: no live master)."""
+    lives: dict[int, Live]
+
+
+class EtcdGroup:
+    def __init__(self, endpoints: tuple[str, ...], cluster: str, group: str, ttl_s: int) -> None:
+        self.endpoints = endpoints
+        self.prefix = f"/skiff/{cluster}/groups/{group}/".encode()
+        self.ttl_s = ttl_s
+        self.client: Any = None
+        self.lease: Any = None
+        self._next = 0
+
+    @property
+    def state_key(self) -> bytes:
+        return self.prefix + b"state"
+
+    @property
+    def master_key(self) -> bytes:
+        return self.prefix + b"master"
+
+    def live_key(self, broker_id: int) -> bytes:
+        return self.prefix + f"live/{broker_id}".encode()
+
+    async def connect(self) -> None:
+        """A client to the next endpoint and a fresh lease; ControllerError if none answers."""
+        if aetcd is None:
+            raise ControllerError("enableControllerMode needs the Python package aetcd (pip install 'skiffmq[ha]')")
+        await self.close()
+        errors = []
+        for _ in range(len(self.endpoints)):
+            endpoint = self.endpoints[self._next % len(self.endpoints)]
+            self._next += 1
+            host, port = parse_host_port(endpoint)
+            client = aetcd.Client(host, port, timeout=max(1, self.ttl_s // 2), connect_wait_timeout=2)
+            try:
+                await client.connect()
+                self.lease = await client.lease(self.ttl_s)
+                self.client = client
+                return
+            except Exception as exc:  # noqa: BLE001 - aetcd raises its own tree and grpc's
+                errors.append(f"{endpoint}: {exc}")
+                await _quiet_close(client)
+        raise ControllerError("no etcd endpoint answers: " + "; ".join(errors))
+
+    async def close(self) -> None:
+        client, self.client, self.lease = self.client, None, None
+        if client is not None:
+            await _quiet_close(client)
+
+    async def keepalive(self) -> bool:
+        """Renew the lease; False when etcd says it has expired (its keys are gone)."""
+        reply = await self._call(self.client.refresh_lease(self.lease.id))
+        return reply is not None and reply.TTL > 0
+
+    async def resign(self) -> None:
+        """Revoke the lease (a clean stop): the master key goes at once, so a successor is
+        elected without waiting for the lease to run out."""
+        if self.lease is not None:
+            await self._call(self.client.revoke_lease(self.lease.id))
+
+    async def revoke(self, lease_id: int) -> None:
+        """End another broker's lease (its process is gone): its keys go at once."""
+        await self._call(self.client.revoke_lease(lease_id))
+
+    async def read(self) -> Snapshot:
+        found = await self._call(self.client.get_prefix(self.prefix))
+        state, state_rev, master_lease, lives = None, 0, 0, {}
+        for kv in found.kvs:
+            name = kv.key[len(self.prefix):]
+            if name == b"state":
+                state, state_rev = GroupState.from_json(kv.value), kv.mod_revision
+            elif name == b"master":
+                master_lease = kv.lease
+            elif name.startswith(b"live/"):
+                live = Live.from_json(kv.value)
+                lives[live.broker_id] = live
+        return Snapshot(state, state_rev, master_lease, lives)
+
+    async def publish(self, live: Live) -> None:
+        await self._call(self.client.put(self.live_key(live.broker_id), live.to_json(), lease=self.lease))
+
+    async def elect(self, new: GroupState, seen: Snapshot) -> bool:
+        """Become master: ``state`` unchanged since ``seen`` and no master key, then write
+        ``new`` and create the master key under this broker's lease."""
+        tx = self.client.transactions
+        compare = [tx.mod(self.state_key) == seen.state_revision, tx.version(self.master_key) == 0]
+        success = [tx.put(self.state_key, new.to_json()),
+                   tx.put(self.master_key, f"{new.master_id}@{new.epoch}".encode(), lease=self.lease)]
+        ok, _ = await self._call(self.client.transaction(compare=compare, success=success, failure=[]))
+        return bool(ok)
+
+    async def alter(self, new: GroupState, seen: Snapshot) -> bool:
+        """The master's change of the SyncStateSet: fenced on the state's revision and on the
+        master key still being bound to this broker's lease."""
+        tx = self.client.transactions
+        compare = [tx.mod(self.state_key) == seen.state_revision,
+                   tx.value(self.master_key) == f"{new.master_id}@{new.epoch}".encode()]
+        ok, _ = await self._call(self.client.transaction(
+            compare=compare, success=[tx.put(self.state_key, new.to_json())], failure=[]))
+        return bool(ok)
+
+    async def _call(self, coro: Any) -> Any:
+        try:
+            return await coro
+        except Exception as exc:  # noqa: BLE001 - aetcd's and grpc's errors alike
+            raise ControllerError(f"etcd: {type(exc).__name__}: {exc}") from exc
+
+
+async def _quiet_close(client: Any) -> None:
+    try:
+        await client.close()
+    except Exception:  # noqa: BLE001 - closing a broken channel
+        pass

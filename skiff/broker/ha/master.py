@@ -1,0 +1,277 @@
+"""The master's side of classic HA: a raw TCP server on ``haListenPort`` streaming the
+CommitLog to every slave that connects (`skiff.protocol.ha` has the byte layouts).
+
+Per slave, one task reads its offset reports and one writes frames. The first
+report says where to start: that offset, or for an empty slave (0) the start of
+the master's last CommitLog file, as RocketMQ does. Frames are zero-copy slices
+of the mapped CommitLog, at most ``haTransferBatchSize`` bytes, never past a
+file end. An idle connection gets an empty frame every
+``haSendHeartbeatInterval``; one that says nothing for ``haHousekeepingInterval``
+is closed, as is one that acknowledges more than the master holds (a fake ack
+would otherwise answer SYNC_MASTER sends). Acknowledgements feed the
+`ReplicaWaiters` that SYNC_MASTER sends wait on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import threading
+import time
+from typing import NamedTuple
+
+from skiff.broker.config import BrokerConfig
+from skiff.broker.ha.waiters import ReplicaWaiters
+from skiff.common.errors import DecodeError
+from skiff.protocol.ha import ReportReader, encode_frame_head
+from skiff.store import MessageStore, PutStatus
+from skiff.transport.errors import ListenError
+
+log = logging.getLogger(__name__)
+
+READ_CHUNK = 64 * 1024
+
+
+class SlaveInfo(NamedTuple):
+    """What the master knows of one connected slave (admin and `skiff cluster list`)."""
+
+    addr: str
+    acked: int
+    sent: int
+
+
+class HAMaster:
+    def __init__(self, config: BrokerConfig, store: MessageStore, host: str, port: int) -> None:
+        self.config = config
+        self.store = store
+        self.host = host
+        self.port = port
+        self.waiters = ReplicaWaiters(config.slave_timeout_ms / 1000)
+        self.connections: set[SlaveConnection] = set()
+        self.sync_members: set[int] | None = set() if config.enable_controller_mode else None
+        """Controller mode: the SyncStateSet's slaves; None: classic HA."""
+        self._server: asyncio.Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread = 0
+
+    async def start(self, *, any_port_if_taken: bool = False) -> None:
+        """Listen. ``any_port_if_taken``: the port was derived (listenPort + 1), not configured,
+        so a free one will do if it is taken (the NameServer tells slaves the real one)."""
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        try:
+            self._server = await asyncio.start_server(self._accept, self.host, self.port, reuse_address=True)
+        except OSError as exc:
+            why = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+            if not any_port_if_taken:
+                raise ListenError(f"haListenPort: cannot listen on {self.host}:{self.port}: {why}") from exc
+            log.warning("HA port %d (listenPort + 1) is taken (%s): using a free port", self.port, why)
+            self._server = await asyncio.start_server(self._accept, self.host, 0, reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self.store.add_append_listener(self._appended)
+        log.info("HA service listening on %s:%d", self.host, self.port)
+
+    async def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.close()
+        for conn in list(self.connections):
+            conn.close("the master is stopping")
+        await asyncio.gather(*(c.done for c in list(self.connections)), return_exceptions=True)
+        self.waiters.fail_all()
+        self._server = None
+
+    # -- SYNC_MASTER ----------------------------------------------------------
+
+    def replicate(self, end: int) -> PutStatus | asyncio.Future[bool]:
+        """What a SYNC_MASTER send that wrote up to ``end`` waits for: SLAVE_NOT_AVAILABLE
+        at once without a slave or with one ``haSlaveFallbehindMax`` behind, else a
+        future (True: acknowledged, False: FLUSH_SLAVE_TIMEOUT).
+
+        In controller mode every slave in the SyncStateSet must acknowledge; with none
+        in it the master alone is the set, and the send is answered at once."""
+        if self.sync_members is not None and not self.sync_members:
+            return PutStatus.PUT_OK
+        if not self.connections or end - self.waiters.acked >= self.config.ha_slave_fallbehind_max:
+            return PutStatus.SLAVE_NOT_AVAILABLE
+        return self.waiters.wait(end)
+
+    # -- controller mode ------------------------------------------------------
+
+    def set_sync_members(self, ids: set[int]) -> None:
+        """Controller mode: the slaves whose acknowledgements SYNC_MASTER sends wait for."""
+        self.sync_members = set(ids)
+        self._ack_changed()
+
+    def slave_ids(self, by_client_addr: dict[str, int]) -> None:
+        """Name each connection by the slave that published its address."""
+        for conn in self.connections:
+            conn.slave_id = by_client_addr.get(conn.peer, conn.slave_id)
+
+    def caught_up(self, window_s: float) -> set[int]:
+        """Slaves connected that reached the master's end within ``window_s``."""
+        now = time.monotonic()
+        return {c.slave_id for c in self.connections if c.slave_id is not None and now - c.caught_up_at <= window_s}
+
+    def drop_all(self, why: str) -> None:
+        """Close every slave's connection and answer every waiting send (stepping down)."""
+        for conn in list(self.connections):
+            conn.close(why)
+        self.waiters.fail_all()
+        self.sync_members = set()
+
+    def _ack_changed(self) -> None:
+        if self.sync_members is None:
+            return
+        acks = {c.slave_id: c.acked for c in self.connections if c.slave_id in self.sync_members}
+        if self.sync_members and len(acks) == len(self.sync_members):
+            self.waiters.ack(min(acks.values()))
+
+    @property
+    def slaves(self) -> list[SlaveInfo]:
+        return [SlaveInfo(c.peer, c.acked, c.next_offset) for c in self.connections]
+
+    def runtime_table(self) -> dict[str, str]:
+        slaves = self.slaves
+        return {
+            "haSlaveCount": str(len(slaves)),
+            "haSlaveAckOffset": str(self.waiters.acked),
+            "haSlaves": ";".join(f"{s.addr}@{s.acked}" for s in slaves),
+            "haReplicaWaiters": str(len(self.waiters)),
+        }
+
+    # -- plumbing -------------------------------------------------------------
+
+    def _appended(self, end: int) -> None:
+        if threading.get_ident() == self._loop_thread:
+            self._wake_all()
+        elif self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._wake_all)
+
+    def _wake_all(self) -> None:
+        for conn in self.connections:
+            conn.wake.set()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = SlaveConnection(self, reader, writer)
+        self.connections.add(conn)
+        log.info("slave %s connected to the HA service", conn.peer)
+        try:
+            await conn.run()
+        finally:
+            self.connections.discard(conn)
+            log.info("slave %s disconnected: %s", conn.peer, conn.why)
+
+    def acknowledged(self, offset: int) -> None:
+        if self.sync_members is None:
+            self.waiters.ack(offset)  # classic: one slave is enough (RocketMQ 4.x)
+        else:
+            self._ack_changed()
+
+
+class SlaveConnection:
+    def __init__(self, master: HAMaster, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.master = master
+        self.reader = reader
+        self.writer = writer
+        peer = writer.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.wake = asyncio.Event()
+        self.acked = -1
+        self.next_offset = -1
+        self.slave_id: int | None = None
+        self.caught_up_at = -1e9
+        self._idle_end = -1
+        """Where the stream stood the last time the sender had sent everything."""
+        self.why = ""
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._first = asyncio.Event()
+        self._closing = False
+
+    async def run(self) -> None:
+        tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._write())]
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self.writer.close()
+            if not self.done.done():
+                self.done.set_result(None)
+
+    def close(self, why: str) -> None:
+        if not self._closing:
+            self._closing = True
+            self.why = why
+            self.writer.transport.abort()  # a stopped slave never drains what is buffered
+            self.wake.set()
+
+    async def _read(self) -> None:
+        reports = ReportReader()
+        timeout = self.master.config.ha_housekeeping_interval_ms / 1000
+        while not self._closing:
+            try:
+                data = await asyncio.wait_for(self.reader.read(READ_CHUNK), timeout)
+            except asyncio.TimeoutError:
+                return self.close(f"nothing read for {timeout:g} s (haHousekeepingInterval)")
+            except OSError as exc:
+                return self.close(f"read failed: {exc}")
+            if not data:
+                return self.close("the slave closed the connection")
+            try:
+                offset = reports.feed(data)
+            except DecodeError as exc:
+                return self.close(str(exc))
+            if offset is not None:
+                self._report(offset)
+
+    def _report(self, offset: int) -> None:
+        store = self.master.store
+        if offset > store.max_physical_offset:
+            self.close(f"the slave acknowledged offset {offset}, beyond the master's {store.max_physical_offset}")
+            return
+        if self.acked < 0:
+            self._first.set()
+        self.acked = offset
+        if offset >= max(self._idle_end, 0) and offset >= store.max_physical_offset - self.master.config.ha_transfer_batch_size:
+            self.caught_up_at = time.monotonic()
+        self.master.acknowledged(offset)
+
+    def _start_offset(self) -> int:
+        store = self.master.store
+        if self.acked > 0:
+            return self.acked
+        end = store.max_physical_offset
+        return end - end % store.config.mapped_file_size_commit_log
+
+    async def _write(self) -> None:
+        await self._first.wait()
+        self.next_offset = self._start_offset()
+        cfg = self.master.config
+        heartbeat_s = cfg.ha_send_heartbeat_interval_ms / 1000
+        batch = cfg.ha_transfer_batch_size
+        store = self.master.store
+        if self.next_offset < store.min_physical_offset:
+            log.warning("slave %s wants offset %d, which this master deleted (its CommitLog starts at %d): it gets "
+                        "heartbeats only; wipe its store to resync", self.peer, self.next_offset,
+                        store.min_physical_offset)
+        while not self._closing:
+            self.wake.clear()
+            body = store.read_raw(self.next_offset, batch)
+            if body is None:  # nothing new (or the slave wants deleted bytes: heartbeats only)
+                self._idle_end = self.next_offset
+                await self._idle(heartbeat_s)
+                continue
+            self.writer.write(encode_frame_head(self.next_offset, len(body)))
+            self.writer.write(body)
+            self.next_offset += len(body)
+            await self.writer.drain()
+
+    async def _idle(self, heartbeat_s: float) -> None:
+        try:
+            await asyncio.wait_for(self.wake.wait(), heartbeat_s)
+        except asyncio.TimeoutError:
+            self.writer.write(encode_frame_head(self.next_offset, 0))
+            await self.writer.drain()

@@ -1,0 +1,75 @@
+"""Group commit for replication: SYNC_MASTER sends waiting for a slave's acknowledgement.
+
+Sends are appended on the event loop in CommitLog order and all wait the same
+``slaveTimeout``, so the waiters form one queue ordered both by offset and by
+deadline. An acknowledgement resolves the front of the queue up to its offset
+(one slave round trip answers every send it covers); one timer handle, set for
+the front's deadline, times the front out. Nothing polls per message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+
+class ReplicaWaiters:
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self._queue: deque[tuple[int, float, asyncio.Future[bool]]] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+        self.acked = 0
+        """The furthest offset a slave acknowledged (RocketMQ's push2SlaveMaxOffset)."""
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def wait(self, end: int) -> asyncio.Future[bool]:
+        """A future that becomes True once a slave has every byte below ``end``, False
+        after ``slaveTimeout``."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[bool] = loop.create_future()
+        if end <= self.acked:
+            fut.set_result(True)
+            return fut
+        self._queue.append((end, loop.time() + self.timeout_s, fut))
+        if self._timer is None:
+            self._arm(loop)
+        return fut
+
+    def ack(self, offset: int) -> None:
+        """A slave has every byte below ``offset``: answer the waiters it covers."""
+        if offset <= self.acked:
+            return
+        self.acked = offset
+        queue = self._queue
+        while queue and queue[0][0] <= offset:
+            fut = queue.popleft()[2]
+            if not fut.done():
+                fut.set_result(True)
+
+    def fail_all(self) -> None:
+        """Time every waiter out now (shutdown)."""
+        while self._queue:
+            fut = self._queue.popleft()[2]
+            if not fut.done():
+                fut.set_result(False)
+        self._disarm()
+
+    def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._timer = loop.call_at(self._queue[0][1], self._expire) if self._queue else None
+
+    def _disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _expire(self) -> None:
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        queue = self._queue
+        while queue and queue[0][1] <= now:
+            fut = queue.popleft()[2]
+            if not fut.done():
+                fut.set_result(False)
+        self._arm(loop)

@@ -1,0 +1,400 @@
+"""PopService: POP consumption over the store, for the remoting processor and the gRPC endpoint.
+
+A pop takes messages of a topic for a group from the queues' cursors (kept in
+`PopState`), hides them for an invisible time and hands back a receipt handle
+per message (`ExtraInfo`). Non-orderly pops read the group's retry topic for the
+topic (``%RETRY%<group>_<topic>``, one queue) too: first with probability
+``popFromRetryProbability`` percent, else after the topic's queues when the batch
+is not full.
+
+Redelivery (the "revive" loop, every ``popReviveInterval`` ms): an in-flight
+message whose invisible time has passed is copied to the retry topic with
+reconsumeTimes + 1, or, once it has been retried the group's ``retryMaxTimes``,
+to ``%DLQ%<group>``; its in-flight entry is deleted. Orderly batches are not
+copied: the blocked queue serves the same messages again, counting deliveries,
+and a message delivered more than ``retryMaxTimes + 1`` times goes to the DLQ.
+
+A pop that finds nothing can wait (long polling, up to its poll time) until the
+store dispatches to the topic or its retry topic, or an ack frees an orderly
+queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import struct
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from skiff.broker.config import BrokerConfig
+from skiff.broker.groups import SubscriptionGroupManager
+from skiff.broker.offsets import ConsumerOffsetManager
+from skiff.broker.pop.state import InFlight, OrderBatch, PopState, QueueKey
+from skiff.broker.processors.pull import properties_filter
+from skiff.broker.requeue import reconsume_times, requeue_input
+from skiff.broker.topics import READ_WRITE, TopicConfigManager
+from skiff.broker.writer import MessageWriter
+from skiff.common.clock import Clock
+from skiff.common.names import dlq_topic, pop_retry_topic
+from skiff.common.service import Periodic
+from skiff.filter import MessageFilter
+from skiff.protocol.headers.pop import NORMAL_TOPIC, ORDERLY_REVIVE_QID, RETRY_TOPIC, ExtraInfo
+from skiff.store import GetStatus, MessageStore
+
+log = logging.getLogger(__name__)
+
+INIT_MIN = 0
+INIT_MAX = 1
+_SIZE = struct.Struct(">i")
+_PHYSICAL_OFFSET_AT = 28
+"""Where a stored record holds its CommitLog offset (remoting-protocol.md §3.1)."""
+
+
+class PopRequest(NamedTuple):
+    group: str
+    topic: str
+    queue_id: int
+    """-1: every readable queue of the topic."""
+    max_nums: int
+    invisible_ms: int
+    flt: MessageFilter
+    orderly: bool = False
+    attempt_id: str = ""
+    init_mode: int = INIT_MAX
+
+
+class Popped(NamedTuple):
+    record: memoryview
+    topic: str
+    """The topic popped: the request's topic, or the group's retry topic for it."""
+    queue_id: int
+    queue_offset: int
+    handle: ExtraInfo
+    delivery_attempt: int
+
+
+class PopService:
+    def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
+                 groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager, writer: MessageWriter,
+                 clock: Clock, store_root: str) -> None:
+        self.config = config
+        self.store = store
+        self.topics = topics
+        self.groups = groups
+        self.offsets = offsets
+        self.writer = writer
+        self.clock = clock
+        self.state = PopState(store_root)
+        self._waiters: dict[str, set[asyncio.Future[None]]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    def start(self) -> list[Periodic]:
+        """Load the state and listen to dispatches; the periodic services to start."""
+        self.state.load()
+        self._loop = asyncio.get_running_loop()
+        self.store.add_dispatch_listener(self._dispatched)
+        return [Periodic("pop-revive", self.config.pop_revive_interval_ms / 1000.0, self._revive_tick),
+                Periodic("pop-persist", self.config.pop_state_persist_interval_ms / 1000.0, self.persist)]
+
+    async def persist(self) -> None:
+        data = self.state.snapshot()
+        if data is not None:
+            await asyncio.to_thread(self.state.write, data)
+
+    # -- pop ------------------------------------------------------------------------
+
+    async def pop(self, req: PopRequest, poll_ms: int) -> list[Popped]:
+        """Pop now, or wait up to ``poll_ms`` for something to pop."""
+        deadline = self.clock.monotonic() + poll_ms / 1000.0
+        while True:
+            found = self.pop_once(req)
+            left = deadline - self.clock.monotonic()
+            if found or left <= 0 or self._loop is None:
+                return found
+            await self._wait((req.topic, pop_retry_topic(req.group, req.topic)), min(left, 1.0))
+
+    def pop_once(self, req: PopRequest) -> list[Popped]:
+        tc = self.topics.get(req.topic)
+        if tc is None:
+            return []
+        queues = [req.queue_id] if req.queue_id >= 0 else _rotated(tc.read_queue_nums)
+        sources = [(req.topic, q, NORMAL_TOPIC) for q in queues]
+        if not req.orderly:
+            retry = pop_retry_topic(req.group, req.topic)
+            if self.topics.get(retry) is not None:
+                first = random.randrange(100) < self.config.pop_from_retry_probability
+                sources = [(retry, 0, RETRY_TOPIC), *sources] if first else [*sources, (retry, 0, RETRY_TOPIC)]
+        out: list[Popped] = []
+        now = self.clock.now_ms()
+        for topic, queue_id, kind in sources:
+            if len(out) >= req.max_nums:
+                break
+            key = (req.group, topic, queue_id)
+            if req.orderly:
+                out += self._pop_orderly(req, key, kind, now, req.max_nums - len(out))
+            else:
+                out += self._pop_queue(req, key, kind, now, req.max_nums - len(out))
+        return out
+
+    def rest(self, group: str, topic: str) -> int:
+        """Messages of ``topic`` past the group's cursors (the pop response's restNum)."""
+        tc = self.topics.get(topic)
+        total = 0
+        for queue_id in range(tc.read_queue_nums if tc is not None else 0):
+            cursor = self.state.cursors.get((group, topic, queue_id))
+            if cursor is not None:
+                total += max(0, self.store.get_max_offset(topic, queue_id) - cursor)
+        return total
+
+    def _pop_queue(self, req: PopRequest, key: QueueKey, kind: int, now: int, n: int) -> list[Popped]:
+        records, offsets, next_offset = self._read(req, key, n)
+        if next_offset is None:
+            return []
+        self.state.cursors[key] = next_offset
+        self.state.changed()
+        out = []
+        start = offsets[0] if offsets else next_offset
+        for record, offset in zip(records, offsets):
+            clo = _physical_offset(record)
+            self.state.add(key, offset, InFlight(now, req.invisible_ms, clo))
+            handle = ExtraInfo(start, now, req.invisible_ms, 0, kind, self.config.broker_name, key[2], offset, clo)
+            out.append(Popped(record, key[1], key[2], offset, handle, reconsume_times(record) + 1))
+        return out
+
+    def _pop_orderly(self, req: PopRequest, key: QueueKey, kind: int, now: int, n: int) -> list[Popped]:
+        batch = self.state.batches.get(key)
+        if batch is not None:
+            if batch.blocked(now, req.attempt_id):
+                return []
+            again = self._serve_again(req, key, batch, kind, now)
+            if again or key in self.state.batches:
+                return again
+        records, offsets, next_offset = self._read(req, key, n)
+        if next_offset is None:
+            return []
+        if not offsets:
+            self.state.cursors[key] = next_offset
+            self.state.changed()
+            return []
+        batch = self.state.batches[key] = OrderBatch(req.attempt_id, next_offset)
+        out = []
+        for record, offset in zip(records, offsets):
+            clo = _physical_offset(record)
+            batch.pending[offset] = InFlight(now, req.invisible_ms, clo)
+            batch.counts[offset] = 1
+            out.append(self._orderly_popped(record, key, kind, offsets[0], offset, batch.pending[offset], 1))
+        self.state.changed()
+        return out
+
+    def _serve_again(self, req: PopRequest, key: QueueKey, batch: OrderBatch, kind: int, now: int) -> list[Popped]:
+        """The batch's un-acknowledged messages once more (the same attempt, or after their
+        invisible time); those past their last attempt go to the DLQ instead."""
+        out = []
+        same_attempt = bool(req.attempt_id) and req.attempt_id == batch.attempt_id
+        start = min(batch.pending)
+        for offset in sorted(batch.pending):
+            entry = batch.pending[offset]
+            if not same_attempt:
+                batch.counts[offset] = batch.counts.get(offset, 1) + 1
+            record = self.store.read_record(entry.commit_log_offset)
+            if record is None or batch.counts[offset] > self._max_times(req.group) + 1:
+                if record is not None:
+                    self._dead_letter(req.group, record)
+                self.state.ack_orderly(key, offset)
+                continue
+            batch.pending[offset] = InFlight(now, req.invisible_ms, entry.commit_log_offset)
+            out.append(self._orderly_popped(memoryview(record), key, kind, start, offset, batch.pending[offset],
+                                            batch.counts[offset]))
+        batch.attempt_id = req.attempt_id
+        self.state.changed()
+        return out
+
+    def _orderly_popped(self, record: memoryview, key: QueueKey, kind: int, start: int, offset: int,
+                        entry: InFlight, count: int) -> Popped:
+        handle = ExtraInfo(start, entry.pop_time, entry.invisible_ms, ORDERLY_REVIVE_QID, kind,
+                           self.config.broker_name, key[2], offset, entry.commit_log_offset)
+        return Popped(record, key[1], key[2], offset, handle, count)
+
+    def _read(self, req: PopRequest, key: QueueKey, n: int) -> tuple[list[memoryview], list[int], int | None]:
+        """Up to ``n`` matching records from the queue's cursor, their offsets and the next
+        cursor (None when there is nothing new to look at)."""
+        _, topic, queue_id = key
+        start = self._cursor(req, key)
+        flt = req.flt
+        result = self.store.get_messages(topic, queue_id, start, n, tag_codes=flt.tag_codes,
+                                         record_filter=properties_filter(flt) if flt.needs_properties else None)
+        if result.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
+            self.state.cursors[key] = result.min_offset if result.status is GetStatus.OFFSET_TOO_SMALL \
+                else result.max_offset
+            return [], [], None
+        if result.status is GetStatus.FOUND:
+            return _split(result.buffers), list(result.queue_offsets), result.next_begin_offset
+        if result.status is GetStatus.NO_MATCHED_MESSAGE and result.next_begin_offset > start:
+            return [], [], result.next_begin_offset
+        return [], [], None
+
+    def _cursor(self, req: PopRequest, key: QueueKey) -> int:
+        cursor = self.state.cursors.get(key)
+        if cursor is not None:
+            return cursor
+        committed = self.offsets.query(key[0], key[1], key[2])
+        if committed is not None:
+            return committed
+        low = self.store.get_min_offset(key[1], key[2])
+        if req.init_mode == INIT_MIN or low == 0 or key[1] != req.topic:
+            return low
+        return self.store.get_max_offset(key[1], key[2])
+
+    # -- ack, change, dead letters -------------------------------------------------------
+
+    def real_key(self, group: str, topic: str, handle: ExtraInfo) -> QueueKey:
+        real = pop_retry_topic(group, topic) if handle.topic_type == RETRY_TOPIC else topic
+        return (group, real, handle.queue_id)
+
+    def ack(self, group: str, topic: str, handle: ExtraInfo) -> bool:
+        """Remove the message for good; False when the handle names nothing in flight (it was
+        acknowledged already, redelivered, or given a new handle)."""
+        key = self.real_key(group, topic, handle)
+        if self.state.find(key, handle.queue_offset, handle.pop_time, handle.orderly) is None:
+            return False
+        if handle.orderly:
+            if self.state.ack_orderly(key, handle.queue_offset):
+                self._wake(key[1])
+        else:
+            self.state.remove(key, handle.queue_offset)
+        self._commit(key)
+        return True
+
+    def change_invisible(self, group: str, topic: str, handle: ExtraInfo, invisible_ms: int) -> ExtraInfo | None:
+        """Hide the message for ``invisible_ms`` from now; its new handle, or None as `ack` says."""
+        key = self.real_key(group, topic, handle)
+        entry = self.state.find(key, handle.queue_offset, handle.pop_time, handle.orderly)
+        if entry is None:
+            return None
+        entry.pop_time = self.clock.now_ms()
+        entry.invisible_ms = invisible_ms
+        self.state.changed()
+        return handle._replace(pop_time=entry.pop_time, invisible_time=invisible_ms)
+
+    def dead_letter(self, group: str, topic: str, handle: ExtraInfo) -> bool:
+        """Move the message to ``%DLQ%<group>`` now and acknowledge it; False as `ack` says."""
+        key = self.real_key(group, topic, handle)
+        entry = self.state.find(key, handle.queue_offset, handle.pop_time, handle.orderly)
+        record = None if entry is None else self.store.read_record(entry.commit_log_offset)
+        if record is None:
+            return False
+        self._dead_letter(group, record)
+        return self.ack(group, topic, handle)
+
+    def _dead_letter(self, group: str, record: bytes) -> None:
+        topic = dlq_topic(group)
+        self.topics.find_or_create(topic, 1, READ_WRITE)
+        self._put(requeue_input(self.writer, record, topic, 0))
+
+    def _commit(self, key: QueueKey) -> None:
+        consumed = self.state.lowest_unacked(key)
+        if consumed is not None:
+            self.offsets.commit(key[0], key[1], key[2], consumed)
+
+    def _max_times(self, group: str) -> int:
+        found = self.groups.find_or_create(group)
+        return self.config.max_reconsume_times if found is None else found.retry_max_times
+
+    # -- revive --------------------------------------------------------------------------
+
+    def _revive_tick(self) -> None:
+        self.revive()
+
+    def revive(self) -> int:
+        """Copy every due in-flight message to its retry topic (or the DLQ); how many moved."""
+        moved = 0
+        for key, offset, entry in self.state.due(self.clock.now_ms()):
+            group, topic, _ = key
+            record = self.store.read_record(entry.commit_log_offset)
+            if record is not None and not self._redeliver(group, topic, record):
+                continue
+            self.state.remove(key, offset)
+            self._commit(key)
+            moved += 1
+        return moved
+
+    def _redeliver(self, group: str, topic: str, record: bytes) -> bool:
+        if reconsume_times(record) >= self._max_times(group):
+            self._dead_letter(group, record)
+            return True
+        prefix = pop_retry_topic(group, "")
+        retry = topic if topic.startswith(prefix) else pop_retry_topic(group, topic)
+        self.topics.find_or_create(retry, 1, READ_WRITE)
+        return self._put(requeue_input(self.writer, record, retry, 0))
+
+    def _put(self, made: object) -> bool:
+        if isinstance(made, str):
+            log.error("POP could not re-queue a message: %s", made)
+            return False
+        result = self.store.put_message(made)  # type: ignore[arg-type]
+        if not result.ok:
+            log.warning("POP could not re-queue a message: %s %s", result.status.name, result.reason)
+        return result.ok
+
+    # -- long polling --------------------------------------------------------------------
+
+    async def _wait(self, topics: Sequence[str], timeout_s: float) -> None:
+        assert self._loop is not None
+        future: asyncio.Future[None] = self._loop.create_future()
+        for topic in topics:
+            self._waiters.setdefault(topic, set()).add(future)
+        try:
+            await asyncio.wait_for(asyncio.shield(future), timeout_s)
+        except asyncio.TimeoutError:
+            pass
+        finally:
+            for topic in topics:
+                waiting = self._waiters.get(topic)
+                if waiting is not None:
+                    waiting.discard(future)
+                    if not waiting:
+                        del self._waiters[topic]
+
+    def _dispatched(self, touched: Sequence[tuple[str, int, int]]) -> None:
+        """The store's dispatch listener (any thread): wake pops waiting on those topics."""
+        if not self._waiters or self._loop is None:
+            return
+        topics = {t for t, _, _ in touched}
+        try:
+            self._loop.call_soon_threadsafe(self._wake_all, topics)
+        except RuntimeError:  # the loop is closed: shutting down
+            pass
+
+    def _wake_all(self, topics: set[str]) -> None:
+        for topic in topics:
+            self._wake(topic)
+
+    def _wake(self, topic: str) -> None:
+        for future in self._waiters.get(topic, ()):
+            if not future.done():
+                future.set_result(None)
+
+
+def _rotated(n: int) -> list[int]:
+    start = random.randrange(n) if n > 0 else 0
+    return [(start + i) % n for i in range(n)]
+
+
+def _split(buffers: list[memoryview]) -> list[memoryview]:
+    """The records in a read's slices (each slice holds records back to back)."""
+    out = []
+    for buf in buffers:
+        pos = 0
+        while pos < len(buf):
+            size = _SIZE.unpack_from(buf, pos)[0]
+            out.append(buf[pos:pos + size])
+            pos += size
+    return out
+
+
+def _physical_offset(record: memoryview) -> int:
+    return int(struct.unpack_from(">q", record, _PHYSICAL_OFFSET_AT)[0])

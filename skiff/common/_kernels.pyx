@@ -1,0 +1,433 @@
+# cython: language_level=3, boundscheck=True, wraparound=False, cdivision=True, initializedcheck=False
+"""Compiled versions of Skiff's measured hot loops (built when a C compiler is there).
+
+Each function here has a pure-Python reference of the same name in the module that
+uses it, and `skiff.common.kernels.select` picks one of the two at import time
+(`SKIFF_NO_EXTENSIONS=1` forces the Python ones). The two must give identical
+bytes and results for every input the callers pass; `tests/unit/common/test_kernels.py`
+checks that with hypothesis. Everything here works on bytes, ints and lists only:
+the callers keep the checks, the error messages and the data structures.
+
+Memory safety does not rest on the callers: every write into a buffer is checked
+against its size first, and list and tuple indexing keeps its bounds checks (a
+column shorter than the others is an IndexError, not a read past its end).
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
+from libc.string cimport memcpy, memchr
+
+cdef extern from "zlib.h":
+    unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int len) nogil
+
+cdef enum:
+    MAGIC_V1 = -626843481  # skiff.common.record.MAGIC_V1
+    BORN_V6 = 0x10  # MessageSysFlag.BORNHOST_V6
+    STORE_V6 = 0x20  # MessageSysFlag.STOREHOST_V6
+    HOST_V4 = 8  # record.HOST_V4_BYTES
+    HOST_V6 = 20  # record.HOST_V6_BYTES
+    CRC_MASK = 0x7FFFFFFF
+    PROPERTIES_MAX_BYTES = 32767  # skiff.common.limits.PROPERTIES_MAX_BYTES
+
+
+cdef inline void put32(unsigned char *p, int64_t v) noexcept nogil:
+    cdef uint32_t u = <uint32_t>v
+    p[0] = u >> 24
+    p[1] = u >> 16
+    p[2] = u >> 8
+    p[3] = u
+
+
+cdef inline void put64(unsigned char *p, int64_t v) noexcept nogil:
+    cdef uint64_t u = <uint64_t>v
+    put32(p, <int64_t>(u >> 32))
+    put32(p + 4, <uint32_t>u)
+
+
+cdef inline int32_t get32(const unsigned char *p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
+
+
+cdef inline int16_t get16(const unsigned char *p) noexcept nogil:
+    return <int16_t>((<uint32_t>p[0] << 8) | p[1])
+
+
+cdef inline int64_t get64(const unsigned char *p) noexcept nogil:
+    return <int64_t>((<uint64_t><uint32_t>get32(p) << 32) | <uint32_t>get32(p + 4))
+
+
+cdef inline int32_t as_i32(object v) except? -1:
+    """A Python int as int32, OverflowError outside its range (as struct's error is a ValueError)."""
+    cdef int64_t x = v
+    if x < -2147483648 or x > 2147483647:
+        raise OverflowError(f"{v} does not fit in 32 bits")
+    return <int32_t>x
+
+
+cdef class _Buf:
+    """A buffer held for the duration of a call: bytes directly, anything else through
+    the buffer protocol (memoryview slices of a mapping, bytearrays)."""
+    cdef Py_buffer view
+    cdef bint held
+    cdef const unsigned char *ptr
+    cdef Py_ssize_t size
+
+    def __dealloc__(self):
+        if self.held:
+            PyBuffer_Release(&self.view)
+
+
+cdef inline _Buf _buf(object obj, bint writable=False):
+    cdef _Buf b = _Buf.__new__(_Buf)
+    if type(obj) is bytes and not writable:
+        b.ptr = <const unsigned char *>PyBytes_AS_STRING(obj)
+        b.size = PyBytes_GET_SIZE(obj)
+        return b
+    PyObject_GetBuffer(obj, &b.view, PyBUF_WRITABLE if writable else PyBUF_SIMPLE)
+    b.held = True
+    b.ptr = <const unsigned char *>b.view.buf
+    b.size = b.view.len
+    return b
+
+
+cdef inline object _as_bytes(object obj):
+    return obj if type(obj) is bytes else bytes(obj)
+
+
+cdef inline const unsigned char *_ptr(object b):
+    return <const unsigned char *>PyBytes_AS_STRING(b)
+
+
+cdef inline tuple _tuple_of(object item, Py_ssize_t at_least):
+    """``item`` (a tuple or a NamedTuple such as MessageInput) with enough items to index unchecked."""
+    if not isinstance(item, tuple) or len(<tuple>item) < at_least:
+        raise TypeError(f"expected a tuple of at least {at_least} items, got {type(item).__name__}")
+    return <tuple>item
+
+
+# -- CommitLog records (skiff.common.record) -------------------------------------------
+
+def pack_records(rows, bytes topic, queue_offsets, physical_offsets, sizes, int64_t store_timestamp,
+                 bytes store_host, body_crcs=None):
+    """`skiff.common.record.pack_records`: the records of one topic back to back."""
+    cdef Py_ssize_t n = len(rows), i, total = 0, pos = 0, body_len, props_len, born_len
+    cdef Py_ssize_t store_len = len(store_host), topic_len = len(topic)
+    cdef int32_t sys_flag, host_bits
+    cdef int64_t size
+    cdef unsigned long crc
+    cdef unsigned char *out
+    cdef const unsigned char *body
+    cdef const unsigned char *props
+    cdef const unsigned char *born
+    cdef object body_obj, props_obj, born_obj
+    cdef tuple row
+    sizes = list(sizes)
+    queue_offsets = queue_offsets if type(queue_offsets) is range else list(queue_offsets)
+    physical_offsets = list(physical_offsets)
+    if body_crcs is not None:
+        body_crcs = list(body_crcs)
+    n = min(n, len(sizes), len(queue_offsets), len(physical_offsets))
+    if body_crcs is not None:
+        n = min(n, len(body_crcs))
+    for i in range(n):
+        total += <Py_ssize_t>sizes[i]
+    result = PyBytes_FromStringAndSize(NULL, total)
+    out = <unsigned char *>PyBytes_AS_STRING(result)
+    for i in range(n):
+        row = _tuple_of(rows[i], 10)
+        body_obj, props_obj, born_obj = _as_bytes(row[2]), _as_bytes(row[3]), _as_bytes(row[7])
+        body, props, born = _ptr(body_obj), _ptr(props_obj), _ptr(born_obj)
+        body_len, props_len, born_len = len(body_obj), len(props_obj), len(born_obj)
+        size = sizes[i]
+        host_bits = (STORE_V6 if store_len == HOST_V6 else 0) | (BORN_V6 if born_len == HOST_V6 else 0)
+        if (born_len != HOST_V4 and born_len != HOST_V6) or (store_len != HOST_V4 and store_len != HOST_V6):
+            raise ValueError("a host is neither 8 nor 20 bytes")
+        if props_len > 32767 or topic_len > 255:
+            raise ValueError("properties or topic too long for their length fields")
+        if size != 91 - 16 + born_len + store_len + body_len + topic_len + props_len or pos + size > total:
+            raise ValueError(f"size {size} of record {i} does not match its parts")
+        if body_crcs is None:
+            crc = crc32(0, body, <unsigned int>body_len)
+        else:
+            crc = <unsigned long><uint32_t><int64_t>body_crcs[i]
+        sys_flag = as_i32(row[5])
+        put32(out + pos, size)
+        put32(out + pos + 4, MAGIC_V1)
+        put32(out + pos + 8, crc & CRC_MASK)
+        put32(out + pos + 12, as_i32(row[1]))
+        put32(out + pos + 16, as_i32(row[4]))
+        put64(out + pos + 20, <int64_t>queue_offsets[i])
+        put64(out + pos + 28, <int64_t>physical_offsets[i])
+        put32(out + pos + 36, sys_flag | host_bits)
+        put64(out + pos + 40, <int64_t>row[6])
+        pos += 48
+        memcpy(out + pos, born, born_len)
+        pos += born_len
+        put64(out + pos, store_timestamp)
+        memcpy(out + pos + 8, PyBytes_AS_STRING(store_host), store_len)
+        pos += 8 + store_len
+        put32(out + pos, as_i32(row[8]))
+        put64(out + pos + 4, <int64_t>row[9])
+        put32(out + pos + 12, body_len)
+        pos += 16
+        memcpy(out + pos, body, body_len)
+        pos += body_len
+        out[pos] = <unsigned char>topic_len
+        memcpy(out + pos + 1, PyBytes_AS_STRING(topic), topic_len)
+        pos += 1 + topic_len
+        out[pos] = <unsigned char>(props_len >> 8)
+        out[pos + 1] = <unsigned char>props_len
+        memcpy(out + pos + 2, props, props_len)
+        pos += 2 + props_len
+    if pos != total:
+        raise ValueError("the sizes do not add up to the records")
+    return result
+
+
+# -- checking a batch (skiff.store.checks) ---------------------------------------------
+
+def batch_columns(msgs, topic, queue_id, Py_ssize_t max_body, Py_ssize_t base):
+    """`skiff.store.checks.batch_columns`: sizes and dispatch columns of a batch in one pass,
+    and the number of the first message refused (-1: none)."""
+    cdef list sizes = [], sys_flags = [], tags = [], keys = [], uniq_keys = []
+    cdef Py_ssize_t i, n = len(msgs), body_len, props_len, host_len, key_count = 0
+    cdef int64_t any_flags = 0
+    cdef tuple m
+    for i in range(n):
+        m = _tuple_of(msgs[i], 13)
+        body_len, props_len, host_len = len(m[2]), len(m[3]), len(m[7])
+        if (m[0] != topic or m[1] != queue_id or body_len > max_body or props_len > PROPERTIES_MAX_BYTES
+                or (host_len != HOST_V4 and host_len != HOST_V6)):
+            return sizes, sys_flags, tags, keys, uniq_keys, any_flags, key_count, i
+        sizes.append(base + body_len + props_len + host_len)
+        sys_flag = m[5]
+        sys_flags.append(sys_flag)
+        tags.append(m[10])
+        words = m[11]
+        keys.append(words)
+        uniq = m[12]
+        uniq_keys.append(uniq)
+        any_flags |= <int64_t>sys_flag
+        if uniq is not None:
+            key_count += 1
+        if words:
+            key_count += words.count(" ") + 1
+    return sizes, sys_flags, tags, keys, uniq_keys, any_flags, key_count, -1
+
+
+# -- IndexFile and ConsumeQueue entries (skiff.store) ----------------------------------
+
+def index_key_items(topics, physical_offsets, store_timestamps, sys_flags, keys_column, uniq_keys,
+                    Py_ssize_t start, prefixes):
+    """`skiff.store.index_service.index_key_items`: (hash, offset, time) of every key, flat."""
+    cdef list items = []
+    cdef Py_ssize_t i, n = len(topics), length, a, b
+    cdef const char *text
+    cdef unsigned long prefix, h
+    for i in range(start, n):
+        if (<int64_t>sys_flags[i] & 0xC) == 0xC:
+            continue
+        uniq = uniq_keys[i]
+        keys = keys_column[i]
+        if not uniq and not keys:
+            continue
+        prefix = <unsigned long>(<int64_t>prefixes[topics[i]])
+        phys = physical_offsets[i]
+        store_ts = store_timestamps[i]
+        if uniq:
+            text = PyUnicode_AsUTF8AndSize(uniq, &length)
+            h = crc32(prefix, <const unsigned char *>text, <unsigned int>length) & CRC_MASK
+            items += (h, phys, store_ts)
+        if keys:
+            text = PyUnicode_AsUTF8AndSize(keys, &length)
+            a = 0
+            while a < length:
+                b = a
+                while b < length and text[b] != 32:
+                    b += 1
+                if b > a:
+                    h = crc32(prefix, <const unsigned char *>text + a, <unsigned int>(b - a)) & CRC_MASK
+                    items += (h, phys, store_ts)
+                a = b + 1
+    return items
+
+
+def put_index_entries(mm, Py_ssize_t slots, Py_ssize_t entry_pos, int64_t number, items_in, Py_ssize_t count,
+                      int64_t begin):
+    """`skiff.store.index_file.put_index_entries`: link ``count`` keys into their slots."""
+    cdef _Buf buf = _buf(mm, True)
+    cdef unsigned char *base = <unsigned char *>buf.ptr
+    cdef Py_ssize_t i, slot_pos, added = 0
+    cdef int64_t key_hash, prev, diff
+    cdef list items = items_in if type(items_in) is list else list(items_in)
+    if slots <= 0 or count < 0 or 3 * count > len(items) or entry_pos < 40 + 4 * slots or entry_pos + 20 * count > buf.size:
+        raise ValueError("the entries do not fit in the file")
+    for i in range(count):
+        key_hash = items[3 * i]
+        if key_hash < 0 or key_hash > 0x7FFFFFFF:
+            raise ValueError(f"key hash {key_hash} is not a non-negative int32")
+        slot_pos = 40 + (key_hash % slots) * 4
+        prev = get32(base + slot_pos)
+        if not 0 < prev < number:
+            prev = 0
+            added += 1
+        diff = (<int64_t>items[3 * i + 2] - begin)
+        diff = diff // 1000 if diff >= 0 else -((-diff + 999) // 1000)
+        if diff < 0:
+            diff = 0
+        elif diff > 0x7FFFFFFF:
+            diff = 0x7FFFFFFF
+        put32(base + entry_pos, key_hash)
+        put64(base + entry_pos + 4, <int64_t>items[3 * i + 1])
+        put32(base + entry_pos + 12, diff)
+        put32(base + entry_pos + 16, prev)
+        put32(base + slot_pos, number)
+        number += 1
+        entry_pos += 20
+    return added
+
+
+def put_queue_entries(mm, Py_ssize_t pos, physical_offsets, sizes, tag_codes, Py_ssize_t first,
+                      Py_ssize_t stop):
+    """`skiff.store.consume_queue.put_queue_entries`: entries ``first`` to ``stop`` of the
+    columns, 20 bytes each from ``pos``."""
+    cdef _Buf buf = _buf(mm, True)
+    cdef unsigned char *p = <unsigned char *>buf.ptr + pos
+    cdef Py_ssize_t i
+    if pos < 0 or first < 0 or stop < first or pos + 20 * (stop - first) > buf.size:
+        raise ValueError("the entries do not fit in the file")
+    for i in range(first, stop):
+        put64(p, <int64_t>physical_offsets[i])
+        put32(p + 8, as_i32(sizes[i]))
+        put64(p + 12, <int64_t>tag_codes[i])
+        p += 20
+
+
+def offset_msg_ids(bytes store_host, offsets):
+    """`skiff.store.message_store.offset_msg_ids`: store host + offset, upper-case hex, per offset."""
+    cdef Py_ssize_t host_len = len(store_host), width = 2 * (host_len + 8), i, j
+    cdef const unsigned char *host = <const unsigned char *>PyBytes_AS_STRING(store_host)
+    cdef unsigned char raw[28]
+    cdef char text[56]
+    cdef const char *digits = b"0123456789ABCDEF"
+    if host_len > 20:
+        raise ValueError("a store host is at most 20 bytes")
+    memcpy(raw, host, host_len)
+    out = []
+    for offset in offsets:
+        put64(raw + host_len, <int64_t>offset)
+        for j in range(host_len + 8):
+            text[2 * j] = digits[raw[j] >> 4]
+            text[2 * j + 1] = digits[raw[j] & 15]
+        out.append(text[:width].decode("ascii"))
+    return tuple(out)
+
+
+# -- batch bodies (skiff.protocol.message_codec) ---------------------------------------
+
+def pack_batch(messages, properties):
+    """`skiff.protocol.message_codec.pack_batch`: the batch records of ``messages``."""
+    cdef Py_ssize_t n = min(len(messages), len(properties)), i, total = 0, pos = 0, body_len, props_len
+    cdef list bodies = [], props = [], flags = []
+    cdef unsigned char *out
+    for i in range(n):
+        body = _as_bytes(messages[i].body)
+        prop = _as_bytes(properties[i])
+        if len(prop) > 32767 or len(body) > 2147483647 - 22 - len(prop):
+            raise ValueError("a batch record's properties or body are too long for their length fields")
+        bodies.append(body)
+        props.append(prop)
+        flags.append(as_i32(messages[i].flag))
+        total += 22 + len(body) + len(prop)
+    result = PyBytes_FromStringAndSize(NULL, total)
+    out = <unsigned char *>PyBytes_AS_STRING(result)
+    for i in range(n):
+        body, prop = bodies[i], props[i]
+        body_len, props_len = len(body), len(prop)
+        put32(out + pos, 22 + body_len + props_len)
+        put32(out + pos + 4, 0)
+        put32(out + pos + 8, 0)
+        put32(out + pos + 12, <int32_t>flags[i])
+        put32(out + pos + 16, body_len)
+        memcpy(out + pos + 20, _ptr(body), body_len)
+        pos += 20 + body_len
+        out[pos] = <unsigned char>(props_len >> 8)
+        out[pos + 1] = <unsigned char>props_len
+        memcpy(out + pos + 2, _ptr(prop), props_len)
+        pos += 2 + props_len
+    return result
+
+
+def split_batch(data, Py_ssize_t max_messages):
+    """`skiff.protocol.message_codec.split_batch`: flags, bodies and properties of each
+    record, where splitting stopped, and whether the record there is bad."""
+    cdef _Buf buf = _buf(data)
+    cdef const unsigned char *p = buf.ptr
+    cdef Py_ssize_t pos = 0, end = buf.size, total, body_len, props_at, next_pos, count = 0
+    cdef list flags = [], bodies = [], props = []
+    cdef bint bad = False
+    while count < max_messages and pos < end:
+        if end - pos < 20:
+            bad = True
+            break
+        total = get32(p + pos)
+        body_len = get32(p + pos + 16)
+        props_at = pos + 20 + body_len
+        next_pos = pos + total
+        if (body_len < 0 or total < 0 or next_pos > end or props_at + 2 > next_pos
+                or get16(p + props_at) != total - 22 - body_len):
+            bad = True
+            break
+        flags.append(get32(p + pos + 12))
+        bodies.append(data[pos + 20 : props_at])
+        props.append(data[props_at + 2 : next_pos])
+        pos = next_pos
+        count += 1
+    return flags, bodies, props, pos, bad
+
+
+# -- pull answers (skiff.common.stored_message) ----------------------------------------
+
+def decode_run(bytes data, cls, src, inflate, Py_ssize_t max_body_bytes):
+    """`skiff.common.stored_message.decode_run`: the records of ``data`` as ``cls`` tuples,
+    and where the first bad one starts (-1: none)."""
+    cdef const unsigned char *d = <const unsigned char *>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t pos = 0, end = PyBytes_GET_SIZE(data), head_size, born_len, store_len, body_at, t, p, rec_end
+    cdef int32_t total, body_len, sys_flag
+    cdef const unsigned char *r
+    cdef list out = []
+    while pos < end:
+        if end - pos < 88:
+            return out, pos
+        r = d + pos
+        sys_flag = get32(r + 36)
+        born_len = HOST_V6 if sys_flag & BORN_V6 else HOST_V4
+        store_len = HOST_V6 if sys_flag & STORE_V6 else HOST_V4
+        head_size = 72 + born_len + store_len
+        if end - pos < head_size:
+            return out, pos
+        total = get32(r)
+        body_len = get32(r + head_size - 4)
+        body_at = pos + head_size
+        t = body_at + body_len
+        rec_end = pos + total
+        if get32(r + 4) != MAGIC_V1 or total <= 0 or rec_end > end or body_len < 0 or t >= end:
+            return out, pos
+        p = t + 3 + d[t]
+        if p > rec_end or p + get16(d + p - 2) != rec_end:
+            return out, pos
+        body = data[body_at:t]
+        if sys_flag & 1 and inflate is not None:
+            body = inflate(body, max_body_bytes)
+        out.append(tuple.__new__(cls, (
+            None, body, None, get32(r + 16), get32(r + 12), get64(r + 20), get64(r + 28), sys_flag, get64(r + 40),
+            None, get64(r + 48 + born_len), None, get32(r + 56 + born_len + store_len),
+            get64(r + 60 + born_len + store_len), get32(r + 8), total, None, src, data[pos + 48 : pos + 48 + born_len],
+            data[pos + 56 + born_len : pos + 56 + born_len + store_len], t, p, rec_end)))
+        pos = rec_end
+    return out, -1

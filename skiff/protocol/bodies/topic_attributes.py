@@ -1,0 +1,91 @@
+"""Topic attributes, RocketMQ 5's way: a map of name -> value kept in the TopicConfig
+(``"attributes":{"cleanup.policy":"COMPACTION"}`` in topics.json), changed through the
+CREATE_TOPIC header's ``attributes`` field as ``+name=value`` (set) and ``-name``
+(reset to the default), comma-separated (RocketMQ's AttributeParser).
+
+Skiff knows two: ``cleanup.policy`` (DELETE or COMPACTION; RocketMQ 5.1's name) and
+``delete.retention.ms`` (how long a tombstone of a compacted topic stays, Kafka's
+name). RocketMQ marks cleanup.policy unchangeable after creation; Skiff lets an
+update switch it, since compaction only ever reads a topic's existing records.
+Any other name is refused, as RocketMQ refuses unsupported keys.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+
+from skiff.protocol.bodies.base import BodyError
+
+CLEANUP_POLICY = "cleanup.policy"
+DELETE_RETENTION_MS = "delete.retention.ms"
+DEFAULT_DELETE_RETENTION_MS = 86_400_000
+"""A day, Kafka's default: a consumer that reads the topic within a day sees every delete."""
+
+
+class CleanupPolicy(enum.StrEnum):
+    DELETE = "DELETE"
+    """Records go when their CommitLog file expires (fileReservedTime)."""
+    COMPACTION = "COMPACTION"
+    """Only the latest record of each KEYS value is kept (docs/compaction.md)."""
+
+
+def _check_policy(value: str) -> str:
+    try:
+        return CleanupPolicy(value.upper()).value
+    except ValueError:
+        raise BodyError(f"{CLEANUP_POLICY}={value!r}: must be DELETE or COMPACTION") from None
+
+
+def _check_retention(value: str) -> str:
+    if not value.strip().isdigit():
+        raise BodyError(f"{DELETE_RETENTION_MS}={value!r}: must be a whole number of milliseconds (0 or more)")
+    return str(int(value))
+
+
+_KNOWN = {CLEANUP_POLICY: _check_policy, DELETE_RETENTION_MS: _check_retention}
+
+
+def parse_attribute_changes(text: str) -> dict[str, str | None]:
+    """``"+a=1,-b"`` -> ``{"a": "1", "b": None}`` (None: back to the default), values checked."""
+    changes: dict[str, str | None] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        sign, body = part[0], part[1:]
+        if sign == "+" and "=" in body:
+            name, value = (s.strip() for s in body.split("=", 1))
+        elif sign == "-" and body and "=" not in body:
+            name, value = body.strip(), None
+        else:
+            raise BodyError(f"topic attribute change {part!r}: write +name=value to set or -name to reset")
+        check = _KNOWN.get(name)
+        if check is None:
+            raise BodyError(f"unknown topic attribute {name!r} (known: {', '.join(sorted(_KNOWN))})")
+        if name in changes:
+            raise BodyError(f"topic attribute {name!r} is changed twice")
+        changes[name] = None if value is None else check(value)
+    return changes
+
+
+def apply_attribute_changes(current: Mapping[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:
+    out = dict(current)
+    for name, value in changes.items():
+        if value is None:
+            out.pop(name, None)
+        else:
+            out[name] = value
+    return out
+
+
+def changes_text(attributes: Mapping[str, str]) -> str:
+    """The CREATE_TOPIC ``attributes`` field that sets ``attributes``."""
+    return ",".join(f"+{name}={value}" for name, value in sorted(attributes.items()))
+
+
+def cleanup_policy(attributes: Mapping[str, str]) -> CleanupPolicy:
+    return CleanupPolicy(attributes.get(CLEANUP_POLICY, CleanupPolicy.DELETE.value))
+
+
+def delete_retention_ms(attributes: Mapping[str, str]) -> int:
+    return int(attributes.get(DELETE_RETENTION_MS, DEFAULT_DELETE_RETENTION_MS))

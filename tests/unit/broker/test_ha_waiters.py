@@ -1,0 +1,36 @@
+"""Group commit for SYNC_MASTER: one queue of waiters answered by acknowledgements or timed out."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from skiff.broker.ha.waiters import ReplicaWaiters
+
+
+def test_an_ack_answers_every_waiter_it_covers_and_the_rest_time_out():
+    async def main() -> None:
+        waiters = ReplicaWaiters(0.2)
+        futs = [waiters.wait(end) for end in (100, 200, 300)]
+        waiters.ack(250)
+        await asyncio.sleep(0)
+        assert [f.done() and f.result() for f in futs[:2]] == [True, True] and not futs[2].done()
+        began = time.monotonic()
+        assert await futs[2] is False
+        assert 0.1 < time.monotonic() - began < 2.0
+        assert len(waiters) == 0
+        assert waiters.wait(250).result() is True  # already acknowledged
+        late = waiters.wait(400)
+        waiters.fail_all()
+        assert late.result() is False
+    asyncio.run(main())
+
+
+def test_many_waiters_share_one_timer():
+    async def main() -> None:
+        waiters = ReplicaWaiters(5.0)
+        futs = [waiters.wait(i) for i in range(1, 10_001)]
+        waiters.ack(10_000)
+        assert all(f.result() for f in futs)
+        assert waiters._timer is not None  # one handle for the whole queue, left to expire harmlessly
+    asyncio.run(main())

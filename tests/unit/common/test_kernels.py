@@ -1,0 +1,220 @@
+"""Every compiled kernel gives the same bytes and results as its pure-Python reference
+on the same inputs (hypothesis), and the selection point honours SKIFF_NO_EXTENSIONS.
+
+Where the extension is not built the comparisons are skipped, and the references are
+what every other test exercises."""
+
+from __future__ import annotations
+
+import itertools
+import mmap
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from skiff.common import kernels
+from skiff.common.message import Message
+from skiff.common.record import HOST_V4_BYTES, HOST_V6_BYTES, pack_records_py, record_size
+from skiff.common.stored_message import decode_run_py
+from skiff.protocol.message_codec import encode_batch, pack_batch_py, split_batch_py
+from skiff.store.checks import batch_columns_py
+from skiff.store.consume_queue import put_queue_entries_py
+from skiff.store.index_file import put_index_entries_py
+from skiff.store.index_service import KeyPrefixes, index_key_items_py
+from skiff.store.message_store import offset_msg_ids_py
+from skiff.store.results import MessageInput
+
+SETTINGS = settings(max_examples=60, deadline=None)
+INT32 = st.integers(-(2**31), 2**31 - 1)
+INT64 = st.integers(-(2**63), 2**63 - 1)
+HOST = st.sampled_from([HOST_V4_BYTES, HOST_V6_BYTES]).flatmap(lambda n: st.binary(min_size=n, max_size=n))
+TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
+
+
+def compiled(name: str) -> Callable[..., Any]:
+    kernel = kernels.compiled(name)
+    if kernel is None or kernels.DISABLED:  # not built, or the pure-Python run of `make test`
+        pytest.skip("the compiled kernels are not built here, or switched off")
+    return kernel
+
+
+def test_each_reference_has_a_compiled_twin_when_built():
+    names = ["pack_records", "index_key_items", "put_index_entries", "put_queue_entries", "offset_msg_ids",
+             "split_batch", "batch_columns", "decode_run", "pack_batch"]
+    if kernels.compiled("pack_records") is None:
+        pytest.skip("the compiled kernels are not built here")
+    assert all(callable(kernels.compiled(n)) for n in names)
+
+
+def test_skiff_no_extensions_selects_the_references_and_skiff_version_says_so():
+    code = ("from skiff.common import kernels, record; "
+            "print(kernels.IMPLEMENTATION); print(record.pack_records is record.pack_records_py)")
+    env = {**os.environ, "SKIFF_NO_EXTENSIONS": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.splitlines()[1] == "True" and out.startswith("pure Python")
+    for extra, words in (({"SKIFF_NO_EXTENSIONS": "1"}, "pure Python"), ({}, kernels.IMPLEMENTATION)):
+        version = subprocess.run([sys.executable, "-m", "skiff", "version"], env={**os.environ, **extra},
+                                 capture_output=True, text=True, check=True).stdout
+        assert version.startswith("skiff 0.1.0 (Python ") and words in version, version
+
+
+rows = st.lists(
+    st.tuples(st.just("T"), st.integers(0, 2**31 - 1), st.binary(max_size=300), st.binary(max_size=200), INT32,
+              st.integers(0, 2**31 - 1).map(lambda f: f & ~0x30), INT64, HOST, INT32, INT64),
+    min_size=1, max_size=20,
+)
+
+
+@SETTINGS
+@given(rows=rows, topic=st.binary(min_size=1, max_size=40), store_host=HOST, store_ts=INT64,
+       base=st.integers(0, 2**40), with_crcs=st.booleans(), as_messages=st.booleans())
+def test_pack_records_is_identical(rows, topic, store_host, store_ts, base, with_crcs, as_messages):
+    kernel = compiled("pack_records")
+    if as_messages:
+        rows = [MessageInput(*r) for r in rows]
+    sizes = [record_size(len(r[2]), len(topic), len(r[3]), len(r[7]), len(store_host)) for r in rows]
+    phys = list(itertools.accumulate(sizes[:-1], initial=base))
+    crcs = [len(r[2]) * 7919 for r in rows] if with_crcs else None
+    args = (rows, topic, range(base, base + len(rows)), phys, sizes, store_ts, store_host, crcs)
+    assert kernel(*args) == pack_records_py(*args)
+
+
+def test_pack_records_takes_memoryview_bodies():
+    kernel = compiled("pack_records")
+    row = ("T", 1, memoryview(b"body"), bytearray(b"k\x01v\x02"), 0, 0, 5, bytes(8), 0, 0)
+    size = record_size(4, 1, 4)
+    args = ([row], b"T", [0], [0], [size], 9, bytes(8))
+    assert kernel(*args) == pack_records_py(*args)
+
+
+def test_pack_records_refuses_sizes_that_do_not_match_instead_of_overrunning():
+    kernel = compiled("pack_records")
+    row = ("T", 1, b"body", b"", 0, 0, 5, bytes(8), 0, 0)
+    with pytest.raises(ValueError):
+        kernel([row], b"T", [0], [0], [10], 9, bytes(8))
+
+
+keys = st.one_of(st.none(), st.lists(st.text("ab é", max_size=4), max_size=4).map(" ".join))
+
+
+@SETTINGS
+@given(records=st.lists(st.tuples(st.sampled_from(["T", "Ü"]), st.sampled_from([0, 4, 8, 12, 3, 15]), keys, keys),
+                        max_size=20),
+       start=st.integers(0, 5))
+def test_index_key_items_is_identical(records, start):
+    kernel = compiled("index_key_items")
+    topics = [r[0] for r in records]
+    columns = (topics, list(range(100, 100 + len(records))), [7] * len(records), [r[1] for r in records],
+               [r[2] for r in records], [r[3] for r in records])
+    assert kernel(*columns, start, KeyPrefixes()) == index_key_items_py(*columns, start, KeyPrefixes())
+
+
+@SETTINGS
+@given(triples=st.lists(st.tuples(st.integers(0, 2**31 - 1), INT64, st.integers(0, 2**45)), min_size=1,
+                        max_size=30),
+       slots=st.integers(1, 16), number=st.integers(1, 5), begin=st.integers(0, 2**44),
+       prefill=st.lists(st.integers(0, 40), max_size=16))
+def test_put_index_entries_is_identical(triples, slots, number, begin, prefill):
+    kernel = compiled("put_index_entries")
+    items = [v for t in triples for v in t]
+    size = 40 + 4 * slots + 20 * (number + len(triples))
+    results = []
+    for fn in (put_index_entries_py, kernel):
+        buf = mmap.mmap(-1, size)
+        for i, prev in enumerate(prefill[:slots]):
+            buf[40 + 4 * i : 44 + 4 * i] = prev.to_bytes(4, "big")
+        added = fn(buf, slots, 40 + 4 * slots + 20 * number, number, items, len(triples), begin)
+        results.append((added, bytes(buf)))
+    assert results[0] == results[1]
+
+
+@SETTINGS
+@given(entries=st.lists(st.tuples(INT64, INT32, INT64), max_size=20), first=st.integers(0, 3), pos=st.integers(0, 40))
+def test_put_queue_entries_is_identical(entries, first, pos):
+    kernel = compiled("put_queue_entries")
+    first = min(first, len(entries))
+    columns = [list(c) for c in zip(*entries)] or [[], [], []]
+    outs = []
+    for fn in (put_queue_entries_py, kernel):
+        buf = bytearray(pos + 20 * len(entries))
+        fn(buf, pos, *columns, first, len(entries))
+        outs.append(bytes(buf))
+    assert outs[0] == outs[1]
+
+
+@SETTINGS
+@given(host=HOST, offsets=st.lists(st.integers(0, 2**63 - 1), max_size=10))
+def test_offset_msg_ids_are_identical(host, offsets):
+    assert compiled("offset_msg_ids")(host, offsets) == offset_msg_ids_py(host, offsets)
+
+
+messages = st.lists(st.tuples(st.binary(max_size=64), st.dictionaries(st.sampled_from(["KEYS", "TAGS", "a"]),
+                                                                      st.text("xy", min_size=1, max_size=4)),
+                              INT32), min_size=1, max_size=8)
+
+
+@SETTINGS
+@given(batch=messages, cut=st.integers(0, 40), junk=st.binary(max_size=30), max_messages=st.integers(1, 10))
+def test_split_batch_is_identical_on_good_cut_and_damaged_bodies(batch, cut, junk, max_messages):
+    kernel = compiled("split_batch")
+    body = encode_batch([Message("T", b, p, f) for b, p, f in batch])
+    for data in (body, body[: max(0, len(body) - cut)], body + junk, junk + body):
+        assert kernel(data, max_messages) == split_batch_py(data, max_messages)
+
+
+inputs = st.builds(
+    MessageInput, st.sampled_from(["T", "U"]), st.sampled_from([0, 1]), st.binary(max_size=40),
+    st.one_of(st.binary(max_size=40), st.just(b"x" * 32768)), INT32, st.sampled_from([0, 4, 8, 12, 1]),
+    INT64, st.sampled_from([bytes(8), bytes(20), bytes(5)]), st.just(0), st.just(0), st.one_of(st.none(), TEXT),
+    keys, st.one_of(st.none(), TEXT),
+)
+
+
+@SETTINGS
+@given(msgs=st.lists(inputs, min_size=1, max_size=12), max_body=st.integers(0, 40))
+def test_batch_columns_is_identical_and_finds_the_same_refusal(msgs, max_body):
+    args = (msgs, msgs[0].topic, msgs[0].queue_id, max_body, 97)
+    assert compiled("batch_columns")(*args) == batch_columns_py(*args)
+
+
+@SETTINGS
+@given(rows=rows, store_host=HOST, cut=st.integers(0, 120), junk=st.binary(max_size=100),
+       flip=st.integers(0, 400), inflating=st.booleans())
+def test_decode_run_is_identical_on_good_cut_and_damaged_runs(rows, store_host, cut, junk, flip, inflating):
+    kernel = compiled("decode_run")
+    rows = [(r[0], r[1], r[2], r[3], r[4], r[5] | (1 if i % 2 else 0), *r[6:]) for i, r in enumerate(rows)]
+    sizes = [record_size(len(r[2]), 1, len(r[3]), len(r[7]), len(store_host)) for r in rows]
+    run = pack_records_py(rows, b"T", range(len(rows)), list(itertools.accumulate(sizes[:-1], initial=0)), sizes,
+                          77, store_host)
+    damaged = bytearray(run)
+    damaged[flip % len(run)] ^= 0xFF
+    inflate = (lambda body, limit: body[::-1] + limit.to_bytes(4, "big")) if inflating else None
+    src = object()
+    for data in (run, run[: max(0, len(run) - cut)], run + junk, bytes(damaged)):
+        assert kernel(data, tuple, src, inflate, 1000) == decode_run_py(data, tuple, src, inflate, 1000)
+
+
+@SETTINGS
+@given(batch=messages, props=st.lists(st.binary(max_size=40), min_size=8, max_size=8))
+def test_pack_batch_is_identical(batch, props):
+    msgs = [Message("T", b, p, f) for b, p, f in batch]
+    assert compiled("pack_batch")(msgs, props) == pack_batch_py(msgs, props)
+
+
+def test_kernels_refuse_short_columns_and_small_buffers_instead_of_overrunning():
+    with pytest.raises(IndexError):
+        compiled("put_queue_entries")(bytearray(100), 0, [1, 2], [1], [1, 2], 0, 2)
+    with pytest.raises(ValueError):
+        compiled("put_queue_entries")(bytearray(30), 0, [1, 2], [1, 2], [1, 2], 0, 2)
+    with pytest.raises(IndexError):
+        compiled("index_key_items")(["T", "T"], [1], [1, 1], [0, 0], [None, None], ["a", "b"], 0, {"T": 5})
+    with pytest.raises(ValueError):
+        compiled("put_index_entries")(bytearray(60), 1, 44, 1, [1, 2, 3], 1, 0)
+    with pytest.raises(ValueError):
+        compiled("put_index_entries")(bytearray(100), 0, 40, 1, [1, 2, 3], 1, 0)
