@@ -54,8 +54,13 @@ class ConsumeOrderlyService:
         self._closing = False
 
     def submit(self, msgs: list[StoredMessage], pq: ProcessQueue, mq: MessageQueue) -> None:
-        """New messages are in ``pq``: make sure the queue's task runs."""
-        if mq not in self._running and not self._closing:
+        """New messages are in ``pq``: make sure the queue's task runs.
+
+        A task that has returned stays in ``_running`` until its done-callback runs on a
+        later turn of the loop; a pull answered in between must start a new task, or its
+        messages wait for the next pull (forever, once the producer stops)."""
+        current = self._running.get(mq)
+        if (current is None or current.done()) and not self._closing:
             task = asyncio.get_running_loop().create_task(self._consume(pq, mq), name=f"consume {mq}")
             self._running[mq] = task
             task.add_done_callback(lambda t: self._running.pop(mq, None) if self._running.get(mq) is t else None)

@@ -177,6 +177,32 @@ def test_orderly_suspend_redelivers_the_same_messages_in_order(tmp_path: Path) -
     run(scenario)
 
 
+def test_orderly_messages_submitted_as_the_queue_task_ends_are_consumed(tmp_path: Path) -> None:
+    """The loop turn between a queue task's return and its done-callback: a submit then must
+    not take the finished task for a running one (a full suite once stalled a queue so)."""
+    async def scenario() -> None:
+        core = make_core(tmp_path)
+        seen: list[int] = []
+        runner = ListenerRunner(lambda batch, ctx: seen.extend(m.queue_offset for m in batch)
+                                or ConsumeOrderlyStatus.SUCCESS, 2)
+
+        async def no_lock(mq: MessageQueue) -> bool:
+            raise AssertionError("broadcasting consumers never lock")
+
+        service = ConsumeOrderlyService(core, runner, no_lock, lambda mq: None)
+        finished = asyncio.get_running_loop().create_future()
+        finished.set_result(None)
+        service._running[MQ] = finished  # type: ignore[assignment]  # returned, callback not yet run
+        pq = ProcessQueue()
+        pq.add(msgs(0, 3))
+        service.submit(msgs(0, 3), pq, MQ)
+        await until(lambda: pq.empty)
+        assert seen == [0, 1, 2]
+        runner.shutdown()
+
+    run(scenario)
+
+
 def test_listener_runner_reports_exceptions_and_skips_after_close() -> None:
     async def scenario() -> None:
         def bad(batch: list[StoredMessage], ctx: object) -> None:
