@@ -14,7 +14,6 @@ has one, ``skiff_`` otherwise. Every sample carries ``cluster``, ``node_type`` a
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
@@ -136,7 +135,7 @@ class BrokerCollector(Collector):
         yield from (size, flush, dispatch)
 
     def _storage_bytes(self) -> int:
-        now = time.monotonic()
+        now = self.broker.clock.monotonic()
         if self._disk is None or now - self._disk[0] >= STORAGE_SIZE_REFRESH_S:
             self._disk = (now, _disk_bytes(self.broker.store_config.root))
         return self._disk[1]

@@ -17,12 +17,17 @@ from collections.abc import Callable, Mapping
 from skiff.broker.config import BrokerConfig
 from skiff.broker.persist import VersionedTable
 from skiff.common.clock import Clock
-from skiff.common.names import SCHEDULE_TOPIC, TBW102, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
+from skiff.common.names import (
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    TBW102,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
 from skiff.protocol.bodies.admin import DataVersion
 from skiff.protocol.bodies.topic import Perm, TopicConfig, TopicConfigSerializeWrapper
 
-SELF_TEST_TOPIC = "SELF_TEST_TOPIC"
-OFFSET_MOVED_EVENT = "OFFSET_MOVED_EVENT"
 READ_WRITE = int(Perm.READ | Perm.WRITE)
 INHERIT_READ_WRITE = int(Perm.INHERIT | Perm.READ | Perm.WRITE)
 FILE_NAME = "topics.json"

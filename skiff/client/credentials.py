@@ -73,7 +73,8 @@ class Credentials:
 
 def resolve_credentials(access_key: str | None = None, secret_key: str | None = None,
                         file: str | os.PathLike[str] | None = None) -> Credentials | None:
-    """Explicit keys, else the file, else the environment (`Credentials.from_env`); None if none is given.
+    """Explicit keys, else the file; None leaves it to `ClientConfig`, which reads the environment
+    (`Credentials.from_env`).
 
     The command line passes its ``--access-key/--secret-key/--credentials`` here.
     """
@@ -83,7 +84,7 @@ def resolve_credentials(access_key: str | None = None, secret_key: str | None = 
         return Credentials(access_key, secret_key)
     if file:
         return Credentials.from_file(file)
-    return Credentials.from_env()
+    return None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -21,7 +21,15 @@ from skiff.client.producer import AsyncProducer
 from skiff.client.pull_client import PULL_CLIENT_GROUP, AsyncPullClient
 from skiff.common.limits import QUEUES_PER_TOPIC_MAX
 from skiff.common.message import Message
-from skiff.common.names import DLQ_PREFIX, RETRY_PREFIX, SYSTEM_TOPICS, TRACE_TOPIC, TRANS_GROUP
+from skiff.common.names import (
+    DLQ_PREFIX,
+    OFFSET_MOVED_EVENT,
+    RETRY_PREFIX,
+    SELF_TEST_TOPIC,
+    SYSTEM_TOPICS,
+    TRACE_TOPIC,
+    TRANS_GROUP,
+)
 from skiff.dashboard.form import Form
 from skiff.dashboard.messages import MESSAGES_PER_REQUEST_MAX, MessageService, message_row
 from skiff.dashboard.rates import Rates
@@ -48,7 +56,7 @@ class DashboardConfig:
     """Logins kept at once; past that the least recently used one is signed out."""
 
 
-SYSTEM_TOPIC_NAMES = frozenset({*SYSTEM_TOPICS, TRACE_TOPIC, "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"})
+SYSTEM_TOPIC_NAMES = frozenset({*SYSTEM_TOPICS, TRACE_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT})
 """Topics brokers and clients keep for themselves (RocketMQ's system topics)."""
 
 

@@ -29,6 +29,7 @@ from skiff.common.message import MessageQueue
 from skiff.common.properties import NAME_VALUE_SEPARATOR as NV
 from skiff.common.properties import PROPERTY_SEPARATOR as SEP
 from skiff.common.properties import Prop
+from skiff.protocol.message_codec import BATCH_RECORD_FIXED_BYTES
 from skiff.spark.errors import SparkOptionError
 from skiff.spark.sink_rows import SinkColumns
 
@@ -41,8 +42,8 @@ RESERVED = {
 }
 """Names the ``properties`` map may not hold, and why."""
 _RESERVED_NAMES = pa.array(sorted(RESERVED), pa.string())
-_HEAD = 20
-_FIXED = _HEAD + 2
+_FIXED = BATCH_RECORD_FIXED_BYTES
+_HEAD = _FIXED - 2  # the 16-bit properties length follows the body
 _WAIT_TRUE = f"{Prop.WAIT}{NV}true{SEP}"
 
 

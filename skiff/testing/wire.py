@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from skiff.common.message import Message, MessageQueue
 from skiff.common.msgid import UNIQ_IDS
-from skiff.common.names import TBW102
+from skiff.common.names import TBW102, is_retry_topic
 from skiff.common.stored_message import StoredMessage
 from skiff.common.sysflag import PullSysFlag
 from skiff.protocol.bodies.heartbeat import (
@@ -132,7 +132,7 @@ class BrokerWire:
         starts = {(int(k), int(q)): int(v) for k, q, v in (e.split(" ") for e in (h.start_offset_info or "").split(";"))}
         out = []
         for m in decode_stored_messages(resp.body):
-            kind = RETRY_TOPIC if m.topic.startswith("%RETRY%") else NORMAL_TOPIC
+            kind = RETRY_TOPIC if is_retry_topic(m.topic) else NORMAL_TOPIC
             handle = ExtraInfo(starts[(kind, m.queue_id)], h.pop_time, h.invisible_time, h.revive_qid, kind,
                                self.broker_name, m.queue_id,
                                m.queue_offset)

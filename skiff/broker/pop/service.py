@@ -38,6 +38,7 @@ from skiff.broker.topics import READ_WRITE, TopicConfigManager
 from skiff.broker.writer import MessageWriter
 from skiff.common.clock import Clock
 from skiff.common.names import dlq_topic, pop_retry_topic
+from skiff.common.record import read_head
 from skiff.common.service import Periodic
 from skiff.filter import MessageFilter
 from skiff.protocol.headers.pop import NORMAL_TOPIC, ORDERLY_REVIVE_QID, RETRY_TOPIC, ExtraInfo
@@ -48,8 +49,6 @@ log = logging.getLogger(__name__)
 INIT_MIN = 0
 INIT_MAX = 1
 _SIZE = struct.Struct(">i")
-_PHYSICAL_OFFSET_AT = 28
-"""Where a stored record holds its CommitLog offset (remoting-protocol.md §3.1)."""
 
 
 class PopRequest(NamedTuple):
@@ -159,10 +158,11 @@ class PopService:
         out = []
         start = offsets[0] if offsets else next_offset
         for record, offset in zip(records, offsets):
-            clo = _physical_offset(record)
+            head = read_head(record)
+            clo = head.physical_offset
             self.state.add(key, offset, InFlight(now, req.invisible_ms, clo))
             handle = ExtraInfo(start, now, req.invisible_ms, 0, kind, self.config.broker_name, key[2], offset, clo)
-            out.append(Popped(record, key[1], key[2], offset, handle, reconsume_times(record) + 1))
+            out.append(Popped(record, key[1], key[2], offset, handle, head.reconsume_times + 1))
         return out
 
     def _pop_orderly(self, req: PopRequest, key: QueueKey, kind: int, now: int, n: int) -> list[Popped]:
@@ -183,8 +183,7 @@ class PopService:
         batch = self.state.batches[key] = OrderBatch(req.attempt_id, next_offset)
         out = []
         for record, offset in zip(records, offsets):
-            clo = _physical_offset(record)
-            batch.pending[offset] = InFlight(now, req.invisible_ms, clo)
+            batch.pending[offset] = InFlight(now, req.invisible_ms, read_head(record).physical_offset)
             batch.counts[offset] = 1
             out.append(self._orderly_popped(record, key, kind, offsets[0], offset, batch.pending[offset], 1))
         self.state.changed()
@@ -395,6 +394,3 @@ def _split(buffers: list[memoryview]) -> list[memoryview]:
             pos += size
     return out
 
-
-def _physical_offset(record: memoryview) -> int:
-    return int(struct.unpack_from(">q", record, _PHYSICAL_OFFSET_AT)[0])

@@ -89,7 +89,7 @@ def to_raw_result(resp: PullResponse, tags: frozenset[str] | None) -> RawPullRes
     status = PULL_STATUS[resp.code]
     body = resp.body if status is PullStatus.FOUND and resp.body else b""
     return RawPullResult(status, header.next_begin_offset, header.min_offset, header.max_offset,
-                         body if type(body) is bytes else bytes(body), tags, header.suggest_which_broker_id)
+                         body, tags, header.suggest_which_broker_id)
 
 
 class Puller:
