@@ -41,6 +41,12 @@ class SubscriptionGroupManager(VersionedTable):
         self.put(created)
         return created
 
+    def retry_max_times(self, group: str) -> int:
+        """How often the group's messages are redelivered before the DLQ: its config's, else the
+        broker's maxReconsumeTimes (a group that cannot be auto-created)."""
+        found = self.find_or_create(group)
+        return self.config.max_reconsume_times if found is None else found.retry_max_times
+
     def put(self, group_config: SubscriptionGroupConfig) -> None:
         if self._table.get(group_config.group_name) == group_config:
             return

@@ -128,8 +128,7 @@ class GrpcClients:
                 sub.long_polling_timeout.FromSeconds(LONG_POLLING_S)
             group = self.groups.find_or_create(settings.subscription.group.name)
             sub.fifo = group is not None and group.consume_message_orderly
-            retry_max_times = self.config.max_reconsume_times if group is None else group.retry_max_times
-            merged.backoff_policy.max_attempts = retry_max_times + 1
+            merged.backoff_policy.max_attempts = self.groups.retry_max_times(settings.subscription.group.name) + 1
             levels = self.config.delay_levels_ms
             merged.backoff_policy.customized_backoff.ClearField("next")
             for ms in levels:

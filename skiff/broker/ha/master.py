@@ -151,6 +151,10 @@ class HAMaster:
     # -- plumbing -------------------------------------------------------------
 
     def _appended(self, end: int) -> None:
+        """Runs on every put, after its bytes are readable: with no slave connected there is no
+        one to wake (a connection reads the log before it first waits), so no loop wake-up."""
+        if not self.connections:
+            return
         if threading.get_ident() == self._loop_thread:
             self._wake_all()
         elif self._loop is not None and not self._loop.is_closed():

@@ -200,7 +200,7 @@ class PopService:
             if not same_attempt:
                 batch.counts[offset] = batch.counts.get(offset, 1) + 1
             record = self.store.read_record(entry.commit_log_offset)
-            if record is None or batch.counts[offset] > self._max_times(req.group) + 1:
+            if record is None or batch.counts[offset] > self.groups.retry_max_times(req.group) + 1:
                 if record is not None:
                     self._dead_letter(req.group, record)
                 self.state.ack_orderly(key, offset)
@@ -299,10 +299,6 @@ class PopService:
         if consumed is not None:
             self.offsets.commit(key[0], key[1], key[2], consumed)
 
-    def _max_times(self, group: str) -> int:
-        found = self.groups.find_or_create(group)
-        return self.config.max_reconsume_times if found is None else found.retry_max_times
-
     # -- revive --------------------------------------------------------------------------
 
     def _revive_tick(self) -> None:
@@ -322,7 +318,7 @@ class PopService:
         return moved
 
     def _redeliver(self, group: str, topic: str, record: bytes) -> bool:
-        if reconsume_times(record) >= self._max_times(group):
+        if reconsume_times(record) >= self.groups.retry_max_times(group):
             self._dead_letter(group, record)
             return True
         prefix = pop_retry_topic(group, "")
