@@ -26,23 +26,24 @@ def etcd_binary() -> str | None:
 
 
 class Etcd:
-    def __init__(self, data_dir: str | Path, *, client_port: int = 0) -> None:
+    def __init__(self, data_dir: str | Path, *, client_port: int = 0, host: str = "127.0.0.1") -> None:
         self.data_dir = Path(data_dir)
-        self.client_port = client_port or free_port()
-        self.peer_port = free_port()
+        self.host = host
+        self.client_port = client_port or free_port(host)
+        self.peer_port = free_port(host)
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def endpoint(self) -> str:
-        return f"127.0.0.1:{self.client_port}"
+        return f"{self.host}:{self.client_port}"
 
     def start(self, timeout_s: float = 20.0) -> Etcd:
         binary = etcd_binary()
         if binary is None:
             raise FileNotFoundError("etcd is not installed (Debian: apt-get install etcd-server; make etcd)")
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        client = f"http://127.0.0.1:{self.client_port}"
-        peer = f"http://127.0.0.1:{self.peer_port}"
+        client = f"http://{self.host}:{self.client_port}"
+        peer = f"http://{self.host}:{self.peer_port}"
         log = open(self.data_dir / "etcd.log", "ab")  # noqa: SIM115 - handed to the process
         self.proc = subprocess.Popen(
             [binary, "--name", "skiff", "--data-dir", str(self.data_dir / "data"),
@@ -53,7 +54,7 @@ class Etcd:
             stdin=subprocess.DEVNULL, stdout=log, stderr=log)
         log.close()
         deadline = time.monotonic() + timeout_s
-        while not _accepts(self.client_port):
+        while not _accepts(self.host, self.client_port):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()
                 raise RuntimeError(f"etcd did not start; see {self.data_dir / 'etcd.log'}")
@@ -78,9 +79,9 @@ class Etcd:
         self.stop()
 
 
-def _accepts(port: int) -> bool:
+def _accepts(host: str, port: int) -> bool:
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+        with socket.create_connection((host, port), timeout=0.2):
             return True
     except OSError:
         return False
