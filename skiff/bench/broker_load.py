@@ -243,12 +243,14 @@ async def consume(broker: Broker, plan: Plan) -> Rate:
             await client.close()
 
 
-async def latency(broker: Broker, plan: Plan, batched: bool, messages_per_s: float) -> Latency:
-    """Requests sent on a fixed schedule (open loop) over one connection; latency from the due time."""
+async def latency(broker: Broker, plan: Plan, batched: bool, messages_per_s: float,
+                  connections: int = 1) -> Latency:
+    """Requests sent on a fixed schedule (open loop), in turn over ``connections``
+    connections (producers); latency from the due time. Only SUCCESS answers are counted."""
     templates = _send_requests(plan, batched, broker)
     per_request = plan.batch if batched else 1
     rate = messages_per_s / per_request
-    clients, (conn,) = await _connections(broker.addr, 1)
+    clients, conns = await _connections(broker.addr, connections)
     loop = asyncio.get_running_loop()
     samples: list[float] = []
 
@@ -264,12 +266,13 @@ async def latency(broker: Broker, plan: Plan, batched: bool, messages_per_s: flo
             delay = due - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
-            future = conn.request(_fresh(templates[i % QUEUES]), TIMEOUT_MS)
+            future = conns[i % connections].request(_fresh(templates[i % QUEUES]), TIMEOUT_MS)
             future.add_done_callback(lambda f, d=due: done(d, f))
             futures.append(future)
         await asyncio.gather(*futures)
     finally:
-        await clients[0].close()
+        for client in clients:
+            await client.close()
     samples.sort()
     return Latency(rate * per_request, len(samples), _pct(samples, 50), _pct(samples, 99), samples[-1] * 1000)
 
