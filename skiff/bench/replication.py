@@ -66,7 +66,8 @@ def run_mode(root: Path, mode: str, plan: Plan, batched: bool, offered: float = 
                 t0 = time.monotonic()
                 lat = await latency(broker, plan, False, offered, plan.connections)
                 messages, seconds = lat.requests, time.monotonic() - t0
-                row.update(offered_per_s=round(offered), p50_ms=round(lat.p50_ms, 2), p99_ms=round(lat.p99_ms, 2))
+                row.update(offered_per_s=round(offered), p50_ms=round(lat.p50_ms, 2), p99_ms=round(lat.p99_ms, 2),
+                           not_ok=lat.failed)
             else:
                 rate = await produce(broker, plan, batched)
                 messages, seconds = rate.messages, rate.seconds
@@ -179,8 +180,8 @@ def _bench_message(batch: int, i: int, body_bytes: int, host: bytes) -> MessageI
 def _line(row: dict[str, object]) -> str:
     if row["mode"] == "slave-path":
         return f"slave path {row['body_bytes']:>5} B: {row['slave_cpu_us_per_message']} us/msg slave CPU (in process)"
-    paced = (f" (offered {row['offered_per_s']:,}) p50 {row['p50_ms']} ms p99 {row['p99_ms']} ms"
-             if "offered_per_s" in row else "")
+    paced = (f" (offered {row['offered_per_s']:,}, {row['not_ok']} not SUCCESS) p50 {row['p50_ms']} ms "
+             f"p99 {row['p99_ms']} ms" if "offered_per_s" in row else "")
     return (f"{row['mode']:6} {row['body_bytes']:>5} B batch {row['batch']:>3}: {row['messages_per_s']:>8,} msg/s"
             f"{paced}  master CPU {row['master_cpu_us_per_message']} us/msg"
             f"  slave CPU {row['slave_cpu_us_per_message']} us/msg")
