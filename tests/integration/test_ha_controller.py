@@ -143,6 +143,7 @@ def test_with_etcd_gone_the_master_fences_itself_and_no_second_master_appears(tm
                                         lambda: proc.send_signal(signal.SIGCONT)))
 
 
+@pytest.mark.slow
 def test_an_etcd_cluster_losing_a_member_keeps_its_master_and_losing_its_majority_fences_it(
         tmp_path: Path) -> None:
     """Three etcd members. The one the brokers talk to stopped: they go on through another
