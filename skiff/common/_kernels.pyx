@@ -18,9 +18,9 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyOb
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
-from cpython.unicode cimport PyUnicode_AsUTF8AndSize
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
-from libc.string cimport memcpy, memchr
+from libc.string cimport memchr, memcmp, memcpy
 
 cdef extern from "zlib.h":
     unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int len) nogil
@@ -431,3 +431,54 @@ def decode_run(bytes data, cls, src, inflate, Py_ssize_t max_body_bytes):
             data[pos + 56 + born_len : pos + 56 + born_len + store_len], t, p, rec_end)))
         pos = rec_end
     return out, -1
+
+
+# -- store inputs of a batch (skiff.broker.writer) -------------------------------------
+
+cdef inline bint _is_name(const unsigned char *name, Py_ssize_t length, bytes want) noexcept:
+    return length == PyBytes_GET_SIZE(want) and memcmp(name, PyBytes_AS_STRING(want), length) == 0
+
+
+def batch_inputs(cls, tuple head, flags, bodies, properties, indexed, refused):
+    """`skiff.broker.writer.batch_inputs`: one ``cls`` row per message, its ``indexed``
+    properties' values (as `decode_properties` reads them: pairs with one 0x01 and a name,
+    the last of a repeated name) at its end, or None when a message has a ``refused`` one."""
+    cdef list wanted = [name.encode() for name in indexed]
+    cdef list refusing = [name.encode() for name in refused]
+    cdef Py_ssize_t n = len(flags), i, k, pos, stop, sep, end, count = len(wanted)
+    cdef Py_ssize_t at[3]
+    cdef Py_ssize_t length[3]
+    cdef const unsigned char *p
+    cdef const unsigned char *hit
+    cdef _Buf buf
+    cdef list out = []
+    if count != 3 or len(head) != 6:
+        raise ValueError("batch_inputs takes three indexed names and a head of six fields")
+    topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times = head
+    n = min(n, len(bodies), len(properties))
+    for i in range(n):
+        raw = properties[i]
+        buf = _buf(raw)
+        p, end = buf.ptr, buf.size
+        at[0] = at[1] = at[2] = -1
+        pos = 0
+        while pos < end:
+            hit = <const unsigned char *>memchr(p + pos, 2, end - pos)
+            stop = end if hit == NULL else hit - p
+            hit = <const unsigned char *>memchr(p + pos, 1, stop - pos)
+            if hit != NULL:
+                sep = hit - p
+                if sep > pos and memchr(p + sep + 1, 1, stop - sep - 1) == NULL:
+                    for name in refusing:
+                        if _is_name(p + pos, sep - pos, <bytes>name):
+                            return None
+                    for k in range(3):
+                        if _is_name(p + pos, sep - pos, <bytes>wanted[k]):
+                            at[k] = sep + 1
+                            length[k] = stop - sep - 1
+            pos = stop + 1
+        values = [None if at[k] < 0 else PyUnicode_DecodeUTF8(<const char *>p + at[k], length[k], "replace")
+                  for k in range(3)]
+        out.append(tuple.__new__(cls, (topic, queue_id, bodies[i], raw, flags[i], sys_flag, born_timestamp, born_host,
+                                       reconsume_times, 0, values[0], values[1], values[2])))
+    return out
