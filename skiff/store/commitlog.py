@@ -203,8 +203,7 @@ class CommitLog:
         rel = self.write_pos - f.start
         f.ensure_reserved(rel + total, f.size)
         offsets = list(itertools.accumulate(sizes[:-1], initial=self.write_pos))
-        f.mm[rel : rel + total] = pack_records(msgs, topic_raw, queue_offsets, offsets, sizes, store_timestamp,
-                                               self.store_host)
+        pack_records(msgs, topic_raw, queue_offsets, offsets, sizes, store_timestamp, self.store_host, None, f.mm, rel)
         self.write_pos += total
         return offsets
 

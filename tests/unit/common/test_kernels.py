@@ -83,7 +83,11 @@ def test_pack_records_is_identical(rows, topic, store_host, store_ts, base, with
     phys = list(itertools.accumulate(sizes[:-1], initial=base))
     crcs = [len(r[2]) * 7919 for r in rows] if with_crcs else None
     args = (rows, topic, range(base, base + len(rows)), phys, sizes, store_ts, store_host, crcs)
-    assert kernel(*args) == pack_records_py(*args)
+    packed = kernel(*args)
+    assert packed == pack_records_py(*args)
+    into_kernel, into_py = bytearray(len(packed) + 9), bytearray(len(packed) + 9)
+    assert kernel(*args, into_kernel, 5) is None and pack_records_py(*args, into_py, 5) is None
+    assert into_kernel == into_py == bytes(5) + packed + bytes(4)
 
 
 def test_pack_records_takes_memoryview_bodies():
@@ -99,6 +103,15 @@ def test_pack_records_refuses_sizes_that_do_not_match_instead_of_overrunning():
     row = ("T", 1, b"body", b"", 0, 0, 5, bytes(8), 0, 0)
     with pytest.raises(ValueError):
         kernel([row], b"T", [0], [0], [10], 9, bytes(8))
+    size = record_size(4, 1, 0)
+    out = bytearray(2 * size)
+    with pytest.raises(ValueError):  # the second record's size is wrong: neither is written
+        kernel([row, row], b"T", [0, 1], [0, size], [size, size + 1], 9, bytes(8), None, out, 0)
+    assert out == bytes(2 * size)
+    for impl in (kernel, pack_records_py):
+        with pytest.raises(ValueError):  # no room
+            impl([row, row], b"T", [0, 1], [0, size], [size, size], 9, bytes(8), None, out, 1)
+        assert out == bytes(2 * size)
 
 
 keys = st.one_of(st.none(), st.lists(st.text("ab é", max_size=4), max_size=4).map(" ".join))
