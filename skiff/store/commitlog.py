@@ -54,6 +54,8 @@ WARM_AHEAD_BYTES = 32 << 20
 """How far ahead of the write position pages are populated (0.1 s of appends at 300 MB/s)."""
 WARM_CHUNK_BYTES = 4 << 20
 """Bytes one populate call covers, so stopping or closing never waits long."""
+DROP_CHUNK_BYTES = 4 << 20
+"""Flushed bytes are dropped from the page cache in whole chunks of this size (`CommitLog.flush`)."""
 
 
 class Slot(enum.Enum):
@@ -102,7 +104,9 @@ def inspect_record(buf: memoryview | bytes, pos: int, phys: int, room: int) -> I
 class CommitLog:
     """Appends and reads records; see the module docstring for the file layout."""
 
-    def __init__(self, directory: str, file_size: int, store_host: bytes) -> None:
+    def __init__(self, directory: str, file_size: int, store_host: bytes, cache_bytes: int = 0) -> None:
+        """``cache_bytes``: flushed bytes kept in the page cache behind the flushed offset
+        (commitLogPageCacheBytes; 0 keeps everything)."""
         self.files = MappedFileQueue(directory, file_size, reserve_on_create=file_size,
                                      size_key="mappedFileSizeCommitLog")
         self.file_size = file_size
@@ -114,6 +118,9 @@ class CommitLog:
         self._flush_lock = threading.Lock()
         self._warmed = 0
         """CommitLog offset up to which pages were populated ahead of the writer."""
+        self.cache_bytes = cache_bytes
+        self._dropped = 0
+        """CommitLog offset below which flushed pages were dropped from the page cache."""
 
     # -- loading and recovery -------------------------------------------------
 
@@ -195,8 +202,7 @@ class CommitLog:
         rel = self.write_pos - f.start
         f.ensure_reserved(rel + total, f.size)
         offsets = list(itertools.accumulate(sizes[:-1], initial=self.write_pos))
-        f.mm[rel : rel + total] = pack_records(msgs, topic_raw, queue_offsets, offsets, sizes, store_timestamp,
-                                               self.store_host)
+        pack_records(msgs, topic_raw, queue_offsets, offsets, sizes, store_timestamp, self.store_host, None, f.mm, rel)
         self.write_pos += total
         return offsets
 
@@ -283,7 +289,26 @@ class CommitLog:
             if target > self.flushed:
                 self.fsync_count += self.files.sync_range(self.flushed, target)
                 self.flushed = target
+                self._drop_behind()
             return self.flushed
+
+    def _drop_behind(self) -> None:
+        """Drop the flushed pages more than ``cache_bytes`` behind the flushed offset from the
+        mapping and the page cache (docs/store.md, "Dropping behind"): the next fresh pages
+        the writer faults are then the ones just freed, which cost a fraction of pages the
+        machine has not used lately, and the broker's footprint stays at the window. A
+        reader of older data faults it back in from the file."""
+        if not self.cache_bytes:
+            return
+        hi = self.flushed - self.cache_bytes
+        hi -= hi % DROP_CHUNK_BYTES
+        lo = max(self._dropped, self.min_offset)
+        if hi <= lo:
+            return
+        for f in self.files.files:
+            if f.end > lo and f.start < hi:
+                f.drop(max(lo, f.start) - f.start, min(hi, f.end) - f.start)
+        self._dropped = hi
 
     def flush_through(self, offset: int) -> int:
         """fdatasync at least up to ``offset`` (a record boundary the checkpoint will name,

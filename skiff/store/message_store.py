@@ -104,7 +104,8 @@ class MessageStore:
         self.clock = clock
         self.store_host = store_host
         self.root = config.root
-        self.commitlog = CommitLog(os.path.join(self.root, "commitlog"), config.mapped_file_size_commit_log, store_host)
+        self.commitlog = CommitLog(os.path.join(self.root, "commitlog"), config.mapped_file_size_commit_log, store_host,
+                                   config.commit_log_page_cache_bytes)
         self.queues = ConsumeQueueTable(os.path.join(self.root, "consumequeue"), config.mapped_file_size_consume_queue)
         self.index = (
             IndexService(os.path.join(self.root, "index"), config.max_hash_slot_num, config.max_index_num, clock)

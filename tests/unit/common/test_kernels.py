@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from skiff.broker.writer import batch_inputs_py
 from skiff.common import kernels
 from skiff.common.message import Message
 from skiff.common.record import BLANK_MAGIC, HOST_V4_BYTES, HOST_V6_BYTES, pack_records_py, record_size
@@ -47,7 +48,7 @@ def compiled(name: str) -> Callable[..., Any]:
 
 def test_each_reference_has_a_compiled_twin_when_built():
     names = ["pack_records", "index_key_items", "put_index_entries", "put_queue_entries", "offset_msg_ids",
-             "split_batch", "batch_columns", "decode_run", "pack_batch", "replicated_columns"]
+             "split_batch", "batch_columns", "decode_run", "pack_batch", "replicated_columns", "batch_inputs"]
     if kernels.compiled("pack_records") is None:
         pytest.skip("the compiled kernels are not built here")
     assert all(callable(kernels.compiled(n)) for n in names)
@@ -83,7 +84,11 @@ def test_pack_records_is_identical(rows, topic, store_host, store_ts, base, with
     phys = list(itertools.accumulate(sizes[:-1], initial=base))
     crcs = [len(r[2]) * 7919 for r in rows] if with_crcs else None
     args = (rows, topic, range(base, base + len(rows)), phys, sizes, store_ts, store_host, crcs)
-    assert kernel(*args) == pack_records_py(*args)
+    packed = kernel(*args)
+    assert packed == pack_records_py(*args)
+    into_kernel, into_py = bytearray(len(packed) + 9), bytearray(len(packed) + 9)
+    assert kernel(*args, into_kernel, 5) is None and pack_records_py(*args, into_py, 5) is None
+    assert into_kernel == into_py == bytes(5) + packed + bytes(4)
 
 
 def test_pack_records_takes_memoryview_bodies():
@@ -99,6 +104,15 @@ def test_pack_records_refuses_sizes_that_do_not_match_instead_of_overrunning():
     row = ("T", 1, b"body", b"", 0, 0, 5, bytes(8), 0, 0)
     with pytest.raises(ValueError):
         kernel([row], b"T", [0], [0], [10], 9, bytes(8))
+    size = record_size(4, 1, 0)
+    out = bytearray(2 * size)
+    with pytest.raises(ValueError):  # the second record's size is wrong: neither is written
+        kernel([row, row], b"T", [0, 1], [0, size], [size, size + 1], 9, bytes(8), None, out, 0)
+    assert out == bytes(2 * size)
+    for impl in (kernel, pack_records_py):
+        with pytest.raises(ValueError):  # no room
+            impl([row, row], b"T", [0, 1], [0, size], [size, size], 9, bytes(8), None, out, 1)
+        assert out == bytes(2 * size)
 
 
 keys = st.one_of(st.none(), st.lists(st.text("ab é", max_size=4), max_size=4).map(" ".join))
@@ -248,6 +262,40 @@ def test_replicated_columns_is_identical_on_good_cut_and_damaged_bytes(records, 
     for run in (data, data[: max(0, len(data) - cut)], data + junk, bytes(damaged), bytearray(damaged)):
         assert kernel(run, start, file_size) == replicated_columns_py(run, start, file_size)
     assert kernel(memoryview(data), start, file_size)[:2] == (len(data), -1)
+PROPERTY_NAME = st.sampled_from([b"TAGS", b"KEYS", b"UNIQ_KEY", b"WAIT", b"DELAY", b"TIMER_ID", b"", b"T\x01",
+                                 b"\xff\xfe"])
+PROPERTY_VALUE = st.one_of(TEXT.map(str.encode), st.binary(max_size=8))
+"""Names the writer reads, refuses and passes, and malformed ones (empty, with a 0x01 inside,
+not UTF-8); values of text or any bytes (invalid UTF-8 and separators included)."""
+property_strings = st.lists(st.tuples(PROPERTY_NAME, PROPERTY_VALUE), max_size=6).flatmap(
+    lambda pairs: st.tuples(st.just(pairs), st.booleans())).map(
+    lambda drawn: b"\x02".join(n + b"\x01" + v for n, v in drawn[0]) + (b"\x02" if drawn[1] else b""))
+
+
+@SETTINGS
+@given(props=st.lists(property_strings, min_size=1, max_size=8), uniform=st.booleans(),
+       refused=st.sampled_from([("DELAY", "TIMER_ID"), (), ("WAIT",)]))
+def test_batch_inputs_are_identical_and_decline_the_same_batches(props, uniform, refused):
+    """Batches with the same names in every message (the reference's column path) and mixed ones."""
+    if uniform:
+        props = [props[0]] * len(props)
+    head = ("T", 3, 8, 1_700_000_000_000, bytes(8), 2)
+    args = (MessageInput, head, list(range(len(props))), [b"b%d" % i for i in range(len(props))], props,
+            ("TAGS", "KEYS", "UNIQ_KEY"), refused)
+    got = compiled("batch_inputs")(*args)
+    assert got == batch_inputs_py(*args)
+    assert got is None or all(type(row) is MessageInput for row in got)
+
+
+def test_batch_inputs_read_the_last_of_a_repeated_name_and_skip_malformed_pairs():
+    props = b"TAGS\x01a\x02TAGS\x01b\x02KEYS\x01k1 k2\x02UNIQ_KEY\x01u\x01x\x02\x01v\x02"
+    for impl in filter(None, (kernels.compiled("batch_inputs"), batch_inputs_py)):
+        (row,) = impl(MessageInput, ("T", 0, 0, 1, bytes(8), 0), [7], [b"body"], [props], ("TAGS", "KEYS", "UNIQ_KEY"),
+                      ("DELAY",))
+        assert (row.tags, row.keys, row.uniq_key, row.flag, row.body, row.properties) == ("b", "k1 k2", None, 7,
+                                                                                         b"body", props)
+        assert impl(MessageInput, ("T", 0, 0, 1, bytes(8), 0), [0], [b""], [b"DELAY\x013"], ("TAGS", "KEYS", "UNIQ_KEY"),
+                    ("DELAY",)) is None
 
 
 def test_kernels_refuse_short_columns_and_small_buffers_instead_of_overrunning():
