@@ -51,6 +51,8 @@ def test_offsets_committed_to_a_slave_survive_its_restart_and_the_masters_return
                 await eventually(lambda: slave_has(0, 5), 15, "the slave copying the master's offsets")
                 pulled = await slave.pull("G", "T", 0, 0)  # the topic and group came over too
                 assert pulled.code == ResponseCode.SUCCESS and pulled.ext("suggestWhichBrokerId") == "0"
+                no_timer = await slave.call(RequestCode.GET_ALL_DELAY_OFFSET)  # a slave runs no timer
+                assert (no_timer.code, no_timer.remark) == (ResponseCode.SYSTEM_ERROR, "No delay offset in this broker")
                 group.stop_broker(0)  # persists its offsets (a kill -9 loses the last flushConsumerOffsetInterval)
                 await commit(slave, 0, 15)  # a consumer reading the slave while the master is down
                 await slave.close()
