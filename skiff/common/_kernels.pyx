@@ -17,7 +17,7 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE
+from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memchr, memcmp, memcpy
@@ -455,6 +455,22 @@ def decode_run(bytes data, cls, src, inflate, Py_ssize_t max_body_bytes):
 
 # -- store inputs of a batch (skiff.broker.writer) -------------------------------------
 
+cdef extern from *:
+    """
+    static PyObject *skiff_tuple_alloc(PyObject *type, Py_ssize_t n) {
+        return ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
+    }
+    """
+    # An empty instance of the tuple subclass ``type`` with room for ``n`` items (its
+    # ``tp_alloc``, as ``tuple.__new__`` makes one, without the tuple it would copy from).
+    object skiff_tuple_alloc(object type, Py_ssize_t n)
+
+
+cdef inline void _put(object row, Py_ssize_t k, object value):
+    Py_INCREF(value)
+    PyTuple_SET_ITEM(row, k, value)
+
+
 cdef inline bint _is_name(const unsigned char *name, Py_ssize_t length, bytes want) noexcept:
     return length == PyBytes_GET_SIZE(want) and memcmp(name, PyBytes_AS_STRING(want), length) == 0
 
@@ -472,8 +488,8 @@ def batch_inputs(cls, tuple head, flags, bodies, properties, indexed, refused):
     cdef const unsigned char *hit
     cdef _Buf buf
     cdef list out = []
-    if count != 3 or len(head) != 6:
-        raise ValueError("batch_inputs takes three indexed names and a head of six fields")
+    if count != 3 or len(head) != 6 or not (isinstance(cls, type) and issubclass(cls, tuple)):
+        raise ValueError("batch_inputs takes a tuple type, three indexed names and a head of six fields")
     topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times = head
     n = min(n, len(bodies), len(properties))
     for i in range(n):
@@ -497,10 +513,20 @@ def batch_inputs(cls, tuple head, flags, bodies, properties, indexed, refused):
                             at[k] = sep + 1
                             length[k] = stop - sep - 1
             pos = stop + 1
-        values = [None if at[k] < 0 else PyUnicode_DecodeUTF8(<const char *>p + at[k], length[k], "replace")
-                  for k in range(3)]
-        out.append(tuple.__new__(cls, (topic, queue_id, bodies[i], raw, flags[i], sys_flag, born_timestamp, born_host,
-                                       reconsume_times, 0, values[0], values[1], values[2])))
+        row = skiff_tuple_alloc(cls, 13)
+        _put(row, 0, topic)
+        _put(row, 1, queue_id)
+        _put(row, 2, bodies[i])
+        _put(row, 3, raw)
+        _put(row, 4, flags[i])
+        _put(row, 5, sys_flag)
+        _put(row, 6, born_timestamp)
+        _put(row, 7, born_host)
+        _put(row, 8, reconsume_times)
+        _put(row, 9, 0)
+        for k in range(3):
+            _put(row, 10 + k, None if at[k] < 0 else PyUnicode_DecodeUTF8(<const char *>p + at[k], length[k], "replace"))
+        out.append(row)
     return out
 
 
