@@ -144,6 +144,12 @@ class MappedFile:
                 os.fdatasync(self._fd)
             return True
 
+    def sync_filesystem(self) -> bool:
+        """syncfs the file system this file is on (`skiff.store.pages.syncfs`), with the GIL
+        released; False if closed or unsupported (the caller then syncs file by file)."""
+        with self._lock:
+            return not self.closed and pages.syncfs(self._fd)
+
     def populate(self, lo: int, hi: int) -> bool:
         """Fault file bytes [lo, hi) in writable (`skiff.store.pages.populate`), with the GIL
         released; only reserved bytes are touched. False if closed or unsupported."""
