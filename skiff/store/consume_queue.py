@@ -375,6 +375,20 @@ class ConsumeQueueTable:
     def queue_ids(self, topic: str) -> list[int]:
         return sorted(qid for t, qid in list(self.queues) if t == topic)
 
+    def make_directories(self, topic: str, count: int) -> int:
+        """Create the directories of ``topic``'s queues 0 to ``count`` - 1 that are missing;
+        return how many were made. A queue's first message then creates only its file:
+        on ext4 a directory costs an inode allocation (scanning block groups for a free
+        inode) as its file does, half of what a new queue cost the send path."""
+        made = 0
+        for queue_id in range(count):
+            try:
+                os.makedirs(os.path.join(self.directory, topic, str(queue_id)))
+            except FileExistsError:
+                continue
+            made += 1
+        return made
+
     def delete_topic(self, topic: str) -> int:
         """Remove the topic's queues and their files; return how many queues there were."""
         with self._lock:
