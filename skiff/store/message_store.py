@@ -479,6 +479,11 @@ class MessageStore:
     def queue_ids(self, topic: str) -> list[int]:
         return self.queues.queue_ids(topic)
 
+    def prepare_topic(self, topic: str, queue_nums: int) -> int:
+        """Make the directories of ``topic``'s queues now (an admin creating the topic),
+        not on the first message of each; return how many were made. Raises OSError."""
+        return self.queues.make_directories(topic, queue_nums)
+
     def delete_topic(self, topic: str) -> None:
         """Drop the topic's ConsumeQueues (its records stay in the CommitLog until they
         expire) and checkpoint at once, so recovery never resurrects them."""
