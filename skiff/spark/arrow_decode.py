@@ -39,6 +39,7 @@ from skiff.common.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, Pr
 from skiff.common import kernels
 from skiff.spark.record_columns import (
     PHYSICAL_AT,
+    HEX_PAIRS,
     FixedFields,
     bytes_at,
     fixed_fields,
@@ -49,7 +50,6 @@ from skiff.spark.schema import ARROW_SCHEMA, HIDDEN_PROPERTIES, TIMESTAMP
 
 _INLINE = 12
 """A binary view holds at most this many bytes inline (Arrow's format)."""
-_HEX = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), np.uint8).reshape(256, 2)
 _HIDDEN = pa.array(sorted(HIDDEN_PROPERTIES), pa.string())
 _US_PER_MS = 1000
 _PROPERTIES_TYPE = ARROW_SCHEMA.field("properties").type
@@ -290,4 +290,4 @@ def _offset_msg_ids(u8: np.ndarray, f: FixedFields, rows: np.ndarray) -> pa.Arra
     width = int(host_len[0]) + 8 if n else 16
     raw = np.concatenate((bytes_at(u8, host_at, width - 8), bytes_at(u8, physical_at, 8)), axis=1)
     offsets = np.arange(n + 1, dtype=np.int32) * (2 * width)
-    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(_HEX[raw])])
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(HEX_PAIRS[raw])])

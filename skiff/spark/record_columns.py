@@ -29,6 +29,8 @@ from skiff.common.stored_message import decode_records
 from skiff.common.sysflag import MessageSysFlag
 
 _I32 = struct.Struct(">i")
+HEX_PAIRS = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), np.uint8).reshape(256, 2)
+"""Each byte value's two upper-case hex digits (ASCII), to format ids column-wise."""
 _BORN_V6 = int(MessageSysFlag.BORNHOST_V6)
 _STORE_V6 = int(MessageSysFlag.STOREHOST_V6)
 _COMPRESSED = int(MessageSysFlag.COMPRESSED)
