@@ -2,7 +2,7 @@
 
 Starts one ``skiff broker`` (ASYNC_FLUSH, listening on loopback, a temporary
 store, no NameServer) unless ``--addr`` names a running one, and drives it over
-the wire with 1 KiB messages from this process:
+the wire with 1 KiB messages (``--size``) from this process:
 
 - produce, batched: SEND_BATCH_MESSAGE of ``--batch`` messages, ``--inflight``
   requests pipelined on each of ``--connections`` connections, over 8 queues;
@@ -16,7 +16,7 @@ the wire with 1 KiB messages from this process:
 
 Request bodies are encoded once and re-sent, so the load generator spends its
 time on the wire, not on encoding. The broker's CPU time per message comes from
-its process's CPU counters. ``--profile FILE`` runs the broker under pyinstrument
+its process's CPU counters, with the kernel's (system) part beside it. ``--profile FILE`` runs the broker under pyinstrument
 and writes its profile there. ``--metrics`` starts the broker with a ``metricsPort``
 (and times one scrape at the end); ``--acl`` starts it with ``aclEnable=true`` and an
 account whose topic and group permissions are checked, and signs every request
@@ -81,6 +81,8 @@ class Rate:
     messages: int
     seconds: float
     broker_cpu_s: float
+    broker_system_s: float = 0.0
+    """The kernel's part of ``broker_cpu_s`` (socket I/O, page faults and zeroing of fresh file pages)."""
 
     @property
     def per_s(self) -> float:
@@ -101,6 +103,8 @@ class Latency:
     p50_ms: float
     p99_ms: float
     max_ms: float
+    failed: int = 0
+    """Requests answered other than SUCCESS (SYNC_MASTER's FLUSH_SLAVE_TIMEOUT, ...): not in the latencies."""
 
 
 BENCH_ACL = """accounts:
@@ -129,11 +133,17 @@ class Broker:
             sign_command(cmd, *self.keys)
         return cmd
 
-    def cpu_s(self) -> float:
+    def cpu_s(self) -> tuple[float, float]:
+        """The broker's (user + system, system) CPU seconds so far."""
         if self._proc is None:
-            return 0.0
+            return 0.0, 0.0
         t = self._proc.cpu_times()
-        return t.user + t.system
+        return t.user + t.system, t.system
+
+
+def _rate_since(messages: int, t0: float, cpu0: tuple[float, float], broker: Broker) -> Rate:
+    total, system = broker.cpu_s()
+    return Rate(messages, time.monotonic() - t0, total - cpu0[0], system - cpu0[1])
 
 
 async def _connections(addr: str, count: int) -> tuple[list[RemotingClient], list[Connection]]:
@@ -204,7 +214,7 @@ async def produce(broker: Broker, plan: Plan, batched: bool) -> Rate:
     try:
         cpu0, t0 = broker.cpu_s(), time.monotonic()
         sent = await asyncio.gather(*(_pipelined(c, make, plan.inflight, count) for c in conns))
-        return Rate(sum(sent), time.monotonic() - t0, broker.cpu_s() - cpu0)
+        return _rate_since(sum(sent), t0, cpu0, broker)
     finally:
         for client in clients:
             await client.close()
@@ -234,7 +244,7 @@ async def consume(broker: Broker, plan: Plan) -> Rate:
             return int(resp.ext("nextBeginOffset") or 0) - int((req.ext_fields or {})["queueOffset"])
         cpu0, t0 = broker.cpu_s(), time.monotonic()
         got = await asyncio.gather(*(_pipelined(c, maker(s), plan.inflight, count) for c, s in zip(conns, shares)))
-        rate = Rate(sum(got), time.monotonic() - t0, broker.cpu_s() - cpu0)
+        rate = _rate_since(sum(got), t0, cpu0, broker)
         if rate.messages != sum(ends):
             raise RuntimeError(f"pulled {rate.messages} messages of the {sum(ends)} stored")
         return rate
@@ -243,17 +253,23 @@ async def consume(broker: Broker, plan: Plan) -> Rate:
             await client.close()
 
 
-async def latency(broker: Broker, plan: Plan, batched: bool, messages_per_s: float) -> Latency:
-    """Requests sent on a fixed schedule (open loop) over one connection; latency from the due time."""
+async def latency(broker: Broker, plan: Plan, batched: bool, messages_per_s: float,
+                  connections: int = 1) -> Latency:
+    """Requests sent on a fixed schedule (open loop), in turn over ``connections``
+    connections (producers); latency from the due time. Only SUCCESS answers are counted."""
     templates = _send_requests(plan, batched, broker)
     per_request = plan.batch if batched else 1
     rate = messages_per_s / per_request
-    clients, (conn,) = await _connections(broker.addr, 1)
+    clients, conns = await _connections(broker.addr, connections)
     loop = asyncio.get_running_loop()
     samples: list[float] = []
+    failed = 0
 
     def done(due: float, future: asyncio.Future[RemotingCommand]) -> None:
-        _check(future.result())
+        nonlocal failed
+        if future.result().code != ResponseCode.SUCCESS:
+            failed += 1
+            return
         samples.append(loop.time() - due)
     try:
         start = loop.time() + 0.05
@@ -264,14 +280,17 @@ async def latency(broker: Broker, plan: Plan, batched: bool, messages_per_s: flo
             delay = due - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
-            future = conn.request(_fresh(templates[i % QUEUES]), TIMEOUT_MS)
+            future = conns[i % connections].request(_fresh(templates[i % QUEUES]), TIMEOUT_MS)
             future.add_done_callback(lambda f, d=due: done(d, f))
             futures.append(future)
         await asyncio.gather(*futures)
     finally:
-        await clients[0].close()
+        for client in clients:
+            await client.close()
+    if not samples:
+        return Latency(rate * per_request, 0, float("nan"), float("nan"), float("nan"), failed)
     samples.sort()
-    return Latency(rate * per_request, len(samples), _pct(samples, 50), _pct(samples, 99), samples[-1] * 1000)
+    return Latency(rate * per_request, len(samples), _pct(samples, 50), _pct(samples, 99), samples[-1] * 1000, failed)
 
 
 def _pct(sorted_s: list[float], pct: float) -> float:
@@ -315,7 +334,8 @@ async def measure(broker: Broker, plan: Plan, progress: Callable[[str], None],
 def _rate(rate: Rate, plan: Plan) -> dict[str, float]:
     return {"messages": rate.messages, "seconds": round(rate.seconds, 3), "messages_per_s": round(rate.per_s),
             "mb_per_s": round(rate.mb_per_s(plan.body_bytes), 1),
-            "broker_cpu_us_per_message": round(rate.broker_cpu_us_per_message, 2)}
+            "broker_cpu_us_per_message": round(rate.broker_cpu_us_per_message, 2),
+            "broker_system_us_per_message": round(rate.broker_system_s / rate.messages * 1e6 if rate.messages else 0.0, 2)}
 
 
 def report(figures: dict[str, object]) -> str:
@@ -325,7 +345,8 @@ def report(figures: dict[str, object]) -> str:
         if not isinstance(r, dict):
             continue
         lines.append(f"  {name:16} {r['messages_per_s']:>10,} msg/s {r['mb_per_s']:>8} MB/s   broker CPU "
-                     f"{r['broker_cpu_us_per_message']} us/msg   ({r['messages']:,} in {r['seconds']} s)")
+                     f"{r['broker_cpu_us_per_message']} us/msg (system {r['broker_system_us_per_message']})   "
+                     f"({r['messages']:,} in {r['seconds']} s)")
     for name in ("latency_batched", "latency_single"):
         lat = figures.get(name)
         if not isinstance(lat, dict):
@@ -361,6 +382,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--connections", type=int)
     parser.add_argument("--batch", type=int, help="messages per batched send")
     parser.add_argument("--inflight", type=int, help="requests in flight per connection")
+    parser.add_argument("--size", type=int, dest="body_bytes", help="message body bytes (default 1024)")
     parser.add_argument("--phases", default=",".join(PHASES),
                         help=f"comma-separated phases to run (default: all of {','.join(PHASES)})")
     parser.add_argument("--profile", metavar="FILE", help="run the broker under pyinstrument, profile to FILE")
@@ -368,9 +390,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
     parser.add_argument("--metrics", action="store_true", help="start the broker with Prometheus metrics on")
     parser.add_argument("--acl", action="store_true", help="start the broker with plain ACL on and sign requests")
+    parser.add_argument("--broker-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a broker.conf key for the started broker (repeatable), e.g. flushIntervalCommitLog=200")
     args = parser.parse_args(argv)
     plan = QUICK if args.quick else FULL
-    overrides = {k: getattr(args, k) for k in ("seconds", "connections", "batch", "inflight") if getattr(args, k)}
+    overrides = {k: getattr(args, k) for k in ("seconds", "connections", "batch", "inflight", "body_bytes")
+                 if getattr(args, k)}
     plan = Plan(**{**asdict(plan), **overrides})
     progress = (lambda _: None) if args.json else (lambda what: print(f"... {what}", file=sys.stderr))
     directory = None if args.addr else tempfile.mkdtemp(prefix="skiff-bench-broker-", dir=args.dir)
@@ -395,7 +420,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _feature_args(args: argparse.Namespace, directory: str | None) -> tuple[list[str], int]:
     """Broker arguments for ``--metrics`` and ``--acl`` (the ACL file goes in the store directory)."""
-    extra: list[str] = []
+    extra = [f"--{option}" for option in args.broker_option]
     port = free_port() if args.metrics and not args.addr else 0
     if port:
         extra.append(f"--metricsPort={port}")

@@ -224,7 +224,7 @@ class BrokerServer:
                                 self.registration.settled),
             GroupAdminProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients),
             EndTransactionProcessor(self.transactions),
-            TimerAdminProcessor(self.store_config, lambda: self.timer),
+            TimerAdminProcessor(self.store_config, lambda: self.timer, self.config.delay_levels_ms),
             self._pop_processor,
             CompactionAdminProcessor(self.topics, self.compaction),
         ]

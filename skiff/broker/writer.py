@@ -14,10 +14,11 @@ scheduled message: a loss.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from itertools import repeat
 
 from skiff.broker.redirect import REDIRECT_PROPERTIES, DelayPolicy, Redirected, is_half, park_delayed, park_half
+from skiff.common import kernels
 from skiff.common.clock import Clock
 from skiff.common.properties import Prop, decode_properties, encode_properties
 from skiff.common.sysflag import MessageSysFlag
@@ -90,21 +91,18 @@ class MessageWriter:
         """The store inputs of a batch's messages, or why the batch is refused. A batch is
         stored as sent (RocketMQ's rule): none of its messages may be delayed or half."""
         flags, bodies, raw = records
-        columns = property_columns(raw)
-        if columns is not None and _NOT_AS_SENT.isdisjoint(columns.names):
-            fields = [columns.values(name) for name in _INDEXED]
-        else:
-            props = list(map(decode_properties, raw))
-            refused = next((p for p in props if not REDIRECT_PROPERTIES.isdisjoint(p)), None)
-            if refused is not None:
-                return batch_refusal(refused)
-            if any(Prop.TIMER_ID in p for p in props):
-                props = [without_timer_id(p) for p in props]
-                raw = [encode_properties(p) for p in props]
-            fields = [[p.get(name) for p in props] for name in _INDEXED]
-        n = len(flags)
-        return list(map(MessageInput, repeat(topic, n), repeat(queue_id), bodies, raw, flags, repeat(sys_flag),
-                        repeat(born_timestamp), repeat(born_host), repeat(reconsume_times), repeat(0), *fields))
+        head = (topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times)
+        inputs = batch_inputs(MessageInput, head, flags, bodies, raw, _INDEXED, _NOT_AS_SENT)
+        if inputs is not None:
+            return inputs
+        props = list(map(decode_properties, raw))
+        refused = next((p for p in props if not REDIRECT_PROPERTIES.isdisjoint(p)), None)
+        if refused is not None:
+            return batch_refusal(refused)
+        stripped = [encode_properties(without_timer_id(p)) for p in props]  # a TIMER_ID made it decline
+        inputs = batch_inputs(MessageInput, head, flags, bodies, stripped, _INDEXED, _NOT_AS_SENT)
+        assert inputs is not None  # neither a redirect property nor TIMER_ID is left
+        return inputs
 
     def _redirect(self, topic: str, queue_id: int, props: Mapping[str, str], sys_flag: int) -> Redirected | str | None:
         if is_half(props):
@@ -117,6 +115,41 @@ class MessageWriter:
         if when is None or isinstance(when, str):
             return when
         return park_delayed(props, topic, queue_id, sys_flag, when)
+
+
+def batch_inputs_py(cls: type[MessageInput], head: tuple[str, int, int, int, bytes, int], flags: Sequence[int],
+                    bodies: Sequence[bytes], properties: Sequence[bytes], indexed: Sequence[str],
+                    refused: Collection[str]) -> list[MessageInput] | None:
+    """One ``cls`` row per message of a split batch: ``head`` (topic, queue id, sysFlag, born
+    time, born host, reconsume times), its flag, body and properties, no prepared-transaction
+    offset, then its ``indexed`` properties' values as `decode_properties` reads them; None
+    when a message has a ``refused`` property (the caller then looks message by message).
+
+    A batch whose messages share their property names (what producers send) is read as
+    columns (`property_columns`), without a Python step per message or pair."""
+    columns = property_columns(properties) if properties else None
+    if columns is not None:
+        if not set(refused).isdisjoint(columns.names):
+            return None
+        fields = [columns.values(name) for name in indexed]
+    else:
+        props = list(map(decode_properties, properties))
+        if any(not set(refused).isdisjoint(p) for p in props):
+            return None
+        fields = [[p.get(name) for p in props] for name in indexed]
+    return _rows(cls, head, flags, bodies, properties, fields)
+
+
+def _rows(cls: type[MessageInput], head: tuple[str, int, int, int, bytes, int], flags: Sequence[int],
+          bodies: Sequence[bytes], properties: Sequence[bytes], fields: list[list[str | None]]) -> list[MessageInput]:
+    topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times = head
+    n = min(len(flags), len(bodies), len(properties))
+    return list(map(tuple.__new__, repeat(cls), zip(
+        repeat(topic, n), repeat(queue_id), bodies, properties, flags, repeat(sys_flag), repeat(born_timestamp),
+        repeat(born_host), repeat(reconsume_times), repeat(0), *fields)))
+
+
+batch_inputs = kernels.select("batch_inputs", batch_inputs_py)
 
 
 def batch_refusal(props: Mapping[str, str]) -> str:

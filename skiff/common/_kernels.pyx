@@ -113,20 +113,35 @@ cdef inline tuple _tuple_of(object item, Py_ssize_t at_least):
 
 # -- CommitLog records (skiff.common.record) -------------------------------------------
 
+cdef inline Py_ssize_t _record_parts(tuple row, Py_ssize_t size, Py_ssize_t store_len, Py_ssize_t topic_len,
+                                     Py_ssize_t i) except -1:
+    """The born host's length of a record row, after checking its parts add up to ``size``."""
+    cdef Py_ssize_t born_len = len(row[7]), props_len = len(row[3])
+    if (born_len != HOST_V4 and born_len != HOST_V6) or (store_len != HOST_V4 and store_len != HOST_V6):
+        raise ValueError("a host is neither 8 nor 20 bytes")
+    if props_len > 32767 or topic_len > 255:
+        raise ValueError("properties or topic too long for their length fields")
+    if size != 91 - 16 + born_len + store_len + len(row[2]) + topic_len + props_len:
+        raise ValueError(f"size {size} of record {i} does not match its parts")
+    return born_len
+
+
 def pack_records(rows, bytes topic, queue_offsets, physical_offsets, sizes, int64_t store_timestamp,
-                 bytes store_host, body_crcs=None):
-    """`skiff.common.record.pack_records`: the records of one topic back to back."""
+                 bytes store_host, body_crcs=None, out=None, Py_ssize_t at=0):
+    """`skiff.common.record.pack_records`: the records of one topic back to back, as bytes
+    or written into ``out`` at ``at`` (every record is checked before the first is written)."""
     cdef Py_ssize_t n = len(rows), i, total = 0, pos = 0, body_len, props_len, born_len
     cdef Py_ssize_t store_len = len(store_host), topic_len = len(topic)
     cdef int32_t sys_flag, host_bits
     cdef int64_t size
     cdef unsigned long crc
-    cdef unsigned char *out
+    cdef unsigned char *dest
     cdef const unsigned char *body
     cdef const unsigned char *props
     cdef const unsigned char *born
     cdef object body_obj, props_obj, born_obj
     cdef tuple row
+    cdef _Buf held
     sizes = list(sizes)
     queue_offsets = queue_offsets if type(queue_offsets) is range else list(queue_offsets)
     physical_offsets = list(physical_offsets)
@@ -137,53 +152,58 @@ def pack_records(rows, bytes topic, queue_offsets, physical_offsets, sizes, int6
         n = min(n, len(body_crcs))
     for i in range(n):
         total += <Py_ssize_t>sizes[i]
-    result = PyBytes_FromStringAndSize(NULL, total)
-    out = <unsigned char *>PyBytes_AS_STRING(result)
+        _record_parts(_tuple_of(rows[i], 10), sizes[i], store_len, topic_len, i)
+    if out is None:
+        result = PyBytes_FromStringAndSize(NULL, total)
+        dest = <unsigned char *>PyBytes_AS_STRING(result)
+    else:
+        held = _buf(out, True)
+        if at < 0 or at + total > held.size:
+            raise ValueError(f"{total} bytes of records do not fit at {at} in a buffer of {held.size}")
+        result = None
+        dest = <unsigned char *>held.ptr + at
     for i in range(n):
         row = _tuple_of(rows[i], 10)
+        size = sizes[i]
+        born_len = _record_parts(row, size, store_len, topic_len, i)
+        if pos + size > total:
+            raise ValueError(f"record {i} runs past the records' total")
         body_obj, props_obj, born_obj = _as_bytes(row[2]), _as_bytes(row[3]), _as_bytes(row[7])
         body, props, born = _ptr(body_obj), _ptr(props_obj), _ptr(born_obj)
-        body_len, props_len, born_len = len(body_obj), len(props_obj), len(born_obj)
-        size = sizes[i]
+        body_len, props_len = len(body_obj), len(props_obj)
         host_bits = (STORE_V6 if store_len == HOST_V6 else 0) | (BORN_V6 if born_len == HOST_V6 else 0)
-        if (born_len != HOST_V4 and born_len != HOST_V6) or (store_len != HOST_V4 and store_len != HOST_V6):
-            raise ValueError("a host is neither 8 nor 20 bytes")
-        if props_len > 32767 or topic_len > 255:
-            raise ValueError("properties or topic too long for their length fields")
-        if size != 91 - 16 + born_len + store_len + body_len + topic_len + props_len or pos + size > total:
-            raise ValueError(f"size {size} of record {i} does not match its parts")
         if body_crcs is None:
             crc = crc32(0, body, <unsigned int>body_len)
         else:
             crc = <unsigned long><uint32_t><int64_t>body_crcs[i]
         sys_flag = as_i32(row[5])
-        put32(out + pos, size)
-        put32(out + pos + 4, MAGIC_V1)
-        put32(out + pos + 8, crc & CRC_MASK)
-        put32(out + pos + 12, as_i32(row[1]))
-        put32(out + pos + 16, as_i32(row[4]))
-        put64(out + pos + 20, <int64_t>queue_offsets[i])
-        put64(out + pos + 28, <int64_t>physical_offsets[i])
-        put32(out + pos + 36, sys_flag | host_bits)
-        put64(out + pos + 40, <int64_t>row[6])
+        put32(dest + pos, size)
+        put32(dest + pos + 4, MAGIC_V1)
+        put32(dest + pos + 8, crc & CRC_MASK)
+        put32(dest + pos + 12, as_i32(row[1]))
+        put32(dest + pos + 16, as_i32(row[4]))
+        put64(dest + pos + 20, <int64_t>queue_offsets[i])
+        put64(dest + pos + 28, <int64_t>physical_offsets[i])
+        put32(dest + pos + 36, sys_flag | host_bits)
+        put64(dest + pos + 40, <int64_t>row[6])
         pos += 48
-        memcpy(out + pos, born, born_len)
+        memcpy(dest + pos, born, born_len)
         pos += born_len
-        put64(out + pos, store_timestamp)
-        memcpy(out + pos + 8, PyBytes_AS_STRING(store_host), store_len)
+        put64(dest + pos, store_timestamp)
+        memcpy(dest + pos + 8, PyBytes_AS_STRING(store_host), store_len)
         pos += 8 + store_len
-        put32(out + pos, as_i32(row[8]))
-        put64(out + pos + 4, <int64_t>row[9])
-        put32(out + pos + 12, body_len)
+        put32(dest + pos, as_i32(row[8]))
+        put64(dest + pos + 4, <int64_t>row[9])
+        put32(dest + pos + 12, body_len)
         pos += 16
-        memcpy(out + pos, body, body_len)
+        memcpy(dest + pos, body, body_len)
         pos += body_len
-        out[pos] = <unsigned char>topic_len
-        memcpy(out + pos + 1, PyBytes_AS_STRING(topic), topic_len)
+        dest[pos] = <unsigned char>topic_len
+        memcpy(dest + pos + 1, PyBytes_AS_STRING(topic), topic_len)
         pos += 1 + topic_len
-        out[pos] = <unsigned char>(props_len >> 8)
-        out[pos + 1] = <unsigned char>props_len
-        memcpy(out + pos + 2, props, props_len)
+        dest[pos] = <unsigned char>(props_len >> 8)
+        dest[pos + 1] = <unsigned char>props_len
+        memcpy(dest + pos + 2, props, props_len)
         pos += 2 + props_len
     if pos != total:
         raise ValueError("the sizes do not add up to the records")
@@ -432,6 +452,180 @@ def decode_run(bytes data, cls, src, inflate, Py_ssize_t max_body_bytes):
             data[pos + 56 + born_len : pos + 56 + born_len + store_len], t, p, rec_end)))
         pos = rec_end
     return out, -1
+
+
+# -- replicated bytes (skiff.store.replicated) -----------------------------------------
+
+cdef enum:
+    BLANK_MAGIC_CODE = -875286124  # skiff.common.record.BLANK_MAGIC
+    FIXED_V4 = 91  # record.FIXED_BYTES_V4
+
+
+cdef inline bint _name_is(const unsigned char *p, Py_ssize_t n, const char *name, Py_ssize_t name_len) noexcept:
+    return n == name_len and memcmp(p, name, n) == 0
+
+
+cdef inline object _text(const unsigned char *p, Py_ssize_t n):
+    return PyUnicode_DecodeUTF8(<const char *>p, n, "replace")
+
+
+def replicated_columns(data, int64_t start, int64_t file_size):
+    """`skiff.store.replicated.replicated_columns_py`: whole units, the first bad one, and
+    the dispatch columns of the records, in one walk."""
+    cdef _Buf buf = _buf(data)
+    cdef const unsigned char *d = buf.ptr
+    cdef const unsigned char *r
+    cdef const unsigned char *a
+    cdef const unsigned char *b
+    cdef const unsigned char *e
+    cdef const unsigned char *s
+    cdef const unsigned char *tags_at = NULL
+    cdef const unsigned char *keys_at = NULL
+    cdef const unsigned char *uniq_at = NULL
+    cdef const unsigned char *last_topic_at = NULL
+    cdef const unsigned char *last_tags_at = NULL
+    cdef Py_ssize_t pos = 0, end = buf.size, head_size, body_at, t, topic_len, props_at, props_len
+    cdef Py_ssize_t tags_len = 0, keys_len = 0, uniq_len = 0, last_topic_len = -1, last_tags_len = -1
+    cdef int64_t phys, room
+    cdef int32_t total, magic, sys_flag, body_len, queue_id
+    cdef unsigned long crc
+    cdef list topics = [], queue_ids = [], queue_offsets = [], physical_offsets = [], sizes = []
+    cdef list tags = [], store_timestamps = [], sys_flags = [], keys = [], uniq_keys = []
+    cdef object topic = None, tag = None, last_tag = None
+    if file_size <= 0:
+        raise ValueError("the file size must be positive")
+    while pos < end:
+        phys = start + pos
+        room = file_size - phys % file_size
+        if room < 8:
+            return (pos, pos, topics, queue_ids, queue_offsets, physical_offsets, sizes, tags, store_timestamps,
+                    sys_flags, keys, uniq_keys)
+        if end - pos < 8:
+            break
+        r = d + pos
+        total = get32(r)
+        magic = get32(r + 4)
+        if magic == BLANK_MAGIC_CODE:
+            if total != room:
+                return (pos, pos, topics, queue_ids, queue_offsets, physical_offsets, sizes, tags,
+                        store_timestamps, sys_flags, keys, uniq_keys)
+            if end - pos < total:
+                break
+            pos += total
+            continue
+        if magic != MAGIC_V1 or total <= FIXED_V4 or total > room:
+            return (pos, pos, topics, queue_ids, queue_offsets, physical_offsets, sizes, tags, store_timestamps,
+                    sys_flags, keys, uniq_keys)
+        if end - pos < total:
+            break
+        # the whole record is here: check its structure as read_head/read_tail do
+        sys_flag = get32(r + 36)
+        head_size = 72 + (HOST_V6 if sys_flag & BORN_V6 else HOST_V4) + (HOST_V6 if sys_flag & STORE_V6 else HOST_V4)
+        queue_id = get32(r + 12)
+        body_len = get32(r + head_size - 4) if head_size <= total else -1
+        body_at = head_size
+        t = body_at + body_len
+        if (head_size > total or body_len < 0 or t + 1 > total or get64(r + 28) != phys or queue_id < 0
+                or r[t] == 0 or t + 1 + r[t] + 2 > total):
+            return (pos, pos, topics, queue_ids, queue_offsets, physical_offsets, sizes, tags, store_timestamps,
+                    sys_flags, keys, uniq_keys)
+        topic_len = r[t]
+        props_at = t + 3 + topic_len
+        props_len = get16(r + props_at - 2)
+        crc = crc32(0, r + body_at, <unsigned int>body_len) & CRC_MASK
+        if props_len < 0 or props_at + props_len != total or <int64_t>crc != <int64_t>get32(r + 8):
+            return (pos, pos, topics, queue_ids, queue_offsets, physical_offsets, sizes, tags, store_timestamps,
+                    sys_flags, keys, uniq_keys)
+        # TAGS, KEYS and UNIQ_KEY as decode_properties reads them: items split at 0x02, a name
+        # and value split at the item's only 0x01, a later item wins
+        tags_at = keys_at = uniq_at = NULL
+        a = r + props_at
+        e = a + props_len
+        while a <= e:
+            b = <const unsigned char *>memchr(a, 2, e - a) if a < e else NULL
+            if b == NULL:
+                b = e
+            s = <const unsigned char *>memchr(a, 1, b - a) if a < b else NULL
+            if s != NULL and s > a and (s + 1 >= b or memchr(s + 1, 1, b - s - 1) == NULL):
+                if _name_is(a, s - a, "TAGS", 4):
+                    tags_at, tags_len = s + 1, b - s - 1
+                elif _name_is(a, s - a, "KEYS", 4):
+                    keys_at, keys_len = s + 1, b - s - 1
+                elif _name_is(a, s - a, "UNIQ_KEY", 8):
+                    uniq_at, uniq_len = s + 1, b - s - 1
+            a = b + 1
+        if last_topic_at == NULL or topic_len != last_topic_len or memcmp(r + t + 1, last_topic_at, topic_len) != 0:
+            topic = _text(r + t + 1, topic_len)
+            last_topic_at, last_topic_len = r + t + 1, topic_len
+        if tags_at == NULL:
+            tag = None
+        else:
+            if last_tags_at == NULL or tags_len != last_tags_len or memcmp(tags_at, last_tags_at, tags_len) != 0:
+                last_tag = _text(tags_at, tags_len)
+                last_tags_at, last_tags_len = tags_at, tags_len
+            tag = last_tag
+        topics.append(topic)
+        queue_ids.append(queue_id)
+        queue_offsets.append(get64(r + 20))
+        physical_offsets.append(phys)
+        sizes.append(total)
+        tags.append(tag)
+        store_timestamps.append(get64(r + 48 + (HOST_V6 if sys_flag & BORN_V6 else HOST_V4)))
+        sys_flags.append(sys_flag)
+        keys.append(None if keys_at == NULL else _text(keys_at, keys_len))
+        uniq_keys.append(None if uniq_at == NULL else _text(uniq_at, uniq_len))
+        pos += total
+    return (pos, -1, topics, queue_ids, queue_offsets, physical_offsets, sizes, tags, store_timestamps, sys_flags,
+            keys, uniq_keys)
+# -- store inputs of a batch (skiff.broker.writer) -------------------------------------
+
+cdef inline bint _is_name(const unsigned char *name, Py_ssize_t length, bytes want) noexcept:
+    return length == PyBytes_GET_SIZE(want) and memcmp(name, PyBytes_AS_STRING(want), length) == 0
+
+
+def batch_inputs(cls, tuple head, flags, bodies, properties, indexed, refused):
+    """`skiff.broker.writer.batch_inputs`: one ``cls`` row per message, its ``indexed``
+    properties' values (as `decode_properties` reads them: pairs with one 0x01 and a name,
+    the last of a repeated name) at its end, or None when a message has a ``refused`` one."""
+    cdef list wanted = [name.encode() for name in indexed]
+    cdef list refusing = [name.encode() for name in refused]
+    cdef Py_ssize_t n = len(flags), i, k, pos, stop, sep, end, count = len(wanted)
+    cdef Py_ssize_t at[3]
+    cdef Py_ssize_t length[3]
+    cdef const unsigned char *p
+    cdef const unsigned char *hit
+    cdef _Buf buf
+    cdef list out = []
+    if count != 3 or len(head) != 6:
+        raise ValueError("batch_inputs takes three indexed names and a head of six fields")
+    topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times = head
+    n = min(n, len(bodies), len(properties))
+    for i in range(n):
+        raw = properties[i]
+        buf = _buf(raw)
+        p, end = buf.ptr, buf.size
+        at[0] = at[1] = at[2] = -1
+        pos = 0
+        while pos < end:
+            hit = <const unsigned char *>memchr(p + pos, 2, end - pos)
+            stop = end if hit == NULL else hit - p
+            hit = <const unsigned char *>memchr(p + pos, 1, stop - pos)
+            if hit != NULL:
+                sep = hit - p
+                if sep > pos and memchr(p + sep + 1, 1, stop - sep - 1) == NULL:
+                    for name in refusing:
+                        if _is_name(p + pos, sep - pos, <bytes>name):
+                            return None
+                    for k in range(3):
+                        if _is_name(p + pos, sep - pos, <bytes>wanted[k]):
+                            at[k] = sep + 1
+                            length[k] = stop - sep - 1
+            pos = stop + 1
+        values = [None if at[k] < 0 else PyUnicode_DecodeUTF8(<const char *>p + at[k], length[k], "replace")
+                  for k in range(3)]
+        out.append(tuple.__new__(cls, (topic, queue_id, bodies[i], raw, flags[i], sys_flag, born_timestamp, born_host,
+                                       reconsume_times, 0, values[0], values[1], values[2])))
+    return out
 
 
 # -- the Spark source's columns (skiff.spark.record_columns, skiff.spark.arrow_decode) --

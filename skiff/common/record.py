@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import ipaddress
 import itertools
+import mmap
 import struct
 import zlib
 from collections.abc import Sequence
@@ -153,10 +154,8 @@ def write_record(
     size = record_size(len(body), len(topic), len(properties), len(born_host), len(store_host))
     row = (None, queue_id, body, properties, flag, sys_flag, born_timestamp, born_host, reconsume_times,
            prepared_transaction_offset)
-    buf[pos : pos + size] = pack_records(
-        (row,), topic, (queue_offset,), (physical_offset,), (size,), store_timestamp, store_host,
-        None if crc is None else (crc,),
-    )
+    pack_records((row,), topic, (queue_offset,), (physical_offset,), (size,), store_timestamp, store_host,
+                 None if crc is None else (crc,), buf, pos)
     return size
 
 
@@ -176,9 +175,12 @@ def pack_records_py(
     store_timestamp: int,
     store_host: bytes,
     body_crcs: Sequence[int] | None = None,
-) -> bytes:
-    """Records of one topic, back to back, as one bytes object for a single copy into the
-    CommitLog.
+    out: bytearray | mmap.mmap | memoryview | None = None,
+    at: int = 0,
+) -> bytes | None:
+    """Records of one topic, back to back: one bytes object, or, given ``out``, written into
+    it at ``at`` (the CommitLog's mapping: the compiled kernel then lays them down there
+    without a copy in between; ValueError, and nothing written, when they do not fit).
 
     This loop is the store's append hot path: per record one ``Struct.pack`` of the
     fixed part and one list extend; the join copies the bodies once. (Feeding
@@ -201,7 +203,13 @@ def pack_records_py(
                       reconsume, prepared, len(body)),
             body, middles[len(props)], props,
         )
-    return b"".join(parts)
+    data = b"".join(parts)
+    if out is None:
+        return data
+    if at < 0 or at + len(data) > len(out):
+        raise ValueError(f"{len(data)} bytes of records do not fit at {at} in a buffer of {len(out)}")
+    out[at : at + len(data)] = data
+    return None
 
 
 pack_records = kernels.select("pack_records", pack_records_py)

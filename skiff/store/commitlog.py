@@ -48,13 +48,14 @@ from skiff.store.mapped_file import MappedFile, MappedFileQueue
 from skiff.store.pages import PAGE_BYTES
 
 BLANK_MIN_BYTES = BLANK_HEAD.size
-_PHYS = struct.Struct(">q")
 """A record's own CommitLog offset, at byte 28."""
 assert BLANK_MIN_BYTES == 8
 WARM_AHEAD_BYTES = 32 << 20
 """How far ahead of the write position pages are populated (0.1 s of appends at 300 MB/s)."""
 WARM_CHUNK_BYTES = 4 << 20
 """Bytes one populate call covers, so stopping or closing never waits long."""
+DROP_CHUNK_BYTES = 4 << 20
+"""Flushed bytes are dropped from the page cache in whole chunks of this size (`CommitLog.flush`)."""
 
 
 class Slot(enum.Enum):
@@ -103,7 +104,9 @@ def inspect_record(buf: memoryview | bytes, pos: int, phys: int, room: int) -> I
 class CommitLog:
     """Appends and reads records; see the module docstring for the file layout."""
 
-    def __init__(self, directory: str, file_size: int, store_host: bytes) -> None:
+    def __init__(self, directory: str, file_size: int, store_host: bytes, cache_bytes: int = 0) -> None:
+        """``cache_bytes``: flushed bytes kept in the page cache behind the flushed offset
+        (commitLogPageCacheBytes; 0 keeps everything)."""
         self.files = MappedFileQueue(directory, file_size, reserve_on_create=file_size,
                                      size_key="mappedFileSizeCommitLog")
         self.file_size = file_size
@@ -115,6 +118,9 @@ class CommitLog:
         self._flush_lock = threading.Lock()
         self._warmed = 0
         """CommitLog offset up to which pages were populated ahead of the writer."""
+        self.cache_bytes = cache_bytes
+        self._dropped = 0
+        """CommitLog offset below which flushed pages were dropped from the page cache."""
 
     # -- loading and recovery -------------------------------------------------
 
@@ -196,8 +202,7 @@ class CommitLog:
         rel = self.write_pos - f.start
         f.ensure_reserved(rel + total, f.size)
         offsets = list(itertools.accumulate(sizes[:-1], initial=self.write_pos))
-        f.mm[rel : rel + total] = pack_records(msgs, topic_raw, queue_offsets, offsets, sizes, store_timestamp,
-                                               self.store_host)
+        pack_records(msgs, topic_raw, queue_offsets, offsets, sizes, store_timestamp, self.store_host, None, f.mm, rel)
         self.write_pos += total
         return offsets
 
@@ -211,32 +216,6 @@ class CommitLog:
         BLANK_HEAD.pack_into(f.mm, rel, room, BLANK_MAGIC)
         self.write_pos = f.end
         return self.files.get_or_create(self.write_pos)
-
-    def check_raw(self, data: memoryview, start: int) -> list[tuple[int, int]]:
-        """Validate the framing of replicated bytes that would be written at ``start``: whole
-        records (magic, size, stored offset; their fields and body CRC are checked as the
-        dispatch parses them) and blanks that end exactly at a file boundary. Return
-        (offset in data, size) of each record; raise DecodeError naming the first bad one."""
-        records = []
-        pos = 0
-        size = len(data)
-        while pos < size:
-            phys = start + pos
-            room = min(self.file_size - phys % self.file_size, size - pos)
-            total, magic = BLANK_HEAD.unpack_from(data, pos) if room >= BLANK_MIN_BYTES else (0, 0)
-            if magic == MAGIC_V1 and FIXED_BYTES_V4 < total <= room and _PHYS.unpack_from(data, pos + 28)[0] == phys:
-                records.append((pos, total))  # the rest is parsed by the dispatch that follows
-                pos += total
-                continue
-            found = inspect_record(data, pos, phys, room)
-            if found.kind is Slot.BLANK and (phys + found.size) % self.file_size:
-                raise DecodeError(f"replicated blank record at {phys} does not end its file")
-            if found.kind in (Slot.END, Slot.INVALID):
-                raise DecodeError(f"replicated data: {found.reason or f'zeros at offset {phys}'}")
-            if found.kind is Slot.RECORD:
-                records.append((pos, found.size))
-            pos += found.size
-        return records
 
     def append_raw(self, data: memoryview) -> None:
         """Write already-validated bytes at ``write_pos``, file by file. Raises OSError."""
@@ -310,7 +289,26 @@ class CommitLog:
             if target > self.flushed:
                 self.fsync_count += self.files.sync_range(self.flushed, target)
                 self.flushed = target
+                self._drop_behind()
             return self.flushed
+
+    def _drop_behind(self) -> None:
+        """Drop the flushed pages more than ``cache_bytes`` behind the flushed offset from the
+        mapping and the page cache (docs/store.md, "Dropping behind"): the next fresh pages
+        the writer faults are then the ones just freed, which cost a fraction of pages the
+        machine has not used lately, and the broker's footprint stays at the window. A
+        reader of older data faults it back in from the file."""
+        if not self.cache_bytes:
+            return
+        hi = self.flushed - self.cache_bytes
+        hi -= hi % DROP_CHUNK_BYTES
+        lo = max(self._dropped, self.min_offset)
+        if hi <= lo:
+            return
+        for f in self.files.files:
+            if f.end > lo and f.start < hi:
+                f.drop(max(lo, f.start) - f.start, min(hi, f.end) - f.start)
+        self._dropped = hi
 
     def flush_through(self, offset: int) -> int:
         """fdatasync at least up to ``offset`` (a record boundary the checkpoint will name,

@@ -47,6 +47,10 @@ class StoreConfig:
     flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
     flush_interval_commit_log: int = 500
     """ms between background CommitLog fsyncs (ASYNC_FLUSH)."""
+    commit_log_page_cache_bytes: int = 64 << 20
+    """Flushed CommitLog bytes kept in the page cache behind the flushed offset; older pages
+    are dropped after each flush (0: keep them all, as RocketMQ does). Skiff's own key:
+    see docs/store.md, "Dropping behind"."""
     flush_interval_consume_queue: int = 1000
     """ms between fsyncs of ConsumeQueue and index files, each followed by a checkpoint."""
     sync_flush_timeout: int = 5000
@@ -115,6 +119,8 @@ class StoreConfig:
                      "disk_space_warning_level_ratio"):
             if not 0 <= getattr(self, name) <= 100:
                 self._fail(name, "must be a percentage from 0 to 100")
+        if self.commit_log_page_cache_bytes < 0:
+            self._fail("commit_log_page_cache_bytes", "must not be negative (0 keeps every page)")
         if self.timer_precision_ms > 1000:
             self._fail("timer_precision_ms", "must be at most 1000")
         if self.timer_slot_ms % self.timer_precision_ms:

@@ -115,7 +115,11 @@ class IndexFile:
 
     def put_many(self, items: Sequence[int]) -> None:
         """Add keys given flat as (key hash, CommitLog offset, store time) triples, as many
-        as `room` allows, and write the header once."""
+        as `room` allows. The header is written by `sync` (before each fsync), not here: a
+        write into the header page while the kernel writes it back waits for that I/O, on
+        the appending thread with the GIL held. A crash leaves a header older than the
+        entries; recovery re-links the slots naming entries past its count and re-indexes
+        from the checkpoint, which an fsync with its header precedes."""
         number = self.index_count
         count = min(len(items) // 3, self.capacity - number)
         if count <= 0:
@@ -126,7 +130,6 @@ class IndexFile:
                                                   items, count, self.begin_timestamp)
         self.end_phy_offset, self.end_timestamp = items[3 * count - 2], items[3 * count - 1]
         self.index_count = number + count
-        self.write_header()
 
     def write_header(self) -> None:
         HEADER.pack_into(
@@ -194,10 +197,20 @@ class IndexFile:
         del slots
 
     def sync(self) -> None:
-        self.file.sync()
+        """Write the header, then fdatasync the file."""
+        if self._header_written():
+            self.file.sync()
 
     def close(self) -> None:
+        self._header_written()
         self.file.close()
+
+    def _header_written(self) -> bool:
+        try:
+            self.write_header()
+        except ValueError:  # closed meanwhile: retention deleted the file
+            return False
+        return True
 
     def destroy(self) -> None:
         self.file.destroy()

@@ -150,6 +150,12 @@ class MappedFile:
         with self._lock:
             return not self.closed and pages.populate(self._address, lo, min(hi, self.reserved))
 
+    def drop(self, lo: int, hi: int) -> bool:
+        """Drop file bytes [lo, hi) (flushed) from the mapping and the page cache
+        (`skiff.store.pages.drop`); False if closed or unsupported."""
+        with self._lock:
+            return not self.closed and pages.drop(self._address, self._fd, lo, min(hi, self.size))
+
     def zero_from(self, pos: int) -> int:
         """Zero every non-zero byte from ``pos`` to the end; return how many bytes were dirty.
 

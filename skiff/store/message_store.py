@@ -43,11 +43,12 @@ from skiff.store.dispatcher import (
     QueueTouch,
     TagCodes,
     batches_between,
-    request_from_record,
+    queue_runs,
 )
 from skiff.store.flush import CommitLogFlusher
 from skiff.store.index_service import IndexService
 from skiff.store.reads import Reader, RecordFilter
+from skiff.store.replicated import replicated_batch
 from skiff.store.recovery import ABORT, make_durable, recover
 from skiff.store.results import (
     GetResult,
@@ -103,7 +104,8 @@ class MessageStore:
         self.clock = clock
         self.store_host = store_host
         self.root = config.root
-        self.commitlog = CommitLog(os.path.join(self.root, "commitlog"), config.mapped_file_size_commit_log, store_host)
+        self.commitlog = CommitLog(os.path.join(self.root, "commitlog"), config.mapped_file_size_commit_log, store_host,
+                                   config.commit_log_page_cache_bytes)
         self.queues = ConsumeQueueTable(os.path.join(self.root, "consumequeue"), config.mapped_file_size_consume_queue)
         self.index = (
             IndexService(os.path.join(self.root, "index"), config.max_hash_slot_num, config.max_index_num, clock)
@@ -320,25 +322,29 @@ class MessageStore:
         return (f"the disk is {self.retention.disk_used:.1f}% full, above "
                 f"diskSpaceWarningLevelRatio={self.config.disk_space_warning_level_ratio}")
 
-    def append_replicated(self, data: bytes | memoryview, physical_offset: int) -> int:
+    def append_replicated(self, data: bytes | bytearray | memoryview, physical_offset: int, *,
+                          hold_partial: bool = False) -> int:
         """Append raw records (a slave copying its master) at the end and dispatch them.
 
-        ``data`` must hold whole records, starting at ``physical_offset`` == the current
-        max offset. Raises ValueError for a wrong offset, DecodeError for bad records
-        (nothing is written then) and OSError when the disk is full. Returns the new
-        max physical offset."""
+        ``data`` starts at ``physical_offset`` == the current max offset and holds whole
+        records, or, with ``hold_partial``, may end inside one: that unit is left for the
+        caller to complete (a frame of the HA stream ends anywhere). Raises ValueError for a
+        wrong offset, DecodeError for bad records (nothing is written then) and OSError
+        when the disk is full. Returns the new max physical offset."""
         view = memoryview(data)
         with self._put_lock:
             if physical_offset != self.commitlog.write_pos and not self._may_start_at(physical_offset):
                 raise ValueError(f"replicated data starts at {physical_offset}, the CommitLog ends at {self.commitlog.write_pos}")
+            whole, batch = replicated_batch(view, physical_offset, self.commitlog.file_size, self._tag_codes,
+                                            hold_partial=hold_partial)
+            if not whole:
+                return physical_offset
             if not self.commitlog.files.files:
                 self.commitlog.write_pos = self.commitlog.flushed = self._dispatched = physical_offset
             self._catch_up()
-            batch = DispatchBatch.of(
-                [request_from_record(view, pos, check_crc=True)
-                 for pos, _ in self.commitlog.check_raw(view, physical_offset)])
+            batch = batch._replace(runs=queue_runs(batch))
             self.dispatcher.reserve_for(batch)
-            self.commitlog.append_raw(view)
+            self.commitlog.append_raw(view[:whole])
             touched = self._dispatch(batch)
             self._queue_offsets.update({(t, q): m for t, q, m in touched})
             end = self.commitlog.write_pos

@@ -6,6 +6,11 @@ GIL is released while they run.
   zeroing more) inside the faulting thread; when that thread is the broker's event
   loop holding the GIL, every other thread waits too. Populating from a background
   thread moves that work off the loop and out of the GIL.
+- `drop`: ``madvise(MADV_DONTNEED)`` then ``posix_fadvise(POSIX_FADV_DONTNEED)`` of a
+  flushed byte range, so its (clean) pages leave the mapping and the page cache. The
+  CommitLog drops what lies far enough behind its writer (`CommitLog.flush`): the pages
+  freed are the ones its next writes get back, and a recently freed page costs a
+  fraction of a page the machine has not used lately (docs/store.md, "Dropping behind").
 - `sync`: ``msync(MS_SYNC)`` of a byte range: on Linux ``vfs_fsync_range`` with
   datasync, i.e. ``fdatasync`` limited to the range. ``mmap.flush`` does the same
   call but holds the GIL for the whole fsync; ``os.fdatasync`` releases it but
@@ -22,12 +27,15 @@ import ctypes.util
 import errno
 import logging
 import mmap
+import os
 
 log = logging.getLogger(__name__)
 
 PAGE_BYTES = mmap.PAGESIZE
 MADV_POPULATE_WRITE = 23
 """Linux 5.14+; older kernels answer EINVAL and populating is switched off."""
+MADV_DONTNEED = 4
+"""Linux's value."""
 MS_SYNC = 4
 """Linux's value (glibc <bits/mman-linux.h>)."""
 
@@ -87,4 +95,18 @@ def sync(address: int, lo: int, hi: int) -> bool:
     if _LIBC.msync(*_page_span(address, lo, hi), MS_SYNC) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"msync: {errno.errorcode.get(err, err)}")
+    return True
+
+
+def drop(address: int, fd: int, lo: int, hi: int) -> bool:
+    """Unmap bytes [lo, hi) of the file mapping at ``address`` from this process and drop
+    their pages from the page cache (clean ones only: the kernel keeps a dirty page, so
+    call this on flushed bytes). The data stays in the file; a later read faults it back
+    in. False where libc is missing or the calls are refused."""
+    if _LIBC is None or hi <= lo:
+        return False
+    start, length = _page_span(address, lo, hi)
+    if _LIBC.madvise(start, length, MADV_DONTNEED) != 0:
+        return False
+    os.posix_fadvise(fd, start - address, length, os.POSIX_FADV_DONTNEED)
     return True

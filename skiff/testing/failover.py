@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, Protocol
 
 from skiff.common.message import Message
 from skiff.protocol.bodies.admin import KVTable
@@ -42,6 +42,12 @@ async def master_of(group: ControllerGroup) -> int | None:
 async def sync_set(group: ControllerGroup, broker_id: int) -> str:
     table = await info(group.addr(broker_id))
     return "" if table is None else table.get("controllerSyncStateSet", "")
+
+
+class Progress(Protocol):
+    @property
+    def acked_count(self) -> int:
+        """Messages answered SEND_OK so far."""
 
 
 class KeyedSender:
@@ -86,10 +92,12 @@ class KeyedSender:
             await wire.close()
 
 
-async def kill_masters(group: ControllerGroup, sender: KeyedSender, kills: int) -> list[float]:
-    """Kill -9 the master ``kills`` times, each once both brokers are in sync and sends flow,
+async def kill_masters(group: ControllerGroup, sender: Progress, kills: int,
+                       kill_log: list[float] | None = None) -> list[float]:
+    """Kill -9 the master ``kills`` times, each once both brokers are in sync and sends flow
+    (``sender``'s SEND_OK count grows),
     restarting it after a successor is elected; return each failover's seconds (kill → the
-    other broker reports itself master)."""
+    other broker reports itself master); ``kill_log`` gets each kill's wall-clock time."""
     failovers = []
     for _ in range(kills):
         master = await eventually(lambda: master_of(group), 20, "a master")
@@ -97,6 +105,8 @@ async def kill_masters(group: ControllerGroup, sender: KeyedSender, kills: int) 
         before = sender.acked_count
         await eventually(lambda b=before: sender.acked_count > b + 50, 20, "sends acknowledged")
         killed_at = time.monotonic()
+        if kill_log is not None:
+            kill_log.append(time.time())
         group.kill_broker(master)
         new = await eventually(lambda: master_of(group), 15, "a new master")
         failovers.append(time.monotonic() - killed_at)

@@ -55,6 +55,11 @@ WRITE_LOW_DIVISOR = 4
 _PAUSED_BY_WRITES = 1
 _PAUSED_BY_HANDLERS = 2
 _PAUSED_BY_OWNER = 4
+_PAUSED_FOR_TURN = 8
+
+READ_TURN_BYTES = 64 * 1024
+"""A serving connection that read at least this much in one go lets the other
+connections take their turn before it reads again (see `data_received`)."""
 
 
 class CloseReason(enum.StrEnum):
@@ -209,6 +214,20 @@ class Connection(asyncio.Protocol):
             self._backlog.extend(commands)
         else:
             self._dispatch(commands)
+        if self._serving and len(data) >= READ_TURN_BYTES and not self._read_paused:
+            self._take_turns()
+
+    def _take_turns(self) -> None:
+        """Read no more from this peer until the next loop step.
+
+        libuv reads a socket up to 32 times in a row while each read fills its
+        buffer, so a producer that keeps megabytes of batches in flight would
+        have the loop handle all of them before it reads any other connection:
+        a consumer's pulls then wait behind them and the consumer falls behind.
+        Pausing until the next step gives every busy connection one read per step.
+        """
+        self._pause_reading(_PAUSED_FOR_TURN)
+        self._loop.call_soon(self._resume_reading, _PAUSED_FOR_TURN)  # type: ignore[union-attr]
 
     def _dispatch(self, commands: Iterable[RemotingCommand]) -> None:
         """Handle commands in order until reading pauses; the rest wait in the backlog.

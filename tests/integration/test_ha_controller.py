@@ -8,13 +8,14 @@ import asyncio
 import json
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from skiff.common.message import Message
 from skiff.protocol.codes import ResponseCode
-from skiff.testing.etcd import Etcd, etcd_binary
+from skiff.testing.etcd import Etcd, EtcdCluster, etcd_binary
 from skiff.testing.failover import (
     KeyedSender,
     check_delivery,
@@ -130,49 +131,66 @@ def test_skiff_up_ha_runs_etcd_and_an_elected_pair(tmp_path: Path) -> None:
 
 
 def test_with_etcd_gone_the_master_fences_itself_and_no_second_master_appears(tmp_path: Path) -> None:
-    """etcd stopped (a lost majority looks the same to a broker): the master cannot renew its
-    lease, so within the lease it refuses sends (pulls are still served); the slave cannot be
-    elected; with etcd back there is one master again and sends succeed."""
+    """etcd stopped: the master cannot renew its lease, so within the lease it refuses sends
+    (pulls are still served); the slave cannot be elected; with etcd back there is one master
+    again and sends succeed."""
     with Etcd(tmp_path / "etcd") as etcd, ControllerGroup(tmp_path, etcd.endpoint) as group:
-        async def main() -> None:
-            first = await eventually(lambda: master_of(group), 20, "a master elected")
-            wire = BrokerWire(group.addr(first), timeout_ms=3000)
-            assert (await wire.send(Message("E", b"before"), queue_id=0)).code == ResponseCode.SUCCESS
-            assert etcd.proc is not None
-            etcd.proc.send_signal(signal.SIGSTOP)
-            try:
-                stopped_at = time.monotonic()
+        proc = etcd.proc
+        assert proc is not None
+        asyncio.run(fenced_without_etcd(group, lambda: proc.send_signal(signal.SIGSTOP),
+                                        lambda: proc.send_signal(signal.SIGCONT)))
 
-                async def fenced() -> bool:
-                    resp = await wire.send(Message("E", b"during"), queue_id=0)
-                    return resp.code == ResponseCode.SERVICE_NOT_AVAILABLE and "lease" in (resp.remark or "")
-                await eventually(fenced, 10, "the master refusing sends")
-                assert time.monotonic() - stopped_at <= 2.5  # 0.9 x the 2 s lease, plus a send
-                pulled = await wire.pull_messages("G", "E", 0)
-                assert pulled and pulled[0].body == b"before"
-                deadline = time.monotonic() + 4
-                while time.monotonic() < deadline:  # twice the lease: nobody else takes over
-                    roles = [(await info(group.addr(i)) or {}).get("brokerRole") for i in group.broker_ids]
-                    assert roles.count("SLAVE") >= 1, roles
-                    await asyncio.sleep(0.2)
-            finally:
-                etcd.proc.send_signal(signal.SIGCONT)
 
-            async def writable_master() -> int | None:
-                m = await master_of(group)
-                if m is None:
-                    return None
-                w = BrokerWire(group.addr(m), timeout_ms=3000)
-                try:
-                    ok = (await w.send(Message("E", b"after"), queue_id=0)).code == ResponseCode.SUCCESS
-                finally:
-                    await w.close()
-                return m if ok else None
-            master = await eventually(writable_master, 20, "a writable master after etcd returns")
+def test_an_etcd_cluster_losing_its_majority_leaves_one_fenced_master(tmp_path: Path) -> None:
+    """Three etcd members, two stopped: the one left answers connections but cannot renew a
+    lease or grant one, so the brokers see what they see with etcd stopped: the master fences
+    itself, nobody is elected; the members back (same data) give one writable master."""
+    with EtcdCluster(tmp_path / "etcd", 3) as cluster, ControllerGroup(tmp_path, cluster.endpoints) as group:
+        def lose() -> None:
+            for member in cluster.members[:2]:
+                member.stop()
+        asyncio.run(fenced_without_etcd(group, lose, lambda: cluster.start_members([0, 1])))
 
-            async def one_master() -> bool:  # a fenced old master steps down at its next look at etcd
-                roles = [(await info(group.addr(i)) or {}).get("brokerRole") for i in group.broker_ids]
-                return [i for i, r in zip(group.broker_ids, roles) if r not in (None, "SLAVE")] == [master]
-            await eventually(one_master, 10, "only the new master calling itself master")
-            await wire.close()
-        asyncio.run(main())
+
+async def fenced_without_etcd(group: ControllerGroup, lose: Callable[[], object],
+                              restore: Callable[[], object]) -> None:
+    """What docs/replication.md promises with etcd's majority gone (``lose``) and back (``restore``)."""
+    first = await eventually(lambda: master_of(group), 20, "a master elected")
+    wire = BrokerWire(group.addr(first), timeout_ms=3000)
+    assert (await wire.send(Message("E", b"before"), queue_id=0)).code == ResponseCode.SUCCESS
+    lose()
+    try:
+        stopped_at = time.monotonic()
+
+        async def fenced() -> bool:
+            resp = await wire.send(Message("E", b"during"), queue_id=0)
+            return resp.code == ResponseCode.SERVICE_NOT_AVAILABLE and "lease" in (resp.remark or "")
+        await eventually(fenced, 10, "the master refusing sends")
+        assert time.monotonic() - stopped_at <= 2.5  # 0.9 x the 2 s lease, plus a send
+        pulled = await wire.pull_messages("G", "E", 0)
+        assert pulled and pulled[0].body == b"before"
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:  # twice the lease: nobody else takes over
+            roles = [(await info(group.addr(i)) or {}).get("brokerRole") for i in group.broker_ids]
+            assert roles.count("SLAVE") >= 1, roles
+            await asyncio.sleep(0.2)
+    finally:
+        restore()
+
+    async def writable_master() -> int | None:
+        m = await master_of(group)
+        if m is None:
+            return None
+        w = BrokerWire(group.addr(m), timeout_ms=3000)
+        try:
+            ok = (await w.send(Message("E", b"after"), queue_id=0)).code == ResponseCode.SUCCESS
+        finally:
+            await w.close()
+        return m if ok else None
+    master = await eventually(writable_master, 20, "a writable master after etcd returns")
+
+    async def one_master() -> bool:  # a fenced old master steps down at its next look at etcd
+        roles = [(await info(group.addr(i)) or {}).get("brokerRole") for i in group.broker_ids]
+        return [i for i, r in zip(group.broker_ids, roles) if r not in (None, "SLAVE")] == [master]
+    await eventually(one_master, 10, "only the new master calling itself master")
+    await wire.close()

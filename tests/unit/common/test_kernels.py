@@ -18,9 +18,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from skiff.broker.writer import batch_inputs_py
 from skiff.common import kernels
 from skiff.common.message import Message
-from skiff.common.record import HOST_V4_BYTES, HOST_V6_BYTES, pack_records_py, record_size
+from skiff.common.record import BLANK_MAGIC, HOST_V4_BYTES, HOST_V6_BYTES, pack_records_py, record_size
 from skiff.common.stored_message import decode_run_py
 from skiff.protocol.message_codec import encode_batch, pack_batch_py, split_batch_py
 from skiff.store.checks import batch_columns_py
@@ -28,6 +29,7 @@ from skiff.store.consume_queue import put_queue_entries_py
 from skiff.store.index_file import put_index_entries_py
 from skiff.store.index_service import KeyPrefixes, index_key_items_py
 from skiff.store.message_store import offset_msg_ids_py
+from skiff.store.replicated import replicated_columns_py
 from skiff.store.results import MessageInput
 from tests.unit.spark.record_runs import records as spark_records
 
@@ -47,7 +49,8 @@ def compiled(name: str) -> Callable[..., Any]:
 
 def test_each_reference_has_a_compiled_twin_when_built():
     names = ["pack_records", "index_key_items", "put_index_entries", "put_queue_entries", "offset_msg_ids",
-             "split_batch", "batch_columns", "decode_run", "pack_batch", "record_starts", "run_columns"]
+             "split_batch", "batch_columns", "decode_run", "pack_batch", "replicated_columns", "batch_inputs",
+             "record_starts", "run_columns"]
     if kernels.compiled("pack_records") is None:
         pytest.skip("the compiled kernels are not built here")
     assert all(callable(kernels.compiled(n)) for n in names)
@@ -83,7 +86,11 @@ def test_pack_records_is_identical(rows, topic, store_host, store_ts, base, with
     phys = list(itertools.accumulate(sizes[:-1], initial=base))
     crcs = [len(r[2]) * 7919 for r in rows] if with_crcs else None
     args = (rows, topic, range(base, base + len(rows)), phys, sizes, store_ts, store_host, crcs)
-    assert kernel(*args) == pack_records_py(*args)
+    packed = kernel(*args)
+    assert packed == pack_records_py(*args)
+    into_kernel, into_py = bytearray(len(packed) + 9), bytearray(len(packed) + 9)
+    assert kernel(*args, into_kernel, 5) is None and pack_records_py(*args, into_py, 5) is None
+    assert into_kernel == into_py == bytes(5) + packed + bytes(4)
 
 
 def test_pack_records_takes_memoryview_bodies():
@@ -99,6 +106,15 @@ def test_pack_records_refuses_sizes_that_do_not_match_instead_of_overrunning():
     row = ("T", 1, b"body", b"", 0, 0, 5, bytes(8), 0, 0)
     with pytest.raises(ValueError):
         kernel([row], b"T", [0], [0], [10], 9, bytes(8))
+    size = record_size(4, 1, 0)
+    out = bytearray(2 * size)
+    with pytest.raises(ValueError):  # the second record's size is wrong: neither is written
+        kernel([row, row], b"T", [0, 1], [0, size], [size, size + 1], 9, bytes(8), None, out, 0)
+    assert out == bytes(2 * size)
+    for impl in (kernel, pack_records_py):
+        with pytest.raises(ValueError):  # no room
+            impl([row, row], b"T", [0, 1], [0, size], [size, size], 9, bytes(8), None, out, 1)
+        assert out == bytes(2 * size)
 
 
 keys = st.one_of(st.none(), st.lists(st.text("ab é", max_size=4), max_size=4).map(" ".join))
@@ -206,6 +222,82 @@ def test_decode_run_is_identical_on_good_cut_and_damaged_runs(rows, store_host, 
 def test_pack_batch_is_identical(batch, props):
     msgs = [Message("T", b, p, f) for b, p, f in batch]
     assert compiled("pack_batch")(msgs, props) == pack_batch_py(msgs, props)
+
+
+PROP_ITEM = st.tuples(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "X", "", "TAG", "KEYS\x01"]),
+                      st.text(max_size=6).map(str.encode) | st.binary(max_size=6))
+PROPS = st.lists(PROP_ITEM, max_size=5).map(lambda items: b"\x02".join(n.encode() + b"\x01" + v for n, v in items)) \
+    | st.binary(max_size=30)
+
+
+def _commitlog_bytes(records, start, file_size, store_host):
+    """Records laid out as a CommitLog from ``start``, a blank where one does not fit its file."""
+    out = bytearray()
+    for i, (topic, queue_id, body, props, sys_flag, born_host) in enumerate(records):
+        phys = start + len(out)
+        size = record_size(len(body), len(topic), len(props), len(born_host), len(store_host))
+        room = file_size - phys % file_size
+        if size + 8 > room:
+            out += BLANK_MAGIC.to_bytes(4, "big", signed=True).rjust(8, b"\0")
+            out[-8:-4] = room.to_bytes(4, "big")
+            out += bytes(room - 8)
+            phys += room
+        row = ("T", queue_id, body, props, 3, sys_flag, 11, born_host, 0, 0)
+        out += pack_records_py([row], topic, [i], [phys], [size], 1_000 + i, store_host)
+    return bytes(out)
+
+
+@SETTINGS
+@given(records=st.lists(st.tuples(st.sampled_from([b"T", b"Topic\xff", b"A" * 30]), st.integers(0, 9),
+                                  st.binary(max_size=80), PROPS, st.sampled_from([0, 4, 8, 12, 3]), HOST),
+                        min_size=1, max_size=12),
+       store_host=HOST, start_file=st.integers(0, 3), start_in=st.sampled_from([0, 100]),
+       cut=st.integers(0, 200), flip=st.integers(0, 2000), junk=st.binary(max_size=40))
+def test_replicated_columns_is_identical_on_good_cut_and_damaged_bytes(records, store_host, start_file, start_in,
+                                                                       cut, flip, junk):
+    kernel = compiled("replicated_columns")
+    file_size = 700
+    start = start_file * file_size + start_in
+    data = _commitlog_bytes(records, start, file_size, store_host)
+    damaged = bytearray(data)
+    damaged[flip % len(data)] ^= 0x41
+    for run in (data, data[: max(0, len(data) - cut)], data + junk, bytes(damaged), bytearray(damaged)):
+        assert kernel(run, start, file_size) == replicated_columns_py(run, start, file_size)
+    assert kernel(memoryview(data), start, file_size)[:2] == (len(data), -1)
+PROPERTY_NAME = st.sampled_from([b"TAGS", b"KEYS", b"UNIQ_KEY", b"WAIT", b"DELAY", b"TIMER_ID", b"", b"T\x01",
+                                 b"\xff\xfe"])
+PROPERTY_VALUE = st.one_of(TEXT.map(str.encode), st.binary(max_size=8))
+"""Names the writer reads, refuses and passes, and malformed ones (empty, with a 0x01 inside,
+not UTF-8); values of text or any bytes (invalid UTF-8 and separators included)."""
+property_strings = st.lists(st.tuples(PROPERTY_NAME, PROPERTY_VALUE), max_size=6).flatmap(
+    lambda pairs: st.tuples(st.just(pairs), st.booleans())).map(
+    lambda drawn: b"\x02".join(n + b"\x01" + v for n, v in drawn[0]) + (b"\x02" if drawn[1] else b""))
+
+
+@SETTINGS
+@given(props=st.lists(property_strings, min_size=1, max_size=8), uniform=st.booleans(),
+       refused=st.sampled_from([("DELAY", "TIMER_ID"), (), ("WAIT",)]))
+def test_batch_inputs_are_identical_and_decline_the_same_batches(props, uniform, refused):
+    """Batches with the same names in every message (the reference's column path) and mixed ones."""
+    if uniform:
+        props = [props[0]] * len(props)
+    head = ("T", 3, 8, 1_700_000_000_000, bytes(8), 2)
+    args = (MessageInput, head, list(range(len(props))), [b"b%d" % i for i in range(len(props))], props,
+            ("TAGS", "KEYS", "UNIQ_KEY"), refused)
+    got = compiled("batch_inputs")(*args)
+    assert got == batch_inputs_py(*args)
+    assert got is None or all(type(row) is MessageInput for row in got)
+
+
+def test_batch_inputs_read_the_last_of_a_repeated_name_and_skip_malformed_pairs():
+    props = b"TAGS\x01a\x02TAGS\x01b\x02KEYS\x01k1 k2\x02UNIQ_KEY\x01u\x01x\x02\x01v\x02"
+    for impl in filter(None, (kernels.compiled("batch_inputs"), batch_inputs_py)):
+        (row,) = impl(MessageInput, ("T", 0, 0, 1, bytes(8), 0), [7], [b"body"], [props], ("TAGS", "KEYS", "UNIQ_KEY"),
+                      ("DELAY",))
+        assert (row.tags, row.keys, row.uniq_key, row.flag, row.body, row.properties) == ("b", "k1 k2", None, 7,
+                                                                                         b"body", props)
+        assert impl(MessageInput, ("T", 0, 0, 1, bytes(8), 0), [0], [b""], [b"DELAY\x013"], ("TAGS", "KEYS", "UNIQ_KEY"),
+                    ("DELAY",)) is None
 
 
 def test_kernels_refuse_short_columns_and_small_buffers_instead_of_overrunning():

@@ -192,3 +192,25 @@ def test_a_periodic_checkpoint_after_a_partial_page_flush_starts_recovery_at_a_r
     assert open_store.last_report.truncated_from is None
     assert again.max_physical_offset == store.max_physical_offset
     assert len(_bodies(again, 0)) == 12
+
+
+def test_a_crash_leaves_the_index_header_of_the_last_checkpoint_and_recovery_indexes_the_rest(open_store):
+    """Appends do not rewrite the IndexFile header (only a flush does): a crash image's header
+    counts the entries of the last checkpoint, the entries after it lie past that count, and
+    recovery re-links and re-indexes them, so every key is found once."""
+    store = open_store()
+    _fill(store, 10)
+    store.checkpoint()
+    _fill(store, 30, first=10)
+    image = open_store.crash_image(store)
+    (name,) = os.listdir(image / "index")
+    with open(image / "index" / name, "rb") as f:
+        header_count = int.from_bytes(f.read(40)[36:40], "big")
+    assert header_count == 1 + 2 * 10 < store.index.files[-1].index_count == 1 + 2 * 40
+    again = open_store(root=image)
+    assert open_store.last_report.records_redispatched == 30
+    for i in range(40):
+        assert [decode_record(r).body for r in again.query_by_key("T", f"k{i}", 64, *EVER)] == [f"message {i}".encode()]
+        assert len(again.query_by_key("T", f"U{i}", 64, *EVER)) == 1
+    again.put_message(message(40, keys="k40"))
+    assert len(again.query_by_key("T", "k40", 64, *EVER)) == 1
