@@ -22,7 +22,7 @@ import time
 from typing import NamedTuple
 
 from skiff.broker.config import BrokerConfig
-from skiff.broker.ha.waiters import ReplicaWaiters
+from skiff.broker.ha.waiters import Done, ReplicaWaiters
 from skiff.common.errors import DecodeError
 from skiff.protocol.ha import ReportReader, encode_frame_head
 from skiff.store import MessageStore, PutStatus
@@ -85,10 +85,11 @@ class HAMaster:
 
     # -- SYNC_MASTER ----------------------------------------------------------
 
-    def replicate(self, end: int) -> PutStatus | asyncio.Future[bool]:
+    def replicate(self, end: int, done: Done) -> PutStatus | None:
         """What a SYNC_MASTER send that wrote up to ``end`` waits for: SLAVE_NOT_AVAILABLE
-        at once without a slave or with one ``haSlaveFallbehindMax`` behind, else a
-        future (True: acknowledged, False: FLUSH_SLAVE_TIMEOUT).
+        at once without a slave or with one ``haSlaveFallbehindMax`` behind, PUT_OK at once
+        if a slave has it already, else None and ``done`` is called later (True:
+        acknowledged, False: FLUSH_SLAVE_TIMEOUT).
 
         In controller mode every slave in the SyncStateSet must acknowledge; with none
         in it the master alone is the set, and the send is answered at once."""
@@ -96,7 +97,7 @@ class HAMaster:
             return PutStatus.PUT_OK
         if not self.connections or end - self.waiters.acked >= self.config.ha_slave_fallbehind_max:
             return PutStatus.SLAVE_NOT_AVAILABLE
-        return self.waiters.wait(end)
+        return None if self.waiters.add(end, done) else PutStatus.PUT_OK
 
     # -- controller mode ------------------------------------------------------
 
