@@ -172,7 +172,7 @@ def test_slave_restart_resumes_and_a_new_slave_starts_at_the_last_file(tmp_path:
 
 def test_the_master_reads_reports_cut_anywhere_and_drops_a_slave_acknowledging_too_much(tmp_path: Path) -> None:
     """The HA port's reports are handled in the protocol's callback: a report cut in two still
-    starts the stream; one beyond the master's end closes the connection (a fake ack would
+    starts the stream; an idle stream gets heartbeats; a report beyond the master's end closes the connection (a fake ack would
     answer SYNC_MASTER sends)."""
     with HAGroup(tmp_path, role="SYNC_MASTER", slaves=0, master_args=["--haSendHeartbeatInterval=200"]) as group:
         async def main() -> None:
@@ -188,6 +188,8 @@ def test_the_master_reads_reports_cut_anywhere_and_drops_a_slave_acknowledging_t
                 head = FRAME_HEAD.unpack(await asyncio.wait_for(reader.readexactly(FRAME_HEAD.size), 10))
                 assert head[0] == 0 and head[1] > 0  # the stored message, from the file's start
                 await asyncio.wait_for(reader.readexactly(head[1]), 10)
+                beat = FRAME_HEAD.unpack(await asyncio.wait_for(reader.readexactly(FRAME_HEAD.size), 10))
+                assert beat == (head[1], 0)  # idle: an empty frame at the stream's end (haSendHeartbeatInterval)
                 writer.write(encode_report(1 << 40))
                 rest = await asyncio.wait_for(reader.read(), 10)  # the master closes: EOF after any heartbeat
                 assert len(rest) % FRAME_HEAD.size == 0

@@ -241,6 +241,10 @@ class SlaveConnection:
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._first = asyncio.Event()
         self._closing = False
+        self._waiting = False
+        """The sender waits for appends (heartbeats are its to send then)."""
+        self._last_sent = 0.0
+        self._beat: asyncio.TimerHandle | None = None
 
     async def run(self) -> None:
         tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._write())]
@@ -316,21 +320,34 @@ class SlaveConnection:
             log.warning("slave %s wants offset %d, which this master deleted (its CommitLog starts at %d): it gets "
                         "heartbeats only; wipe its store to resync", self.peer, self.next_offset,
                         store.min_physical_offset)
-        while not self._closing:
-            self.wake.clear()
-            body = store.read_raw(self.next_offset, batch)
-            if body is None:  # nothing new (or the slave wants deleted bytes: heartbeats only)
-                self._idle_end = self.next_offset
-                await self._idle(heartbeat_s)
-                continue
-            self.writer.writelines((encode_frame_head(self.next_offset, len(body)), body))
-            self.next_offset += len(body)
-            await self.writer.drain()
-
-    async def _idle(self, heartbeat_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        self._last_sent = loop.time()
+        self._beat = loop.call_later(heartbeat_s, self._heartbeat, loop, heartbeat_s)
         try:
-            async with asyncio.timeout(heartbeat_s):
-                await self.wake.wait()
-        except TimeoutError:
+            while not self._closing:
+                self.wake.clear()
+                body = store.read_raw(self.next_offset, batch)
+                if body is None:  # nothing new (or the slave wants deleted bytes: heartbeats only)
+                    self._idle_end = self.next_offset
+                    self._waiting = True
+                    await self.wake.wait()
+                    self._waiting = False
+                    continue
+                self.writer.writelines((encode_frame_head(self.next_offset, len(body)), body))
+                self._last_sent = loop.time()
+                self.next_offset += len(body)
+                await self.writer.drain()
+        finally:
+            self._beat.cancel()
+
+    def _heartbeat(self, loop: asyncio.AbstractEventLoop, heartbeat_s: float) -> None:
+        """An empty frame once nothing was sent for ``haSendHeartbeatInterval``: one timer per
+        interval, not a timeout per idle wait (a round trip each message at moderate rates)."""
+        now = loop.time()
+        if self._closing:
+            return
+        if self._waiting and now - self._last_sent >= heartbeat_s * 0.999:
             self.writer.write(encode_frame_head(self.next_offset, 0))
-            await self.writer.drain()
+            self._last_sent = now
+        self._beat = loop.call_at(self._last_sent + heartbeat_s if self._waiting else now + heartbeat_s,
+                                  self._heartbeat, loop, heartbeat_s)
