@@ -103,6 +103,8 @@ class Latency:
     p50_ms: float
     p99_ms: float
     max_ms: float
+    failed: int = 0
+    """Requests answered other than SUCCESS (SYNC_MASTER's FLUSH_SLAVE_TIMEOUT, ...): not in the latencies."""
 
 
 BENCH_ACL = """accounts:
@@ -251,17 +253,23 @@ async def consume(broker: Broker, plan: Plan) -> Rate:
             await client.close()
 
 
-async def latency(broker: Broker, plan: Plan, batched: bool, messages_per_s: float) -> Latency:
-    """Requests sent on a fixed schedule (open loop) over one connection; latency from the due time."""
+async def latency(broker: Broker, plan: Plan, batched: bool, messages_per_s: float,
+                  connections: int = 1) -> Latency:
+    """Requests sent on a fixed schedule (open loop), in turn over ``connections``
+    connections (producers); latency from the due time. Only SUCCESS answers are counted."""
     templates = _send_requests(plan, batched, broker)
     per_request = plan.batch if batched else 1
     rate = messages_per_s / per_request
-    clients, (conn,) = await _connections(broker.addr, 1)
+    clients, conns = await _connections(broker.addr, connections)
     loop = asyncio.get_running_loop()
     samples: list[float] = []
+    failed = 0
 
     def done(due: float, future: asyncio.Future[RemotingCommand]) -> None:
-        _check(future.result())
+        nonlocal failed
+        if future.result().code != ResponseCode.SUCCESS:
+            failed += 1
+            return
         samples.append(loop.time() - due)
     try:
         start = loop.time() + 0.05
@@ -272,14 +280,17 @@ async def latency(broker: Broker, plan: Plan, batched: bool, messages_per_s: flo
             delay = due - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)
-            future = conn.request(_fresh(templates[i % QUEUES]), TIMEOUT_MS)
+            future = conns[i % connections].request(_fresh(templates[i % QUEUES]), TIMEOUT_MS)
             future.add_done_callback(lambda f, d=due: done(d, f))
             futures.append(future)
         await asyncio.gather(*futures)
     finally:
-        await clients[0].close()
+        for client in clients:
+            await client.close()
+    if not samples:
+        return Latency(rate * per_request, 0, float("nan"), float("nan"), float("nan"), failed)
     samples.sort()
-    return Latency(rate * per_request, len(samples), _pct(samples, 50), _pct(samples, 99), samples[-1] * 1000)
+    return Latency(rate * per_request, len(samples), _pct(samples, 50), _pct(samples, 99), samples[-1] * 1000, failed)
 
 
 def _pct(sorted_s: list[float], pct: float) -> float:

@@ -5,9 +5,20 @@ slave — starts a fresh NameServer, master (and slave) as ``skiff broker``
 processes with ASYNC_FLUSH, and drives the master with `skiff.bench.broker_load`'s
 produce phase: ``--producers`` connections each sending one message at a time
 (``--inflight`` 1: 16 producers, as the seeds' comparison) for ``--seconds``,
-with 100 B and 1 KiB bodies. Prints msg/s and the master's CPU per message;
-SYNC_MASTER's cost is the difference at the same offered load. ``--json`` prints
-the rows as JSON.
+with 100 B and 1 KiB bodies. Prints msg/s and the master's (and the slave's) CPU
+per message. ``--json`` prints the rows as JSON.
+
+``--rate N`` offers the same load to every mode instead: N single-message sends per
+second in total, on a fixed schedule (open loop) over the ``--producers`` connections
+in turn, for ``--seconds``. It reports the rate achieved (SUCCESS answers per second),
+the send latency p50/p99 from each send's due time, and the master's and the slave's
+CPU per message: SYNC_MASTER's cost against no replication at the same offered load.
+
+``--slave-path N`` measures the slave's receive path alone, in this process: N
+messages (batches of 32 over 8 queues, a tag, a key and a unique key each, as the
+producers send) are put into a master store, streamed as 32 KiB frames cut into
+64 KiB reads, and fed through `HASlave`'s read handling into a second store; it
+prints the CPU per message. No sockets and no event loop: what the slave itself costs.
 """
 
 from __future__ import annotations
@@ -16,10 +27,18 @@ import argparse
 import asyncio
 import json
 import tempfile
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from skiff.bench.broker_load import Broker, Plan, create_topic, produce
+from skiff.bench.broker_load import Broker, Plan, create_topic, latency, produce
+from skiff.broker.config import BrokerConfig
+from skiff.broker.ha.slave import HASlave
+from skiff.common.config import build_config
+from skiff.common.properties import Prop, encode_properties
+from skiff.common.record import pack_host
+from skiff.protocol.ha import FrameReader, encode_frame_head
+from skiff.store import MessageInput, MessageStore, StoreConfig
 from skiff.protocol.bodies.admin import KVTable
 from skiff.protocol.codes import RequestCode
 from skiff.testing.ha import HAGroup
@@ -29,29 +48,59 @@ from skiff.testing.wire import BrokerWire
 MODES = {"none": ("ASYNC_MASTER", 0), "async": ("ASYNC_MASTER", 1), "sync": ("SYNC_MASTER", 1)}
 
 
-def run_mode(root: Path, mode: str, plan: Plan, batched: bool) -> dict[str, object]:
+def run_mode(root: Path, mode: str, plan: Plan, batched: bool, offered: float = 0.0) -> dict[str, object]:
+    """One mode's row: closed loop (``offered`` 0) or ``offered`` msg/s on a fixed schedule."""
     role, slaves = MODES[mode]
     with HAGroup(root, role=role, slaves=slaves, broker_args=["--flushDiskType=ASYNC_FLUSH"]) as group:
         broker = Broker(group.master_addr, group.proc(0).pid)
+        slave = Broker(group.slave_addr(), group.proc(1).pid) if slaves else None
 
         async def main() -> dict[str, object]:
             await create_topic(broker)
-            if slaves:
+            if slave is not None:
                 await eventually(lambda: _slave_connected(broker.addr), 30, "the slave connecting")
-            rate = await produce(broker, plan, batched)
-            return {"mode": mode, "body_bytes": plan.body_bytes, "batch": plan.batch if batched else 1,
-                    "messages_per_s": round(rate.per_s), "master_cpu_us_per_message":
-                    round(rate.broker_cpu_us_per_message, 1), "messages": rate.messages}
+            row: dict[str, object] = {"mode": mode, "body_bytes": plan.body_bytes,
+                                      "batch": plan.batch if batched else 1}
+            cpu0 = (broker.cpu_s()[0], slave.cpu_s()[0] if slave else 0.0)
+            if offered:
+                t0 = time.monotonic()
+                lat = await latency(broker, plan, False, offered, plan.connections)
+                messages, seconds = lat.requests, time.monotonic() - t0
+                row.update(offered_per_s=round(offered), p50_ms=round(lat.p50_ms, 2), p99_ms=round(lat.p99_ms, 2),
+                           not_ok=lat.failed)
+            else:
+                rate = await produce(broker, plan, batched)
+                messages, seconds = rate.messages, rate.seconds
+            if slave is not None:
+                await eventually(lambda: _slave_caught_up(broker.addr), 60, "the slave catching up")
+            cpu = (broker.cpu_s()[0] - cpu0[0], (slave.cpu_s()[0] - cpu0[1]) if slave else 0.0)
+            row.update(messages=messages, messages_per_s=round(messages / seconds),
+                       master_cpu_us_per_message=_per_message(cpu[0], messages),
+                       slave_cpu_us_per_message=_per_message(cpu[1], messages))
+            return row
         return asyncio.run(main())
 
 
-async def _slave_connected(addr: str) -> bool:
+def _per_message(cpu_s: float, messages: int) -> float:
+    return round(cpu_s / messages * 1e6, 1) if messages else 0.0
+
+
+async def _runtime(addr: str) -> dict[str, str]:
     wire = BrokerWire(addr)
     try:
-        resp = await wire.call(RequestCode.GET_BROKER_RUNTIME_INFO)
-        return KVTable.from_json(resp.body).table.get("haSlaveCount") == "1"
+        return KVTable.from_json((await wire.call(RequestCode.GET_BROKER_RUNTIME_INFO)).body).table
     finally:
         await wire.close()
+
+
+async def _slave_connected(addr: str) -> bool:
+    return (await _runtime(addr)).get("haSlaveCount") == "1"
+
+
+async def _slave_caught_up(addr: str) -> bool:
+    """The slave has acknowledged everything (its CPU then covers every message)."""
+    table = await _runtime(addr)
+    return table.get("haSlaveAckOffset") == table.get("commitLogMaxOffset")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -62,21 +111,80 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sizes", default="100,1024", help="body sizes, comma-separated")
     parser.add_argument("--modes", default="none,async,sync")
     parser.add_argument("--batch", type=int, default=0, help="send batches of this many (0: single messages)")
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="offer this many single-message sends per second in total, open loop (0: closed loop)")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--slave-path", type=int, default=0, metavar="N",
+                        help="measure the slave's receive path in this process over N messages instead")
     args = parser.parse_args(argv)
     rows = []
     with tempfile.TemporaryDirectory(prefix="skiff-bench-ha-") as tmp:
         for size in (int(s) for s in args.sizes.split(",")):
+            if args.slave_path:
+                rows.append(slave_path(Path(tmp) / f"path-{size}", args.slave_path, size))
+                if not args.json:
+                    print(_line(rows[-1]), flush=True)
+                continue
             for mode in args.modes.split(","):
                 plan = Plan(args.seconds, args.producers, max(1, args.batch), args.inflight, size)
-                row = run_mode(Path(tmp) / f"{mode}-{size}", mode, plan, batched=args.batch > 0)
+                row = run_mode(Path(tmp) / f"{mode}-{size}", mode, plan, args.batch > 0 and not args.rate, args.rate)
                 rows.append(row)
                 if not args.json:
-                    print(f"{mode:6} {size:>5} B batch {row['batch']:>3}: {row['messages_per_s']:>8,} msg/s  "
-                          f"master CPU {row['master_cpu_us_per_message']} us/msg", flush=True)
+                    print(_line(row), flush=True)
     if args.json:
         print(json.dumps(rows))
     return 0
+
+
+def slave_path(root: Path, messages: int, body_bytes: int) -> dict[str, object]:
+    """CPU µs per message of the slave's receive path (frames in, records appended and dispatched)."""
+    host = pack_host("127.0.0.1", 10911)
+    master, slave_store = (_bench_store(root / name, host) for name in ("master", "slave"))
+    try:
+        for b in range(max(1, messages // 32)):
+            master.put_messages([_bench_message(b, i, body_bytes, host) for i in range(32)])
+        data = b"".join(bytes(v) for v in master.commitlog.views(0, master.max_physical_offset))
+        stream = b"".join(encode_frame_head(pos, len(data[pos : pos + 32768])) + data[pos : pos + 32768]
+                          for pos in range(0, len(data), 32768))
+        reads = [stream[i : i + 65536] for i in range(0, len(stream), 65536)]
+        slave = HASlave(build_config(BrokerConfig, {"brokerRole": "SLAVE", "brokerId": "1"}, {}), slave_store)
+        frames, received = FrameReader(), None
+        cpu0 = time.process_time()
+        for chunk in reads:
+            received = slave._apply(frames, received, chunk)
+        cpu = time.process_time() - cpu0
+        if slave_store.max_physical_offset != master.max_physical_offset:
+            raise RuntimeError("the slave did not append everything the master streamed")
+        count = max(1, messages // 32) * 32
+        return {"mode": "slave-path", "body_bytes": body_bytes, "messages": count,
+                "slave_cpu_us_per_message": _per_message(cpu, count)}
+    finally:
+        master.shutdown()
+        slave_store.shutdown()
+
+
+def _bench_store(root: Path, host: bytes) -> MessageStore:
+    config = build_config(StoreConfig, {"storePathRootDir": str(root), "mappedFileSizeCommitLog": 256 << 20}, {})
+    store = MessageStore(config, store_host=host)
+    store.start()
+    return store
+
+
+def _bench_message(batch: int, i: int, body_bytes: int, host: bytes) -> MessageInput:
+    keys, uniq = f"k{batch}-{i}", f"7F0000010000{batch:012X}{i:04X}"
+    props = encode_properties({Prop.TAGS: "bench", Prop.KEYS: keys, Prop.UNIQ_KEY: uniq, Prop.WAIT: "true"})
+    return MessageInput(topic="BenchTopic", queue_id=batch % 8, body=b"x" * body_bytes, properties=props, flag=0,
+                        sys_flag=0, born_timestamp=0, born_host=host, tags="bench", keys=keys, uniq_key=uniq)
+
+
+def _line(row: dict[str, object]) -> str:
+    if row["mode"] == "slave-path":
+        return f"slave path {row['body_bytes']:>5} B: {row['slave_cpu_us_per_message']} us/msg slave CPU (in process)"
+    paced = (f" (offered {row['offered_per_s']:,}, {row['not_ok']} not SUCCESS) p50 {row['p50_ms']} ms "
+             f"p99 {row['p99_ms']} ms" if "offered_per_s" in row else "")
+    return (f"{row['mode']:6} {row['body_bytes']:>5} B batch {row['batch']:>3}: {row['messages_per_s']:>8,} msg/s"
+            f"{paced}  master CPU {row['master_cpu_us_per_message']} us/msg"
+            f"  slave CPU {row['slave_cpu_us_per_message']} us/msg")
 
 
 if __name__ == "__main__":

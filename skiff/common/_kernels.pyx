@@ -453,6 +453,129 @@ def decode_run(bytes data, cls, src, inflate, Py_ssize_t max_body_bytes):
     return out, -1
 
 
+# -- replicated bytes (skiff.store.replicated) -----------------------------------------
+
+cdef enum:
+    BLANK_MAGIC_CODE = -875286124  # skiff.common.record.BLANK_MAGIC
+    FIXED_V4 = 91  # record.FIXED_BYTES_V4
+
+
+cdef inline bint _name_is(const unsigned char *p, Py_ssize_t n, const char *name, Py_ssize_t name_len) noexcept:
+    return n == name_len and memcmp(p, name, n) == 0
+
+
+cdef inline object _text(const unsigned char *p, Py_ssize_t n):
+    return PyUnicode_DecodeUTF8(<const char *>p, n, "replace")
+
+
+def replicated_columns(data, int64_t start, int64_t file_size):
+    """`skiff.store.replicated.replicated_columns_py`: whole units, the first bad one, and
+    the dispatch columns of the records, in one walk."""
+    cdef _Buf buf = _buf(data)
+    cdef const unsigned char *d = buf.ptr
+    cdef const unsigned char *r
+    cdef const unsigned char *a
+    cdef const unsigned char *b
+    cdef const unsigned char *e
+    cdef const unsigned char *s
+    cdef const unsigned char *tags_at = NULL
+    cdef const unsigned char *keys_at = NULL
+    cdef const unsigned char *uniq_at = NULL
+    cdef const unsigned char *last_topic_at = NULL
+    cdef const unsigned char *last_tags_at = NULL
+    cdef Py_ssize_t pos = 0, end = buf.size, head_size, body_at, t, topic_len, props_at, props_len
+    cdef Py_ssize_t tags_len = 0, keys_len = 0, uniq_len = 0, last_topic_len = -1, last_tags_len = -1
+    cdef int64_t phys, room
+    cdef int32_t total, magic, sys_flag, body_len, queue_id
+    cdef unsigned long crc
+    cdef list topics = [], queue_ids = [], queue_offsets = [], physical_offsets = [], sizes = []
+    cdef list tags = [], store_timestamps = [], sys_flags = [], keys = [], uniq_keys = []
+    cdef object topic = None, tag = None, last_tag = None
+    if file_size <= 0:
+        raise ValueError("the file size must be positive")
+    while pos < end:
+        phys = start + pos
+        room = file_size - phys % file_size
+        if room < 8:
+            return (pos, pos, topics, queue_ids, queue_offsets, physical_offsets, sizes, tags, store_timestamps,
+                    sys_flags, keys, uniq_keys)
+        if end - pos < 8:
+            break
+        r = d + pos
+        total = get32(r)
+        magic = get32(r + 4)
+        if magic == BLANK_MAGIC_CODE:
+            if total != room:
+                return (pos, pos, topics, queue_ids, queue_offsets, physical_offsets, sizes, tags,
+                        store_timestamps, sys_flags, keys, uniq_keys)
+            if end - pos < total:
+                break
+            pos += total
+            continue
+        if magic != MAGIC_V1 or total <= FIXED_V4 or total > room:
+            return (pos, pos, topics, queue_ids, queue_offsets, physical_offsets, sizes, tags, store_timestamps,
+                    sys_flags, keys, uniq_keys)
+        if end - pos < total:
+            break
+        # the whole record is here: check its structure as read_head/read_tail do
+        sys_flag = get32(r + 36)
+        head_size = 72 + (HOST_V6 if sys_flag & BORN_V6 else HOST_V4) + (HOST_V6 if sys_flag & STORE_V6 else HOST_V4)
+        queue_id = get32(r + 12)
+        body_len = get32(r + head_size - 4) if head_size <= total else -1
+        body_at = head_size
+        t = body_at + body_len
+        if (head_size > total or body_len < 0 or t + 1 > total or get64(r + 28) != phys or queue_id < 0
+                or r[t] == 0 or t + 1 + r[t] + 2 > total):
+            return (pos, pos, topics, queue_ids, queue_offsets, physical_offsets, sizes, tags, store_timestamps,
+                    sys_flags, keys, uniq_keys)
+        topic_len = r[t]
+        props_at = t + 3 + topic_len
+        props_len = get16(r + props_at - 2)
+        crc = crc32(0, r + body_at, <unsigned int>body_len) & CRC_MASK
+        if props_len < 0 or props_at + props_len != total or <int64_t>crc != <int64_t>get32(r + 8):
+            return (pos, pos, topics, queue_ids, queue_offsets, physical_offsets, sizes, tags, store_timestamps,
+                    sys_flags, keys, uniq_keys)
+        # TAGS, KEYS and UNIQ_KEY as decode_properties reads them: items split at 0x02, a name
+        # and value split at the item's only 0x01, a later item wins
+        tags_at = keys_at = uniq_at = NULL
+        a = r + props_at
+        e = a + props_len
+        while a <= e:
+            b = <const unsigned char *>memchr(a, 2, e - a) if a < e else NULL
+            if b == NULL:
+                b = e
+            s = <const unsigned char *>memchr(a, 1, b - a) if a < b else NULL
+            if s != NULL and s > a and (s + 1 >= b or memchr(s + 1, 1, b - s - 1) == NULL):
+                if _name_is(a, s - a, "TAGS", 4):
+                    tags_at, tags_len = s + 1, b - s - 1
+                elif _name_is(a, s - a, "KEYS", 4):
+                    keys_at, keys_len = s + 1, b - s - 1
+                elif _name_is(a, s - a, "UNIQ_KEY", 8):
+                    uniq_at, uniq_len = s + 1, b - s - 1
+            a = b + 1
+        if last_topic_at == NULL or topic_len != last_topic_len or memcmp(r + t + 1, last_topic_at, topic_len) != 0:
+            topic = _text(r + t + 1, topic_len)
+            last_topic_at, last_topic_len = r + t + 1, topic_len
+        if tags_at == NULL:
+            tag = None
+        else:
+            if last_tags_at == NULL or tags_len != last_tags_len or memcmp(tags_at, last_tags_at, tags_len) != 0:
+                last_tag = _text(tags_at, tags_len)
+                last_tags_at, last_tags_len = tags_at, tags_len
+            tag = last_tag
+        topics.append(topic)
+        queue_ids.append(queue_id)
+        queue_offsets.append(get64(r + 20))
+        physical_offsets.append(phys)
+        sizes.append(total)
+        tags.append(tag)
+        store_timestamps.append(get64(r + 48 + (HOST_V6 if sys_flag & BORN_V6 else HOST_V4)))
+        sys_flags.append(sys_flag)
+        keys.append(None if keys_at == NULL else _text(keys_at, keys_len))
+        uniq_keys.append(None if uniq_at == NULL else _text(uniq_at, uniq_len))
+        pos += total
+    return (pos, -1, topics, queue_ids, queue_offsets, physical_offsets, sizes, tags, store_timestamps, sys_flags,
+            keys, uniq_keys)
 # -- store inputs of a batch (skiff.broker.writer) -------------------------------------
 
 cdef extern from *:

@@ -17,7 +17,8 @@ Master → slave: frames.
 | 12 | size | raw CommitLog bytes |
 
 A frame may end inside a record (the master cuts at ``haTransferBatchSize`` and at
-file ends), so the slave's `RecordAssembler` hands the store whole records only.
+file ends): the slave appends the whole records and keeps the rest for the next frame
+(`MessageStore.append_replicated` with ``hold_partial``).
 """
 
 from __future__ import annotations
@@ -35,8 +36,6 @@ assert REPORT.size == 8 and FRAME_HEAD.size == 12
 MAX_FRAME_BODY = 64 << 20
 """Largest frame body a slave accepts (RocketMQ's masters send at most haTransferBatchSize,
 32 KiB by default); a bigger size means the stream is not an HA stream."""
-
-_RECORD_SIZE = struct.Struct(">i")
 
 
 def encode_report(offset: int) -> bytes:
@@ -68,70 +67,43 @@ class ReportReader:
 
 class Frame(NamedTuple):
     offset: int
-    body: bytes
+    body: memoryview
+    """A piece of a frame's body: the bytes at CommitLog ``offset`` (empty: a heartbeat)."""
 
 
 class FrameReader:
-    """Cuts the master's stream into frames."""
+    """Cuts the master's stream into frame bodies, handed out as they arrive.
+
+    A body cut by a read comes out in pieces, each with its own offset, as zero-copy
+    slices of the data read: the slave only needs CommitLog bytes in order, not frames."""
 
     def __init__(self) -> None:
-        self._buf = bytearray()
+        self._head = b""
+        """The front of a frame header cut by a read."""
+        self._offset = 0
+        self._left = 0
+        """Body bytes of the current frame still to come, at ``_offset``."""
 
     def feed(self, data: bytes) -> Iterator[Frame]:
-        self._buf += data
-        pos = 0
-        buf = self._buf
-        while len(buf) - pos >= FRAME_HEAD.size:
-            offset, size = FRAME_HEAD.unpack_from(buf, pos)
+        view = memoryview(data)
+        pos, end = 0, len(view)
+        while pos < end:
+            if self._left:
+                take = min(self._left, end - pos)
+                yield Frame(self._offset, view[pos : pos + take])
+                self._offset += take
+                self._left -= take
+                pos += take
+                continue
+            need = FRAME_HEAD.size - len(self._head)
+            if end - pos < need:
+                self._head += bytes(view[pos:])
+                return
+            offset, size = FRAME_HEAD.unpack(self._head + bytes(view[pos : pos + need]))
+            self._head = b""
+            pos += need
             if size < 0 or size > MAX_FRAME_BODY or offset < 0:
                 raise DecodeError(f"bad HA frame header: offset {offset}, size {size}")
-            end = pos + FRAME_HEAD.size + size
-            if len(buf) < end:
-                break
-            yield Frame(offset, bytes(buf[pos + FRAME_HEAD.size : end]))
-            pos = end
-        del buf[:pos]
-
-
-class RecordAssembler:
-    """Joins frame bodies into runs of whole CommitLog records and blanks.
-
-    ``file_size`` is the slave's mappedFileSizeCommitLog (it must equal the master's:
-    a blank record covers the rest of its file). `feed` returns (offset, bytes) of the
-    longest prefix of whole units received so far; the tail waits for the next frame.
-    """
-
-    def __init__(self, file_size: int, start: int) -> None:
-        self.file_size = file_size
-        self.start = start
-        """CommitLog offset of the first byte held."""
-        self._buf = bytearray()
-
-    @property
-    def end(self) -> int:
-        """The offset after the last byte received (what the stream continues from)."""
-        return self.start + len(self._buf)
-
-    def feed(self, offset: int, body: bytes) -> tuple[int, bytes]:
-        if offset != self.end:
-            raise DecodeError(f"the master sent offset {offset}, the slave expects {self.end}")
-        self._buf += body
-        whole = self._whole_prefix()
-        start = self.start
-        out = bytes(self._buf[:whole])
-        del self._buf[:whole]
-        self.start += whole
-        return start, out
-
-    def _whole_prefix(self) -> int:
-        buf = self._buf
-        pos = 0
-        while len(buf) - pos >= _RECORD_SIZE.size:
-            size = _RECORD_SIZE.unpack_from(buf, pos)[0]
-            room = self.file_size - (self.start + pos) % self.file_size
-            if size <= 0 or size > room:
-                raise DecodeError(f"a record of {size} bytes at offset {self.start + pos} does not fit its file")
-            if len(buf) - pos < size:
-                break
-            pos += size
-        return pos
+            self._offset, self._left = offset, size
+            if not size:
+                yield Frame(offset, view[pos:pos])

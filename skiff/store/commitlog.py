@@ -48,7 +48,6 @@ from skiff.store.mapped_file import MappedFile, MappedFileQueue
 from skiff.store.pages import PAGE_BYTES
 
 BLANK_MIN_BYTES = BLANK_HEAD.size
-_PHYS = struct.Struct(">q")
 """A record's own CommitLog offset, at byte 28."""
 assert BLANK_MIN_BYTES == 8
 DROP_CHUNK_BYTES = 4 << 20
@@ -219,32 +218,6 @@ class CommitLog:
         BLANK_HEAD.pack_into(f.mm, rel, room, BLANK_MAGIC)
         self.write_pos = f.end
         return self.files.get_or_create(self.write_pos)
-
-    def check_raw(self, data: memoryview, start: int) -> list[tuple[int, int]]:
-        """Validate the framing of replicated bytes that would be written at ``start``: whole
-        records (magic, size, stored offset; their fields and body CRC are checked as the
-        dispatch parses them) and blanks that end exactly at a file boundary. Return
-        (offset in data, size) of each record; raise DecodeError naming the first bad one."""
-        records = []
-        pos = 0
-        size = len(data)
-        while pos < size:
-            phys = start + pos
-            room = min(self.file_size - phys % self.file_size, size - pos)
-            total, magic = BLANK_HEAD.unpack_from(data, pos) if room >= BLANK_MIN_BYTES else (0, 0)
-            if magic == MAGIC_V1 and FIXED_BYTES_V4 < total <= room and _PHYS.unpack_from(data, pos + 28)[0] == phys:
-                records.append((pos, total))  # the rest is parsed by the dispatch that follows
-                pos += total
-                continue
-            found = inspect_record(data, pos, phys, room)
-            if found.kind is Slot.BLANK and (phys + found.size) % self.file_size:
-                raise DecodeError(f"replicated blank record at {phys} does not end its file")
-            if found.kind in (Slot.END, Slot.INVALID):
-                raise DecodeError(f"replicated data: {found.reason or f'zeros at offset {phys}'}")
-            if found.kind is Slot.RECORD:
-                records.append((pos, found.size))
-            pos += found.size
-        return records
 
     def append_raw(self, data: memoryview) -> None:
         """Write already-validated bytes at ``write_pos``, file by file. Raises OSError."""

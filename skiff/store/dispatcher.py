@@ -4,9 +4,10 @@ index entries.
 Its input is a `DispatchBatch`: the dispatch fields of consecutive records as
 columns. The append path builds one from what it has just written (the broker
 parsed tags and keys already), so a batch of one queue becomes one ConsumeQueue
-write and one index write without a per-message object; recovery and
-replication parse records (`request_from_record`) and transpose them
-(`DispatchBatch.of`). Either way the same `Dispatcher.dispatch` writes the entries.
+write and one index write without a per-message object; recovery parses
+records (`request_from_record`) and transposes them (`DispatchBatch.of`); a slave
+reads its master's bytes into columns (`skiff.store.replicated`). Either way the
+same `Dispatcher.dispatch` writes the entries.
 
 Only records of transaction type NOT or COMMIT go into a ConsumeQueue: a
 prepared or rolled-back message is stored, and found by its offset, but never
@@ -20,8 +21,7 @@ from typing import NamedTuple
 
 from skiff.common.hashing import tag_hash
 from skiff.common.properties import Prop, decode_properties
-from skiff.common.errors import DecodeError
-from skiff.common.record import body_crc, read_head, read_tail
+from skiff.common.record import read_head, read_tail
 from skiff.common.sysflag import MessageSysFlag
 from skiff.store.commitlog import CommitLog
 from skiff.store.consume_queue import ConsumeQueueTable
@@ -134,13 +134,10 @@ def _split_runs(batch: DispatchBatch) -> list[QueueRun]:
     return runs
 
 
-def request_from_record(buf: memoryview | bytes, pos: int = 0, *, check_crc: bool = False) -> DispatchRequest:
-    """Parse the dispatch fields of the record at ``buf[pos]`` (validated, or ``check_crc``:
-    DecodeError when its body does not match its CRC)."""
+def request_from_record(buf: memoryview | bytes, pos: int = 0) -> DispatchRequest:
+    """Parse the dispatch fields of the (validated) record at ``buf[pos]``."""
     head = read_head(buf, pos)
     tail = read_tail(buf, pos, head)
-    if check_crc and body_crc(buf[tail.body_pos : tail.body_pos + tail.body_length]) != head.body_crc:
-        raise DecodeError(f"bad body CRC in the record at offset {head.physical_offset}")
     props = decode_properties(tail.properties_raw)
     return DispatchRequest(
         tail.topic, head.queue_id, head.queue_offset, head.physical_offset, head.total_size,

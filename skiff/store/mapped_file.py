@@ -153,6 +153,12 @@ class MappedFile:
         while done < len(data):
             done += os.pwrite(self._fd, data[done:], pos + done)
 
+    def sync_filesystem(self) -> bool:
+        """syncfs the file system this file is on (`skiff.store.pages.syncfs`), with the GIL
+        released; False if closed or unsupported (the caller then syncs file by file)."""
+        with self._lock:
+            return not self.closed and pages.syncfs(self._fd)
+
     def drop(self, lo: int, hi: int) -> bool:
         """Drop file bytes [lo, hi) (flushed) from the mapping and the page cache
         (`skiff.store.pages.drop`); False if closed or unsupported."""

@@ -43,11 +43,12 @@ from skiff.store.dispatcher import (
     QueueTouch,
     TagCodes,
     batches_between,
-    request_from_record,
+    queue_runs,
 )
 from skiff.store.flush import CommitLogFlusher
 from skiff.store.index_service import IndexService
 from skiff.store.reads import Reader, RecordFilter
+from skiff.store.replicated import replicated_batch
 from skiff.store.recovery import ABORT, make_durable, recover
 from skiff.store.results import (
     GetResult,
@@ -314,25 +315,29 @@ class MessageStore:
         return (f"the disk is {self.retention.disk_used:.1f}% full, above "
                 f"diskSpaceWarningLevelRatio={self.config.disk_space_warning_level_ratio}")
 
-    def append_replicated(self, data: bytes | memoryview, physical_offset: int) -> int:
+    def append_replicated(self, data: bytes | bytearray | memoryview, physical_offset: int, *,
+                          hold_partial: bool = False) -> int:
         """Append raw records (a slave copying its master) at the end and dispatch them.
 
-        ``data`` must hold whole records, starting at ``physical_offset`` == the current
-        max offset. Raises ValueError for a wrong offset, DecodeError for bad records
-        (nothing is written then) and OSError when the disk is full. Returns the new
-        max physical offset."""
+        ``data`` starts at ``physical_offset`` == the current max offset and holds whole
+        records, or, with ``hold_partial``, may end inside one: that unit is left for the
+        caller to complete (a frame of the HA stream ends anywhere). Raises ValueError for a
+        wrong offset, DecodeError for bad records (nothing is written then) and OSError
+        when the disk is full. Returns the new max physical offset."""
         view = memoryview(data)
         with self._put_lock:
             if physical_offset != self.commitlog.write_pos and not self._may_start_at(physical_offset):
                 raise ValueError(f"replicated data starts at {physical_offset}, the CommitLog ends at {self.commitlog.write_pos}")
+            whole, batch = replicated_batch(view, physical_offset, self.commitlog.file_size, self._tag_codes,
+                                            hold_partial=hold_partial)
+            if not whole:
+                return physical_offset
             if not self.commitlog.files.files:
                 self.commitlog.write_pos = self.commitlog.flushed = self._dispatched = physical_offset
             self._catch_up()
-            batch = DispatchBatch.of(
-                [request_from_record(view, pos, check_crc=True)
-                 for pos, _ in self.commitlog.check_raw(view, physical_offset)])
+            batch = batch._replace(runs=queue_runs(batch))
             self.dispatcher.reserve_for(batch)
-            self.commitlog.append_raw(view)
+            self.commitlog.append_raw(view[:whole])
             touched = self._dispatch(batch)
             self._queue_offsets.update({(t, q): m for t, q, m in touched})
             end = self.commitlog.write_pos
@@ -473,6 +478,11 @@ class MessageStore:
 
     def queue_ids(self, topic: str) -> list[int]:
         return self.queues.queue_ids(topic)
+
+    def prepare_topic(self, topic: str, queue_nums: int) -> int:
+        """Make the directories of ``topic``'s queues now (an admin creating the topic),
+        not on the first message of each; return how many were made. Raises OSError."""
+        return self.queues.make_directories(topic, queue_nums)
 
     def delete_topic(self, topic: str) -> None:
         """Drop the topic's ConsumeQueues (its records stay in the CommitLog until they

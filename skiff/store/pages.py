@@ -10,9 +10,12 @@ GIL is released while they run.
   datasync, i.e. ``fdatasync`` limited to the range. ``mmap.flush`` does the same
   call but holds the GIL for the whole fsync; ``os.fdatasync`` releases it but
   writes every dirty page of the file, the partly written tail page included.
+- `syncfs`: one ``syncfs`` of the file system holding a file: every dirty page and
+  inode there is written and the journal committed once, instead of one ``fsync``
+  (and journal commit) per file.
 
-Both return False where libc or the call is missing (then the caller falls back:
-the pages stay cached, ``os.fdatasync`` syncs).
+All return False where libc or the call is missing (then the caller falls back:
+the pages stay cached, ``os.fdatasync`` syncs file by file).
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ def _libc() -> ctypes.CDLL | None:
             fn = getattr(libc, name)
             fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
             fn.restype = ctypes.c_int
+        if hasattr(libc, "syncfs"):
+            libc.syncfs.argtypes = [ctypes.c_int]
+            libc.syncfs.restype = ctypes.c_int
         return libc
     except (OSError, AttributeError):
         return None
@@ -71,6 +77,17 @@ def sync(address: int, lo: int, hi: int) -> bool:
     if _LIBC.msync(*_page_span(address, lo, hi), MS_SYNC) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"msync: {errno.errorcode.get(err, err)}")
+    return True
+
+
+def syncfs(fd: int) -> bool:
+    """Make everything written on the file system holding the open file ``fd`` durable;
+    False if syncfs is missing. Raises OSError when it fails (a writeback error)."""
+    if _LIBC is None or not hasattr(_LIBC, "syncfs"):
+        return False
+    if _LIBC.syncfs(fd) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"syncfs: {errno.errorcode.get(err, err)}")
     return True
 
 

@@ -14,9 +14,10 @@ when the listen port is picked at random).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from skiff.testing.processes import SkiffProcess, free_port, start_broker, start_namesrv
 
@@ -26,8 +27,14 @@ GROUP = "broker-a"
 class HAGroup:
     def __init__(self, root: str | Path, *, role: str = "ASYNC_MASTER", slaves: int = 1,
                  broker_args: Sequence[str] = (), master_args: Sequence[str] = (),
-                 slave_args: Sequence[str] = ()) -> None:
+                 slave_args: Sequence[str] = (), namesrv_host: str = "127.0.0.1",
+                 hosts: Mapping[int, str] | None = None, wrappers: Mapping[int, Sequence[str]] | None = None) -> None:
+        """``hosts``: the address a broker binds and advertises (brokerIP1), by id (else
+        127.0.0.1); ``wrappers``: a command a broker runs under, by id (a network namespace)."""
         self.root = Path(root)
+        self.namesrv_host = namesrv_host
+        self.hosts = dict(hosts or {})
+        self.wrappers = dict(wrappers or {})
         self.role = role
         self.slave_ids = list(range(1, slaves + 1))
         self.common = list(broker_args)
@@ -47,7 +54,7 @@ class HAGroup:
         return self.root / ("master" if broker_id == 0 else f"slave-{broker_id}")
 
     def addr(self, broker_id: int) -> str:
-        return f"127.0.0.1:{self.ports[broker_id]}"
+        return f"{self.hosts.get(broker_id, '127.0.0.1')}:{self.ports[broker_id]}"
 
     @property
     def master_addr(self) -> str:
@@ -62,7 +69,7 @@ class HAGroup:
         return proc
 
     def start(self) -> HAGroup:
-        self.namesrv = start_namesrv()
+        self.namesrv = start_namesrv(host=self.namesrv_host)
         self.start_master()
         for i in self.slave_ids:
             self.start_slave(i)
@@ -72,7 +79,8 @@ class HAGroup:
         ha_port = self.ha_ports.setdefault(broker_id, free_port())
         proc = start_broker(self.store_dir(broker_id), self.namesrv_addr, f"--brokerId={broker_id}",
                             f"--brokerRole={role}", f"--haListenPort={ha_port}", *self.common, *extra,
-                            port=self.ports.get(broker_id, 0), name=GROUP)
+                            port=self.ports.get(broker_id, 0), name=GROUP,
+                            host=self.hosts.get(broker_id, "127.0.0.1"), wrapper=self.wrappers.get(broker_id, ()))
         self.ports[broker_id] = proc.port
         self.procs[broker_id] = proc
         return proc
@@ -142,19 +150,25 @@ class ControllerGroup(HAGroup):
     the election decides which is master."""
 
     def __init__(self, root: str | Path, etcd_endpoint: str, *, brokers: int = 2, role: str = "SYNC_MASTER",
-                 lease_ms: int = 2000, broker_args: Sequence[str] = ()) -> None:
+                 lease_ms: int = 2000, broker_args: Sequence[str] = (), first_is_master: bool = False,
+                 **placement: Any) -> None:
+        """``first_is_master``: start the others once broker 1 is elected (a test that needs to
+        know which broker leads); ``placement``: HAGroup's namesrv_host, hosts, wrappers."""
         super().__init__(root, role=role, slaves=0, broker_args=[
             "--enableControllerMode=true", f"--controllerEtcdEndpoints={etcd_endpoint}",
-            f"--controllerLeaseTtl={lease_ms}", *broker_args])
+            f"--controllerLeaseTtl={lease_ms}", *broker_args], **placement)
         self.broker_ids = list(range(1, brokers + 1))
+        self.first_is_master = first_is_master
 
     def store_dir(self, broker_id: int) -> Path:
         return self.root / f"broker-{broker_id}"
 
     def start(self) -> ControllerGroup:
-        self.namesrv = start_namesrv()
+        self.namesrv = start_namesrv(host=self.namesrv_host)
         for i in self.broker_ids:
-            self.start_broker(i)
+            proc = self.start_broker(i)
+            if self.first_is_master and i == self.broker_ids[0]:
+                proc.wait_for_line(r"elected master of \S+, epoch 1", 20)
         return self
 
     def start_broker(self, broker_id: int, *extra: str) -> SkiffProcess:

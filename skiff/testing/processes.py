@@ -154,9 +154,11 @@ class SkiffProcess:
 
 
 def start_skiff(args: Sequence[str], *, timeout_s: float = START_TIMEOUT_S, cwd: str | Path | None = None,
-                env: Mapping[str, str] | None = None) -> SkiffProcess:
-    """Start ``skiff ARGS`` and return once it logs that it listens (killed if it never does)."""
-    proc = SkiffProcess(args, cwd=cwd, env=env)
+                env: Mapping[str, str] | None = None, wrapper: Sequence[str] = ()) -> SkiffProcess:
+    """Start ``skiff ARGS`` and return once it logs that it listens (killed if it never does).
+    ``wrapper``: a command that runs the rest (e.g. ``ip netns exec NAME``)."""
+    proc = SkiffProcess(args, cwd=cwd, env=env,
+                        command_prefix=[*wrapper, *skiff_command([])] if wrapper else None)
     try:
         return proc.wait_listening(timeout_s)
     except BaseException:
@@ -197,10 +199,10 @@ def broker_args(store_dir: str | Path, namesrv_addr: str = "", *extra: str, host
 
 def start_broker(store_dir: str | Path, namesrv_addr: str = "", *extra: str, host: str = "127.0.0.1",
                  port: int = 0, name: str = "broker-a", timeout_s: float = START_TIMEOUT_S,
-                 env: Mapping[str, str] | None = None) -> SkiffProcess:
+                 env: Mapping[str, str] | None = None, wrapper: Sequence[str] = ()) -> SkiffProcess:
     """A `skiff broker` (port 0: it picks one, and holds it across `Cluster` restarts)."""
     return start_skiff(broker_args(store_dir, namesrv_addr, *extra, host=host, port=port, name=name),
-                       timeout_s=timeout_s, env=env)
+                       timeout_s=timeout_s, env=env, wrapper=wrapper)
 
 
 def run_skiff(args: Sequence[str], *, timeout_s: float = START_TIMEOUT_S,

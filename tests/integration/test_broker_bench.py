@@ -50,9 +50,19 @@ def test_metrics_micro_bench_reports_the_added_work():
     assert figures["send_counters_us"] > 0 and figures["pull_counters_us"] > 0
 
 
-def test_replication_bench_runs_sync_master_with_a_slave():
-    done = run_skiff(["bench", "replication", "--seconds", "0.5", "--sizes", "100", "--modes", "sync",
-                      "--producers", "2", "--json"], timeout_s=120)
+def test_replication_bench_offers_a_fixed_rate_to_sync_master_with_a_slave():
+    done = run_skiff(["bench", "replication", "--seconds", "1", "--sizes", "100", "--modes", "sync",
+                      "--producers", "2", "--rate", "500", "--json"], timeout_s=120)
     assert done.returncode == 0, done.stdout
     (row,) = json.loads(done.stdout[done.stdout.index("["):])
-    assert row["mode"] == "sync" and row["messages"] > 0 and row["master_cpu_us_per_message"] > 0
+    assert row["mode"] == "sync" and row["offered_per_s"] == 500 and row["messages"] + row["not_ok"] == 500
+    assert row["master_cpu_us_per_message"] > 0 and row["slave_cpu_us_per_message"] > 0
+    assert 0 < row["p50_ms"] <= row["p99_ms"]
+
+
+def test_replication_bench_measures_the_slave_path_in_process():
+    done = run_skiff(["bench", "replication", "--slave-path", "640", "--sizes", "100,1024", "--json"], timeout_s=120)
+    assert done.returncode == 0, done.stdout
+    rows = json.loads(done.stdout[done.stdout.index("["):])
+    assert [(r["body_bytes"], r["messages"]) for r in rows] == [(100, 640), (1024, 640)]
+    assert all(r["slave_cpu_us_per_message"] > 0 for r in rows)

@@ -4,6 +4,7 @@ master is down given back to it, and suggestWhichBrokerId (docs/replication.md).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from skiff.common.message import Message
 from skiff.protocol.bodies.admin import SubscriptionGroupConfig
 from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.headers.admin import GetConsumerConnectionListRequestHeader
 from skiff.protocol.headers.consumer import QueryConsumerOffsetRequestHeader, UpdateConsumerOffsetRequestHeader
 from skiff.testing.ha import HAGroup
 from skiff.testing.waits import eventually
@@ -29,8 +31,9 @@ async def committed(wire: BrokerWire, queue_id: int) -> int | None:
     return await committed_for(wire, "G", "T", queue_id)
 
 
-def test_offsets_committed_to_a_slave_survive_the_masters_return(tmp_path: Path) -> None:
-    with HAGroup(tmp_path, broker_args=["--slaveSyncInterval=300"]) as group:
+def test_offsets_committed_to_a_slave_survive_its_restart_and_the_masters_return(tmp_path: Path) -> None:
+    # a slave started while its master is down learns of its return at its next registration
+    with HAGroup(tmp_path, broker_args=["--slaveSyncInterval=300", "--registerNameServerPeriod=1000"]) as group:
         async def main() -> None:
             master, slave = BrokerWire(group.master_addr), BrokerWire(group.slave_addr(1))
             try:
@@ -48,9 +51,15 @@ def test_offsets_committed_to_a_slave_survive_the_masters_return(tmp_path: Path)
                 await eventually(lambda: slave_has(0, 5), 15, "the slave copying the master's offsets")
                 pulled = await slave.pull("G", "T", 0, 0)  # the topic and group came over too
                 assert pulled.code == ResponseCode.SUCCESS and pulled.ext("suggestWhichBrokerId") == "0"
+                no_timer = await slave.call(RequestCode.GET_ALL_DELAY_OFFSET)  # a slave runs no timer
+                assert (no_timer.code, no_timer.remark) == (ResponseCode.SYSTEM_ERROR, "No delay offset in this broker")
                 group.stop_broker(0)  # persists its offsets (a kill -9 loses the last flushConsumerOffsetInterval)
                 await commit(slave, 0, 15)  # a consumer reading the slave while the master is down
-                await asyncio.sleep(0)
+                await slave.close()
+                group.stop_broker(1)  # the slave restarts while the master is still down: it kept 15 on disk
+                group.start_slave(1)
+                slave = BrokerWire(group.slave_addr(1))
+                assert await committed(slave, 0) == 15
                 group.start_master()
                 master2 = BrokerWire(group.master_addr)
                 try:
@@ -87,24 +96,39 @@ def test_a_master_with_slave_read_enable_suggests_the_groups_broker(tmp_path: Pa
         asyncio.run(main())
 
 
-def test_our_consumer_reads_the_slave_while_the_master_is_dead(tmp_path: Path) -> None:
-    """Skiff's push consumer, started with the master killed: it reads every message from the
-    slave and commits its offsets there (no master routed); our producer has nowhere to send."""
+def test_our_consumer_reads_the_slave_while_the_master_is_dead_and_returns_to_it(tmp_path: Path) -> None:
+    """Our push consumer, started with the master dead, reads the slave and commits its
+    offsets there; the master back, it pulls from the master again (the slave serves none of
+    the later messages), nothing is delivered twice, and a new member of the group starts
+    where the first left off: the offsets committed on the slave were not lost."""
     from skiff.client import AsyncProducer
     from skiff.client.errors import NoRouteError
+    from skiff.testing.failover import info
     from tests.integration.consumer_kit import Recorder, config
     from tests.integration.test_client_consumer import consumer
 
     with HAGroup(tmp_path, broker_args=["--slaveSyncInterval=300"]) as group:
+        async def send(wire: BrokerWire, prefix: str, count: int) -> list[str]:
+            bodies = [f"{prefix}{i}" for i in range(count)]
+            for i, body in enumerate(bodies):
+                assert (await wire.send(Message("F", body.encode()), queue_id=i % 4)).code == ResponseCode.SUCCESS
+            return bodies
+
+        async def committed_on(wire: BrokerWire) -> list[int | None]:
+            return [await committed_for(wire, "CG-ours", "F", q) for q in range(4)]
+
+        async def pulled(broker_id: int) -> int:
+            return int((await info(group.addr(broker_id)) or {})["msgGetTotalTodayNow"])
+
         async def main() -> None:
             master, slave = BrokerWire(group.master_addr), BrokerWire(group.slave_addr(1))
             try:
-                for i in range(20):
-                    assert (await master.send(Message("F", f"f{i}".encode()), queue_id=i % 4)).code == 0
+                sent = await send(master, "f", 20)
 
                 async def copied() -> bool:
                     return all([(await slave.pull("G-probe", "F", q, 0)).ext("maxOffset") == "5" for q in range(4)])
                 await eventually(copied, 20, "the slave holding every queue")
+                await master.close()
                 group.kill_broker(0)
                 async with AsyncProducer("PG-ha", client_config=config(group.namesrv_addr, "p-ha")) as producer:
                     with pytest.raises(NoRouteError):
@@ -114,17 +138,48 @@ def test_our_consumer_reads_the_slave_while_the_master_is_dead(tmp_path: Path) -
                 await c.start()
                 try:
                     await eventually(lambda: rec.distinct() == 20, 30, "all 20 messages from the slave")
+                    await eventually(lambda: equals(committed_on(slave), [5, 5, 5, 5]), 30,
+                                     "offsets committed to the slave")
 
-                    async def committed_on_slave() -> bool:
-                        offsets = [await committed_for(slave, "CG-ours", "F", q) for q in range(4)]
-                        return offsets == [5, 5, 5, 5]
-                    await eventually(committed_on_slave, 30, "offsets committed to the slave")
+                    group.start_master()
+                    master = BrokerWire(group.master_addr)
+                    await eventually(lambda: equals(committed_on(master), [5, 5, 5, 5]), 30,
+                                     "the master taking the slave's offsets")
+
+                    async def knows_the_master() -> bool:  # it heartbeats to the brokers its route names
+                        header = GetConsumerConnectionListRequestHeader("CG-ours").to_ext()
+                        return (await master.call(RequestCode.GET_CONSUMER_CONNECTION_LIST, header)).code == 0
+                    await eventually(knows_the_master, 30, "the consumer's route naming the returned master")
+                    sent += await send(master, "g", 4)  # one per queue: each queue's answer suggests the master
+                    await eventually(lambda: rec.distinct() == 24, 30, "the messages sent to the returned master")
+                    from_slave, from_master = await pulled(1), await pulled(0)
+                    assert from_slave >= 20  # the slave counts what it serves: it served the first 20
+                    sent += await send(master, "h", 20)
+                    await eventually(lambda: rec.distinct() == 44, 30, "the next messages")
+                    assert await pulled(1) == from_slave, "the consumer still pulls from the slave"
+                    assert await pulled(0) >= from_master + 20
+                    await eventually(lambda: equals(committed_on(master), [11, 11, 11, 11]), 30, "offsets on the master")
                 finally:
                     await c.shutdown()
+                assert sorted(rec.bodies().elements()) == sorted(sent), "a message delivered twice or lost"
+
+                later = Recorder()
+                c2 = consumer(group.namesrv_addr, "CG-ours", "later", later, "F")
+                await c2.start()
+                try:
+                    last = await send(master, "i", 4)
+                    await eventually(lambda: later.distinct() == 4, 30, "the new member's first messages")
+                finally:
+                    await c2.shutdown()
+                assert sorted(later.bodies().elements()) == sorted(last), "re-delivered to a new member"
             finally:
                 await master.close()
                 await slave.close()
         asyncio.run(main())
+
+
+async def equals(value: Awaitable[object], expected: object) -> bool:
+    return await value == expected
 
 
 async def committed_for(wire: BrokerWire, group: str, topic: str, queue_id: int) -> int | None:

@@ -1,7 +1,7 @@
 """The timer's admin through real processes: scheduled messages counted in their
 slot, cancelled by msg id or offset msg id (and then never delivered, checked
 after a message due just after them was), unknown and late cancels reported,
-through `AsyncAdmin` and the `skiff timer` commands."""
+through `AsyncAdmin` and the `skiff timer` commands; RocketMQ's GET_ALL_DELAY_OFFSET."""
 
 from __future__ import annotations
 
@@ -13,10 +13,13 @@ import pytest
 
 from skiff.client import AsyncAdmin, AsyncPullClient, Message, MessageQueue, PullStatus, SendResult
 from skiff.client.admin_results import BrokerTimer
+from skiff.common.names import SCHEDULE_TOPIC
+from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.bodies.timer import CancelStatus
 from skiff.testing.cluster import Cluster
 from skiff.testing.processes import run_skiff
 from skiff.testing.waits import eventually
+from skiff.testing.wire import BrokerWire
 from tests.integration.consumer_kit import config, create_topic, run, send
 
 HOUR_MS = 3_600_000
@@ -151,3 +154,44 @@ def test_slots_of_a_broker_that_is_not_there_are_reported(cluster: Cluster) -> N
 
     (gone,) = run(scenario())
     assert gone.addr == "127.0.0.1:1" and gone.error and gone.slots == ()
+
+
+async def _delay_offsets(wire: BrokerWire) -> dict[str, int]:
+    resp = await wire.call(RequestCode.GET_ALL_DELAY_OFFSET)
+    assert resp.code == ResponseCode.SUCCESS, resp.remark
+    return orjson.loads(resp.body)["offsetTable"]
+
+
+async def _parked_end(wire: BrokerWire, level: int) -> int:
+    resp = await wire.call(RequestCode.GET_MAX_OFFSET, {"topic": SCHEDULE_TOPIC, "queueId": level - 1})
+    return int(resp.ext("offset"))
+
+
+def test_get_all_delay_offset_answers_the_delivered_offset_per_level(cluster: Cluster) -> None:
+    """GET_ALL_DELAY_OFFSET (45), what a RocketMQ slave copies into delayOffset.json: level 1
+    (1 s) reaches the end of its queue once its messages are delivered; level 4 (30 s)
+    stays at or before the first message not yet due."""
+    async def scenario() -> None:
+        ns = cluster.namesrv_addr
+        await create_topic(ns, "TimerLevels", 1)
+        wire = BrokerWire(cluster.broker_addr(0))
+        try:
+            waiting_from = await _parked_end(wire, 4)
+            await send(ns, [Message.of("TimerLevels", f"soon {i}", delay_level=1) for i in range(3)]
+                       + [Message.of("TimerLevels", "later", delay_level=4)])
+            await eventually(lambda: _delivered(ns, 3), 30, "the level-1 messages delivered")
+            end = await _parked_end(wire, 1)
+
+            async def caught_up() -> bool:
+                return (await _delay_offsets(wire)).get("1") == end
+            await eventually(caught_up, 10, "level 1's offset at its queue's end")
+            table = await _delay_offsets(wire)
+            assert table["4"] <= waiting_from < await _parked_end(wire, 4)
+            assert set(table) <= {str(level) for level in range(1, 19)}
+        finally:
+            await wire.close()
+
+    async def _delivered(ns: str, count: int) -> bool:
+        return sorted(await bodies(ns, "TimerLevels")) == [f"soon {i}" for i in range(count)]
+
+    run(scenario())

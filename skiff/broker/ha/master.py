@@ -224,8 +224,9 @@ class SlaveConnection:
         timeout = self.master.config.ha_housekeeping_interval_ms / 1000
         while not self._closing:
             try:
-                data = await asyncio.wait_for(self.reader.read(READ_CHUNK), timeout)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(timeout):  # not wait_for: no task per read
+                    data = await self.reader.read(READ_CHUNK)
+            except TimeoutError:
                 return self.close(f"nothing read for {timeout:g} s (haHousekeepingInterval)")
             except OSError as exc:
                 return self.close(f"read failed: {exc}")
@@ -275,14 +276,14 @@ class SlaveConnection:
                 self._idle_end = self.next_offset
                 await self._idle(heartbeat_s)
                 continue
-            self.writer.write(encode_frame_head(self.next_offset, len(body)))
-            self.writer.write(body)
+            self.writer.writelines((encode_frame_head(self.next_offset, len(body)), body))
             self.next_offset += len(body)
             await self.writer.drain()
 
     async def _idle(self, heartbeat_s: float) -> None:
         try:
-            await asyncio.wait_for(self.wake.wait(), heartbeat_s)
-        except asyncio.TimeoutError:
+            async with asyncio.timeout(heartbeat_s):
+                await self.wake.wait()
+        except TimeoutError:
             self.writer.write(encode_frame_head(self.next_offset, 0))
             await self.writer.drain()

@@ -2,10 +2,12 @@
 
 The master's HA address is ``haMasterAddress``, else the one the NameServer
 answered to this broker's registration (`HASlave.set_master`). The slave
-reports its max physical offset, appends what the master streams (whole
-records only: a `RecordAssembler` holds a record cut by a frame boundary until
-its rest arrives) through `MessageStore.append_replicated`, which dispatches it
-into ConsumeQueues and the index as the master's appends are, and reports again.
+reports its max physical offset, appends what the master streams through
+`MessageStore.append_replicated` (whole records only: a record cut by a frame
+boundary waits in `Received` until its rest arrives), which checks and dispatches
+it into ConsumeQueues and the index as the master's appends are, and reports again.
+Each read is one append: frame bodies are zero-copy slices of the read, copied once
+into `Received` and once into the CommitLog.
 While idle it re-reports every ``haSendHeartbeatInterval``; a master silent for
 ``haHousekeepingInterval`` is dropped and reconnected. A frame that does not
 continue the slave's CommitLog drops the connection (RocketMQ's "master pushed
@@ -23,7 +25,7 @@ from skiff.broker.config import BrokerConfig
 from skiff.common.errors import DecodeError
 from skiff.common.record import parse_host_port
 from skiff.common.service import Service
-from skiff.protocol.ha import FrameReader, RecordAssembler, encode_report
+from skiff.protocol.ha import FrameReader, encode_report
 from skiff.store import MessageStore
 
 log = logging.getLogger(__name__)
@@ -133,13 +135,14 @@ class HASlave(Service):
         heartbeat_s = cfg.ha_send_heartbeat_interval_ms / 1000
         housekeeping_s = cfg.ha_housekeeping_interval_ms / 1000
         frames = FrameReader()
-        assembler: RecordAssembler | None = None
+        received: Received | None = None
         writer.write(encode_report(self.store.max_physical_offset))
         last_read = time.monotonic()
         while not self.stopping:
             try:
-                data = await asyncio.wait_for(reader.read(READ_CHUNK), heartbeat_s)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(heartbeat_s):  # not wait_for: no task per read
+                    data = await reader.read(READ_CHUNK)
+            except TimeoutError:
                 if time.monotonic() - last_read > housekeeping_s:
                     return f"nothing read for {housekeeping_s:g} s (haHousekeepingInterval)"
                 writer.write(encode_report(self.store.max_physical_offset))
@@ -150,36 +153,57 @@ class HASlave(Service):
             if self._paused:
                 return "paused for an election"
             try:
-                assembler = self._apply(frames, assembler, data)
+                received = self._apply(frames, received, data)
             except (DecodeError, ValueError, OSError) as exc:
                 return str(exc)
             writer.write(encode_report(self.store.max_physical_offset))
             await writer.drain()
         return "stopping"
 
-    def _apply(self, frames: FrameReader, assembler: RecordAssembler | None, data: bytes) -> RecordAssembler | None:
-        """Append the whole records that ``data`` completes; return the assembler."""
-        runs: list[bytes] = []
-        start = -1
+    def _apply(self, frames: FrameReader, received: Received | None, data: bytes) -> Received | None:
+        """Append the whole records that ``data`` completes; return what holds the rest."""
         for frame in frames.feed(data):
-            if assembler is None:
-                assembler = self._assembler(frame.offset)
-            offset, whole = assembler.feed(frame.offset, frame.body)
+            if received is None:
+                received = self._received_from(frame.offset)
+            received.add(frame.offset, frame.body)
             self.last_frame_offset = frame.offset + len(frame.body)
-            if whole:
-                start = offset if start < 0 else start
-                runs.append(whole)
-        if runs:
-            self.store.append_replicated(b"".join(runs), start)
-        return assembler
+        if received is not None:
+            received.append_to(self.store)
+        return received
 
-    def _assembler(self, offset: int) -> RecordAssembler:
+    def _received_from(self, offset: int) -> Received:
         mine = self.store.max_physical_offset
         if mine and offset != mine:
             raise DecodeError(f"the master pushed offset {offset}, not this slave's max offset {mine}")
-        return RecordAssembler(self.store.config.mapped_file_size_commit_log, offset)
+        return Received(offset)
 
     async def stop(self, timeout_s: float = 5.0) -> None:
         if self._writer is not None:
             self._writer.transport.abort()
         await super().stop(timeout_s)
+
+
+class Received:
+    """CommitLog bytes received and not yet appended: the front of a record that a frame
+    cut, waiting for its rest."""
+
+    def __init__(self, start: int) -> None:
+        self.start = start
+        self._buf = bytearray()
+
+    @property
+    def end(self) -> int:
+        """The offset the stream must continue from."""
+        return self.start + len(self._buf)
+
+    def add(self, offset: int, body: memoryview) -> None:
+        if offset != self.end:
+            raise DecodeError(f"the master sent offset {offset}, the slave expects {self.end}")
+        self._buf += body
+
+    def append_to(self, store: MessageStore) -> None:
+        """Append the whole records held; keep the cut one."""
+        if self._buf:
+            end = store.append_replicated(self._buf, self.start, hold_partial=True)
+            del self._buf[: end - self.start]
+            self.start = end

@@ -1,4 +1,5 @@
-"""Skiff's timer admin requests: GET_TIMER_SLOTS (10001) and CANCEL_SCHEDULED_MESSAGE (10002).
+"""The timer's requests: GET_TIMER_SLOTS (10001), CANCEL_SCHEDULED_MESSAGE (10002) and
+RocketMQ's GET_ALL_DELAY_OFFSET (45).
 
 Both go to the broker's `TimerService` (docs/timer.md). RocketMQ has neither
 request, hence codes from `SkiffRequestCode`. A cancel is an expected outcome
@@ -6,13 +7,20 @@ whatever it finds (CANCELLED, ALREADY_DELIVERED, ALREADY_CANCELLED, NOT_FOUND),
 so it is answered SUCCESS with the outcome in the body; only a request without
 an id, or a cancel that could not be made durable, is an error. A cancel
 fsyncs, so it runs on a thread rather than the event loop.
+
+GET_ALL_DELAY_OFFSET is what a RocketMQ slave asks its master for and writes to its
+delayOffset.json: ``{"offsetTable": {level: offset}}``, per delay level the offset in
+SCHEDULE_TOPIC_XXXX's queue level - 1 below which everything is delivered
+(`TimerService.delay_offsets`). A broker not running the timer (a slave) answers
+SYSTEM_ERROR "No delay offset in this broker", as RocketMQ's does with an empty table.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from skiff.protocol.bodies.timer import (
     CancelOutcomeBody,
@@ -22,7 +30,7 @@ from skiff.protocol.bodies.timer import (
     TimerSlotsBody,
     TimerStatsBody,
 )
-from skiff.protocol.codes import ResponseCode, SkiffRequestCode
+from skiff.protocol.codes import RequestCode, ResponseCode, SkiffRequestCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers.timer import CancelScheduledMessageRequestHeader
 from skiff.store import StoreConfig
@@ -33,16 +41,27 @@ log = logging.getLogger(__name__)
 
 
 class TimerAdminProcessor:
-    def __init__(self, store_config: StoreConfig, timer: Callable[[], TimerService | None]) -> None:
-        """``timer()`` is the broker's running timer (None while it is not running)."""
+    def __init__(self, store_config: StoreConfig, timer: Callable[[], TimerService | None],
+                 delay_levels_ms: Sequence[int]) -> None:
+        """``timer()`` is the broker's running timer (None while it is not running);
+        ``delay_levels_ms`` the delay of each level (messageDelayLevel)."""
         self.store_config = store_config
         self._timer = timer
+        self.delay_levels_ms = tuple(delay_levels_ms)
 
     def handlers(self) -> dict[int, Handler]:
         return {
             SkiffRequestCode.GET_TIMER_SLOTS: self.slots,
             SkiffRequestCode.CANCEL_SCHEDULED_MESSAGE: self.cancel,
+            RequestCode.GET_ALL_DELAY_OFFSET: self.delay_offsets,
         }
+
+    def delay_offsets(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+        timer = self._timer()
+        if timer is None:
+            return req.response(ResponseCode.SYSTEM_ERROR, "No delay offset in this broker")
+        table = timer.delay_offsets(self.delay_levels_ms)
+        return req.response(body=json.dumps({"offsetTable": {str(k): v for k, v in table.items()}}).encode())
 
     def slots(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         timer = self._timer()

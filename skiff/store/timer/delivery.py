@@ -81,6 +81,8 @@ class Deliverer:
         self.checkpoint_path = checkpoint_path
         self.clock = clock
         self.delivered = self.dropped = 0
+        self.retrying_until_ms = 0
+        """Until then a delivery put that failed waits in the wheel for its retry."""
         self._checkpointed = -1
         self._lateness = np.zeros(LATENESS_WINDOW, dtype=np.int64)
         self._lateness_count = 0
@@ -198,6 +200,8 @@ class Deliverer:
                 state.undurable.setdefault(slot, []).append(int(rows[i, TIMER_ID]))
             for i in retry:
                 state.wheel.add(tuple(rows[i].tolist()), not_before_ms=now_ms + RETRY_DELAY_MS)
+        if retry:
+            self.retrying_until_ms = now_ms + RETRY_DELAY_MS + self.state.wheel.tick_ms
         self.delivered += len(ok)
         self._drop(rows[dropped])
 

@@ -19,7 +19,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -64,6 +64,8 @@ class TimerService:
         self._threads: list[threading.Thread] = []
         self._recovered = False
         self._last_commit = self._last_checkpoint = 0.0
+        self.delivered_through_ms = -1
+        """Every message due at or before this time has been delivered (-1: not known yet)."""
 
     # -- lifecycle ----------------------------------------------------------------
 
@@ -136,11 +138,14 @@ class TimerService:
         """Deliver what is due now (all of it, batch after batch), build some of what comes
         next, checkpoint when due. Returns the rows taken from the wheel."""
         taken = 0
+        now = self.clock.now_ms()
         while True:
-            step = self.deliverer.deliver_due(self.clock.now_ms())
+            step = self.deliverer.deliver_due(now)
             taken += step
             if step < DELIVER_BATCH:
                 break
+        if now >= self.deliverer.retrying_until_ms:  # nothing due is waiting for a retry
+            self.delivered_through_ms = now
         self.deliverer.prepare(self.clock.now_ms())
         if self.clock.monotonic() - self._last_checkpoint >= self.flush_interval_s:
             self.deliverer.checkpoint()
@@ -175,6 +180,28 @@ class TimerService:
         """Cancel the scheduled message(s) ``msg_id`` (a UNIQ_KEY or an offsetMsgId of a parked
         record) names; see `CancelStatus` for each outcome."""
         return self.canceller.cancel(msg_id)
+
+    def delay_offsets(self, delays_ms: Sequence[int]) -> dict[int, int]:
+        """RocketMQ's delay offset table (delayOffset.json, GET_ALL_DELAY_OFFSET) for the
+        levels whose delays are ``delays_ms`` (level 1 first): per level, the offset in its
+        queue of SCHEDULE_TOPIC_XXXX (level - 1) below which every parked message has been
+        delivered, where a RocketMQ broker taking over would resume. A level's messages are due
+        a fixed delay after they were stored, so that is the first offset stored after
+        `delivered_through_ms` minus the delay (never past what the replay has read). It may
+        lag by what was stored in the same millisecond: a taker-over repeats, never skips."""
+        through = self.delivered_through_ms
+        with self.state.lock:
+            progress = dict(self.state.progress)
+        table = {}
+        queues = set(self.store.queue_ids(SCHEDULE_TOPIC))
+        for level, delay_ms in enumerate(delays_ms, start=1):
+            if level - 1 not in queues:
+                continue
+            low = self.store.get_min_offset(SCHEDULE_TOPIC, level - 1)
+            delivered = low if through < 0 else self.store.get_offset_by_time(SCHEDULE_TOPIC, level - 1,
+                                                                               through - delay_ms)
+            table[level] = max(low, min(delivered, progress.get(level - 1, low)))
+        return table
 
     def scheduled_per_slot(self) -> list[SlotCount]:
         """Messages not yet delivered or cancelled, per slot on disk, earliest slot first."""

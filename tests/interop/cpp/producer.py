@@ -3,16 +3,22 @@
 Run by tests/interop with that package's interpreter: ``python producer.py SPEC_JSON``.
 SPEC: {"namesrv", "group", "topic", "mode": "sync"|"async"|"oneway"|"batch"|"orderly", "credentials"?,
        "messages": [{"body", "tags"?, "keys"?, "delay"?, "arg"?, "props"?}], "retry_s"?, "interval_ms"?}
-Prints one JSON object: {"results": [{"keys", "status", "msg_id", "offset"} | {"keys", "error"}]}.
+Prints one JSON object: {"results": [{"keys", "status", "msg_id", "offset", "t"} | {"keys", "error"}]}
+("t": the wall-clock time of the answer).
 A sync or orderly send that fails is retried for up to ``retry_s`` seconds (a broker restarting).
+SIGTERM stops the sends after the one under way (retries end too) and prints what was answered.
+With "stream": true each sync or orderly answer is also printed as it comes, {"answer": {...}}.
 """
 
 import json
+import signal
 import sys
 import threading
 import time
 
 from rocketmq.client import Message, Producer
+
+stop = threading.Event()
 
 
 def message(topic, spec):
@@ -30,7 +36,8 @@ def message(topic, spec):
 
 
 def result(spec, res):
-    return {"keys": spec.get("keys"), "status": res.status.name, "msg_id": res.msg_id, "offset": res.offset}
+    return {"keys": spec.get("keys"), "status": res.status.name, "msg_id": res.msg_id, "offset": res.offset,
+            "t": time.time()}
 
 
 def with_retry(retry_s, send):
@@ -39,13 +46,14 @@ def with_retry(retry_s, send):
         try:
             return send()
         except Exception:  # the C++ client raises one generic exception type
-            if time.time() > deadline:
+            if time.time() > deadline or stop.is_set():
                 raise
             time.sleep(0.2)
 
 
 def main():
     spec = json.loads(sys.argv[1])
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     producer = Producer(spec["group"], timeout=spec.get("timeout_ms", 3000))
     producer.set_namesrv_addr(spec["namesrv"])
     if spec.get("credentials"):  # [access_key, secret_key, channel]: sign requests (plain ACL)
@@ -61,7 +69,8 @@ def main():
             results = send_async(producer, topic, spec["messages"])
         else:
             for s in spec["messages"]:
-                time.sleep(spec.get("interval_ms", 0) / 1000)
+                if stop.wait(spec.get("interval_ms", 0) / 1000):
+                    break
                 try:
                     if mode == "sync":
                         res = with_retry(retry_s, lambda: producer.send_sync(message(topic, s)))
@@ -74,6 +83,8 @@ def main():
                     results.append(result(s, res))
                 except Exception as exc:
                     results.append({"keys": s.get("keys"), "error": str(exc)})
+                if spec.get("stream"):
+                    print(json.dumps({"answer": results[-1]}), flush=True)
     finally:
         producer.shutdown()
     print(json.dumps({"results": results}))

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from skiff.broker.writer import batch_inputs_py
 from skiff.common import kernels
 from skiff.common.message import Message
-from skiff.common.record import HOST_V4_BYTES, HOST_V6_BYTES, pack_records_py, record_size
+from skiff.common.record import BLANK_MAGIC, HOST_V4_BYTES, HOST_V6_BYTES, pack_records_py, record_size
 from skiff.common.stored_message import decode_run_py
 from skiff.protocol.message_codec import encode_batch, pack_batch_py, split_batch_py
 from skiff.store.checks import batch_columns_py
@@ -29,6 +29,7 @@ from skiff.store.consume_queue import put_queue_entries_py
 from skiff.store.index_file import put_index_entries_py
 from skiff.store.index_service import KeyPrefixes, index_key_items_py
 from skiff.store.message_store import offset_msg_ids_py
+from skiff.store.replicated import replicated_columns_py
 from skiff.store.results import MessageInput
 
 SETTINGS = settings(max_examples=60, deadline=None)
@@ -47,7 +48,7 @@ def compiled(name: str) -> Callable[..., Any]:
 
 def test_each_reference_has_a_compiled_twin_when_built():
     names = ["pack_records", "index_key_items", "put_index_entries", "put_queue_entries", "offset_msg_ids",
-             "split_batch", "batch_columns", "decode_run", "pack_batch", "batch_inputs"]
+             "split_batch", "batch_columns", "decode_run", "pack_batch", "replicated_columns", "batch_inputs"]
     if kernels.compiled("pack_records") is None:
         pytest.skip("the compiled kernels are not built here")
     assert all(callable(kernels.compiled(n)) for n in names)
@@ -233,6 +234,46 @@ def test_pack_batch_is_identical(batch, props):
     assert compiled("pack_batch")(msgs, props) == pack_batch_py(msgs, props)
 
 
+PROP_ITEM = st.tuples(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "X", "", "TAG", "KEYS\x01"]),
+                      st.text(max_size=6).map(str.encode) | st.binary(max_size=6))
+PROPS = st.lists(PROP_ITEM, max_size=5).map(lambda items: b"\x02".join(n.encode() + b"\x01" + v for n, v in items)) \
+    | st.binary(max_size=30)
+
+
+def _commitlog_bytes(records, start, file_size, store_host):
+    """Records laid out as a CommitLog from ``start``, a blank where one does not fit its file."""
+    out = bytearray()
+    for i, (topic, queue_id, body, props, sys_flag, born_host) in enumerate(records):
+        phys = start + len(out)
+        size = record_size(len(body), len(topic), len(props), len(born_host), len(store_host))
+        room = file_size - phys % file_size
+        if size + 8 > room:
+            out += BLANK_MAGIC.to_bytes(4, "big", signed=True).rjust(8, b"\0")
+            out[-8:-4] = room.to_bytes(4, "big")
+            out += bytes(room - 8)
+            phys += room
+        row = ("T", queue_id, body, props, 3, sys_flag, 11, born_host, 0, 0)
+        out += pack_records_py([row], topic, [i], [phys], [size], 1_000 + i, store_host)
+    return bytes(out)
+
+
+@SETTINGS
+@given(records=st.lists(st.tuples(st.sampled_from([b"T", b"Topic\xff", b"A" * 30]), st.integers(0, 9),
+                                  st.binary(max_size=80), PROPS, st.sampled_from([0, 4, 8, 12, 3]), HOST),
+                        min_size=1, max_size=12),
+       store_host=HOST, start_file=st.integers(0, 3), start_in=st.sampled_from([0, 100]),
+       cut=st.integers(0, 200), flip=st.integers(0, 2000), junk=st.binary(max_size=40))
+def test_replicated_columns_is_identical_on_good_cut_and_damaged_bytes(records, store_host, start_file, start_in,
+                                                                       cut, flip, junk):
+    kernel = compiled("replicated_columns")
+    file_size = 700
+    start = start_file * file_size + start_in
+    data = _commitlog_bytes(records, start, file_size, store_host)
+    damaged = bytearray(data)
+    damaged[flip % len(data)] ^= 0x41
+    for run in (data, data[: max(0, len(data) - cut)], data + junk, bytes(damaged), bytearray(damaged)):
+        assert kernel(run, start, file_size) == replicated_columns_py(run, start, file_size)
+    assert kernel(memoryview(data), start, file_size)[:2] == (len(data), -1)
 PROPERTY_NAME = st.sampled_from([b"TAGS", b"KEYS", b"UNIQ_KEY", b"WAIT", b"DELAY", b"TIMER_ID", b"", b"T\x01",
                                  b"\xff\xfe"])
 PROPERTY_VALUE = st.one_of(TEXT.map(str.encode), st.binary(max_size=8))

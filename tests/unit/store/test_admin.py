@@ -1,6 +1,10 @@
 """Topics, dispatch listeners, replicated appends and stats."""
 
+import itertools
+
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from skiff.common.errors import DecodeError
 from skiff.store import GetStatus, PutStatus
@@ -71,6 +75,40 @@ def test_bad_replicated_data_writes_nothing(open_store, tmp_path):
     with pytest.raises(DecodeError, match="CRC"):
         slave.append_replicated(bytes(data), 0)
     assert slave.max_physical_offset == 0 and slave.get_max_offset("T", 0) == 0
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(cuts=st.lists(st.integers(1, 900), min_size=1, max_size=30))
+def test_cut_replicated_data_appends_whole_records_and_holds_the_rest(open_store, tmp_path_factory, cuts):
+    """However the stream cuts records (and the blanks at file ends), only whole ones are
+    appended, and the slave ends byte-identical with the same queues and keys."""
+    master = open_store(root=tmp_path_factory.mktemp("master"))
+    for n in range(6):
+        master.put_messages([message(n * 10 + i, queue_id=n % 2, body=b"c" * (150 + 97 * i), keys=f"k{n} x{i}",
+                                     tags="t1" if i % 2 else "t2", uniq=f"U{n}-{i}") for i in range(4)])
+    data = b"".join(bytes(v) for v in master.commitlog.views(0, master.max_physical_offset))
+    slave = open_store(root=tmp_path_factory.mktemp("slave"))
+    held, start, pos = bytearray(), 0, 0
+    for cut in itertools.cycle(cuts):
+        if pos >= len(data):
+            break
+        held += data[pos : pos + cut]
+        pos += cut
+        end = slave.append_replicated(held, start, hold_partial=True)
+        assert data[start:end] == bytes(held[: end - start])
+        del held[: end - start]
+        start = end
+    assert start == master.max_physical_offset and not held
+    assert _commitlog(slave) == data
+    for q in (0, 1):
+        assert [bytes(b) for b in slave.get_messages("T", q, 0, 64).buffers] == \
+            [bytes(b) for b in master.get_messages("T", q, 0, 64).buffers]
+    assert len(slave.query_by_key("T", "x3", 64, 0, 2**62)) == 6
+    assert len(slave.query_by_key("T", "U4-2", 64, 0, 2**62)) == 1
+
+
+def _commitlog(store):
+    return b"".join(bytes(v) for v in store.commitlog.views(0, store.max_physical_offset))
 
 
 def test_stats_count_what_happened(open_store):

@@ -10,6 +10,8 @@ import pytest
 from skiff.common.record import read_head, read_tail
 from skiff.store import pages
 from skiff.store.commitlog import DROP_CHUNK_BYTES, CommitLog
+from skiff.store.config import CQ_ENTRY_BYTES
+from skiff.store.consume_queue import SYNCFS_MIN_QUEUES, ConsumeQueueTable
 from skiff.store.pages import PAGE_BYTES
 
 from .conftest import STORE_HOST, message
@@ -69,6 +71,28 @@ def test_a_closed_file_is_neither_synced_nor_dropped(commitlog):
     assert f.sync(0, PAGE_BYTES) and f.sync()
     f.close()
     assert not f.sync(0, PAGE_BYTES) and not f.drop(0, PAGE_BYTES)
+
+
+def test_many_queues_with_new_entries_are_flushed_by_one_syncfs(tmp_path, monkeypatch):
+    table = ConsumeQueueTable(str(tmp_path / "consumequeue"), CQ_ENTRY_BYTES * 16)
+    syncs: list[int] = []
+    real_syncfs = pages.syncfs
+    monkeypatch.setattr(pages, "syncfs", lambda fd: syncs.append(fd) or real_syncfs(fd))
+    many = SYNCFS_MIN_QUEUES + 6
+    for q in range(many):
+        table.get_or_create("T", q).append(0, [q * 200], [150], [7])
+    table.flush()
+    if not syncs:
+        pytest.skip("syncfs is not available here")
+    assert len(syncs) == 1 and table.flush_count == many
+    assert not any(cq.unflushed for cq in table.all())
+    assert [table.get("T", q).entry(0) for q in (0, many - 1)] == [(0, 150, 7), ((many - 1) * 200, 150, 7)]
+    for q in range(3):  # few queues with new entries: each file is synced on its own
+        table.get_or_create("T", q).append(1, [50_000 + q], [150], [7])
+    table.flush()
+    assert len(syncs) == 1 and table.flush_count == many + 3
+    assert not any(cq.unflushed for cq in table.all())
+    table.close()
 
 
 def _resident(f, lo: int, hi: int) -> int:
