@@ -96,8 +96,9 @@ class BrokerServer:
         self.registration: NamesrvRegistration
         self._remoting: RemotingServer | None = None
         self._services: list[Periodic] = []
-        self._check_backs: list[Periodic] = []
-        """The transaction check rounds and progress commits: a master's, they move with the role."""
+        self._master_periodics: list[Periodic] = []
+        """What only a master runs periodically (transaction check-backs, POP revive, compaction):
+        they move with the role."""
         self.role = Role.of(config)
         self.replication: Replication
         self.grpc: GrpcServer | None = None
@@ -149,7 +150,7 @@ class BrokerServer:
         self.transaction_recovery = await asyncio.to_thread(self.transactions.recover)
         self.pop = PopService(self.config, self.store, self.topics, self.groups, self.offsets, self.writer,
                               self.clock, self.store_config.root)
-        pop_services = self.pop.start()
+        self.pop.start()
         self._pop_processor = PopProcessor(self.config, self.topics, self.groups, self.pop)
         self.compaction = CompactionService(self.store, self.topics, self.store_config, self.clock)
         client_manage = ClientManageProcessor(self.config, self.clients, self.groups, self.topics)
@@ -172,13 +173,11 @@ class BrokerServer:
             Periodic("persist-consumer-offsets", self.config.flush_consumer_offset_interval_ms / 1000.0,
                      self._persist_offsets),
             Periodic("expire-clients", self.config.client_scan_interval_ms / 1000.0, self._expire_clients),
-            *([] if self.role.is_slave else pop_services),
-            *([] if self.role.is_slave else [self.compaction.service()]),
         ]
         for service in self._services:
             service.start()
         if not self.role.is_slave:
-            self._start_check_backs()
+            self._start_master_periodics()
         if self.acl is not None:
             self.acl.start()
         await self.registration.register_all()
@@ -192,20 +191,21 @@ class BrokerServer:
         back by this broker."""
         await self._start_timer()
         self.transaction_recovery = self.transactions.recover()
-        self._start_check_backs()
+        self._start_master_periodics()
 
     async def _stepped_down(self) -> None:
         await self._stop_timer()
-        await self._stop_check_backs()
+        await self._stop_master_periodics()
 
-    def _start_check_backs(self) -> None:
-        if not self._check_backs:
-            self._check_backs = self.transactions.services()
-            for service in self._check_backs:
+    def _start_master_periodics(self) -> None:
+        if not self._master_periodics:
+            self._master_periodics = [*self.transactions.services(), *self.pop.periodics(),
+                                      self.compaction.service()]
+            for service in self._master_periodics:
                 service.start()
 
-    async def _stop_check_backs(self) -> None:
-        services, self._check_backs = self._check_backs, []
+    async def _stop_master_periodics(self) -> None:
+        services, self._master_periodics = self._master_periodics, []
         for service in services:
             await service.stop()
 
@@ -290,7 +290,7 @@ class BrokerServer:
         await self.replication.stop()
         for service in self._services:
             await service.stop()
-        await self._stop_check_backs()
+        await self._stop_master_periodics()
         if self.acl is not None:
             await self.acl.stop()
         await self.transactions.commit_progress()

@@ -1,7 +1,8 @@
-"""Transaction check-backs move with the master role (controller mode, real etcd and
+"""What only a master runs moves with the role (controller mode, real etcd and
 brokers): a half message replicated before the master is killed is checked back by
 the broker elected after it, and once the producer's local state answers COMMIT the
-message is consumable there (docs/replication.md)."""
+message is consumable there; that broker's POP reviver brings back a popped message
+left unacknowledged (docs/replication.md)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from skiff.testing.ha import ControllerGroup
 from skiff.testing.waits import eventually
 from skiff.testing.wire import BrokerWire
 from tests.integration.consumer_kit import config, create_topic
+from tests.integration.test_broker_pop import pop_until
 
 pytestmark = [pytest.mark.timeout(180),
               pytest.mark.skipif(etcd_binary() is None, reason="etcd is not installed (make etcd)")]
@@ -25,7 +27,8 @@ pytestmark = [pytest.mark.timeout(180),
 TOPIC = "TxFailover"
 QUEUES = 2
 BROKER_ARGS = ["--transactionTimeOut=1000", "--transactionCheckInterval=300", "--transactionCheckMax=1000",
-               "--slaveTimeout=1000", "--slaveSyncInterval=500"]
+               "--slaveTimeout=1000", "--slaveSyncInterval=500", "--reviveInterval=100",
+               "--popFromRetryProbability=100"]
 
 
 class LocalState:
@@ -60,7 +63,7 @@ async def has(addr: str, body: bytes) -> bool:
     return body in await consumable(addr)
 
 
-def test_a_promoted_master_checks_back_the_half_messages_it_replicated(tmp_path: Path) -> None:
+def test_a_promoted_master_checks_back_replicated_half_messages_and_revives_pops(tmp_path: Path) -> None:
     with Etcd(tmp_path / "etcd") as etcd, ControllerGroup(tmp_path, etcd.endpoint, broker_args=BROKER_ARGS) as group:
         async def main() -> None:
             first = await eventually(lambda: master_of(group), 20, "a master elected")
@@ -87,4 +90,12 @@ def test_a_promoted_master_checks_back_the_half_messages_it_replicated(tmp_path:
             assert len(state.asked) > asked_before  # the new master asked
             assert {m.msg_id for m in state.asked} == {result.msg_id}
             assert await consumable(group.addr(second)) == [b"paid order"]  # once
+            wire = BrokerWire(group.addr(second))
+            try:
+                popped = await pop_until(wire, "G-tx-pop", TOPIC, 1, invisible_ms=300)
+                assert [m.body for m, _ in popped] == [b"paid order"]
+                again = await pop_until(wire, "G-tx-pop", TOPIC, 1)  # not acknowledged: revived
+                assert [m.body for m, _ in again] == [b"paid order"]
+            finally:
+                await wire.close()
         asyncio.run(main())

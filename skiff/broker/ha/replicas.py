@@ -93,6 +93,10 @@ class ReplicasManager(Service):
 
     async def _session(self) -> None:
         await self.etcd.connect()
+        # a master's term hangs on the lease of the session that elected it: the fresh lease of
+        # a new session (after a partition, say) must not let it take sends again before its
+        # first round finds a successor; only an election in this session (`_promote`) does
+        self._stale_term = self._stale_term or not self.role.is_slave
         self._lease_renewed(time.monotonic())
         self._keepalive = asyncio.create_task(self._keep_lease())
         try:
