@@ -3,8 +3,10 @@
 In one run, on one local Spark session (``--master``, default local[2]):
 
 1. fills a topic of ``--queues`` queues with ``--messages`` messages of
-   ``--size`` bytes (a backlog: the broker is started here, in a temporary
-   store, unless ``-n`` names a running cluster);
+   ``--size`` random bytes (a backlog: the broker is started here, in a temporary
+   store, unless ``-n`` names a running cluster). Random, because Parquet
+   stores a column of equal bodies as one dictionary entry and then reads
+   nothing per row: the ceiling would not be a ceiling of the same work;
 2. streaming read: ``readStream.format("skiff")`` with ``trigger(availableNow)``
    into the ``noop`` sink, once per ``--pull-batch-size`` (32 is what a broker
    with RocketMQ's defaults answers per pull; the broker started here allows
@@ -18,8 +20,14 @@ second of query start and stop); "in batches" counts only the micro-batches'
 ``addBatch`` time, what the source or sink itself costs. A small warm-up
 query runs first, so JVM and Python-worker start-up are not measured. CPU per
 message (with psutil) is steadier than rates on a shared machine: "Spark" is
-this process and every process under it (the JVM, its Python workers) except
-the broker, whose CPU is given apart.
+this process and every process under it except the broker, split into the
+JVM, its Python workers (where a source's ``read`` and a sink's ``write``
+run) and this driver process; the broker's CPU is given apart.
+
+Both reads do the same thing to the same rows: Spark's ``noop`` sink over the
+whole schema (the Parquet copy is the skiff read written out, properties map
+included), so Parquet reads and decodes every column, as the skiff source
+builds every column.
 """
 
 from __future__ import annotations
@@ -27,10 +35,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +54,14 @@ FILL_IN_FLIGHT = 8
 
 @dataclass(frozen=True, slots=True)
 class Figure:
-    """One measured step: rows and seconds, wall and inside the micro-batches; CPU seconds if known."""
+    """One measured step: rows and seconds, wall and inside the micro-batches; CPU seconds per
+    `CpuMeter` group if known."""
 
     step: str
     rows: int
     wall_s: float
     batches_s: float
-    spark_cpu_s: float | None = None
-    broker_cpu_s: float | None = None
+    cpu_s: dict[str, float] = field(default_factory=dict)
 
     @property
     def wall_rate(self) -> float:
@@ -62,12 +71,25 @@ class Figure:
     def batches_rate(self) -> float:
         return self.rows / self.batches_s if self.batches_s else 0.0
 
-    def us_per_row(self, cpu_s: float | None) -> str:
+    @property
+    def spark_cpu_s(self) -> float | None:
+        """Everything but the broker: the driver, the JVM and its Python workers."""
+        spark = [self.cpu_s[g] for g in ("driver", "jvm", "workers") if g in self.cpu_s]
+        return sum(spark) if spark else None
+
+    def us_per_row(self, group: str) -> str:
+        cpu_s = self.spark_cpu_s if group == "spark" else self.cpu_s.get(group)
         return f"{cpu_s / self.rows * 1e6:.1f}" if cpu_s is not None and self.rows else "-"
 
 
 class CpuMeter:
-    """CPU seconds of this process tree, split into the broker's and the rest, between two marks."""
+    """CPU seconds of this process tree between two marks, split four ways: the broker, the
+    JVM, the JVM's Python workers, and this (driver) process with whatever else it started.
+
+    A process's reaped children count with it (their times are in its ``children_*``); the
+    JVM's reaped children are Python workers, so they count as workers, not as the JVM."""
+
+    GROUPS = ("driver", "jvm", "workers", "broker")
 
     def __init__(self, broker_pid: int | None) -> None:
         self.broker_pid = broker_pid
@@ -77,45 +99,62 @@ class CpuMeter:
             self._psutil = None
         else:
             self._psutil = psutil
-        self._marked: dict[int, float] = {}
+        self._marked: dict[str, float] = {}
 
-    def _times(self) -> dict[int, float]:
+    def _times(self) -> dict[str, float]:
         assert self._psutil is not None
         me = self._psutil.Process()
-        out = {}
-        for proc in [me, *me.children(recursive=True)]:
+        procs = [me, *me.children(recursive=True)]
+        jvms = {p.pid for p in procs if _name(p) == "java"}
+        out = dict.fromkeys(self.GROUPS, 0.0)
+        for proc in procs:
             try:
                 t = proc.cpu_times()
-                out[proc.pid] = t.user + t.system + t.children_user + t.children_system
+                ancestors = {p.pid for p in proc.parents()}
             except self._psutil.Error:
                 continue
+            own, reaped = t.user + t.system, t.children_user + t.children_system
+            if proc.pid == self.broker_pid:
+                out["broker"] += own + reaped
+            elif proc.pid in jvms:
+                out["jvm"] += own
+                out["workers"] += reaped
+            elif ancestors & jvms:
+                out["workers"] += own + reaped
+            else:
+                out["driver"] += own + reaped
         return out
 
     def mark(self) -> None:
         if self._psutil is not None:
             self._marked = self._times()
 
-    def since_mark(self) -> tuple[float | None, float | None]:
-        """(Spark's CPU s, the broker's CPU s) since `mark`; None without psutil (or a broker here)."""
+    def since_mark(self) -> dict[str, float]:
+        """CPU seconds per group since `mark` (empty without psutil). A process that ended since
+        the mark was reaped by its parent, whose ``children_*`` times now hold all of it:
+        subtracting every marked time (not only the living ones') counts it once."""
         if self._psutil is None:
-            return None, None
+            return {}
         now = self._times()
-        # a process that ended since the mark was reaped by its parent, whose children_* times now hold
-        # all of it: subtracting every marked time (not only the living ones') counts it once
-        total = sum(now.values()) - sum(self._marked.values())
-        if self.broker_pid is None or self.broker_pid not in now:
-            return total, None
-        broker = now[self.broker_pid] - self._marked.get(self.broker_pid, 0.0)
-        return total - broker, broker
+        spent = {group: now[group] - self._marked.get(group, 0.0) for group in self.GROUPS}
+        if self.broker_pid is None:
+            del spent["broker"]
+        return spent
+
+
+def _name(proc: Any) -> str:
+    try:
+        return str(proc.name())
+    except Exception:  # noqa: BLE001 - a process that just ended has no name to give
+        return ""
 
 
 async def _fill(namesrv: str, topic: str, messages: int, size: int) -> None:
-    body = b"x" * size
     gate = asyncio.Semaphore(FILL_IN_FLIGHT)
     async with AsyncProducer("spark-bench-fill", namesrv) as producer:
         async def send(count: int) -> None:
             async with gate:
-                await producer.send_batch([Message.of(topic, body) for _ in range(count)])
+                await producer.send_batch([Message.of(topic, os.urandom(size)) for _ in range(count)])
 
         await asyncio.gather(*(send(min(FILL_BATCH, messages - i)) for i in range(0, messages, FILL_BATCH)))
 
@@ -142,7 +181,7 @@ def run_stream(step: str, stream: Any, checkpoint: Path, cpu: CpuMeter) -> Figur
     progress = query.recentProgress
     rows = sum(p["numInputRows"] for p in progress)
     in_batches = sum(p["durationMs"].get("addBatch", 0) for p in progress) / 1000
-    return Figure(step, rows, wall, in_batches, *cpu.since_mark())
+    return Figure(step, rows, wall, in_batches, cpu.since_mark())
 
 
 def skiff_stream(spark: Any, namesrv: str, topic: str, pull_batch_size: int) -> Any:
@@ -174,7 +213,7 @@ def measure(spark: Any, args: argparse.Namespace, namesrv: str, work: Path,
     elapsed = time.monotonic() - started
     with Admin(namesrv) as admin:
         stored = sum(q.messages for q in admin.topic_status(SINK_TOPIC))
-    figures.append(Figure("skiff sink (batch write of the bodies)", stored, elapsed, elapsed, *cpu.since_mark()))
+    figures.append(Figure("skiff sink (batch write of the bodies)", stored, elapsed, elapsed, cpu.since_mark()))
     return figures
 
 
@@ -216,12 +255,13 @@ def _print(figures: list[Figure], args: argparse.Namespace) -> None:
                           for f in figures]))
         return
     print(f"\n{args.messages:,} messages of {args.size} B, {args.queues} queues, {args.master}")
-    print(f"{'step':40} {'rows':>10} {'wall s':>7} {'rows/s':>9} {'in batches':>10} "
-          f"{'Spark CPU us/row':>16} {'broker CPU us/row':>17}")
+    print(f"{'step':40} {'rows':>10} {'wall s':>7} {'rows/s':>9} {'in batches':>10}   CPU us/row: "
+          f"{'Spark':>5} {'JVM':>5} {'Py workers':>10} {'driver':>6} {'broker':>6}")
     for f in figures:
-        print(f"{f.step:40} {f.rows:>10,} {f.wall_s:>7.2f} {f.wall_rate:>9,.0f} {f.batches_rate:>10,.0f} "
-              f"{f.us_per_row(f.spark_cpu_s):>16} {f.us_per_row(f.broker_cpu_s):>17}")
-
+        print(f"{f.step:40} {f.rows:>10,} {f.wall_s:>7.2f} {f.wall_rate:>9,.0f} {f.batches_rate:>10,.0f}   "
+              f"{'':11}{f.us_per_row('spark'):>5} {f.us_per_row('jvm'):>5} {f.us_per_row('workers'):>10} "
+              f"{f.us_per_row('driver'):>6} {f.us_per_row('broker'):>6}")
+    print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 
 if __name__ == "__main__":
     raise SystemExit(main())

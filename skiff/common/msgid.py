@@ -87,6 +87,15 @@ class UniqIdGenerator:
         """The id's time part for ``_time_ms``: a producer makes many ids per millisecond."""
 
     def next_id(self) -> str:
+        return f"{self._time_prefix()}{next(self._counter) & 0xFFFF:04X}"
+
+    def take(self, n: int) -> tuple[str, list[int]]:
+        """``n`` ids at once, for a writer that formats them column-wise: their common first 28
+        hex digits and each one's counter (an id is the prefix and ``f"{counter & 0xFFFF:04X}"``).
+        The counters are taken in one C-level call, so no other thread's id falls among them."""
+        return self._time_prefix(), list(itertools.islice(self._counter, n))
+
+    def _time_prefix(self) -> str:
         now_ms = time.time_ns() // 1_000_000
         if now_ms != self._time_ms:
             if now_ms >= self._next_month_ms:
@@ -94,7 +103,7 @@ class UniqIdGenerator:
                     self._month_start_ms, self._next_month_ms = _month_bounds_ms(now_ms)
             self._time_hex = f"{self._prefix_hex}{(now_ms - self._month_start_ms) & 0xFFFFFFFF:08X}"
             self._time_ms = now_ms
-        return f"{self._time_hex}{next(self._counter) & 0xFFFF:04X}"
+        return self._time_hex
 
 
 UNIQ_IDS = UniqIdGenerator()

@@ -25,7 +25,8 @@ timestamps, in record order.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -35,15 +36,48 @@ from skiff.common.compression import inflate
 from skiff.common.limits import FRAME_MAX_BYTES
 from skiff.common.message import MessageQueue
 from skiff.common.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, Prop, decode_properties
-from skiff.spark.record_columns import PHYSICAL_AT, FixedFields, bytes_at, fixed_fields, record_starts
+from skiff.common import kernels
+from skiff.spark.record_columns import (
+    PHYSICAL_AT,
+    HEX_PAIRS,
+    FixedFields,
+    bytes_at,
+    fixed_fields,
+    raise_decode_error,
+    record_starts,
+)
 from skiff.spark.schema import ARROW_SCHEMA, HIDDEN_PROPERTIES, TIMESTAMP
 
 _INLINE = 12
 """A binary view holds at most this many bytes inline (Arrow's format)."""
-_HEX = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), np.uint8).reshape(256, 2)
 _HIDDEN = pa.array(sorted(HIDDEN_PROPERTIES), pa.string())
 _US_PER_MS = 1000
 _PROPERTIES_TYPE = ARROW_SCHEMA.field("properties").type
+# Scalars made once: pyarrow converts a Python value on every compute call that gets one,
+# and each conversion tries (and fails) to import dateutil, ~0.1 ms a call
+_EMPTY = pa.scalar("", pa.string())
+_ZERO = pa.scalar(0, pa.int32())
+_ONE = pa.scalar(1, pa.int32())
+_PAIR_PARTS = pa.scalar(2, pa.int32())
+_NAME = {name: pa.scalar(name, pa.string()) for name in (Prop.KEYS, Prop.TAGS, Prop.UNIQ_KEY)}
+
+
+Var = tuple[np.ndarray, Any]
+"""A string or binary column as plain buffers: its offsets (int32, from 0) and the bytes they index."""
+
+
+class RunColumns(NamedTuple):
+    """The columns of a run of records that depend on the records, as plain buffers."""
+
+    fixed: np.ndarray
+    """(4, n) int64: queue offset, born and store timestamps (ms), reconsume times."""
+    body: Var
+    msg_id: Var
+    keys: tuple[np.ndarray, Any, np.ndarray]
+    """Offsets, bytes and where a value is set (bool): null rows have no bytes."""
+    tags: tuple[np.ndarray, Any, np.ndarray]
+    properties: tuple[np.ndarray, Var, Var] | None
+    """The map's entry offsets (int32), its names and its values; None without properties."""
 
 
 def decode_run(buf: bytes, starts: np.ndarray | None, mq: MessageQueue, include_properties: bool = True,
@@ -52,31 +86,93 @@ def decode_run(buf: bytes, starts: np.ndarray | None, mq: MessageQueue, include_
     """The source's record batch of the records of ``buf`` pulled from ``mq``: those starting
     at ``starts`` (None: every record of ``buf``), keeping only TAGS in ``recheck_tags`` if given."""
     starts = record_starts(buf) if starts is None else starts
-    f = fixed_fields(buf, starts)
+    raw = run_columns(buf, starts, include_properties, max_body_bytes, inflate, decode_properties)
+    if raw is None:
+        raise_decode_error(buf)
+    c = RunColumns(*raw)
     n = len(starts)
-    u8 = np.frombuffer(buf, np.uint8)
-    rows, names, values = _pairs(_views(u8, f.props_at, f.props_len, buf))
-    keys, tags, uniq = (_column(rows, names, values, n, name) for name in (Prop.KEYS, Prop.TAGS, Prop.UNIQ_KEY))
-    no_uniq = np.flatnonzero(pc.fill_null(pc.equal(pc.binary_length(uniq), 0), True).to_numpy(zero_copy_only=False))
+    tags = _array(pa.string(), n, *c.tags)
     columns = [
-        pa.array([mq.topic] * n, pa.string()),
-        pa.array([mq.broker_name] * n, pa.string()),
+        _repeated(mq.topic, n),
+        _repeated(mq.broker_name, n),
         pa.array(np.full(n, mq.queue_id, np.int32)),
-        pa.array(f.queue_offset, pa.int64()),
-        _patched(uniq, no_uniq, _offset_msg_ids(u8, f, no_uniq)) if len(no_uniq) else uniq,
-        keys,
+        pa.array(c.fixed[0], pa.int64()),
+        _array(pa.string(), n, *c.msg_id),
+        _array(pa.string(), n, *c.keys),
         tags,
-        _bodies(u8, buf, f, max_body_bytes),
-        _map(rows, names, values, n) if include_properties else pa.nulls(n, _PROPERTIES_TYPE),
-        pa.array(f.born_timestamp * _US_PER_MS, TIMESTAMP),
-        pa.array(f.store_timestamp * _US_PER_MS, TIMESTAMP),
-        pa.array(f.reconsume_times.astype(np.int32)),
+        _array(pa.binary(), n, *c.body),
+        _map_array(c.properties, n) if c.properties is not None else pa.nulls(n, _PROPERTIES_TYPE),
+        pa.array(c.fixed[1] * _US_PER_MS, TIMESTAMP),
+        pa.array(c.fixed[2] * _US_PER_MS, TIMESTAMP),
+        pa.array(c.fixed[3].astype(np.int32)),
     ]
     batch = pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
     if recheck_tags is not None:
         batch = batch.filter(pc.fill_null(pc.is_in(tags, value_set=pa.array(sorted(recheck_tags), pa.string())),
                                           False))
     return batch
+
+
+def _array(kind: pa.DataType, n: int, offsets: np.ndarray, data: Any, valid: np.ndarray | None = None) -> pa.Array:
+    """A string or binary array over plain buffers (no copy), null where ``valid`` is False."""
+    nulls = 0 if valid is None else n - int(np.count_nonzero(valid))
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    buffer = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
+    return pa.Array.from_buffers(kind, n, [bitmap, pa.py_buffer(offsets), buffer], null_count=nulls)
+
+
+def _map_array(properties: tuple[np.ndarray, Var, Var], n: int) -> pa.Array:
+    offsets, names, values = properties
+    entries = len(offsets) and int(offsets[-1])
+    return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), _array(pa.string(), entries, *names),
+                                   _array(pa.string(), entries, *values))
+
+
+def run_columns_py(buf: bytes, starts: np.ndarray, include_properties: bool, max_body_bytes: int,
+                   inflate: Callable[[bytes, int], bytes],
+                   decode_properties: Callable[[bytes], dict[str, str]]) -> RunColumns | None:
+    """The reference of the compiled `run_columns` (`skiff.common.kernels`), column-wise with numpy
+    and Arrow compute; None when a record does not hold together."""
+    f = fixed_fields(buf, starts)
+    if f is None:
+        return None
+    n = len(starts)
+    u8 = np.frombuffer(buf, np.uint8)
+    rows, names, values = _pairs(_views(u8, f.props_at, f.props_len, buf), decode_properties)
+    keys, tags, uniq = (_column(rows, names, values, n, name) for name in (Prop.KEYS, Prop.TAGS, Prop.UNIQ_KEY))
+    no_uniq = np.flatnonzero(pc.fill_null(pc.equal(pc.binary_length(uniq), _ZERO), True).to_numpy(
+        zero_copy_only=False))
+    msg_id = _patched(uniq, no_uniq, _offset_msg_ids(u8, f, no_uniq)) if len(no_uniq) else uniq
+    properties = None
+    if include_properties:
+        offsets, shown_names, shown_values = _map(rows, names, values, n)
+        properties = (offsets, _var(shown_names), _var(shown_values))
+    fixed = np.stack([f.queue_offset, f.born_timestamp, f.store_timestamp, f.reconsume_times])
+    return RunColumns(fixed, _var(_bodies(u8, buf, f, max_body_bytes, inflate)), _var(msg_id), _nullable(keys),
+                      _nullable(tags), properties)
+
+
+run_columns = kernels.select("run_columns", run_columns_py)
+
+
+def _var(values: pa.Array) -> Var:
+    """A string or binary array without nulls as (offsets from 0, its bytes), no copy."""
+    offsets = np.frombuffer(values.buffers()[1], np.int32, len(values) + 1, values.offset * 4)
+    data = values.buffers()[2]
+    first, last = int(offsets[0]), int(offsets[-1])
+    return offsets - offsets[0], data[first:last] if data is not None else b""
+
+
+def _nullable(values: pa.Array) -> tuple[np.ndarray, Any, np.ndarray]:
+    valid = values.is_valid().to_numpy(zero_copy_only=False)
+    return (*_var(pc.fill_null(values, _EMPTY)), valid)
+
+
+def _repeated(text: str, n: int) -> pa.Array:
+    """``n`` times ``text`` as a string column, built from buffers (no Python list of n items)."""
+    data = text.encode()
+    offsets = np.arange(n + 1, dtype=np.int32) * len(data)
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data * n)])
 
 
 def _views(u8: np.ndarray, at: np.ndarray, length: np.ndarray, data: bytes) -> pa.Array:
@@ -96,7 +192,8 @@ def _views(u8: np.ndarray, at: np.ndarray, length: np.ndarray, data: bytes) -> p
     return pa.Array.from_buffers(pa.binary_view(), n, [None, pa.py_buffer(views), pa.py_buffer(data)])
 
 
-def _bodies(u8: np.ndarray, buf: bytes, f: FixedFields, max_body_bytes: int) -> pa.Array:
+def _bodies(u8: np.ndarray, buf: bytes, f: FixedFields, max_body_bytes: int,
+            inflate: Callable[[bytes, int], bytes]) -> pa.Array:
     """The body column: views into the pull buffer, compressed bodies inflated into a buffer of their own."""
     compressed = np.flatnonzero(f.compressed)
     plain = _views(u8, f.body_at, f.body_len, buf).cast(pa.binary())
@@ -118,23 +215,24 @@ def _patched(base: pa.Array, rows: np.ndarray, replacement: pa.Array) -> pa.Arra
     return pa.concat_arrays([base, replacement]).take(pa.array(order))
 
 
-def _pairs(raw: pa.Array) -> tuple[np.ndarray, pa.Array, pa.Array]:
+def _pairs(raw: pa.Array, decode_properties: Callable[[bytes], dict[str, str]]
+           ) -> tuple[np.ndarray, pa.Array, pa.Array]:
     """Every message's well-formed property pairs in order: (row, name, value), as `decode_properties`
     finds them (names unique per message, the last value winning)."""
     try:
         text = raw.cast(pa.string())
     except pa.ArrowInvalid:  # not UTF-8: decode_properties replaces the bad bytes
-        return _pairs_py(raw)
+        return _pairs_py(raw, decode_properties)
     items = pc.split_pattern(text, PROPERTY_SEPARATOR)
     parent = pc.list_parent_indices(items)
     parts = pc.split_pattern(pc.list_flatten(items), NAME_VALUE_SEPARATOR)
-    first = pc.list_element(parts, 0)
-    ok = pc.and_(pc.equal(pc.list_value_length(parts), 2), pc.not_equal(first, ""))
+    first = pc.list_element(parts, _ZERO)
+    ok = pc.and_(pc.equal(pc.list_value_length(parts), _PAIR_PARTS), pc.not_equal(first, _EMPTY))
     names = first.filter(ok)
-    values = pc.list_element(parts.filter(ok), 1)
+    values = pc.list_element(parts.filter(ok), _ONE)
     rows = parent.filter(ok).to_numpy(zero_copy_only=False).astype(np.int64)
     if _repeats_a_name(rows, names):
-        return _pairs_py(raw)  # a name repeated within a message: the dict's rules decide
+        return _pairs_py(raw, decode_properties)  # a name repeated within a message: the dict's rules decide
     return rows, names, values
 
 
@@ -150,7 +248,8 @@ def _repeats_a_name(rows: np.ndarray, names: pa.Array) -> bool:
     return len(np.unique(keys)) != len(keys)
 
 
-def _pairs_py(raw: pa.Array) -> tuple[np.ndarray, pa.Array, pa.Array]:
+def _pairs_py(raw: pa.Array, decode_properties: Callable[[bytes], dict[str, str]]
+              ) -> tuple[np.ndarray, pa.Array, pa.Array]:
     """`_pairs` by `decode_properties`, message by message (rare inputs only)."""
     rows: list[int] = []
     names: list[str] = []
@@ -165,19 +264,20 @@ def _pairs_py(raw: pa.Array) -> tuple[np.ndarray, pa.Array, pa.Array]:
 
 def _column(rows: np.ndarray, names: pa.Array, values: pa.Array, n: int, name: str) -> pa.Array:
     """Each message's value of property ``name``, null where it has none."""
-    hits = np.flatnonzero(pc.equal(names, name).to_numpy(zero_copy_only=False))
+    hits = np.flatnonzero(pc.equal(names, _NAME[name]).to_numpy(zero_copy_only=False))
     where = np.full(n, -1, np.int64)
     where[rows[hits]] = hits
     return values.take(pa.array(where, mask=where < 0))
 
 
-def _map(rows: np.ndarray, names: pa.Array, values: pa.Array, n: int) -> pa.Array:
-    """The properties map: every pair but the hidden ones, in the message's order."""
+def _map(rows: np.ndarray, names: pa.Array, values: pa.Array, n: int) -> tuple[np.ndarray, pa.Array, pa.Array]:
+    """The properties map's entry offsets, names and values: every pair but the hidden ones,
+    in the message's order."""
     shown = pc.invert(pc.is_in(names, value_set=_HIDDEN))
     kept = rows[shown.to_numpy(zero_copy_only=False)]
     offsets = np.zeros(n + 1, np.int32)
     np.cumsum(np.bincount(kept, minlength=n), out=offsets[1:])
-    return pa.MapArray.from_arrays(pa.array(offsets), names.filter(shown), values.filter(shown))
+    return offsets, names.filter(shown), values.filter(shown)
 
 
 def _offset_msg_ids(u8: np.ndarray, f: FixedFields, rows: np.ndarray) -> pa.Array:
@@ -190,4 +290,4 @@ def _offset_msg_ids(u8: np.ndarray, f: FixedFields, rows: np.ndarray) -> pa.Arra
     width = int(host_len[0]) + 8 if n else 16
     raw = np.concatenate((bytes_at(u8, host_at, width - 8), bytes_at(u8, physical_at, 8)), axis=1)
     offsets = np.arange(n + 1, dtype=np.int32) * (2 * width)
-    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(_HEX[raw])])
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(HEX_PAIRS[raw])])

@@ -51,8 +51,12 @@ log = logging.getLogger(__name__)
 
 IN_FLIGHT_SEGMENTS = 16
 """Segments one round pulls at once (each of up to ``pullBatchSize`` messages)."""
-BATCH_MIN_ROWS = 4096
-"""Segments are gathered into Arrow batches of at least this many rows (or the range's rest)."""
+BATCH_MIN_ROWS = 1024
+BATCH_MIN_BYTES = 1 << 20
+"""Pull answers are gathered into Arrow batches of at least this many rows or bytes (or the
+range's rest): large enough that a batch's fixed cost is small, small enough that the JVM
+copies it into rows while it is still in the CPU's cache (measured: 16 MiB batches cost the
+JVM more per row than 1 MiB ones)."""
 _NONE = np.zeros(0, np.int64)
 
 
@@ -99,15 +103,19 @@ def read_range(options: SourceOptions, part: QueueRange) -> Iterator[pa.RecordBa
 
     pending = next_round()
     runs: list[Run] = []
-    rows = 0
+    rows = size = 0
     while pending is not None:
         done = pending.result()
-        runs += done
-        rows += sum(len(r.starts) for r in done)
         pending = next_round()
-        if rows and (rows >= BATCH_MIN_ROWS or pending is None):
-            yield decode_runs(runs, part.mq, options.include_properties)
-            runs, rows = [], 0
+        for run in done:
+            runs.append(run)
+            rows += len(run.starts)
+            size += len(run.buf)
+            if rows >= BATCH_MIN_ROWS or size >= BATCH_MIN_BYTES:
+                yield decode_runs(runs, part.mq, options.include_properties)
+                runs, rows, size = [], 0, 0
+    if rows:
+        yield decode_runs(runs, part.mq, options.include_properties)
 
 
 def decode_runs(runs: list[Run], mq: MessageQueue, include_properties: bool) -> pa.RecordBatch:

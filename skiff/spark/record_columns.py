@@ -1,13 +1,13 @@
 """A run of stored records (a pull answer) as numpy columns of their fixed fields.
 
 The record layout is `skiff.common.record`'s. Only finding where each record
-starts is sequential (each TOTALSIZE says where the next one is): that walk is
-the one step done per record in Python, and the place a compiled kernel would
-plug in through `skiff.common.kernels.select` (none is compiled for it yet: it
-measured at ~0.1 µs a row of the ~8 µs Spark spends). Every other field is gathered for all
-records at once with numpy fancy indexing at ``start + field offset``; the
-fields after the born host move by 12 bytes for each IPv6 host (sysFlag bits),
-which the gather offsets take into account row by row.
+starts is sequential (each TOTALSIZE says where the next one is): `record_starts`
+walks it, compiled where `skiff.common.kernels` has it (`record_starts_py` is the
+reference). Every other field is gathered for all records at once with numpy
+fancy indexing at ``start + field offset``; the fields after the born host move
+by 12 bytes for each IPv6 host (sysFlag bits), which the gather offsets take
+into account row by row. (The compiled `run_columns` of `skiff.spark.arrow_decode`
+reads the same fields in its own single pass; this module is its reference's.)
 
 A record that does not hold together (bad magic, lengths that overrun it) is
 refused with the precise `DecodeError` of the message decoder, which is asked
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn
 
 import numpy as np
 
@@ -29,6 +29,8 @@ from skiff.common.stored_message import decode_records
 from skiff.common.sysflag import MessageSysFlag
 
 _I32 = struct.Struct(">i")
+HEX_PAIRS = np.frombuffer(b"".join(f"{i:02X}".encode() for i in range(256)), np.uint8).reshape(256, 2)
+"""Each byte value's two upper-case hex digits (ASCII), to format ids column-wise."""
 _BORN_V6 = int(MessageSysFlag.BORNHOST_V6)
 _STORE_V6 = int(MessageSysFlag.STOREHOST_V6)
 _COMPRESSED = int(MessageSysFlag.COMPRESSED)
@@ -38,29 +40,36 @@ MAGIC_AT, QUEUE_ID_AT, FLAG_AT, QUEUE_OFFSET_AT, PHYSICAL_AT, SYSFLAG_AT, BORN_T
 STORE_TS_AT, STORE_HOST_AT, RECONSUME_AT, BODY_LEN_AT, BODY_AT = 56, 64, 72, 84, 88
 
 
-def record_starts_py(buf: bytes) -> np.ndarray:
-    """Where each record of ``buf`` starts, by walking TOTALSIZE (the reference implementation)."""
+def record_starts_py(buf: bytes) -> np.ndarray | None:
+    """Where each record of ``buf`` starts, by walking TOTALSIZE (the reference implementation);
+    None when a TOTALSIZE does not fit."""
     starts: list[int] = []
     append = starts.append
     unpack = _I32.unpack_from
     pos, end = 0, len(buf)
-    try:
-        while pos < end:
-            total = unpack(buf, pos)[0]
-            if total <= 0 or pos + total > end:
-                raise_decode_error(buf)
-            append(pos)
-            pos += total
-    except struct.error:
-        raise_decode_error(buf)
+    while pos < end:
+        if end - pos < 4:
+            return None
+        total = unpack(buf, pos)[0]
+        if total <= 0 or pos + total > end:
+            return None
+        append(pos)
+        pos += total
     return np.array(starts, np.int64)
 
 
-record_starts: Callable[[bytes], np.ndarray] = kernels.select("record_starts", record_starts_py)
-"""The one selection point (`skiff.common.kernels`); today always `record_starts_py`."""
+_record_starts: Callable[[bytes], np.ndarray | None] = kernels.select("record_starts", record_starts_py)
 
 
-def raise_decode_error(buf: bytes) -> None:
+def record_starts(buf: bytes) -> np.ndarray:
+    """Where each record of ``buf`` starts; the message decoder's `DecodeError` when they do not fit."""
+    starts = _record_starts(buf)
+    if starts is None:
+        raise_decode_error(buf)
+    return starts
+
+
+def raise_decode_error(buf: bytes) -> NoReturn:
     """Raise what the message decoder says is wrong with ``buf`` (it must fail somewhere)."""
     decode_records(buf)
     raise DecodeError("the records do not decode")
@@ -112,12 +121,13 @@ def gather(u8: np.ndarray, at: np.ndarray, width: int, dtype: str) -> np.ndarray
     return bytes_at(u8, at, width).view(dtype).ravel().astype(np.int64)
 
 
-def fixed_fields(buf: bytes, starts: np.ndarray) -> FixedFields:
-    """The fixed fields of the records starting at ``starts`` in ``buf``, their layout checked."""
+def fixed_fields(buf: bytes, starts: np.ndarray) -> FixedFields | None:
+    """The fixed fields of the records starting at ``starts`` in ``buf``; None when one does not
+    hold together."""
     u8 = np.frombuffer(buf, np.uint8)
     total = gather(u8, starts, 4, ">i4")
     if (total < BODY_AT + 3).any():  # shorter than any record: its fields would be read past it
-        raise_decode_error(buf)
+        return None
     sys_flag = gather(u8, starts + SYSFLAG_AT, 4, ">i4")
     born_growth = np.where(sys_flag & _BORN_V6, _HOST_GROWTH, 0)
     store_host_len = np.where(sys_flag & _STORE_V6, HOST_V6_BYTES, HOST_V4_BYTES)
@@ -125,17 +135,17 @@ def fixed_fields(buf: bytes, starts: np.ndarray) -> FixedFields:
     end = starts + total
     body_at = starts + BODY_AT + shift
     if ((gather(u8, starts + MAGIC_AT, 4, ">i4") != MAGIC_V1) | (body_at > end)).any():
-        raise_decode_error(buf)
+        return None
     body_len = gather(u8, starts + BODY_LEN_AT + shift, 4, ">i4")
     topic_len_at = body_at + body_len
     if ((body_len < 0) | (topic_len_at + 3 > end)).any():
-        raise_decode_error(buf)
+        return None
     props_at = topic_len_at + 3 + u8[topic_len_at].astype(np.int64)
     if (props_at > end).any():
-        raise_decode_error(buf)
+        return None
     props_len = gather(u8, props_at - 2, 2, ">i2")
     if (props_at + props_len != end).any():
-        raise_decode_error(buf)
+        return None
     return FixedFields(
         start=starts, end=end,
         queue_offset=gather(u8, starts + QUEUE_OFFSET_AT, 8, ">i8"),

@@ -5,7 +5,9 @@ encoded column-wise into batch bodies (`skiff.spark.arrow_encode`, no message
 object per row): the rows bound for one queue (``queue_id`` or ``shardingKey``)
 go as batched sends to that queue, in row order; the others go in chunks of
 `FREE_CHUNK_ROWS` to whichever queue the producer picks (with its retries on
-another broker). Sends of one Arrow batch overlap on the process's client pool.
+another broker). Sends of one Arrow batch overlap on the process's client pool,
+and stay on the wire while the next batch is encoded (a task waits for one
+batch's sends before it sends the next one's).
 
 Delivery is at-least-once: a message is on the broker once ``write()`` has
 sent it, before Spark commits anything. If a task fails after sending part of
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, wait
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,12 +34,12 @@ import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
+from skiff.client import SendResult
 from skiff.client._impl.route import publish_queues
 from skiff.common.limits import BATCH_MAX_MESSAGES
 from skiff.common.message import MessageQueue
-from skiff.common.msgid import UNIQ_IDS
 from skiff.spark import clients
-from skiff.spark.arrow_encode import Encoded, Outgoing, by_value, chunks, encode
+from skiff.spark.arrow_encode import Encoded, Outgoing, by_value, chunks, encode, uniq_ids
 from skiff.spark.errors import SparkOptionError
 from skiff.spark.options import SinkOptions
 from skiff.spark.sink_rows import SinkColumns, idempotent_ids, place
@@ -65,15 +68,24 @@ def write_partition(options: SinkOptions, columns: SinkColumns, batches: Iterato
     msg_id = idempotent_ids(scope, partition_id) if scope is not None else None
     producer = clients.producer(options.namesrv_addr, options.producer_group)
     sent = 0
+    in_flight: list[Future[SendResult]] = []
     for batch in batches:
         n = batch.num_rows
-        ids = [msg_id(sent + i) for i in range(n)] if msg_id is not None else [UNIQ_IDS.next_id() for _ in range(n)]
+        ids = pa.array([msg_id(sent + i) for i in range(n)], pa.string()) if msg_id is not None else uniq_ids(n)
         sends = _sends(options, columns, batch, encode(batch, columns, options.topic, ids, sent))
-        for _ in clients.pool().map(lambda s: producer.send_encoded_batch(s.topic, s.body, s.msg_ids, queue=s.queue),
-                                    sends):
-            pass
+        _settle(in_flight)  # the previous batch's sends were on the wire while this one was encoded
+        in_flight = [clients.pool().submit(producer.send_encoded_batch, s.topic, s.body, s.msg_ids, queue=s.queue)
+                     for s in sends]
         sent += n
+    _settle(in_flight)
     return SentRows(partition_id, sent)
+
+
+def _settle(sends: list[Future[SendResult]]) -> None:
+    """Wait for every one of ``sends``; the first failure is raised once all have ended."""
+    wait(sends)
+    for send in sends:
+        send.result()
 
 
 def _sends(options: SinkOptions, columns: SinkColumns, batch: pa.RecordBatch, encoded: Encoded) -> list[Outgoing]:

@@ -31,6 +31,7 @@ from skiff.store.index_service import KeyPrefixes, index_key_items_py
 from skiff.store.message_store import offset_msg_ids_py
 from skiff.store.replicated import replicated_columns_py
 from skiff.store.results import MessageInput
+from tests.unit.spark.record_runs import records as spark_records
 
 SETTINGS = settings(max_examples=60, deadline=None)
 INT32 = st.integers(-(2**31), 2**31 - 1)
@@ -48,7 +49,8 @@ def compiled(name: str) -> Callable[..., Any]:
 
 def test_each_reference_has_a_compiled_twin_when_built():
     names = ["pack_records", "index_key_items", "put_index_entries", "put_queue_entries", "offset_msg_ids",
-             "split_batch", "batch_columns", "decode_run", "pack_batch", "replicated_columns", "batch_inputs"]
+             "split_batch", "batch_columns", "decode_run", "pack_batch", "replicated_columns", "batch_inputs",
+             "record_starts", "run_columns"]
     if kernels.compiled("pack_records") is None:
         pytest.skip("the compiled kernels are not built here")
     assert all(callable(kernels.compiled(n)) for n in names)
@@ -89,6 +91,18 @@ def test_pack_records_is_identical(rows, topic, store_host, store_ts, base, with
     into_kernel, into_py = bytearray(len(packed) + 9), bytearray(len(packed) + 9)
     assert kernel(*args, into_kernel, 5) is None and pack_records_py(*args, into_py, 5) is None
     assert into_kernel == into_py == bytes(5) + packed + bytes(4)
+
+
+def test_pack_records_body_crc_is_zlibs_at_every_length():
+    """The kernel's CRC-32 folds 64 bytes and more 16 a step (PCLMULQDQ, where the CPU has it),
+    then goes eight bytes a step, then byte by byte: every split of a length, and lengths past
+    a kilobyte, give zlib's value (the reference's)."""
+    kernel = compiled("pack_records")
+    data = os.urandom(1100)
+    rows = [("T", 1, data[: n], b"", 0, 0, 5, bytes(8), 0, 0) for n in [*range(260), 1023, 1024, 1025, 1100]]
+    sizes = [record_size(len(r[2]), 1, 0) for r in rows]
+    args = (rows, b"T", range(len(rows)), list(itertools.accumulate(sizes[:-1], initial=0)), sizes, 9, bytes(8))
+    assert kernel(*args) == pack_records_py(*args)
 
 
 def test_pack_records_takes_memoryview_bodies():
@@ -309,3 +323,44 @@ def test_kernels_refuse_short_columns_and_small_buffers_instead_of_overrunning()
         compiled("put_index_entries")(bytearray(60), 1, 44, 1, [1, 2, 3], 1, 0)
     with pytest.raises(ValueError):
         compiled("put_index_entries")(bytearray(100), 0, 40, 1, [1, 2, 3], 1, 0)
+
+
+def _plain(columns: Any) -> Any:
+    """`run_columns`' result with its arrays and buffers as lists and bytes, to compare."""
+    if isinstance(columns, tuple):
+        return tuple(_plain(c) for c in columns)
+    if columns is None or isinstance(columns, (bytes, int)):
+        return columns
+    if hasattr(columns, "tolist"):
+        return columns.tolist()
+    return bytes(columns)
+
+
+def _outcome(call: Callable[[], Any]) -> Any:
+    try:
+        return _plain(call())
+    except Exception as exc:  # noqa: BLE001 - both must fail alike (a body that does not inflate)
+        return type(exc), str(exc)
+
+
+@SETTINGS
+@given(run=spark_records(), include_properties=st.booleans(), flip=st.integers(0, 2**20), every=st.integers(1, 3))
+def test_spark_run_columns_and_record_starts_are_identical(run, include_properties, flip, every):
+    pytest.importorskip("pyarrow")
+    from skiff.common.compression import inflate
+    from skiff.common.properties import decode_properties
+    from skiff.spark.arrow_decode import run_columns_py
+    from skiff.spark.record_columns import record_starts_py
+
+    kernel, walk = compiled("run_columns"), compiled("record_starts")
+    buf = b"".join(run)
+    damaged = bytearray(buf)
+    if buf:
+        damaged[flip % len(buf)] ^= 0xFF
+    for data in (buf, bytes(damaged), buf[:-1]):
+        starts = record_starts_py(data)
+        assert _plain(walk(data)) == _plain(starts)
+        if starts is None:
+            continue
+        args = (data, starts[::every], include_properties, 1000, inflate, decode_properties)
+        assert _outcome(lambda: kernel(*args)) == _outcome(lambda: run_columns_py(*args))

@@ -5,8 +5,6 @@ message by message. Pure: no broker, no Spark."""
 
 from __future__ import annotations
 
-import zlib
-
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -14,54 +12,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skiff.common.errors import DecodeError
-from skiff.common.message import MessageQueue
 from skiff.common.properties import Prop
 from skiff.common.record import pack_host, record_size, write_record
 from skiff.common.stored_message import StoredMessage, decode_records
-from skiff.common.sysflag import MessageSysFlag
 from skiff.spark.arrow_decode import decode_run
 from skiff.spark.record_columns import record_starts, record_starts_py
 from skiff.spark.schema import ARROW_SCHEMA, HIDDEN_PROPERTIES
+from tests.unit.spark.record_runs import MQ, records
 
 pytestmark = pytest.mark.spark
 
-MQ = MessageQueue("Orders", "broker-a", 3)
-hosts = st.sampled_from([("127.0.0.1", 10911), ("10.1.2.3", 5555), ("::1", 10911)])
-word = st.text(alphabet=st.sampled_from("abK\x01\x02é _"), max_size=6)
-pair = st.one_of(
-    st.tuples(st.sampled_from(["KEYS", "TAGS", "UNIQ_KEY", "WAIT", "MIN_OFFSET", "n", "a"]), word),
-    st.tuples(word, word),
-)
-
-
-@st.composite
-def properties(draw: st.DrawFn) -> bytes:
-    """A properties string as a producer writes it, or as a foreign writer might (any bytes)."""
-    if draw(st.integers(0, 9)) == 0:
-        return draw(st.binary(max_size=30))
-    text = "".join(f"{k}\x01{v}\x02" for k, v in draw(st.lists(pair, max_size=6)))
-    return text.encode()
-
-
-@st.composite
-def records(draw: st.DrawFn) -> list[bytes]:
-    out = []
-    for offset in range(draw(st.integers(0, 6))):
-        body = draw(st.binary(max_size=40))
-        sys_flag = 0
-        if draw(st.booleans()):
-            body, sys_flag = zlib.compress(body), int(MessageSysFlag.COMPRESSED)
-        props = draw(properties())
-        born, store = pack_host(*draw(hosts)), pack_host(*draw(hosts))
-        topic = MQ.topic.encode()
-        raw = bytearray(record_size(len(body), len(topic), len(props), len(born), len(store)))
-        write_record(raw, 0, queue_id=MQ.queue_id, flag=1, queue_offset=100 + offset, physical_offset=9000 + offset,
-                     sys_flag=sys_flag, born_timestamp=1_700_000_000_000 + offset, born_host=born,
-                     store_timestamp=1_700_000_000_500 - offset, store_host=store,
-                     reconsume_times=draw(st.integers(0, 3)), prepared_transaction_offset=0, body=body,
-                     topic=topic, properties=props)
-        out.append(bytes(raw))
-    return out
 
 
 def expected_rows(messages: list[StoredMessage], include_properties: bool) -> dict[str, list]:

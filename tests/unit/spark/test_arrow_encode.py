@@ -14,7 +14,8 @@ from pyspark.sql.types import BinaryType, MapType, StringType, StructField, Stru
 
 from skiff.common.message import Message, MessageQueue
 from skiff.protocol.message_codec import decode_batch, encode_batch
-from skiff.spark.arrow_encode import by_value, chunks, encode
+from skiff.common.msgid import UNIQ_IDS
+from skiff.spark.arrow_encode import by_value, chunks, encode, uniq_ids
 from skiff.spark.errors import SparkOptionError
 from skiff.spark.options import SinkOptions
 from skiff.spark.sink_rows import SinkColumns
@@ -97,3 +98,15 @@ def test_a_null_topic_without_the_option_is_named():
     batch = pa.RecordBatch.from_pydict({"body": [b"a"], "topic": pa.array([None], pa.string())})
     with pytest.raises(SparkOptionError, match="row 0 of this partition has a null topic and no topic option"):
         encode(batch, COLUMNS, None, ["A"], 0)
+
+
+def test_column_wise_msg_ids_are_uniq_keys_like_the_producers_and_never_repeat():
+    many = uniq_ids(70_000).to_pylist()  # more than one millisecond's 65,536 counters
+    assert len(set(many)) == len(many)
+    one = UNIQ_IDS.next_id()
+    few = uniq_ids(3).to_pylist()
+    after = UNIQ_IDS.next_id()
+    assert len({one, *few, after}) == 5
+    assert all(len(i) == 32 and i == i.upper() and int(i, 16) >= 0 for i in many + few)
+    assert {i[:20] for i in many + few} == {one[:20]}  # ip, pid and the process's random part
+    assert [int(i[28:], 16) for i in [one, *few, after]] == [(int(one[28:], 16) + k) & 0xFFFF for k in range(5)]
