@@ -11,13 +11,13 @@ RMQ5_VENV := $(BUILD)/venv-rocketmq5
 RMQ5_STAMP := $(RMQ5_VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 
-.PHONY: run test venv java etcd chromium lint bench-compare clean protos
+.PHONY: run test venv java etcd iproute2 chromium lint bench-compare clean protos
 
 run: $(STAMP)
 	@echo "The skiff command is in $(VENV)/bin: in another shell, run '. $(VENV)/bin/activate' to use it."
 	$(VENV)/bin/skiff up
 
-test: $(STAMP) $(CPP_STAMP) $(RMQ5_STAMP) java etcd chromium
+test: $(STAMP) $(CPP_STAMP) $(RMQ5_STAMP) java etcd iproute2 chromium
 	$(VENV)/bin/lint-imports
 	SKIFF_CPP_PYTHON=$(abspath $(CPP_VENV))/bin/python SKIFF_RMQ5_PYTHON=$(abspath $(RMQ5_VENV))/bin/python \
 		$(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
@@ -58,6 +58,11 @@ java:
 # etcd for controller mode (docs/replication.md) and its tests.
 etcd:
 	@command -v etcd >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq etcd-server; }
+
+# `ip` (network namespaces, veth pairs) for the partition test (tests/integration/test_ha_partition.py;
+# it also needs root, and skips saying so without).
+iproute2:
+	@command -v ip >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq iproute2; }
 
 # Headless Chromium and its driver from Debian, for the dashboard's browser tests
 # (Selenium drives the system chromedriver; nothing is downloaded at run time).

@@ -144,9 +144,9 @@ async def read_backlog(broker: Broker, case: str, ends: Sequence[int]) -> CaseFi
             offset = int(resp.ext("nextBeginOffset") or 0)
 
     try:
-        cpu0, t0 = broker.cpu_s(), time.monotonic()
+        cpu0, t0 = broker.cpu_s()[0], time.monotonic()
         await asyncio.gather(*(chain(q) for q in range(QUEUES)))
-        seconds, cpu = time.monotonic() - t0, broker.cpu_s() - cpu0
+        seconds, cpu = time.monotonic() - t0, broker.cpu_s()[0] - cpu0
     finally:
         await client.close()
     return CaseFigures(case, subscription, sum(ends), totals["delivered"], totals["pulls"], totals["bytes"],

@@ -61,7 +61,7 @@ def run_mode(root: Path, mode: str, plan: Plan, batched: bool, offered: float = 
                 await eventually(lambda: _slave_connected(broker.addr), 30, "the slave connecting")
             row: dict[str, object] = {"mode": mode, "body_bytes": plan.body_bytes,
                                       "batch": plan.batch if batched else 1}
-            cpu0 = (broker.cpu_s(), slave.cpu_s() if slave else 0.0)
+            cpu0 = (broker.cpu_s()[0], slave.cpu_s()[0] if slave else 0.0)
             if offered:
                 t0 = time.monotonic()
                 lat = await latency(broker, plan, False, offered, plan.connections)
@@ -73,7 +73,7 @@ def run_mode(root: Path, mode: str, plan: Plan, batched: bool, offered: float = 
                 messages, seconds = rate.messages, rate.seconds
             if slave is not None:
                 await eventually(lambda: _slave_caught_up(broker.addr), 60, "the slave catching up")
-            cpu = (broker.cpu_s() - cpu0[0], (slave.cpu_s() - cpu0[1]) if slave else 0.0)
+            cpu = (broker.cpu_s()[0] - cpu0[0], (slave.cpu_s()[0] - cpu0[1]) if slave else 0.0)
             row.update(messages=messages, messages_per_s=round(messages / seconds),
                        master_cpu_us_per_message=_per_message(cpu[0], messages),
                        slave_cpu_us_per_message=_per_message(cpu[1], messages))

@@ -7,6 +7,11 @@ and at shutdown, atomically. The file has RocketMQ's form (a Java broker's
 file, whose queue ids are unquoted numbers, reads here too)::
 
     {"offsetTable": {"TopicA@GroupA": {"0": 120, "1": 98}}}
+
+On a slave the offsets consumers committed there, which its master has not caught
+up with yet (`local`), go to ``config/slaveConsumerOffset.json`` in the same form
+with each write, so a slave restarted while its master is still down still gives
+them back when the master returns (docs/replication.md).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from skiff.broker.persist import JsonFile
 from skiff.protocol.bodies.base import JsonBody
 
 FILE_NAME = "consumerOffset.json"
+LOCAL_FILE_NAME = "slaveConsumerOffset.json"
 KEY_SEPARATOR = "@"
 
 
@@ -29,18 +35,16 @@ class ConsumerOffsetTable(JsonBody):
 class ConsumerOffsetManager:
     def __init__(self, store_root: str) -> None:
         self._file = JsonFile.in_store(store_root, FILE_NAME)
+        self._local_file = JsonFile.in_store(store_root, LOCAL_FILE_NAME)
         self._table: dict[tuple[str, str], dict[int, int]] = {}
         self._dirty = False
         self.local: dict[tuple[str, str, int], int] = {}
+        self._local_snapshot: bytes | None = None
 
     def load(self) -> None:
-        raw = self._file.load()
-        if raw is None:
-            return
-        for key, queues in ConsumerOffsetTable.from_obj(raw, FILE_NAME).offset_table.items():
-            topic, sep, group = key.rpartition(KEY_SEPARATOR)
-            if sep:
-                self._table[(group, topic)] = dict(queues)
+        self._table = _read(self._file, FILE_NAME)
+        local = _read(self._local_file, LOCAL_FILE_NAME)
+        self.local = {(group, topic, q): offset for (group, topic), queues in local.items() for q, offset in queues.items()}
 
     def persist(self) -> bool:
         """Write the table if it changed since the last write; True when it did."""
@@ -56,12 +60,20 @@ class ConsumerOffsetManager:
         if not self._dirty:
             return None
         self._dirty = False
+        if self.track_local:
+            local: dict[tuple[str, str], dict[int, int]] = {}
+            for (group, topic, queue_id), offset in self.local.items():
+                local.setdefault((group, topic), {})[queue_id] = offset
+            self._local_snapshot = _as_table(local).to_json()
         return self.table().to_json()
 
     def write(self, data: bytes) -> None:
         """Save a `snapshot` atomically (fsyncs: keep it off the event loop)."""
         try:
             self._file.save(data)
+            local, self._local_snapshot = self._local_snapshot, None
+            if local is not None:
+                self._local_file.save(local)
         except BaseException:
             self._dirty = True
             raise
@@ -82,8 +94,7 @@ class ConsumerOffsetManager:
 
     def table(self) -> ConsumerOffsetTable:
         """The whole table (GET_ALL_CONSUMER_OFFSET's answer)."""
-        return ConsumerOffsetTable({f"{topic}{KEY_SEPARATOR}{group}": dict(queues)
-                                    for (group, topic), queues in self._table.items()})
+        return _as_table(self._table)
 
     def merge_master(self, master: ConsumerOffsetTable) -> None:
         """A slave takes its master's offsets, except where a consumer committed a larger
@@ -96,7 +107,8 @@ class ConsumerOffsetManager:
                 local = self.local.get((group, topic, queue_id))
                 if local is not None and local > offset:
                     continue
-                self.local.pop((group, topic, queue_id), None)
+                if self.local.pop((group, topic, queue_id), None) is not None:
+                    self._dirty = True
                 mine = self._table.setdefault((group, topic), {})
                 if mine.get(queue_id) != offset:
                     mine[queue_id] = offset
@@ -131,3 +143,20 @@ class ConsumerOffsetManager:
             del self._table[key]
         if keys:
             self._dirty = True
+
+
+def _read(file: JsonFile, name: str) -> dict[tuple[str, str], dict[int, int]]:
+    raw = file.load()
+    if raw is None:
+        return {}
+    table = {}
+    for key, queues in ConsumerOffsetTable.from_obj(raw, name).offset_table.items():
+        topic, sep, group = key.rpartition(KEY_SEPARATOR)
+        if sep:
+            table[(group, topic)] = dict(queues)
+    return table
+
+
+def _as_table(table: Mapping[tuple[str, str], Mapping[int, int]]) -> ConsumerOffsetTable:
+    return ConsumerOffsetTable({f"{topic}{KEY_SEPARATOR}{group}": dict(queues)
+                                for (group, topic), queues in table.items()})

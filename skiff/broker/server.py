@@ -96,6 +96,9 @@ class BrokerServer:
         self.registration: NamesrvRegistration
         self._remoting: RemotingServer | None = None
         self._services: list[Periodic] = []
+        self._master_periodics: list[Periodic] = []
+        """What only a master runs periodically (transaction check-backs, POP revive, compaction):
+        they move with the role."""
         self.role = Role.of(config)
         self.replication: Replication
         self.grpc: GrpcServer | None = None
@@ -147,13 +150,14 @@ class BrokerServer:
         self.transaction_recovery = await asyncio.to_thread(self.transactions.recover)
         self.pop = PopService(self.config, self.store, self.topics, self.groups, self.offsets, self.writer,
                               self.clock, self.store_config.root)
-        pop_services = self.pop.start()
+        self.pop.start()
         self._pop_processor = PopProcessor(self.config, self.topics, self.groups, self.pop)
         self.compaction = CompactionService(self.store, self.topics, self.store_config, self.clock)
         client_manage = ClientManageProcessor(self.config, self.clients, self.groups, self.topics)
         self.replication = Replication(self.config, self.role, self.store, self.registration, self.topics,
                                        self.groups, self.offsets, self._namesrv_client,
-                                       start_master_services=self._start_timer, stop_master_services=self._stop_timer)
+                                       start_master_services=self._became_master,
+                                       stop_master_services=self._stepped_down)
         await self.replication.start(self.port)
         self.stats.replication = self.replication.runtime_table
         self._prepare_metrics()
@@ -169,17 +173,41 @@ class BrokerServer:
             Periodic("persist-consumer-offsets", self.config.flush_consumer_offset_interval_ms / 1000.0,
                      self._persist_offsets),
             Periodic("expire-clients", self.config.client_scan_interval_ms / 1000.0, self._expire_clients),
-            *([] if self.role.is_slave else self.transactions.services()),
-            *([] if self.role.is_slave else pop_services),
-            *([] if self.role.is_slave else [self.compaction.service()]),
         ]
         for service in self._services:
             service.start()
+        if not self.role.is_slave:
+            self._start_master_periodics()
         if self.acl is not None:
             self.acl.start()
         await self.registration.register_all()
         self.registration.start()
         self.replication.run()
+
+    async def _became_master(self) -> None:
+        """Promoted (controller mode): what only a master runs moves here. The transaction
+        table is rebuilt first from the half and op queues this broker replicated (stepping
+        down may have cut them), so the half messages stored before the failover are checked
+        back by this broker."""
+        await self._start_timer()
+        self.transaction_recovery = self.transactions.recover()
+        self._start_master_periodics()
+
+    async def _stepped_down(self) -> None:
+        await self._stop_timer()
+        await self._stop_master_periodics()
+
+    def _start_master_periodics(self) -> None:
+        if not self._master_periodics:
+            self._master_periodics = [*self.transactions.services(), *self.pop.periodics(),
+                                      self.compaction.service()]
+            for service in self._master_periodics:
+                service.start()
+
+    async def _stop_master_periodics(self) -> None:
+        services, self._master_periodics = self._master_periodics, []
+        for service in services:
+            await service.stop()
 
     async def _start_timer(self) -> None:
         """Only a master delivers delayed messages; a slave has them in its CommitLog copy."""
@@ -262,6 +290,7 @@ class BrokerServer:
         await self.replication.stop()
         for service in self._services:
             await service.stop()
+        await self._stop_master_periodics()
         if self.acl is not None:
             await self.acl.stop()
         await self.transactions.commit_progress()

@@ -50,10 +50,6 @@ from skiff.store.pages import PAGE_BYTES
 BLANK_MIN_BYTES = BLANK_HEAD.size
 """A record's own CommitLog offset, at byte 28."""
 assert BLANK_MIN_BYTES == 8
-WARM_AHEAD_BYTES = 32 << 20
-"""How far ahead of the write position pages are populated (0.1 s of appends at 300 MB/s)."""
-WARM_CHUNK_BYTES = 4 << 20
-"""Bytes one populate call covers, so stopping or closing never waits long."""
 DROP_CHUNK_BYTES = 4 << 20
 """Flushed bytes are dropped from the page cache in whole chunks of this size (`CommitLog.flush`)."""
 
@@ -116,8 +112,9 @@ class CommitLog:
         self.flushed = 0
         self.fsync_count = 0
         self._flush_lock = threading.Lock()
-        self._warmed = 0
-        """CommitLog offset up to which pages were populated ahead of the writer."""
+        self._packed = bytearray()
+        """Where an append's records are laid down before their one write (reused: it grows
+        to the largest batch)."""
         self.cache_bytes = cache_bytes
         self._dropped = 0
         """CommitLog offset below which flushed pages were dropped from the page cache."""
@@ -195,14 +192,19 @@ class CommitLog:
         total: int,
         store_timestamp: int,
     ) -> list[int]:
-        """Write the records of ``msgs`` (checked) back to back in one file, as one copy;
-        return their offsets. ``total`` must not exceed the file size. Raises OSError when
-        a new file cannot be created or reserved (the disk is full)."""
+        """Write the records of ``msgs`` (checked) back to back in one file, as one write
+        (`MappedFile.write`); return their offsets. ``total`` must not exceed the file size.
+        Raises OSError when a new file cannot be created or reserved, or the write fails
+        (the disk is full)."""
         f = self._file_with_room(total)
         rel = self.write_pos - f.start
         f.ensure_reserved(rel + total, f.size)
         offsets = list(itertools.accumulate(sizes[:-1], initial=self.write_pos))
-        pack_records(msgs, topic_raw, queue_offsets, offsets, sizes, store_timestamp, self.store_host, None, f.mm, rel)
+        if len(self._packed) < total:
+            self._packed = bytearray(total)
+        pack_records(msgs, topic_raw, queue_offsets, offsets, sizes, store_timestamp, self.store_host, None,
+                     self._packed, 0)
+        f.write(rel, memoryview(self._packed)[:total])
         self.write_pos += total
         return offsets
 
@@ -318,20 +320,6 @@ class CommitLog:
                 self.fsync_count += self.files.sync_range(self.flushed, offset)
                 self.flushed = offset
             return self.flushed
-
-    def warm(self, ahead_bytes: int = WARM_AHEAD_BYTES) -> int:
-        """Populate the pages of the current file up to ``ahead_bytes`` past the write
-        position (`MappedFile.populate`), a chunk per call with the GIL released, so the
-        appending thread finds them mapped; return how many bytes were populated."""
-        f = self.files.find(self.write_pos)
-        if f is None:
-            return 0
-        lo = max(self._warmed - f.start, self.write_pos - f.start)
-        hi = min(self.write_pos + ahead_bytes - f.start, f.size, lo + WARM_CHUNK_BYTES)
-        if hi <= lo or not f.populate(lo, hi):
-            return 0
-        self._warmed = f.start + hi
-        return hi - lo
 
     def close(self) -> None:
         self.files.close()

@@ -40,6 +40,14 @@ assert ENTRY_DTYPE.itemsize == CQ_ENTRY_BYTES
 
 Entry = tuple[int, int, int]
 """(CommitLog offset, size, tag code)."""
+
+SYNCFS_MIN_QUEUES = 64
+"""ConsumeQueues with new entries from which one flush syncs the file system once
+instead of each queue's file. An fsync costs 30-60 µs of CPU and a journal commit
+whatever it writes; with traffic spread over 16,384 queues (a few entries each per
+second) the periodic flush made 16k of them a second, the largest per-queue cost of
+the broker. syncfs writes the same pages (and whatever else is dirty on that file
+system, which the CommitLog's own flush would write soon anyway) in one call."""
 def _entries_of(f: MappedFile, lo: int, hi: int) -> np.ndarray:
     """Entries with logical offsets [lo, hi) of file ``f``, as a view over its mapping."""
     return np.frombuffer(f.mm, ENTRY_DTYPE, hi - lo, lo * CQ_ENTRY_BYTES - f.start)
@@ -304,6 +312,10 @@ class ConsumeQueue:
             self.min_offset = max(self.min_offset, self.files.files[0].start // CQ_ENTRY_BYTES)
         return count
 
+    @property
+    def unflushed(self) -> bool:
+        return self.max_offset > self._flushed_to
+
     def flush(self) -> bool:
         """fsync entries written since the last flush; True if there were any."""
         target = self.max_offset
@@ -312,6 +324,10 @@ class ConsumeQueue:
         self.files.sync_range(self._flushed_to * CQ_ENTRY_BYTES, target * CQ_ENTRY_BYTES)
         self._flushed_to = target
         return True
+
+    def flushed_by_filesystem(self, target: int) -> None:
+        """Entries below ``target`` were made durable by a sync of the whole file system."""
+        self._flushed_to = max(self._flushed_to, min(target, self.max_offset))
 
 
 class ConsumeQueueTable:
@@ -359,6 +375,20 @@ class ConsumeQueueTable:
     def queue_ids(self, topic: str) -> list[int]:
         return sorted(qid for t, qid in list(self.queues) if t == topic)
 
+    def make_directories(self, topic: str, count: int) -> int:
+        """Create the directories of ``topic``'s queues 0 to ``count`` - 1 that are missing;
+        return how many were made. A queue's first message then creates only its file:
+        on ext4 a directory costs an inode allocation (scanning block groups for a free
+        inode) as its file does, half of what a new queue cost the send path."""
+        made = 0
+        for queue_id in range(count):
+            try:
+                os.makedirs(os.path.join(self.directory, topic, str(queue_id)))
+            except FileExistsError:
+                continue
+            made += 1
+        return made
+
     def delete_topic(self, topic: str) -> int:
         """Remove the topic's queues and their files; return how many queues there were."""
         with self._lock:
@@ -380,11 +410,24 @@ class ConsumeQueueTable:
         return sum(cq.delete_below_phys(min_phys) for cq in self.all())
 
     def flush(self) -> None:
-        self.flush_count += sum(cq.flush() for cq in self.all())
+        """fsync every queue with new entries; past `SYNCFS_MIN_QUEUES` of them, one
+        syncfs of the store's file system does it for all (see there)."""
+        pending = [(cq, cq.max_offset) for cq in self.all() if cq.unflushed]
+        if len(pending) >= SYNCFS_MIN_QUEUES and _sync_filesystem(pending[0][0]):
+            for cq, target in pending:
+                cq.flushed_by_filesystem(target)
+            self.flush_count += len(pending)
+            return
+        self.flush_count += sum(cq.flush() for cq, _ in pending)
 
     def close(self) -> None:
         for cq in self.all():
             cq.files.close()
+
+
+def _sync_filesystem(cq: ConsumeQueue) -> bool:
+    files = cq.files.files
+    return bool(files) and files[-1].sync_filesystem()
 
 
 def put_queue_entries_py(mm: mmap.mmap | memoryview, pos: int, physical_offsets: Sequence[int],

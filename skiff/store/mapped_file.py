@@ -144,11 +144,20 @@ class MappedFile:
                 os.fdatasync(self._fd)
             return True
 
-    def populate(self, lo: int, hi: int) -> bool:
-        """Fault file bytes [lo, hi) in writable (`skiff.store.pages.populate`), with the GIL
-        released; only reserved bytes are touched. False if closed or unsupported."""
+    def write(self, pos: int, data: memoryview) -> None:
+        """Write ``data`` at file position ``pos`` through the file descriptor (``pwrite``,
+        the GIL released), not through the mapping: see docs/store.md, "Writing". Raises
+        OSError (a full disk answers ENOSPC here, where a store into the mapping would be
+        SIGBUS)."""
+        done = 0
+        while done < len(data):
+            done += os.pwrite(self._fd, data[done:], pos + done)
+
+    def sync_filesystem(self) -> bool:
+        """syncfs the file system this file is on (`skiff.store.pages.syncfs`), with the GIL
+        released; False if closed or unsupported (the caller then syncs file by file)."""
         with self._lock:
-            return not self.closed and pages.populate(self._address, lo, min(hi, self.reserved))
+            return not self.closed and pages.syncfs(self._fd)
 
     def drop(self, lo: int, hi: int) -> bool:
         """Drop file bytes [lo, hi) (flushed) from the mapping and the page cache
@@ -317,8 +326,8 @@ class MappedFileQueue:
             next_start = new.end
 
     def sync_range(self, lo: int, hi: int) -> int:
-        """fdatasync offsets [lo, hi) of the files they fall in (only those pages: pages
-        populated ahead of the writer stay out); return how many files were synced."""
+        """fdatasync offsets [lo, hi) of the files they fall in (only those pages: the tail
+        page the writer is still filling stays out); return how many files were synced."""
         return sum(1 for f in self.files if f.end > lo and f.start < hi and f.sync(max(lo, f.start) - f.start,
                                                                                    min(hi, f.end) - f.start))
 

@@ -5,9 +5,9 @@ Threading: appends (`put_message`, `put_messages`, `append_replicated`) take one
 lock and do one write and one dispatch call per batch; they may come from any
 thread (the broker's event loop, benchmark threads). Reads take no lock. fsyncs
 run on the flush threads; a SYNC_FLUSH append returns at once with a future in
-`PutResult.flushed` that the broker awaits with ``asyncio.wrap_future``. The warm
-thread populates CommitLog pages ahead of the writer, so an append on the event
-loop does not fault fresh pages in (docs/store.md, "Warming").
+`PutResult.flushed` that the broker awaits with ``asyncio.wrap_future``. The
+CommitLog is written with ``pwrite`` (the GIL released while the kernel finds
+fresh pages) and read through its mapping (docs/store.md, "Writing").
 
 Files under ``storePathRootDir``: ``commitlog/``, ``consumequeue/<topic>/<queueId>/``,
 ``index/``, ``checkpoint``, ``abort`` and ``lock`` (see docs/store.md).
@@ -94,8 +94,6 @@ def _queue_offsets(base: int, sys_flags: Sequence[int]) -> tuple[list[int], int]
     return offsets, next_offset
 
 
-WARM_INTERVAL_MS = 10
-"""How often the warm thread looks at the write position (`CommitLog.warm`)."""
 
 
 class MessageStore:
@@ -135,7 +133,6 @@ class MessageStore:
             sync=config.flush_disk_type is FlushDiskType.SYNC_FLUSH, timeout_ms=config.sync_flush_timeout,
         )
         self._threads = [
-            PeriodicThread("skiff-store-warm", WARM_INTERVAL_MS / 1000, self._warm),
             PeriodicThread("skiff-store-checkpoint", config.flush_interval_consume_queue / 1000, self._checkpoint),
             PeriodicThread("skiff-store-clean", config.clean_resource_interval / 1000, self._housekeeping),
         ]
@@ -200,10 +197,6 @@ class MessageStore:
             self.root, self.commitlog, self.queues, self.index, self._dispatched, self.clock,
             flush_commitlog=flush_commitlog,
         )
-
-    def _warm(self) -> None:
-        while self._running and self.commitlog.warm():
-            pass
 
     def _checkpoint(self) -> None:
         self._make_durable(flush_commitlog=False)
@@ -314,9 +307,9 @@ class MessageStore:
 
     def _disk_error(self, exc: OSError) -> PutResult:
         if exc.errno in _DISK_FULL_ERRNOS:
-            return PutResult(PutStatus.DISK_FULL, f"no room on disk for new store files: {exc.strerror}")
-        log.error("cannot create a store file: %s", exc)
-        return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, f"cannot create a store file: {exc}")
+            return PutResult(PutStatus.DISK_FULL, f"no room on disk for the store's files: {exc.strerror}")
+        log.error("cannot create or write a store file: %s", exc)
+        return PutResult(PutStatus.CREATE_MAPPED_FILE_FAILED, f"cannot create or write a store file: {exc}")
 
     def _disk_full_reason(self) -> str:
         return (f"the disk is {self.retention.disk_used:.1f}% full, above "
@@ -485,6 +478,11 @@ class MessageStore:
 
     def queue_ids(self, topic: str) -> list[int]:
         return self.queues.queue_ids(topic)
+
+    def prepare_topic(self, topic: str, queue_nums: int) -> int:
+        """Make the directories of ``topic``'s queues now (an admin creating the topic),
+        not on the first message of each; return how many were made. Raises OSError."""
+        return self.queues.make_directories(topic, queue_nums)
 
     def delete_topic(self, topic: str) -> None:
         """Drop the topic's ConsumeQueues (its records stay in the CommitLog until they

@@ -1,11 +1,6 @@
 """Page calls on a mapping that ``mmap`` and ``os`` lack, made through libc so that the
 GIL is released while they run.
 
-- `populate`: ``madvise(MADV_POPULATE_WRITE)`` faults pages in writable ahead of the
-  writer. A write fault on a fresh page of a file mapping zeroes it (and reads ahead,
-  zeroing more) inside the faulting thread; when that thread is the broker's event
-  loop holding the GIL, every other thread waits too. Populating from a background
-  thread moves that work off the loop and out of the GIL.
 - `drop`: ``madvise(MADV_DONTNEED)`` then ``posix_fadvise(POSIX_FADV_DONTNEED)`` of a
   flushed byte range, so its (clean) pages leave the mapping and the page cache. The
   CommitLog drops what lies far enough behind its writer (`CommitLog.flush`): the pages
@@ -14,10 +9,13 @@ GIL is released while they run.
 - `sync`: ``msync(MS_SYNC)`` of a byte range: on Linux ``vfs_fsync_range`` with
   datasync, i.e. ``fdatasync`` limited to the range. ``mmap.flush`` does the same
   call but holds the GIL for the whole fsync; ``os.fdatasync`` releases it but
-  writes every dirty page of the file, including pages populated ahead.
+  writes every dirty page of the file, the partly written tail page included.
+- `syncfs`: one ``syncfs`` of the file system holding a file: every dirty page and
+  inode there is written and the journal committed once, instead of one ``fsync``
+  (and journal commit) per file.
 
-Both are no-ops returning False where libc or the call is missing (then the
-caller falls back: the writer faults its own pages, ``os.fdatasync`` syncs).
+All return False where libc or the call is missing (then the caller falls back:
+the pages stay cached, ``os.fdatasync`` syncs file by file).
 """
 
 from __future__ import annotations
@@ -32,8 +30,6 @@ import os
 log = logging.getLogger(__name__)
 
 PAGE_BYTES = mmap.PAGESIZE
-MADV_POPULATE_WRITE = 23
-"""Linux 5.14+; older kernels answer EINVAL and populating is switched off."""
 MADV_DONTNEED = 4
 """Linux's value."""
 MS_SYNC = 4
@@ -47,13 +43,15 @@ def _libc() -> ctypes.CDLL | None:
             fn = getattr(libc, name)
             fn.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
             fn.restype = ctypes.c_int
+        if hasattr(libc, "syncfs"):
+            libc.syncfs.argtypes = [ctypes.c_int]
+            libc.syncfs.restype = ctypes.c_int
         return libc
     except (OSError, AttributeError):
         return None
 
 
 _LIBC = _libc()
-_populate_supported = _LIBC is not None
 
 
 def address_of(mm: mmap.mmap) -> int:
@@ -71,22 +69,6 @@ def _page_span(address: int, lo: int, hi: int) -> tuple[int, int]:
     return address + start, hi - start
 
 
-def populate(address: int, lo: int, hi: int) -> bool:
-    """Fault in bytes [lo, hi) of the mapping at ``address`` writable; False if unsupported
-    or refused (a full disk refuses a sparse file's pages: the writer then gets the error)."""
-    global _populate_supported
-    if not _populate_supported or hi <= lo:
-        return False
-    assert _LIBC is not None
-    if _LIBC.madvise(*_page_span(address, lo, hi), MADV_POPULATE_WRITE) == 0:
-        return True
-    err = ctypes.get_errno()
-    if err == errno.EINVAL:
-        _populate_supported = False
-        log.info("madvise(MADV_POPULATE_WRITE) is not supported here: the writer faults its own pages")
-    return False
-
-
 def sync(address: int, lo: int, hi: int) -> bool:
     """fdatasync bytes [lo, hi) of the mapping at ``address``; False if msync is missing.
     Raises OSError when the sync fails (an I/O error)."""
@@ -95,6 +77,17 @@ def sync(address: int, lo: int, hi: int) -> bool:
     if _LIBC.msync(*_page_span(address, lo, hi), MS_SYNC) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"msync: {errno.errorcode.get(err, err)}")
+    return True
+
+
+def syncfs(fd: int) -> bool:
+    """Make everything written on the file system holding the open file ``fd`` durable;
+    False if syncfs is missing. Raises OSError when it fails (a writeback error)."""
+    if _LIBC is None or not hasattr(_LIBC, "syncfs"):
+        return False
+    if _LIBC.syncfs(fd) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"syncfs: {errno.errorcode.get(err, err)}")
     return True
 
 

@@ -101,7 +101,7 @@ async def kill_masters(group: ControllerGroup, sender: Progress, kills: int,
     failovers = []
     for _ in range(kills):
         master = await eventually(lambda: master_of(group), 20, "a master")
-        await eventually(lambda m=master: equals(sync_set(group, m), "1,2"), 30, "both in sync")
+        await eventually(lambda m=master: all_in_sync(group, m), 30, "every broker in sync")
         before = sender.acked_count
         await eventually(lambda b=before: sender.acked_count > b + 50, 20, "sends acknowledged")
         killed_at = time.monotonic()
@@ -119,14 +119,14 @@ async def kill_masters(group: ControllerGroup, sender: Progress, kills: int,
 
 
 async def check_delivery(group: ControllerGroup, sender: KeyedSender) -> dict[str, Any]:
-    """Once both brokers are in sync: read every key's queue from the master and its copy on
-    the other broker. ``lost``: SEND_OK numbers missing; ``duplicates``: extra copies (resends
+    """Once every broker is in sync: read every key's queue from the master and its copies on
+    the others. ``lost``: SEND_OK numbers missing; ``duplicates``: extra copies (resends
     of numbers whose answer was lost); ``out_of_order_keys``: keys whose first occurrences are
-    not in sending order; ``copies_equal``: the follower holds the same messages."""
+    not in sending order; ``copies_equal``: the followers hold the same messages."""
     final = await eventually(lambda: master_of(group), 20, "a master")
-    await eventually(lambda: equals(sync_set(group, final), "1,2"), 30, "both in sync at the end")
-    other = next(i for i in group.broker_ids if i != final)
-    wire, follower = BrokerWire(group.addr(final)), BrokerWire(group.addr(other))
+    await eventually(lambda: all_in_sync(group, final), 30, "every broker in sync at the end")
+    wire = BrokerWire(group.addr(final))
+    followers = [BrokerWire(group.addr(i)) for i in group.broker_ids if i != final]
     lost = duplicates = 0
     disorder: list[int] = []
     equal = True
@@ -139,13 +139,19 @@ async def check_delivery(group: ControllerGroup, sender: KeyedSender) -> dict[st
                 disorder.append(key)
             lost += len(set(acked) - set(stored))
             duplicates += len(stored) - len(first_seen)
-            copy = await follower.pull_messages("G", TOPIC, key)
-            equal = equal and [m.body for m in copy] == [m.body for m in records]
+            for follower in followers:
+                copy = await follower.pull_messages("G", TOPIC, key)
+                equal = equal and [m.body for m in copy] == [m.body for m in records]
     finally:
-        await wire.close()
-        await follower.close()
+        for w in (wire, *followers):
+            await w.close()
     return {"acked": sender.acked_count, "lost": lost, "duplicates": duplicates, "out_of_order_keys": disorder,
             "copies_equal": equal, "statuses": dict(sender.statuses)}
+
+
+async def all_in_sync(group: ControllerGroup, master: int) -> bool:
+    """``master``'s SyncStateSet names every broker of the group."""
+    return await sync_set(group, master) == ",".join(map(str, group.broker_ids))
 
 
 async def equals(value: Any, expected: str) -> bool:

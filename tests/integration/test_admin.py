@@ -74,6 +74,9 @@ def test_topic_create_update_status_and_delete(cluster: Cluster):
     async def test(admin: AsyncAdmin):
         addrs = await admin.create_topic("A-topic", queue_nums=3)
         assert sorted(addrs) == sorted([cluster.broker_addr(0), cluster.broker_addr(1)])
+        queue_dirs = cluster.store_dir(0) / "consumequeue" / "A-topic"
+        assert sorted(p.name for p in queue_dirs.iterdir()) == ["0", "1", "2"]  # made with the topic
+        assert not any(p.is_file() for p in queue_dirs.rglob("*"))  # files come with each queue's first message
         route = await admin.topic_route("A-topic")  # brokers register a topic before they answer its creation
         assert {(q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm) for q in route.queue_datas} == {
             ("broker-a", 3, 3, 6), ("broker-b", 3, 3, 6)}
@@ -97,6 +100,7 @@ def test_topic_create_update_status_and_delete(cluster: Cluster):
         assert await updated(), "the NameServer has the update when create_topic returns"
         await admin.delete_topic("A-topic")
         assert "A-topic" not in await admin.topic_list()
+        assert not queue_dirs.exists()
         with pytest.raises(NoRouteError):
             await admin.topic_route("A-topic")
         with pytest.raises(MessageValidationError):

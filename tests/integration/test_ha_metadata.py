@@ -31,8 +31,9 @@ async def committed(wire: BrokerWire, queue_id: int) -> int | None:
     return await committed_for(wire, "G", "T", queue_id)
 
 
-def test_offsets_committed_to_a_slave_survive_the_masters_return(tmp_path: Path) -> None:
-    with HAGroup(tmp_path, broker_args=["--slaveSyncInterval=300"]) as group:
+def test_offsets_committed_to_a_slave_survive_its_restart_and_the_masters_return(tmp_path: Path) -> None:
+    # a slave started while its master is down learns of its return at its next registration
+    with HAGroup(tmp_path, broker_args=["--slaveSyncInterval=300", "--registerNameServerPeriod=1000"]) as group:
         async def main() -> None:
             master, slave = BrokerWire(group.master_addr), BrokerWire(group.slave_addr(1))
             try:
@@ -50,9 +51,15 @@ def test_offsets_committed_to_a_slave_survive_the_masters_return(tmp_path: Path)
                 await eventually(lambda: slave_has(0, 5), 15, "the slave copying the master's offsets")
                 pulled = await slave.pull("G", "T", 0, 0)  # the topic and group came over too
                 assert pulled.code == ResponseCode.SUCCESS and pulled.ext("suggestWhichBrokerId") == "0"
+                no_timer = await slave.call(RequestCode.GET_ALL_DELAY_OFFSET)  # a slave runs no timer
+                assert (no_timer.code, no_timer.remark) == (ResponseCode.SYSTEM_ERROR, "No delay offset in this broker")
                 group.stop_broker(0)  # persists its offsets (a kill -9 loses the last flushConsumerOffsetInterval)
                 await commit(slave, 0, 15)  # a consumer reading the slave while the master is down
-                await asyncio.sleep(0)
+                await slave.close()
+                group.stop_broker(1)  # the slave restarts while the master is still down: it kept 15 on disk
+                group.start_slave(1)
+                slave = BrokerWire(group.slave_addr(1))
+                assert await committed(slave, 0) == 15
                 group.start_master()
                 master2 = BrokerWire(group.master_addr)
                 try:

@@ -116,7 +116,10 @@ def test_a_partitioned_master_fences_itself_and_cuts_its_tail_when_it_rejoins(tm
             assert report["lost"] == 0 and report["out_of_order_keys"] == [] and report["copies_equal"], report
 
             after_fence = [a for a in answers(local) if a["started"] > fence["answered"]]
-            assert after_fence and all(a["code"] != ResponseCode.SUCCESS for a in after_fence)
+            # refused, or the connection lost: nothing stored after the fence, not even in the moment
+            # after the heal when the old master has a fresh etcd session but has not yet seen its successor
+            stored_late = [a for a in after_fence if a["code"] not in (ResponseCode.SERVICE_NOT_AVAILABLE, -1)]
+            assert after_fence and not stored_late, (fence, stored_late[:5])
             ok = {f"n{a['i']}".encode() for a in answers(local) if a["code"] == ResponseCode.SUCCESS}
             tail = {f"n{a['i']}".encode() for a in answers(local) if a["started"] > cut_at
                     and a["code"] == ResponseCode.FLUSH_SLAVE_TIMEOUT}

@@ -18,7 +18,9 @@ master's lease does (a crash, a partition from etcd, a clean stop revoking it).
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -101,6 +103,7 @@ class EtcdGroup:
         self.client: Any = None
         self.lease: Any = None
         self._next = 0
+        self._moving = asyncio.Lock()
 
     @property
     def state_key(self) -> bytes:
@@ -115,9 +118,38 @@ class EtcdGroup:
 
     async def connect(self) -> None:
         """A client to the next endpoint and a fresh lease; ControllerError if none answers."""
+        await self.close()
+        self.client, self.lease = await self._open(lambda client: client.lease(self.ttl_s))
+
+    async def change_member(self, failed: Any) -> bool:
+        """Go on with the same lease through another member once a call on ``failed`` (the
+        client then in use) failed: an etcd that keeps its majority keeps the lease, so losing
+        the member a broker talks to costs a master neither its sends nor its term. True once
+        the lease is renewed through the new member, False when etcd says it has expired,
+        ControllerError when no member renews it."""
+        async with self._moving:
+            if self.client is not failed and self.client is not None:
+                return await self.keepalive()  # another task has moved: renew through its member
+            lease = self.lease
+            if lease is None:
+                raise ControllerError("no lease to keep")
+
+            async def renew(client: Any) -> bool:
+                reply = await client.refresh_lease(lease.id)
+                return bool(reply.TTL > 0)
+            client, alive = await self._open(renew)
+            if not alive:
+                await _quiet_close(client)
+                return False
+            old, self.client = self.client, client
+            if old is not None:
+                await _quiet_close(old)
+            return True
+
+    async def _open(self, start: Callable[[Any], Awaitable[Any]]) -> tuple[Any, Any]:
+        """A connected client to the next endpoint on which ``start`` succeeds, and its result."""
         if aetcd is None:
             raise ControllerError("enableControllerMode needs the Python package aetcd (pip install 'skiffmq[ha]')")
-        await self.close()
         errors = []
         for _ in range(len(self.endpoints)):
             endpoint = self.endpoints[self._next % len(self.endpoints)]
@@ -126,9 +158,7 @@ class EtcdGroup:
             client = aetcd.Client(host, port, timeout=max(1, self.ttl_s // 2), connect_wait_timeout=2)
             try:
                 await client.connect()
-                self.lease = await client.lease(self.ttl_s)
-                self.client = client
-                return
+                return client, await start(client)
             except Exception as exc:  # noqa: BLE001 - aetcd raises its own tree and grpc's
                 errors.append(f"{endpoint}: {exc}")
                 await _quiet_close(client)

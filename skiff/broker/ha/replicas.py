@@ -93,11 +93,22 @@ class ReplicasManager(Service):
 
     async def _session(self) -> None:
         await self.etcd.connect()
+        # a master's term hangs on the lease of the session that elected it: the fresh lease of
+        # a new session (after a partition, say) must not let it take sends again before its
+        # first round finds a successor; only an election in this session (`_promote`) does
+        self._stale_term = self._stale_term or not self.role.is_slave
         self._lease_renewed(time.monotonic())
         self._keepalive = asyncio.create_task(self._keep_lease())
         try:
             while not self.stopping and not self._keepalive.done():
-                await self._round()
+                sent, client = time.monotonic(), self.etcd.client
+                try:
+                    await self._round()
+                except ControllerError as exc:
+                    log.warning("controller: %s; going on through another etcd member", exc)
+                    if not await self.etcd.change_member(client):
+                        raise ControllerError("the lease expired") from exc
+                    self._lease_renewed(sent)
                 if not await self.sleep(self.poll_s):
                     break
         finally:
@@ -108,11 +119,14 @@ class ReplicasManager(Service):
 
     async def _keep_lease(self) -> None:
         while True:
-            sent = time.monotonic()
+            sent, client = time.monotonic(), self.etcd.client
             try:
                 alive = await asyncio.wait_for(self.etcd.keepalive(), self.ttl_s / 3)
             except (ControllerError, asyncio.TimeoutError):
-                alive = None
+                try:  # the member may be gone while etcd keeps its majority
+                    alive = await self.etcd.change_member(client)
+                except ControllerError:
+                    alive = None
             if alive is False:
                 log.warning("controller: the lease expired")
                 return

@@ -95,6 +95,7 @@ class Replication:
     async def _became_master(self, state: GroupState) -> None:
         assert self.sync is not None
         self.sync.set_master(None)
+        self._adopt_unsynced_topics()
         self.role.role = self.config.broker_role
         self.role.broker_id = MASTER_ID
         self.store.replica = False
@@ -112,6 +113,18 @@ class Replication:
             await self._stop_master_services()
             await self.registration.register_all()
         self.sync.set_master(state.master_addr)
+
+    def _adopt_unsynced_topics(self) -> None:
+        """A slave learns a new topic's config at its next metadata sync; promoted before
+        that (the master died meanwhile), it holds the topic's messages but would answer
+        TOPIC_NOT_EXIST for them. Such a topic gets a config with at least as many queues
+        as it has."""
+        for topic in self.store.topics():
+            if topic not in self.topics:
+                queues = max(max(self.store.queue_ids(topic), default=0) + 1, self.config.default_topic_queue_nums)
+                self.topics.find_or_create(topic, queues)
+                log.warning("topic %s has messages but no config yet (not synced before the promotion): "
+                            "created with %d queues", topic, queues)
 
     def runtime_table(self) -> dict[str, str]:
         table: dict[str, str] = {}

@@ -91,11 +91,15 @@ class PopService:
 
     # -- lifecycle -------------------------------------------------------------------
 
-    def start(self) -> list[Periodic]:
-        """Load the state and listen to dispatches; the periodic services to start."""
+    def start(self) -> None:
+        """Load the state and listen to dispatches."""
         self.state.load()
         self._loop = asyncio.get_running_loop()
         self.store.add_dispatch_listener(self._dispatched)
+
+    def periodics(self) -> list[Periodic]:
+        """The reviver and the state's persistence: a master's, started (fresh) each time
+        this broker becomes master."""
         return [Periodic("pop-revive", self.config.pop_revive_interval_ms / 1000.0, self._revive_tick),
                 Periodic("pop-persist", self.config.pop_state_persist_interval_ms / 1000.0, self.persist)]
 

@@ -8,6 +8,8 @@ NameServers at once (the topic manager's ``on_change``).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 
 from skiff.broker.config import BrokerConfig, config_properties
@@ -30,6 +32,8 @@ from skiff.protocol.headers.admin import (
 )
 from skiff.store import MessageStore, StoreConfig
 from skiff.transport.connection import Connection, Handler
+
+log = logging.getLogger(__name__)
 
 REGISTER_WAIT_S = 3.0
 """Longest a topic change's answer waits for its registration (then it answers anyway;
@@ -73,8 +77,17 @@ class TopicAdminProcessor:
         self.topics.put(TopicConfig(h.topic, h.read_queue_nums, h.write_queue_nums, h.perm,
                                     TopicFilterType(h.topic_filter_type), h.topic_sys_flag or 0, h.order,
                                     attributes))
+        await self._prepare_queues(h.topic, max(h.read_queue_nums, h.write_queue_nums))
         await self.registered(REGISTER_WAIT_S)
         return req.response()
+
+    async def _prepare_queues(self, topic: str, queue_nums: int) -> None:
+        """The queues' directories, made off the loop; a failure (a full disk) only leaves
+        each queue to make its own on its first message, as before."""
+        try:
+            await asyncio.to_thread(self.store.prepare_topic, topic, queue_nums)
+        except OSError as exc:
+            log.warning("cannot make the queue directories of topic %s now: %s", topic, exc)
 
     async def delete_topic(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         topic = DeleteTopicRequestHeader.from_ext(req.ext_fields).topic

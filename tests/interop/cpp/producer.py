@@ -7,6 +7,7 @@ Prints one JSON object: {"results": [{"keys", "status", "msg_id", "offset", "t"}
 ("t": the wall-clock time of the answer).
 A sync or orderly send that fails is retried for up to ``retry_s`` seconds (a broker restarting).
 SIGTERM stops the sends after the one under way (retries end too) and prints what was answered.
+With "stream": true each sync or orderly answer is also printed as it comes, {"answer": {...}}.
 """
 
 import json
@@ -82,6 +83,8 @@ def main():
                     results.append(result(s, res))
                 except Exception as exc:
                     results.append({"keys": s.get("keys"), "error": str(exc)})
+                if spec.get("stream"):
+                    print(json.dumps({"answer": results[-1]}), flush=True)
     finally:
         producer.shutdown()
     print(json.dumps({"results": results}))

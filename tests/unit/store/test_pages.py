@@ -1,5 +1,5 @@
-"""Pages populated ahead of the writer, range flushes that leave them (and the tail) out, and
-flushed pages dropped behind the writer."""
+"""Appends written through the file descriptor, range flushes that leave the tail page out,
+and flushed pages dropped behind the writer."""
 
 import ctypes
 import ctypes.util
@@ -10,6 +10,8 @@ import pytest
 from skiff.common.record import read_head, read_tail
 from skiff.store import pages
 from skiff.store.commitlog import DROP_CHUNK_BYTES, CommitLog
+from skiff.store.config import CQ_ENTRY_BYTES
+from skiff.store.consume_queue import SYNCFS_MIN_QUEUES, ConsumeQueueTable
 from skiff.store.pages import PAGE_BYTES
 
 from .conftest import STORE_HOST, message
@@ -36,40 +38,21 @@ def _append(log: CommitLog, count: int, body_bytes: int = 100) -> None:
     log.append(msgs, b"T", range(count), [size] * count, size * count, 1_000)
 
 
-def test_warmed_pages_take_no_fault_when_written(commitlog):
-    populated = 0
-    while (step := commitlog.warm(ahead_bytes=256 << 10)) > 0:
-        populated += step
-    if not populated:
-        pytest.skip("madvise(MADV_POPULATE_WRITE) is not supported by this kernel")
-    assert populated == 256 << 10
-    f = commitlog.files.find(0)
+def test_appends_are_written_through_the_file_and_fault_no_page_in(commitlog):
+    """The appending thread finds fresh pages inside pwrite (the GIL released), not by
+    faulting them in through the mapping; the records read back through the mapping."""
+    msgs = [message(i, body=bytes(100)) for i in range(1000)]
+    size = 92 + 100 + len(msgs[0].properties)
 
-    def faults_writing(lo: int, hi: int) -> int:
-        before = _faults()
-        for pos in range(lo, hi, PAGE_BYTES):
-            f.mm[pos] = 0
-        return _faults() - before
-
-    pages = (256 << 10) // PAGE_BYTES
-    # A fault or two of the interpreter's own (its heap) may land in the window on a busy machine;
-    # the warmed pages themselves take none, where the same writes past the window fault on most pages.
-    assert faults_writing(0, 256 << 10) <= 2
-    assert faults_writing(512 << 10, 768 << 10) >= pages // 2
-    assert commitlog.warm(ahead_bytes=256 << 10) == 0  # nothing new until the writer moves on
-
-
-def test_warming_follows_the_write_position_and_stops_at_the_file_end(commitlog):
-    while commitlog.warm(ahead_bytes=64 << 10):
-        pass
-    _append(commitlog, 400)
-    assert commitlog.write_pos > 64 << 10  # past the warmed window
-    fresh = 0
-    while (step := commitlog.warm(ahead_bytes=FILE)) > 0:
-        fresh += step
-    if not fresh:
-        pytest.skip("madvise(MADV_POPULATE_WRITE) is not supported by this kernel")
-    assert fresh == FILE - commitlog.write_pos
+    def append() -> None:
+        commitlog.append(msgs, b"T", range(1000), [size] * 1000, size * 1000, 1_000)
+    append()  # the reused pack buffer grows to the batch here
+    before = _faults()
+    append()  # ~220 KiB: over fifty fresh pages of the file
+    assert _faults() - before <= 4
+    assert commitlog.write_pos == 2000 * size
+    view = commitlog.record_view(commitlog.write_pos - size)
+    assert view is not None and read_tail(view, 0, read_head(view)).body_length == 100
 
 
 def test_periodic_flush_keeps_the_tail_page_while_whole_pages_are_due(commitlog):
@@ -83,11 +66,33 @@ def test_periodic_flush_keeps_the_tail_page_while_whole_pages_are_due(commitlog)
     assert commitlog.fsync_count == 3
 
 
-def test_a_closed_file_is_neither_synced_nor_populated(commitlog):
+def test_a_closed_file_is_neither_synced_nor_dropped(commitlog):
     f = commitlog.files.find(0)
     assert f.sync(0, PAGE_BYTES) and f.sync()
     f.close()
-    assert not f.sync(0, PAGE_BYTES) and not f.populate(0, PAGE_BYTES)
+    assert not f.sync(0, PAGE_BYTES) and not f.drop(0, PAGE_BYTES)
+
+
+def test_many_queues_with_new_entries_are_flushed_by_one_syncfs(tmp_path, monkeypatch):
+    table = ConsumeQueueTable(str(tmp_path / "consumequeue"), CQ_ENTRY_BYTES * 16)
+    syncs: list[int] = []
+    real_syncfs = pages.syncfs
+    monkeypatch.setattr(pages, "syncfs", lambda fd: syncs.append(fd) or real_syncfs(fd))
+    many = SYNCFS_MIN_QUEUES + 6
+    for q in range(many):
+        table.get_or_create("T", q).append(0, [q * 200], [150], [7])
+    table.flush()
+    if not syncs:
+        pytest.skip("syncfs is not available here")
+    assert len(syncs) == 1 and table.flush_count == many
+    assert not any(cq.unflushed for cq in table.all())
+    assert [table.get("T", q).entry(0) for q in (0, many - 1)] == [(0, 150, 7), ((many - 1) * 200, 150, 7)]
+    for q in range(3):  # few queues with new entries: each file is synced on its own
+        table.get_or_create("T", q).append(1, [50_000 + q], [150], [7])
+    table.flush()
+    assert len(syncs) == 1 and table.flush_count == many + 3
+    assert not any(cq.unflushed for cq in table.all())
+    table.close()
 
 
 def _resident(f, lo: int, hi: int) -> int:

@@ -214,3 +214,17 @@ def test_a_crash_leaves_the_index_header_of_the_last_checkpoint_and_recovery_ind
         assert len(again.query_by_key("T", f"U{i}", 64, *EVER)) == 1
     again.put_message(message(40, keys="k40"))
     assert len(again.query_by_key("T", "k40", 64, *EVER)) == 1
+
+
+def test_prepared_queue_directories_survive_a_restart_and_take_messages(open_store):
+    store = open_store()
+    assert store.prepare_topic("T", 3) == 3
+    assert store.prepare_topic("T", 4) == 1  # only the missing one
+    store.put_message(message(0, queue_id=1))
+    store.shutdown()
+    again = open_store(root=store.root)
+    assert [again.get_max_offset("T", q) for q in range(4)] == [0, 1, 0, 0]
+    assert [again.put_message(message(i, queue_id=q)).queue_offset for i, q in ((1, 0), (2, 1), (3, 3))] == [0, 1, 0]
+    assert [b for _, b in _bodies(again, 1)] == [message(0).body, message(2).body]
+    again.delete_topic("T")
+    assert not os.path.exists(os.path.join(again.root, "consumequeue", "T"))
