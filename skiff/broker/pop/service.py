@@ -36,12 +36,12 @@ from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.offsets import ConsumerOffsetManager
 from skiff.broker.pop.state import InFlight, OrderBatch, PopState, QueueKey
 from skiff.broker.processors.pull import properties_filter
-from skiff.broker.requeue import reconsume_times, requeue_input
-from skiff.broker.topics import READ_WRITE, TopicConfigManager
+from skiff.broker.requeue import Retry, requeue
+from skiff.broker.topics import TopicConfigManager
 from skiff.broker.writer import MessageWriter
 from skiff.common.clock import Clock
 from skiff.common.errors import SkiffError
-from skiff.common.names import dlq_topic, pop_retry_topic
+from skiff.common.names import pop_retry_topic
 from skiff.common.record import read_head
 from skiff.common.service import Periodic
 from skiff.filter import MessageFilter
@@ -349,9 +349,7 @@ class PopService:
         return self.ack(group, topic, handle)
 
     def _dead_letter(self, group: str, record: bytes) -> None:
-        topic = dlq_topic(group)
-        self.topics.find_or_create(topic, 1, READ_WRITE)
-        self._put(requeue_input(self.writer, record, topic, 0))
+        self._put(requeue(self.writer, self.topics, record, group, None, 0))
 
     def _commit(self, key: QueueKey) -> None:
         consumed = self.state.lowest_unacked(key)
@@ -377,13 +375,12 @@ class PopService:
         return moved
 
     def _redeliver(self, group: str, topic: str, record: bytes) -> bool:
-        if reconsume_times(record) >= self.groups.retry_max_times(group):
-            self._dead_letter(group, record)
-            return True
+        """To the group's retry topic for ``topic`` (popped from that retry topic: the same), or
+        to the DLQ past the group's retries; False when the copy could not be stored."""
         prefix = pop_retry_topic(group, "")
         retry = topic if topic.startswith(prefix) else pop_retry_topic(group, topic)
-        self.topics.find_or_create(retry, 1, READ_WRITE)
-        return self._put(requeue_input(self.writer, record, retry, 0))
+        return self._put(requeue(self.writer, self.topics, record, group, Retry(retry),
+                                 self.groups.retry_max_times(group)))
 
     def _put(self, made: object) -> bool:
         if isinstance(made, str):
