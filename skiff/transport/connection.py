@@ -58,9 +58,9 @@ _PAUSED_BY_HANDLERS = 2
 _PAUSED_BY_OWNER = 4
 _PAUSED_FOR_TURN = 8
 
-READ_TURN_BYTES = 64 * 1024
-"""A serving connection that has read this much since its last turn lets the other
-connections take theirs before it reads again (see `_take_turns`)."""
+READ_TURN_BYTES = 256_000
+"""uvloop's receive buffer: a read that filled it left more waiting, and libuv reads
+such a socket again at once; a serving connection then yields its turn (`_take_turns`)."""
 
 
 class CloseReason(enum.StrEnum):
@@ -128,7 +128,6 @@ class Connection(asyncio.Protocol):
         self._write_paused = False
         self._read_paused = 0
         self._last_read_s = 0.0
-        self._read_since_turn = 0
         self._lost = asyncio.Event()
         self.peer: tuple[str, int] = ("?", 0)
         self.local: tuple[str, int] = ("?", 0)
@@ -216,10 +215,8 @@ class Connection(asyncio.Protocol):
             self._backlog.extend(commands)
         else:
             self._dispatch(commands)
-        if self._serving:
-            self._read_since_turn += len(data)
-            if self._read_since_turn >= READ_TURN_BYTES and not self._read_paused:
-                self._take_turns()
+        if self._serving and len(data) >= READ_TURN_BYTES and not self._read_paused:
+            self._take_turns()
 
     def _take_turns(self) -> None:
         """Read no more from this peer until the next loop step.
@@ -228,9 +225,9 @@ class Connection(asyncio.Protocol):
         buffer, so a producer that keeps megabytes of batches in flight would
         have the loop handle all of them before it reads any other connection:
         a consumer's pulls then wait behind them and the consumer falls behind.
-        Pausing until the next step, every `READ_TURN_BYTES`, lets the others in.
+        Pausing until the next step after a full read lets the others in; a read
+        that did not fill the buffer drained the socket, and libuv moves on anyway.
         """
-        self._read_since_turn = 0
         self._pause_reading(_PAUSED_FOR_TURN)
         self._loop.call_soon(self._resume_reading, _PAUSED_FOR_TURN)  # type: ignore[union-attr]
 
