@@ -4,7 +4,13 @@ that add up (every message produced is consumed)."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
+import pytest
+
+from skiff.bench.replication import pin_cpus
 from skiff.testing.processes import run_skiff
 
 
@@ -66,3 +72,24 @@ def test_replication_bench_measures_the_slave_path_in_process():
     rows = json.loads(done.stdout[done.stdout.index("["):])
     assert [(r["body_bytes"], r["messages"]) for r in rows] == [(100, 640), (1024, 640)]
     assert all(r["slave_cpu_us_per_message"] > 0 for r in rows)
+
+
+def test_replication_bench_pin_puts_the_master_on_a_cpu_of_its_own():
+    """--pin: every thread of the master on the first CPU, every thread of the others on the rest."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs 2 CPUs")
+    code = ("import threading, time; threading.Thread(target=time.sleep, args=(60,)).start(); "
+            "print(1, flush=True); time.sleep(60)")
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE) for _ in range(2)]
+    try:
+        for p in procs:
+            assert p.stdout is not None and p.stdout.readline() == b"1\n"  # its second thread is running
+        pin_cpus(procs[0].pid, [procs[1].pid])
+        for p, want in zip(procs, ({cpus[0]}, set(cpus[1:]))):
+            tids = os.listdir(f"/proc/{p.pid}/task")
+            assert len(tids) == 2 and all(os.sched_getaffinity(int(t)) == want for t in tids)
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
