@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import enum
+import functools
 import logging
 import socket
 import typing
@@ -121,7 +122,7 @@ class Connection(asyncio.Protocol):
         self._unsent: collections.deque[list[Buffer]] = collections.deque()
         self._output: GatheredOutput  # made with the transport, in connection_made
         self._backlog: collections.deque[RemotingCommand] = collections.deque()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Future[typing.Any]] = set()
         self._listeners: list[CloseListener] = []
         self._opaque = 0
         self._write_paused = False
@@ -393,13 +394,18 @@ class Connection(asyncio.Protocol):
             self._spawn(cmd, result)  # type: ignore[arg-type]
 
     def _spawn(self, cmd: RemotingCommand, awaitable: Awaitable[RemotingCommand | None]) -> None:
-        task = asyncio.ensure_future(self._finish(cmd, awaitable))
+        task: asyncio.Future[typing.Any]
+        if isinstance(awaitable, asyncio.Future):  # a future a callback resolves: answered from its done callback
+            task = awaitable
+            task.add_done_callback(functools.partial(self._answered, cmd))
+        else:
+            task = asyncio.ensure_future(self._finish(cmd, awaitable))
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
         if len(self._tasks) >= self._max_pending:
             self._pause_reading(_PAUSED_BY_HANDLERS)
 
-    def _task_done(self, task: asyncio.Task[None]) -> None:
+    def _task_done(self, task: asyncio.Future[typing.Any]) -> None:
         self._tasks.discard(task)
         if len(self._tasks) < self._max_pending:
             self._resume_reading(_PAUSED_BY_HANDLERS)
@@ -412,6 +418,12 @@ class Connection(asyncio.Protocol):
         except Exception as exc:
             response = self._error_response(cmd, exc)
         self._reply(cmd, response)
+
+    def _answered(self, cmd: RemotingCommand, future: asyncio.Future[RemotingCommand | None]) -> None:
+        if future.cancelled():
+            return
+        exc = future.exception()
+        self._reply(cmd, future.result() if exc is None else self._error_response(cmd, exc))  # type: ignore[arg-type]
 
     def _error_response(self, cmd: RemotingCommand, exc: Exception) -> RemotingCommand:
         text = str(exc) or type(exc).__name__
