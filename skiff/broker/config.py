@@ -176,6 +176,8 @@ class BrokerConfig:
     """Percent of non-orderly pops that read the group's retry topic before the topic's queues."""
     pop_state_persist_interval_ms: int = 5_000
     """How often the POP cursors and in-flight messages are written when they changed (Skiff's key)."""
+    max_pop_polling_size: int = 100_000
+    """Most pops waiting for messages at once (long polling); past it a pop is answered POLLING_FULL."""
     grpc_server_port: int = 8081
     """Port of the gRPC endpoint for RocketMQ 5.x clients (the proxy's key); 0 turns it off."""
     default_invisible_time_ms: int = 60_000
@@ -304,7 +306,8 @@ class BrokerConfig:
 
 
 _POSITIVE = frozenset({"timer_max_delay_sec", "transaction_check_max", "max_transfer_count_on_message_in_memory",
-                       "max_transfer_bytes_on_message_in_memory", "ha_slave_fallbehind_max"})
+                       "max_transfer_bytes_on_message_in_memory", "ha_slave_fallbehind_max",
+                       "max_pop_polling_size"})
 
 
 def _check_host_port(name: str, addr: str, whole: str | None = None) -> None:

@@ -284,6 +284,7 @@ class BrokerServer:
             await self.metrics.stop()
         await self.registration.stop()
         await self.hold.stop()
+        self.pop.release()
         if self.grpc is not None:
             await self.grpc.stop(self.config.shutdown_drain_timeout_ms / 1000.0)
         await remoting.stop(self.config.shutdown_drain_timeout_ms / 1000.0)

@@ -84,7 +84,8 @@ def register(sub: Any) -> None:
     up.add_argument("--ha", action="store_true",
                     help="instead: an etcd, a NameServer and a master and a slave in controller mode "
                          "(docs/replication.md); needs Debian's etcd-server")
-    up.add_argument("--etcd-port", type=int, default=2379, help="with --ha: etcd's client port (default 2379)")
+    up.add_argument("--etcd-port", type=int, default=2379,
+                    help="with --ha: etcd's client port (default 2379; its peer port is the next one)")
     up.set_defaults(handler=run_up, accepts_extra=True)
 
 

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 
 from skiff.common.config import parse_overrides
 from skiff.common.errors import SkiffError
-from skiff.testing.etcd import Etcd, etcd_binary
+from skiff.cli.etcd_process import EtcdProcess, etcd_binary
 from skiff.transport.loop import run
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,8 @@ def run_up_ha(args: argparse.Namespace, extra: list[str]) -> int:
             "grpcServerPort": "0",  # two brokers in one process: one port each would be needed
         }
         configs.append(load_configs(keys, overrides))
-    etcd = Etcd(os.path.join(args.dir, "etcd"), client_port=args.etcd_port)
+    etcd = EtcdProcess(os.path.join(args.dir, "etcd"), client_port=args.etcd_port,
+                       peer_port=args.etcd_port + 1)
     etcd.start()
     try:
         return run(lambda stop: _serve(namesrv_config, configs, etcd, stop))
@@ -57,7 +58,7 @@ def run_up_ha(args: argparse.Namespace, extra: list[str]) -> int:
         etcd.stop()
 
 
-async def _serve(namesrv_config, configs, etcd: Etcd, stop: asyncio.Event) -> int:  # type: ignore[no-untyped-def]
+async def _serve(namesrv_config, configs, etcd: EtcdProcess, stop: asyncio.Event) -> int:  # type: ignore[no-untyped-def]
     from skiff.broker import BrokerServer
     from skiff.namesrv import NamesrvServer
 
@@ -79,7 +80,7 @@ async def _serve(namesrv_config, configs, etcd: Etcd, stop: asyncio.Event) -> in
     return 0
 
 
-async def _report(namesrv_port: int, etcd: Etcd, servers: list) -> None:  # type: ignore[type-arg]
+async def _report(namesrv_port: int, etcd: EtcdProcess, servers: list) -> None:  # type: ignore[type-arg]
     """Wait (briefly) for the election, then say what runs where."""
     for _ in range(100):
         if any(not s.role.is_slave for s in servers):

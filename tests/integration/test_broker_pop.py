@@ -181,3 +181,32 @@ def test_in_flight_messages_survive_a_crash_and_a_restart(cluster: Cluster):
         [(m, _)] = await pop_until(wire, "G-d", "PopD", 1)
         assert (m.body, m.reconsume_times) == (b"d2", 1)
     with_wire(cluster.broker_addr(), back_after_restart)
+
+
+def test_waiting_pops_are_capped_and_released_promptly_at_shutdown(tmp_path) -> None:
+    """``maxPopPollingSize`` pops wait at once; one more that finds nothing is refused POLLING_FULL
+    at once. A broker stopping answers its waiting pops SERVICE_NOT_AVAILABLE at once, long
+    before their poll time."""
+    with Cluster(tmp_path, broker_args=["--maxPopPollingSize=2"]) as capped:
+        async def test(wire: BrokerWire) -> None:
+            await send_all(wire, "PopCap", [b"before"])  # the topic; popped (hidden) first, so pops find nothing
+            assert [m.body for m, _ in await pop_until(wire, "G-cap", "PopCap", 1)] == [b"before"]
+            held = [asyncio.ensure_future(wire.pop("G-cap", "PopCap", poll_ms=60_000)) for _ in range(2)]
+            await asyncio.sleep(0)  # not a wait: lets both tasks write their requests before the next one
+
+            async def full():
+                resp, found = await wire.pop("G-cap", "PopCap", poll_ms=200)
+                assert not found and resp.code in (PopResponseCode.POLLING_FULL, PopResponseCode.POLLING_TIMEOUT)
+                return resp if resp.code == PopResponseCode.POLLING_FULL else None
+            refused = await eventually(full, 20, "a pop past maxPopPollingSize refused")
+            assert "maxPopPollingSize" in refused.remark
+            assert not any(f.done() for f in held)
+
+            started = time.monotonic()
+            stopping = asyncio.ensure_future(asyncio.to_thread(capped.stop_broker, 0))
+            answers = await asyncio.wait_for(asyncio.gather(*held), 20)
+            assert time.monotonic() - started < 20
+            assert [(r.code, found) for r, found in answers] == [(ResponseCode.SERVICE_NOT_AVAILABLE, [])] * 2
+            assert all("shutting down" in r.remark for r, _ in answers)
+            assert await stopping == 0
+        with_wire(capped.broker_addr(), test)

@@ -28,7 +28,7 @@ from skiff.broker.grpc.convert import now_timestamp, to_message
 from skiff.broker.grpc.producing import status
 from skiff.broker.grpc.renewal import Renewals
 from skiff.broker.grpc.routes import BrokerQueues, Routes
-from skiff.broker.pop.service import PopRequest, PopService
+from skiff.broker.pop.service import PopRefused, PopRequest, PopService
 from skiff.broker.processors.pop import PopProcessor
 from skiff.broker.processors.pull import Refusal, compile_subscription
 from skiff.common.clock import Clock
@@ -86,7 +86,13 @@ class Consuming:
         poll_ms = req.long_polling_timeout.ToMilliseconds() if req.HasField("long_polling_timeout") else 20_000
         if time_left_s is not None:
             poll_ms = min(poll_ms, int(time_left_s * 1000) - 1000)
-        found = await self.pop.pop(made, max(0, poll_ms))
+        try:
+            found = await self.pop.pop(made, max(0, poll_ms))
+        except PopRefused as refused:
+            yield rpc.ReceiveMessageResponse(status=status(
+                pb.TOO_MANY_REQUESTS if refused.full else pb.INTERNAL_SERVER_ERROR, str(refused)))
+            yield rpc.ReceiveMessageResponse(delivery_timestamp=now_timestamp())
+            return
         if not found:
             yield rpc.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "no new message"))
         else:

@@ -16,7 +16,10 @@ and a message delivered more than ``retryMaxTimes + 1`` times goes to the DLQ.
 
 A pop that finds nothing can wait (long polling, up to its poll time) until the
 store dispatches to the topic or its retry topic, or an ack frees an orderly
-queue.
+queue. As the pulls `PullHoldService` holds: at most ``maxPopPollingSize`` pops
+wait at once (past that a pop is refused, POLLING_FULL), and at shutdown every
+waiting pop is released at once and refused ("shutting down") if it still finds
+nothing, so clients back off instead of popping again into a closing connection.
 """
 
 from __future__ import annotations
@@ -33,11 +36,12 @@ from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.offsets import ConsumerOffsetManager
 from skiff.broker.pop.state import InFlight, OrderBatch, PopState, QueueKey
 from skiff.broker.processors.pull import properties_filter
-from skiff.broker.requeue import reconsume_times, requeue_input
-from skiff.broker.topics import READ_WRITE, TopicConfigManager
+from skiff.broker.requeue import Retry, requeue
+from skiff.broker.topics import TopicConfigManager
 from skiff.broker.writer import MessageWriter
 from skiff.common.clock import Clock
-from skiff.common.names import dlq_topic, pop_retry_topic
+from skiff.common.errors import SkiffError
+from skiff.common.names import pop_retry_topic
 from skiff.common.record import read_head
 from skiff.common.service import Periodic
 from skiff.filter import MessageFilter
@@ -74,6 +78,17 @@ class Popped(NamedTuple):
     delivery_attempt: int
 
 
+class PopRefused(SkiffError):
+    """A pop that found nothing and may not wait: too many wait already (``full``), or the
+    broker is shutting down."""
+
+    retriable = True
+
+    def __init__(self, message: str, *, full: bool) -> None:
+        super().__init__(message)
+        self.full = full
+
+
 class PopService:
     def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
                  groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager, writer: MessageWriter,
@@ -88,6 +103,8 @@ class PopService:
         self.state = PopState(store_root)
         self._waiters: dict[str, set[asyncio.Future[None]]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._polling = 0
+        self._closed = False
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -110,15 +127,53 @@ class PopService:
 
     # -- pop ------------------------------------------------------------------------
 
+    @property
+    def polling_count(self) -> int:
+        """Pops waiting for messages now."""
+        return self._polling
+
     async def pop(self, req: PopRequest, poll_ms: int) -> list[Popped]:
-        """Pop now, or wait up to ``poll_ms`` for something to pop."""
+        """Pop now, or wait up to ``poll_ms`` for something to pop; `PopRefused` when it found
+        nothing and may not wait."""
         deadline = self.clock.monotonic() + poll_ms / 1000.0
-        while True:
-            found = self.pop_once(req)
-            left = deadline - self.clock.monotonic()
-            if found or left <= 0 or self._loop is None:
-                return found
-            await self._wait((req.topic, pop_retry_topic(req.group, req.topic)), min(left, 1.0))
+        found = self.pop_once(req)
+        if found or poll_ms <= 0 or self._loop is None:
+            return found
+        self._admit()
+        self._polling += 1
+        try:
+            while True:
+                left = deadline - self.clock.monotonic()
+                if left <= 0:
+                    return found
+                await self._wait((req.topic, pop_retry_topic(req.group, req.topic)), min(left, 1.0))
+                found = self.pop_once(req)
+                if found:
+                    return found
+                if self._closed:
+                    raise self._shutting_down()
+        finally:
+            self._polling -= 1
+
+    def _admit(self) -> None:
+        """Refuse a pop that would wait past the cap or while the broker shuts down."""
+        if self._closed:
+            raise self._shutting_down()
+        if self._polling >= self.config.max_pop_polling_size:
+            raise PopRefused(f"{self._polling} pops are waiting already, the most this broker holds "
+                             f"(maxPopPollingSize)", full=True)
+
+    def _shutting_down(self) -> PopRefused:
+        return PopRefused(f"the broker {self.config.broker_name} is shutting down", full=False)
+
+    def release(self) -> None:
+        """Shutdown: wake every waiting pop (each pops once more, and is refused if it finds
+        nothing) and let no pop wait from now on."""
+        self._closed = True
+        for waiting in list(self._waiters.values()):
+            for future in waiting:
+                if not future.done():
+                    future.set_result(None)
 
     def pop_once(self, req: PopRequest) -> list[Popped]:
         tc = self.topics.get(req.topic)
@@ -294,9 +349,7 @@ class PopService:
         return self.ack(group, topic, handle)
 
     def _dead_letter(self, group: str, record: bytes) -> None:
-        topic = dlq_topic(group)
-        self.topics.find_or_create(topic, 1, READ_WRITE)
-        self._put(requeue_input(self.writer, record, topic, 0))
+        self._put(requeue(self.writer, self.topics, record, group, None, 0))
 
     def _commit(self, key: QueueKey) -> None:
         consumed = self.state.lowest_unacked(key)
@@ -322,13 +375,12 @@ class PopService:
         return moved
 
     def _redeliver(self, group: str, topic: str, record: bytes) -> bool:
-        if reconsume_times(record) >= self.groups.retry_max_times(group):
-            self._dead_letter(group, record)
-            return True
+        """To the group's retry topic for ``topic`` (popped from that retry topic: the same), or
+        to the DLQ past the group's retries; False when the copy could not be stored."""
         prefix = pop_retry_topic(group, "")
         retry = topic if topic.startswith(prefix) else pop_retry_topic(group, topic)
-        self.topics.find_or_create(retry, 1, READ_WRITE)
-        return self._put(requeue_input(self.writer, record, retry, 0))
+        return self._put(requeue(self.writer, self.topics, record, group, Retry(retry),
+                                 self.groups.retry_max_times(group)))
 
     def _put(self, made: object) -> bool:
         if isinstance(made, str):

@@ -5,7 +5,8 @@ Checks and codes: the group (SUBSCRIPTION_GROUP_NOT_EXIST, NO_PERMISSION), the
 broker's read permission (NO_PERMISSION), the topic (TOPIC_NOT_EXIST), the queue id
 and ``maxMsgNums`` (1 to 32) and ``invisibleTime`` (MESSAGE_ILLEGAL), the filter (as a
 pull's). A pop that finds nothing answers POLLING_TIMEOUT after waiting ``pollTime``
-ms, or NO_MESSAGE at once without one. Found: SUCCESS, the records back to back in
+ms, or NO_MESSAGE at once without one; POLLING_FULL when ``maxPopPollingSize`` pops
+wait already, SERVICE_NOT_AVAILABLE when the broker shuts down meanwhile. Found: SUCCESS, the records back to back in
 the body (the retry topic's copies keep that topic; ``RETRY_TOPIC`` names the
 original) and the offset infos the client builds handles from
 (`skiff.protocol.headers.pop`). An ack or change whose handle names nothing in
@@ -19,7 +20,7 @@ from collections.abc import Awaitable
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
-from skiff.broker.pop.service import PopRequest, PopService, Popped
+from skiff.broker.pop.service import PopRefused, PopRequest, PopService, Popped
 from skiff.broker.processors.pull import Refusal, compile_subscription
 from skiff.broker.topics import TopicConfigManager
 from skiff.common.limits import POP_MAX_MSG_NUMS
@@ -69,7 +70,12 @@ class PopProcessor:
         return self._answer(req, request, max(0, h.poll_time))
 
     async def _answer(self, req: RemotingCommand, request: PopRequest, poll_ms: int) -> RemotingCommand:
-        found = await self.service.pop(request, poll_ms)
+        try:
+            found = await self.service.pop(request, poll_ms)
+        except PopRefused as refused:
+            # SERVICE_NOT_AVAILABLE at shutdown, as a held pull's: clients back off before retrying.
+            return req.response(PopResponseCode.POLLING_FULL if refused.full else ResponseCode.SERVICE_NOT_AVAILABLE,
+                                str(refused))
         if not found:
             if poll_ms:
                 return req.response(PopResponseCode.POLLING_TIMEOUT, "no new message within the poll time")

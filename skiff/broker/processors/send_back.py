@@ -12,27 +12,24 @@ negative level, it goes to the dead-letter topic ``%DLQ%<group>`` instead.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Awaitable
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.processors.send import SendProcessor
-from skiff.broker.requeue import reconsume_times, requeue_input
-from skiff.broker.topics import READ_WRITE, TopicConfigManager
+from skiff.broker.requeue import Retry, requeue
+from skiff.broker.topics import TopicConfigManager
 from skiff.broker.writer import MessageWriter
-from skiff.common.names import dlq_topic, retry_topic
+from skiff.common.names import retry_topic
 from skiff.protocol.bodies.topic import Perm
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers.consumer import ConsumerSendMsgBackRequestHeader
-from skiff.store import MessageInput, MessageStore
+from skiff.store import MessageStore
 from skiff.transport.connection import Connection, Handler
 
 V3_4_9 = 121
 """MQVersion.V3_4_9's ordinal: from this client version on, the request's maxReconsumeTimes counts."""
-FIRST_RETRY_LEVEL = 3
-DLQ_QUEUE_NUMS = 1
 
 
 class SendBackProcessor:
@@ -65,18 +62,9 @@ class SendBackProcessor:
         max_times = group.retry_max_times
         if req.version >= V3_4_9 and h.max_reconsume_times is not None:
             max_times = h.max_reconsume_times
-        made = self._retry_input(record, h, group.retry_queue_nums, max_times)
+        # A negative level asks for the dead-letter topic at once.
+        retry = None if h.delay_level < 0 else Retry(retry_topic(h.group), group.retry_queue_nums, h.delay_level)
+        made = requeue(self.writer, self.topics, record, h.group, retry, max_times)
         if isinstance(made, str):
             return req.response(ResponseCode.SYSTEM_ERROR, made)
         return self.sender.store_and_answer(req, [made], made.queue_id, wait=False)
-
-    def _retry_input(self, record: bytes, h: ConsumerSendMsgBackRequestHeader, retry_queues: int,
-                     max_times: int) -> MessageInput | str:
-        if reconsume_times(record) >= max_times or h.delay_level < 0:
-            topic = dlq_topic(h.group)
-            self.topics.find_or_create(topic, DLQ_QUEUE_NUMS, READ_WRITE)
-            return requeue_input(self.writer, record, topic, 0)
-        topic = retry_topic(h.group)
-        self.topics.find_or_create(topic, retry_queues, READ_WRITE)
-        level = h.delay_level or FIRST_RETRY_LEVEL + reconsume_times(record)
-        return requeue_input(self.writer, record, topic, random.randrange(retry_queues), level)
