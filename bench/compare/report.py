@@ -143,7 +143,9 @@ def render(result: RunResult, sizes: Sequence[int]) -> str:
         f"produce run move {meta.get('count', 0):,} messages, the produce-only run writes a backlog of "
         f"{meta.get('backlog', 0):,} that the drain reads back; producers stop after {meta.get('duration_s')} s. "
         f"Skiff topics have {meta.get('queues')} queues; each peer uses one stream or queue. MB = 10^6 bytes "
-        "of message bodies; broker CPU and RSS are the broker's whole process tree.",
+        "of message bodies; broker CPU and RSS are the broker's whole process tree."
+        + (f" Open files allowed to every process: {meta['open_files']} (RocketMQ's docs ask for 655,350)."
+           if meta.get("open_files") else ""),
         "",
         "### The bar",
         "",

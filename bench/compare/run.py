@@ -28,7 +28,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 from bench.compare import ceilings, report  # noqa: E402
 from bench.compare.install import ensure_installed  # noqa: E402
 from bench.compare.phases import PhaseOptions  # noqa: E402
-from bench.compare.procs import CHILDREN, install_cleanup  # noqa: E402
+from bench.compare.procs import CHILDREN, install_cleanup, raise_open_files  # noqa: E402
 from bench.compare.results import RunResult  # noqa: E402
 from bench.compare.servers import REPO_ROOT, command_output  # noqa: E402
 from bench.compare.suite import SuiteOptions, run_all  # noqa: E402
@@ -115,6 +115,7 @@ def select_installed(systems: list[System], allow_install: bool) -> tuple[list[S
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     install_cleanup()
+    open_files = raise_open_files()
     systems, skipped = select_installed(parse_systems(args.systems), not args.no_install)
     sizes = _ints(args.sizes)
     result = RunResult(failures=list(skipped))
@@ -125,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "versions": versions(systems), "systems": [s.name for s in systems],
                    "smoke": args.smoke, "batch": args.batch,
                    "window": args.window, "count": args.count, "backlog": args.backlog,
-                   "duration_s": args.duration_s, "queues": args.queues}
+                   "duration_s": args.duration_s, "queues": args.queues, "open_files": open_files}
     print(f"load average at start: {result.meta['load_start']}", flush=True)
     with tempfile.TemporaryDirectory(prefix="skiff-bench-") as tmp:
         work = Path(tmp)

@@ -14,6 +14,11 @@ in turn, for ``--seconds``. It reports the rate achieved (SUCCESS answers per se
 the send latency p50/p99 from each send's due time, and the master's and the slave's
 CPU per message: SYNC_MASTER's cost against no replication at the same offered load.
 
+``--pin`` makes the comparison the seeds' one on a small box (there the slave has a machine
+of its own): the master's threads run on the first CPU this process may use, the slave,
+the NameServer and the producers (this process) on the others. Without it all share every
+CPU, and the slave's work is taken from the master's.
+
 ``--slave-path N`` measures the slave's receive path alone, in this process: N
 messages (batches of 32 over 8 queues, a tag, a key and a unique key each, as the
 producers send) are put into a master store, streamed as 32 KiB frames cut into
@@ -26,6 +31,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import tempfile
 import time
 from collections.abc import Sequence
@@ -48,19 +54,33 @@ from skiff.testing.wire import BrokerWire
 MODES = {"none": ("ASYNC_MASTER", 0), "async": ("ASYNC_MASTER", 1), "sync": ("SYNC_MASTER", 1)}
 
 
-def run_mode(root: Path, mode: str, plan: Plan, batched: bool, offered: float = 0.0) -> dict[str, object]:
-    """One mode's row: closed loop (``offered`` 0) or ``offered`` msg/s on a fixed schedule."""
+def run_mode(root: Path, mode: str, plan: Plan, batched: bool, offered: float = 0.0,
+             pin: bool = False) -> dict[str, object]:
+    """One mode's row: closed loop (``offered`` 0) or ``offered`` msg/s on a fixed schedule;
+    ``pin``: the master on a CPU of its own (`pin_cpus`)."""
     role, slaves = MODES[mode]
+    cpus = os.sched_getaffinity(0)
+    try:
+        return _run_mode(root, mode, plan, batched, offered, pin, role, slaves)
+    finally:
+        _set_affinity(os.getpid(), cpus)  # the next mode's processes start from every CPU
+
+
+def _run_mode(root: Path, mode: str, plan: Plan, batched: bool, offered: float, pin: bool, role: str,
+              slaves: int) -> dict[str, object]:
     with HAGroup(root, role=role, slaves=slaves, broker_args=["--flushDiskType=ASYNC_FLUSH"]) as group:
         broker = Broker(group.master_addr, group.proc(0).pid)
         slave = Broker(group.slave_addr(), group.proc(1).pid) if slaves else None
+        if pin:
+            others = [os.getpid(), group.namesrv.pid if group.namesrv else 0, group.proc(1).pid if slaves else 0]
+            pin_cpus(group.proc(0).pid, [p for p in others if p])
 
         async def main() -> dict[str, object]:
             await create_topic(broker)
             if slave is not None:
                 await eventually(lambda: _slave_connected(broker.addr), 30, "the slave connecting")
             row: dict[str, object] = {"mode": mode, "body_bytes": plan.body_bytes,
-                                      "batch": plan.batch if batched else 1}
+                                      "batch": plan.batch if batched else 1, "pinned": pin}
             cpu0 = (broker.cpu_s()[0], slave.cpu_s()[0] if slave else 0.0)
             if offered:
                 t0 = time.monotonic()
@@ -79,6 +99,21 @@ def run_mode(root: Path, mode: str, plan: Plan, batched: bool, offered: float = 
                        slave_cpu_us_per_message=_per_message(cpu[1], messages))
             return row
         return asyncio.run(main())
+
+
+def pin_cpus(master_pid: int, other_pids: Sequence[int]) -> None:
+    """Every thread of ``master_pid`` onto the first CPU this process may use, every thread of
+    ``other_pids`` onto the rest (threads started later inherit their creator's CPUs)."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        raise SystemExit(f"--pin needs at least 2 CPUs; this process may use {len(cpus)}")
+    for pid, allowed in [(master_pid, {cpus[0]}), *((p, set(cpus[1:])) for p in other_pids)]:
+        _set_affinity(pid, allowed)
+
+
+def _set_affinity(pid: int, cpus: set[int]) -> None:
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        os.sched_setaffinity(int(tid), cpus)
 
 
 def _per_message(cpu_s: float, messages: int) -> float:
@@ -113,6 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=0, help="send batches of this many (0: single messages)")
     parser.add_argument("--rate", type=float, default=0.0,
                         help="offer this many single-message sends per second in total, open loop (0: closed loop)")
+    parser.add_argument("--pin", action="store_true",
+                        help="the master alone on one CPU; the slave, NameServer and producers on the others")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--slave-path", type=int, default=0, metavar="N",
                         help="measure the slave's receive path in this process over N messages instead")
@@ -127,7 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             for mode in args.modes.split(","):
                 plan = Plan(args.seconds, args.producers, max(1, args.batch), args.inflight, size)
-                row = run_mode(Path(tmp) / f"{mode}-{size}", mode, plan, args.batch > 0 and not args.rate, args.rate)
+                row = run_mode(Path(tmp) / f"{mode}-{size}", mode, plan, args.batch > 0 and not args.rate, args.rate,
+                               args.pin)
                 rows.append(row)
                 if not args.json:
                     print(_line(row), flush=True)
@@ -180,11 +218,12 @@ def _bench_message(batch: int, i: int, body_bytes: int, host: bytes) -> MessageI
 def _line(row: dict[str, object]) -> str:
     if row["mode"] == "slave-path":
         return f"slave path {row['body_bytes']:>5} B: {row['slave_cpu_us_per_message']} us/msg slave CPU (in process)"
+    pinned = " pinned" if row.get("pinned") else ""
     paced = (f" (offered {row['offered_per_s']:,}, {row['not_ok']} not SUCCESS) p50 {row['p50_ms']} ms "
              f"p99 {row['p99_ms']} ms" if "offered_per_s" in row else "")
     return (f"{row['mode']:6} {row['body_bytes']:>5} B batch {row['batch']:>3}: {row['messages_per_s']:>8,} msg/s"
             f"{paced}  master CPU {row['master_cpu_us_per_message']} us/msg"
-            f"  slave CPU {row['slave_cpu_us_per_message']} us/msg")
+            f"  slave CPU {row['slave_cpu_us_per_message']} us/msg{pinned}")
 
 
 if __name__ == "__main__":

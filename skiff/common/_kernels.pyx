@@ -391,7 +391,7 @@ def split_batch(data, Py_ssize_t max_messages):
     cdef const unsigned char *p = buf.ptr
     cdef Py_ssize_t pos = 0, end = buf.size, total, body_len, props_at, next_pos, count = 0
     cdef list flags = [], bodies = [], props = []
-    cdef bint bad = False
+    cdef bint bad = False, is_bytes = type(data) is bytes
     while count < max_messages and pos < end:
         if end - pos < 20:
             bad = True
@@ -405,8 +405,12 @@ def split_batch(data, Py_ssize_t max_messages):
             bad = True
             break
         flags.append(get32(p + pos + 12))
-        bodies.append(data[pos + 20 : props_at])
-        props.append(data[props_at + 2 : next_pos])
+        if is_bytes:  # what slicing makes, without a slice object per part
+            bodies.append(PyBytes_FromStringAndSize(<const char *>p + pos + 20, body_len))
+            props.append(PyBytes_FromStringAndSize(<const char *>p + props_at + 2, next_pos - props_at - 2))
+        else:
+            bodies.append(data[pos + 20 : props_at])
+            props.append(data[props_at + 2 : next_pos])
         pos = next_pos
         count += 1
     return flags, bodies, props, pos, bad

@@ -7,8 +7,8 @@ batch's worth of answers is decoded column-wise into one Arrow record batch
 
 A range ``[start, end)`` is cut into segments of ``pullBatchSize`` offsets, and
 rounds of `IN_FLIGHT_SEGMENTS` of them are pulled concurrently on the client's
-event loop (the blocking facade's shared loop thread); the next round is on the
-wire while the task thread turns the last one into Arrow. A segment is pulled until its end, whatever the
+event loop (the blocking facade's shared loop thread); `ROUNDS_AHEAD` rounds are
+on the wire while the task thread turns the last one into Arrow. A segment is pulled until its end, whatever the
 broker returns per answer (the broker caps answers by count and bytes; a tag
 filter may scan past the segment, so messages beyond it are dropped). Segments
 are consumed in order, so every message comes back exactly once and in offset
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -51,6 +52,10 @@ log = logging.getLogger(__name__)
 
 IN_FLIGHT_SEGMENTS = 16
 """Segments one round pulls at once (each of up to ``pullBatchSize`` messages)."""
+ROUNDS_AHEAD = 2
+"""Rounds on the wire at once: while the task turns one into Arrow, the next is already
+answered and the one after it is asked for, so a round's slowest answer does not leave the
+broker idle (on a loaded machine every hand-off waits for a CPU)."""
 BATCH_MIN_ROWS = 1024
 BATCH_MIN_BYTES = 1 << 20
 """Pull answers are gathered into Arrow batches of at least this many rows or bytes (or the
@@ -101,12 +106,14 @@ def read_range(options: SourceOptions, part: QueueRange) -> Iterator[pa.RecordBa
         bounds = [(lo, min(lo + step, part.end)) for lo in islice(starts, IN_FLIGHT_SEGMENTS)]
         return thread.submit(reader.round(bounds)) if bounds else None
 
-    pending = next_round()
+    pending = deque(r for r in (next_round() for _ in range(ROUNDS_AHEAD)) if r is not None)
     runs: list[Run] = []
     rows = size = 0
-    while pending is not None:
-        done = pending.result()
-        pending = next_round()
+    while pending:
+        done = pending.popleft().result()
+        following = next_round()
+        if following is not None:
+            pending.append(following)
         for run in done:
             runs.append(run)
             rows += len(run.starts)

@@ -48,7 +48,6 @@ from skiff.store.mapped_file import MappedFile, MappedFileQueue
 from skiff.store.pages import PAGE_BYTES
 
 BLANK_MIN_BYTES = BLANK_HEAD.size
-"""A record's own CommitLog offset, at byte 28."""
 assert BLANK_MIN_BYTES == 8
 DROP_CHUNK_BYTES = 4 << 20
 """Flushed bytes are dropped from the page cache in whole chunks of this size (`CommitLog.flush`)."""
@@ -296,10 +295,10 @@ class CommitLog:
 
     def _drop_behind(self) -> None:
         """Drop the flushed pages more than ``cache_bytes`` behind the flushed offset from the
-        mapping and the page cache (docs/store.md, "Dropping behind"): the next fresh pages
-        the writer faults are then the ones just freed, which cost a fraction of pages the
-        machine has not used lately, and the broker's footprint stays at the window. A
-        reader of older data faults it back in from the file."""
+        mapping and the page cache (docs/store.md, "Dropping behind"): the pages the
+        writer's next appends need are then the ones just freed, which cost a fraction of
+        pages the machine has not used lately, and the broker's footprint stays at the
+        window. A reader of older data faults it back in from the file."""
         if not self.cache_bytes:
             return
         hi = self.flushed - self.cache_bytes

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import enum
+import functools
 import logging
 import socket
 import typing
@@ -57,9 +58,9 @@ _PAUSED_BY_HANDLERS = 2
 _PAUSED_BY_OWNER = 4
 _PAUSED_FOR_TURN = 8
 
-READ_TURN_BYTES = 64 * 1024
-"""A serving connection that has read this much since its last turn lets the other
-connections take theirs before it reads again (see `_take_turns`)."""
+READ_TURN_BYTES = 256_000
+"""uvloop's receive buffer: a read that filled it left more waiting, and libuv reads
+such a socket again at once; a serving connection then yields its turn (`_take_turns`)."""
 
 
 class CloseReason(enum.StrEnum):
@@ -121,13 +122,12 @@ class Connection(asyncio.Protocol):
         self._unsent: collections.deque[list[Buffer]] = collections.deque()
         self._output: GatheredOutput  # made with the transport, in connection_made
         self._backlog: collections.deque[RemotingCommand] = collections.deque()
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: set[asyncio.Future[typing.Any]] = set()
         self._listeners: list[CloseListener] = []
         self._opaque = 0
         self._write_paused = False
         self._read_paused = 0
         self._last_read_s = 0.0
-        self._read_since_turn = 0
         self._lost = asyncio.Event()
         self.peer: tuple[str, int] = ("?", 0)
         self.local: tuple[str, int] = ("?", 0)
@@ -215,10 +215,8 @@ class Connection(asyncio.Protocol):
             self._backlog.extend(commands)
         else:
             self._dispatch(commands)
-        if self._serving:
-            self._read_since_turn += len(data)
-            if self._read_since_turn >= READ_TURN_BYTES and not self._read_paused:
-                self._take_turns()
+        if self._serving and len(data) >= READ_TURN_BYTES and not self._read_paused:
+            self._take_turns()
 
     def _take_turns(self) -> None:
         """Read no more from this peer until the next loop step.
@@ -227,9 +225,9 @@ class Connection(asyncio.Protocol):
         buffer, so a producer that keeps megabytes of batches in flight would
         have the loop handle all of them before it reads any other connection:
         a consumer's pulls then wait behind them and the consumer falls behind.
-        Pausing until the next step, every `READ_TURN_BYTES`, lets the others in.
+        Pausing until the next step after a full read lets the others in; a read
+        that did not fill the buffer drained the socket, and libuv moves on anyway.
         """
-        self._read_since_turn = 0
         self._pause_reading(_PAUSED_FOR_TURN)
         self._loop.call_soon(self._resume_reading, _PAUSED_FOR_TURN)  # type: ignore[union-attr]
 
@@ -396,13 +394,18 @@ class Connection(asyncio.Protocol):
             self._spawn(cmd, result)  # type: ignore[arg-type]
 
     def _spawn(self, cmd: RemotingCommand, awaitable: Awaitable[RemotingCommand | None]) -> None:
-        task = asyncio.ensure_future(self._finish(cmd, awaitable))
+        task: asyncio.Future[typing.Any]
+        if isinstance(awaitable, asyncio.Future):  # a future a callback resolves: answered from its done callback
+            task = awaitable
+            task.add_done_callback(functools.partial(self._answered, cmd))
+        else:
+            task = asyncio.ensure_future(self._finish(cmd, awaitable))
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
         if len(self._tasks) >= self._max_pending:
             self._pause_reading(_PAUSED_BY_HANDLERS)
 
-    def _task_done(self, task: asyncio.Task[None]) -> None:
+    def _task_done(self, task: asyncio.Future[typing.Any]) -> None:
         self._tasks.discard(task)
         if len(self._tasks) < self._max_pending:
             self._resume_reading(_PAUSED_BY_HANDLERS)
@@ -415,6 +418,12 @@ class Connection(asyncio.Protocol):
         except Exception as exc:
             response = self._error_response(cmd, exc)
         self._reply(cmd, response)
+
+    def _answered(self, cmd: RemotingCommand, future: asyncio.Future[RemotingCommand | None]) -> None:
+        if future.cancelled():
+            return
+        exc = future.exception()
+        self._reply(cmd, future.result() if exc is None else self._error_response(cmd, exc))  # type: ignore[arg-type]
 
     def _error_response(self, cmd: RemotingCommand, exc: Exception) -> RemotingCommand:
         text = str(exc) or type(exc).__name__

@@ -14,6 +14,7 @@ import pytest
 from skiff.common.message import Message
 from skiff.protocol.bodies.admin import KVTable
 from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.ha import FRAME_HEAD, encode_report
 from skiff.protocol.message_codec import decode_stored_messages
 from skiff.testing.ha import HAGroup
 from skiff.testing.waits import eventually
@@ -164,6 +165,33 @@ def test_slave_restart_resumes_and_a_new_slave_starts_at_the_last_file(tmp_path:
                     copied += len(stored)
                 assert 0 < copied < 700
                 await late.close()
+            finally:
+                await master.close()
+        asyncio.run(main())
+
+
+def test_the_master_reads_reports_cut_anywhere_and_drops_a_slave_acknowledging_too_much(tmp_path: Path) -> None:
+    """The HA port's reports are handled in the protocol's callback: a report cut in two still
+    starts the stream; one beyond the master's end closes the connection (a fake ack would
+    answer SYNC_MASTER sends)."""
+    with HAGroup(tmp_path, role="SYNC_MASTER", slaves=0, master_args=["--haSendHeartbeatInterval=200"]) as group:
+        async def main() -> None:
+            master = BrokerWire(group.master_addr)
+            try:
+                assert (await master.send(Message("S", b"m"))).code == ResponseCode.SLAVE_NOT_AVAILABLE
+                reader, writer = await asyncio.open_connection("127.0.0.1", group.ha_ports[0])
+                report = encode_report(0)
+                writer.write(report[:3])
+                await writer.drain()
+                await asyncio.sleep(0.05)
+                writer.write(report[3:])
+                head = FRAME_HEAD.unpack(await asyncio.wait_for(reader.readexactly(FRAME_HEAD.size), 10))
+                assert head[0] == 0 and head[1] > 0  # the stored message, from the file's start
+                await asyncio.wait_for(reader.readexactly(head[1]), 10)
+                writer.write(encode_report(1 << 40))
+                rest = await asyncio.wait_for(reader.read(), 10)  # the master closes: EOF after any heartbeat
+                assert len(rest) % FRAME_HEAD.size == 0
+                writer.close()
             finally:
                 await master.close()
         asyncio.run(main())

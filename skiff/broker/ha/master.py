@@ -1,7 +1,9 @@
 """The master's side of classic HA: a raw TCP server on ``haListenPort`` streaming the
 CommitLog to every slave that connects (`skiff.protocol.ha` has the byte layouts).
 
-Per slave, one task reads its offset reports and one writes frames. The first
+Per slave, one task writes frames; its offset reports are handled as they arrive, in
+the protocol's callback (`ReportFeed`: no task wakes up per report), and one watcher
+task per slave closes it after ``haHousekeepingInterval`` of silence. The first
 report says where to start: that offset, or for an empty slave (0) the start of
 the master's last CommitLog file, as RocketMQ does. Frames are zero-copy slices
 of the mapped CommitLog, at most ``haTransferBatchSize`` bytes, never past a
@@ -19,18 +21,17 @@ import errno
 import logging
 import threading
 import time
+from collections.abc import Callable
 from typing import NamedTuple
 
 from skiff.broker.config import BrokerConfig
-from skiff.broker.ha.waiters import ReplicaWaiters
+from skiff.broker.ha.waiters import Done, ReplicaWaiters
 from skiff.common.errors import DecodeError
 from skiff.protocol.ha import ReportReader, encode_frame_head
 from skiff.store import MessageStore, PutStatus
 from skiff.transport.errors import ListenError
 
 log = logging.getLogger(__name__)
-
-READ_CHUNK = 64 * 1024
 
 
 class SlaveInfo(NamedTuple):
@@ -62,13 +63,13 @@ class HAMaster:
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         try:
-            self._server = await asyncio.start_server(self._accept, self.host, self.port, reuse_address=True)
+            self._server = await self._loop.create_server(self._protocol, self.host, self.port, reuse_address=True)
         except OSError as exc:
             why = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
             if not any_port_if_taken:
                 raise ListenError(f"haListenPort: cannot listen on {self.host}:{self.port}: {why}") from exc
             log.warning("HA port %d (listenPort + 1) is taken (%s): using a free port", self.port, why)
-            self._server = await asyncio.start_server(self._accept, self.host, 0, reuse_address=True)
+            self._server = await self._loop.create_server(self._protocol, self.host, 0, reuse_address=True)
         self.port = self._server.sockets[0].getsockname()[1]
         self.store.add_append_listener(self._appended)
         log.info("HA service listening on %s:%d", self.host, self.port)
@@ -85,10 +86,11 @@ class HAMaster:
 
     # -- SYNC_MASTER ----------------------------------------------------------
 
-    def replicate(self, end: int) -> PutStatus | asyncio.Future[bool]:
+    def replicate(self, end: int, done: Done) -> PutStatus | None:
         """What a SYNC_MASTER send that wrote up to ``end`` waits for: SLAVE_NOT_AVAILABLE
-        at once without a slave or with one ``haSlaveFallbehindMax`` behind, else a
-        future (True: acknowledged, False: FLUSH_SLAVE_TIMEOUT).
+        at once without a slave or with one ``haSlaveFallbehindMax`` behind, PUT_OK at once
+        if a slave has it already, else None and ``done`` is called later (True:
+        acknowledged, False: FLUSH_SLAVE_TIMEOUT).
 
         In controller mode every slave in the SyncStateSet must acknowledge; with none
         in it the master alone is the set, and the send is answered at once."""
@@ -96,7 +98,7 @@ class HAMaster:
             return PutStatus.PUT_OK
         if not self.connections or end - self.waiters.acked >= self.config.ha_slave_fallbehind_max:
             return PutStatus.SLAVE_NOT_AVAILABLE
-        return self.waiters.wait(end)
+        return None if self.waiters.add(end, done) else PutStatus.PUT_OK
 
     # -- controller mode ------------------------------------------------------
 
@@ -164,7 +166,11 @@ class HAMaster:
         for conn in self.connections:
             conn.wake.set()
 
+    def _protocol(self) -> asyncio.StreamReaderProtocol:
+        return asyncio.StreamReaderProtocol(ReportFeed(), self._accept)
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        assert isinstance(reader, ReportFeed)
         conn = SlaveConnection(self, reader, writer)
         self.connections.add(conn)
         log.info("slave %s connected to the HA service", conn.peer)
@@ -181,8 +187,44 @@ class HAMaster:
             self._ack_changed()
 
 
+class ReportFeed(asyncio.StreamReader):
+    """The stream's reader, made a push: each read goes to ``on_data`` in the protocol's
+    callback instead of a buffer a task reads (what arrives before ``on_data`` is set
+    waits for it). ``ended`` resolves with why the stream ended."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.on_data: Callable[[bytes], None] | None = None
+        self.early: list[bytes] = []
+        self.ended: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        self.last_read = asyncio.get_running_loop().time()
+
+    def start(self, on_data: Callable[[bytes], None]) -> None:
+        self.on_data = on_data
+        early, self.early = self.early, []
+        for data in early:
+            on_data(data)
+
+    def feed_data(self, data: bytes) -> None:
+        self.last_read = self._loop.time()  # type: ignore[attr-defined]
+        if self.on_data is None:
+            self.early.append(bytes(data))
+        else:
+            self.on_data(data)
+
+    def feed_eof(self) -> None:
+        self._end("the slave closed the connection")
+
+    def set_exception(self, exc: BaseException) -> None:
+        self._end(f"read failed: {exc}")
+
+    def _end(self, why: str) -> None:
+        if not self.ended.done():
+            self.ended.set_result(why)
+
+
 class SlaveConnection:
-    def __init__(self, master: HAMaster, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, master: HAMaster, reader: ReportFeed, writer: asyncio.StreamWriter) -> None:
         self.master = master
         self.reader = reader
         self.writer = writer
@@ -220,24 +262,29 @@ class SlaveConnection:
             self.wake.set()
 
     async def _read(self) -> None:
-        reports = ReportReader()
-        timeout = self.master.config.ha_housekeeping_interval_ms / 1000
-        while not self._closing:
-            try:
-                async with asyncio.timeout(timeout):  # not wait_for: no task per read
-                    data = await self.reader.read(READ_CHUNK)
-            except TimeoutError:
-                return self.close(f"nothing read for {timeout:g} s (haHousekeepingInterval)")
-            except OSError as exc:
-                return self.close(f"read failed: {exc}")
-            if not data:
-                return self.close("the slave closed the connection")
+        """Feeds the reports as they arrive; returns when the stream ends or stays silent
+        for ``haHousekeepingInterval`` (one wake-up per interval, not per report)."""
+        reports, feed = ReportReader(), self.reader
+        loop = asyncio.get_running_loop()
+
+        def on_data(data: bytes) -> None:
+            if self._closing:
+                return
             try:
                 offset = reports.feed(data)
             except DecodeError as exc:
                 return self.close(str(exc))
             if offset is not None:
                 self._report(offset)
+        feed.start(on_data)
+        timeout = self.master.config.ha_housekeeping_interval_ms / 1000
+        while not self._closing:
+            left = feed.last_read + timeout - loop.time()
+            if left <= 0:
+                return self.close(f"nothing read for {timeout:g} s (haHousekeepingInterval)")
+            await asyncio.wait([feed.ended], timeout=left)
+            if feed.ended.done():
+                return self.close(feed.ended.result())
 
     def _report(self, offset: int) -> None:
         store = self.master.store

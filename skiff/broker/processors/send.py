@@ -12,7 +12,8 @@ into the store in one append, and the store's status becomes the response code.
 
 The handler is synchronous, so the transport answers in the loop step that read
 the request, except under SYNC_FLUSH, where the answer waits for the fsync that
-covers the message (group commit).
+covers the message (group commit), and under SYNC_MASTER, where it waits for a
+slave's acknowledgement (a future the acknowledgement's callback resolves).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import asyncio
 import dataclasses
 import functools
 import random
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 from skiff.broker.compaction import is_compacted, keys_refusal
@@ -75,7 +76,7 @@ _REPLICA_REASONS = {
 
 
 class SyncReplicas(Protocol):
-    def replicate(self, end: int) -> PutStatus | asyncio.Future[bool]: ...
+    def replicate(self, end: int, done: Callable[[bool], None]) -> PutStatus | None: ...
 
 
 @functools.lru_cache(maxsize=4096)
@@ -138,11 +139,35 @@ class SendProcessor:
             self.stats.stored(inputs[0].topic, result.message_count, len(req.body))
         if not wait or not result.ok:
             return put_response(req, result, queue_id, self._extra)
-        replicated = None if self.sync_replicas is None or not self.role.is_sync_master else self.sync_replicas.replicate(
-            result.physical_offset + result.wrote_bytes)
-        if result.flushed is None and replicated is None:
-            return put_response(req, result, queue_id, self._extra)
-        return self._after_flush(req, queue_id, result, replicated)
+        if self.sync_replicas is None or not self.role.is_sync_master:
+            if result.flushed is None:
+                return put_response(req, result, queue_id, self._extra)
+            return self._after_flush(req, queue_id, result, None)
+        if result.flushed is None:
+            return self._answer_replicated(req, queue_id, result, self.sync_replicas)
+        replicated: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        at_once = self.sync_replicas.replicate(result.physical_offset + result.wrote_bytes,
+                                               lambda ok: replicated.done() or replicated.set_result(ok))
+        return self._after_flush(req, queue_id, result, replicated if at_once is None else at_once)
+
+    def _answer_replicated(self, req: RemotingCommand, queue_id: int, result: PutResult,
+                           replicas: SyncReplicas) -> RemotingCommand | asyncio.Future[RemotingCommand]:
+        """ASYNC_FLUSH under SYNC_MASTER: the answer, or a future of it resolved from the
+        acknowledgement's callback (no task per send; the transport writes it when done)."""
+        answer: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+
+        def done(ok: bool) -> None:
+            if not answer.done():  # a closed connection cancels it
+                answer.set_result(self._replica_response(req, queue_id, result,
+                                                         PutStatus.PUT_OK if ok else PutStatus.FLUSH_SLAVE_TIMEOUT))
+        at_once = replicas.replicate(result.physical_offset + result.wrote_bytes, done)
+        return answer if at_once is None else self._replica_response(req, queue_id, result, at_once)
+
+    def _replica_response(self, req: RemotingCommand, queue_id: int, result: PutResult,
+                          replicated: PutStatus) -> RemotingCommand:
+        if replicated is not PutStatus.PUT_OK:
+            result = dataclasses.replace(result, status=replicated, reason=_REPLICA_REASONS[replicated])
+        return put_response(req, result, queue_id, self._extra)
 
     def target(self, req: RemotingCommand, h: SendMessageRequestHeader) -> int | RemotingCommand:
         """The queue to write to, or the refusal."""
@@ -218,8 +243,7 @@ class SendProcessor:
         if isinstance(replicated, asyncio.Future):
             replicated = PutStatus.PUT_OK if await replicated else PutStatus.FLUSH_SLAVE_TIMEOUT
         if replicated is not None and replicated is not PutStatus.PUT_OK:
-            return put_response(req, dataclasses.replace(result, status=replicated,
-                                                         reason=_REPLICA_REASONS[replicated]), queue_id, self._extra)
+            return self._replica_response(req, queue_id, result, replicated)
         if flushed is not PutStatus.PUT_OK:
             result = dataclasses.replace(result, status=flushed, reason="the fsync did not finish within syncFlushTimeout")
         return put_response(req, result, queue_id, self._extra)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from skiff.client._impl.route import TopicPublishInfo
@@ -76,12 +77,23 @@ class FaultStrategy:
     def __init__(self, enabled: bool = True, clock: Clock = SYSTEM_CLOCK, rng: random.Random | None = None) -> None:
         self.enabled = enabled
         self.faults = LatencyFaultTolerance(clock)
-        self._counter = itertools.count((rng or random).randrange(1 << 16))
+        self._rng = rng or random
+        self._counters: dict[str, Iterator[int]] = {}
+        """One round-robin position per topic, from a random start (RocketMQ's
+        ``TopicPublishInfo.sendWhichQueue``). One counter for every topic made a
+        producer that sends to topics in turn use one residue class of each topic's
+        queues: 16 topics of 1,024 queues in turn were 64 queues each, not 1,024."""
+
+    def _next(self, topic: str) -> int:
+        counter = self._counters.get(topic)
+        if counter is None:
+            counter = self._counters[topic] = itertools.count(self._rng.randrange(1 << 16))
+        return next(counter)
 
     def select(self, info: TopicPublishInfo, last_broker: str | None = None) -> MessageQueue:
         queues = info.queues
         n = len(queues)
-        start = next(self._counter)
+        start = self._next(info.topic)
         if self.enabled:
             for i in range(n):
                 mq = queues[(start + i) % n]

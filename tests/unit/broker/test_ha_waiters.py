@@ -34,3 +34,19 @@ def test_many_waiters_share_one_timer():
         assert all(f.result() for f in futs)
         assert waiters._timer is not None  # one handle for the whole queue, left to expire harmlessly
     asyncio.run(main())
+
+
+def test_callbacks_are_called_once_each_in_offset_order():
+    async def main():
+        waiters = ReplicaWaiters(0.05)
+        calls: list[tuple[int, bool]] = []
+        for end in (10, 20, 30):
+            assert waiters.add(end, lambda ok, end=end: calls.append((end, ok)))
+        waiters.ack(20)
+        assert calls == [(10, True), (20, True)]
+        assert not waiters.add(15, lambda ok: calls.append((15, ok)))  # acknowledged already: not queued
+        await asyncio.sleep(0.1)
+        waiters.ack(30)  # too late: timed out once, not answered again
+        assert calls == [(10, True), (20, True), (30, False)]
+
+    asyncio.run(main())

@@ -71,3 +71,16 @@ def test_disabled_strategy_only_avoids_the_last_broker():
     assert strategy.select(info("a"), last_broker="a").broker_name == "a"
     queues = [strategy.select(topic) for _ in range(4)]
     assert len(set(queues)) == 4
+
+
+def test_each_topic_has_its_own_round_robin():
+    """Sending to topics in turn still reaches every queue of each (RocketMQ's per-topic
+    sendWhichQueue); one shared counter gave each topic one residue class of its queues."""
+    strategy = FaultStrategy(False, ManualClock(), random.Random(4))
+    topics = [TopicPublishInfo(f"T{t}", tuple(MessageQueue(f"T{t}", "a", i) for i in range(8)), False,
+                               TopicRouteData()) for t in range(4)]
+    picked = {t.topic: set() for t in topics}
+    for _ in range(8):
+        for t in topics:
+            picked[t.topic].add(strategy.select(t).queue_id)
+    assert all(ids == set(range(8)) for ids in picked.values())

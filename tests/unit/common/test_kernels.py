@@ -193,8 +193,10 @@ messages = st.lists(st.tuples(st.binary(max_size=64), st.dictionaries(st.sampled
 def test_split_batch_is_identical_on_good_cut_and_damaged_bodies(batch, cut, junk, max_messages):
     kernel = compiled("split_batch")
     body = encode_batch([Message("T", b, p, f) for b, p, f in batch])
-    for data in (body, body[: max(0, len(body) - cut)], body + junk, junk + body):
-        assert kernel(data, max_messages) == split_batch_py(data, max_messages)
+    for data in (body, body[: max(0, len(body) - cut)], body + junk, junk + body, bytearray(body)):
+        got = kernel(data, max_messages)
+        assert got == split_batch_py(data, max_messages)
+        assert all(type(part) is type(data) for part in got[1] + got[2])  # bytes built directly, or slices
 
 
 inputs = st.builds(

@@ -49,7 +49,9 @@ def test_appends_are_written_through_the_file_and_fault_no_page_in(commitlog):
     append()  # the reused pack buffer grows to the batch here
     before = _faults()
     append()  # ~220 KiB: over fifty fresh pages of the file
-    assert _faults() - before <= 4
+    # Stores into the mapping would fault on each of them; a few faults of the interpreter's
+    # own heap may still land here (0-2 seen in 15 runs).
+    assert _faults() - before <= 8
     assert commitlog.write_pos == 2000 * size
     view = commitlog.record_view(commitlog.write_pos - size)
     assert view is not None and read_tail(view, 0, read_head(view)).body_length == 100

@@ -1,5 +1,5 @@
 """A connection with megabytes of requests queued does not keep the others waiting:
-a busy connection lets the others read after every `READ_TURN_BYTES` it read."""
+after a read that filled the receive buffer (`READ_TURN_BYTES`) it lets the others read."""
 
 from __future__ import annotations
 

@@ -283,3 +283,27 @@ def test_answers_use_the_serialization_of_the_request():
                                                                                           b"b")
     finally:
         server.close()
+
+
+def test_a_handler_returning_a_future_is_answered_when_a_callback_resolves_it():
+    """SYNC_MASTER's path: no task per request, the answer written from the future's callback."""
+    async def main():
+        loop = asyncio.get_running_loop()
+
+        def later(conn: Connection, req: RemotingCommand) -> asyncio.Future[RemotingCommand]:
+            answer: asyncio.Future[RemotingCommand] = loop.create_future()
+            if req.ext("fail"):
+                loop.call_later(0.01, answer.set_exception, RuntimeError("the callback broke"))
+            else:
+                loop.call_later(0.01, answer.set_result, req.response(ext_fields={"id": req.ext("id")}))
+            return answer
+
+        async with serving({7: later}) as (server, client, addr):
+            conn = await client.connection(addr)
+            futures = [conn.request(RemotingCommand.request(7, {"id": i}), 5000) for i in range(50)]
+            assert [r.ext("id") for r in await asyncio.gather(*futures)] == [str(i) for i in range(50)]
+            failed = await client.invoke(addr, RemotingCommand.request(7, {"fail": "1"}), 5000)
+            assert failed.code == ResponseCode.SYSTEM_ERROR and "the callback broke" in (failed.remark or "")
+            await wait_until(lambda: all(c.running_handlers == 0 for c in server.connections), 5, "handlers done")
+
+    run_coroutine(main())
