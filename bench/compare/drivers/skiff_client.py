@@ -64,6 +64,9 @@ class SkiffDriver(Driver):
             msgs = await self.consumer.poll(POLL_TIMEOUT_MS)
             recorder.add(m.body for m in msgs)
 
+    async def delete(self, topic: str) -> None:
+        await self.admin.delete_topic(topic)
+
     async def close(self) -> None:
         if self.consumer is not None:
             await self.consumer.shutdown()
