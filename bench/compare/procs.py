@@ -146,8 +146,8 @@ def install_cleanup() -> None:
 
 
 OPEN_FILES_WANTED = 655_350
-"""RocketMQ's deployment docs ask for ``ulimit -n 655350``: a broker holds a descriptor (two,
-with Python's mmap) per ConsumeQueue file, and the many-queues curve has 16,384 queues."""
+"""RocketMQ's deployment docs ask for ``ulimit -n 655350``: a broker holds a descriptor per
+ConsumeQueue file (the mapping's), and the many-queues curve has 16,384 queues."""
 
 
 def raise_open_files(wanted: int = OPEN_FILES_WANTED) -> str:

@@ -53,6 +53,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--queue-points", default=",".join(map(str, QUEUE_POINTS)),
                    help="Skiff many-queues curve ('' to skip)")
     p.add_argument("--queues-batch", type=int, default=16, help="messages per send in the many-queues curve")
+    p.add_argument("--queues-only", action="store_true", help="only Skiff's many-queues curve (no ceilings, "
+                   "no other workload)")
     p.add_argument("--smoke", action="store_true", help="tiny counts, one size, small ceilings; writes no docs "
                    "or JSON unless --docs/--json are given")
     p.add_argument("--json", type=Path, help=f"default {DEFAULT_JSON.relative_to(REPO_ROOT)}")
@@ -133,11 +135,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             print("measuring the ceilings", flush=True)
             sizes_c = ceilings.CeilingSizes.smoke() if args.smoke else ceilings.CeilingSizes.full()
-            result.ceilings = ceilings.measure(work / "ceilings", sizes_c)
+            if not args.queues_only:
+                result.ceilings = ceilings.measure(work / "ceilings", sizes_c)
             phase = PhaseOptions(batch=args.batch, window=args.window, queues=args.queues,
                                  duration_s=args.duration_s, work_dir=work)
             opts = SuiteOptions(sizes=sizes, count=args.count, backlog=args.backlog, phase=phase,
-                                queue_points=_ints(args.queue_points), queues_batch=args.queues_batch, work_root=work)
+                                queue_points=_ints(args.queue_points), queues_batch=args.queues_batch, work_root=work,
+                                queues_only=args.queues_only)
             run_all(systems, opts, result)
         finally:
             CHILDREN.stop_all()

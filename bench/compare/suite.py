@@ -6,6 +6,7 @@ goes on with the next one; a server that does not start is noted and skipped.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import traceback
 from collections.abc import Callable, Sequence
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.compare.drivers import driver_class
+from bench.compare.drivers.base import DriverOptions
 from bench.compare.phases import PhaseOptions, failed_row, first_line, run_drain, run_e2e, run_produce
 from bench.compare.results import Mode, QueuesPoint, Row, RunResult, Workload
 from bench.compare.servers import Server, SkiffServer
@@ -34,6 +36,8 @@ class SuiteOptions:
     queue_points: tuple[int, ...]
     queues_batch: int
     work_root: Path
+    queues_only: bool = False
+    """Run only Skiff's many-queues curve (no other workload, no durable mode)."""
 
 
 def _guard(result: RunResult, what: str, fallback: Callable[[BaseException], Row], fn: Callable[[], Row]) -> Row:
@@ -112,6 +116,26 @@ def many_queues(server: Server, opts: SuiteOptions, result: RunResult) -> None:
             point = QueuesPoint(queues, n_topics, 0, 0.0, ok=False, note="failed")
         result.many_queues.append(point)
         print(f"  skiff {queues} queues: {point.msgs_per_s:,.0f} msg/s {point.note}", flush=True)
+        _delete_topics(server, topics.split(","))
+
+
+def _delete_topics(server: Server, topics: Sequence[str]) -> None:
+    """Delete a point's topics before the next (not measured): every queue written holds
+    a descriptor in the broker, and with the earlier points' queues the 16,384 point
+    passed a 20,000-descriptor limit. Peers delete their streams between workloads too."""
+    async def delete() -> None:
+        driver = driver_class("skiff")(server.endpoint(), DriverOptions(batch=1, size_bytes=1, queues=1))
+        await driver.connect()
+        try:
+            for topic in topics:
+                await driver.delete(topic)
+        finally:
+            await driver.close()
+
+    try:
+        asyncio.run(delete())
+    except Exception as exc:  # the next point still runs, with more descriptors in use
+        print(f"  skiff: deleting {len(topics)} topics failed: {first_line(exc)}", flush=True)
 
 
 def run_all(systems: Sequence[System], opts: SuiteOptions, result: RunResult) -> None:
@@ -124,11 +148,14 @@ def run_all(systems: Sequence[System], opts: SuiteOptions, result: RunResult) ->
         if server is not None:
             try:
                 for system in members:
-                    _normal_phases(system, server, opts, result)
+                    if not opts.queues_only:
+                        _normal_phases(system, server, opts, result)
                 if cls is SkiffServer and opts.queue_points:
                     many_queues(server, opts, result)
             finally:
                 server.stop()
+        if opts.queues_only:
+            continue
         why = cls.same_when_durable()
         if why:
             _reuse_as_durable(members, why, result)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from skiff.broker.persist import JsonFile
+from skiff.broker.persist import Documents, JsonFile, WrittenWhenChanged
 from skiff.protocol.bodies.base import JsonBody
 
 FILE_NAME = "consumerOffset.json"
@@ -32,51 +32,27 @@ class ConsumerOffsetTable(JsonBody):
     offset_table: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
 
 
-class ConsumerOffsetManager:
+class ConsumerOffsetManager(WrittenWhenChanged):
     def __init__(self, store_root: str) -> None:
         self._file = JsonFile.in_store(store_root, FILE_NAME)
         self._local_file = JsonFile.in_store(store_root, LOCAL_FILE_NAME)
         self._table: dict[tuple[str, str], dict[int, int]] = {}
-        self._dirty = False
         self.local: dict[tuple[str, str, int], int] = {}
-        self._local_snapshot: bytes | None = None
 
     def load(self) -> None:
         self._table = _read(self._file, FILE_NAME)
         local = _read(self._local_file, LOCAL_FILE_NAME)
         self.local = {(group, topic, q): offset for (group, topic), queues in local.items() for q, offset in queues.items()}
 
-    def persist(self) -> bool:
-        """Write the table if it changed since the last write; True when it did."""
-        data = self.snapshot()
-        if data is None:
-            return False
-        self.write(data)
-        return True
-
-    def snapshot(self) -> bytes | None:
-        """The table as the file holds it if it changed since the last snapshot, else None.
-        Taken where commits happen (the event loop); `write` may then run on a thread."""
-        if not self._dirty:
-            return None
-        self._dirty = False
-        if self.track_local:
-            local: dict[tuple[str, str], dict[int, int]] = {}
-            for (group, topic, queue_id), offset in self.local.items():
-                local.setdefault((group, topic), {})[queue_id] = offset
-            self._local_snapshot = _as_table(local).to_json()
-        return self.table().to_json()
-
-    def write(self, data: bytes) -> None:
-        """Save a `snapshot` atomically (fsyncs: keep it off the event loop)."""
-        try:
-            self._file.save(data)
-            local, self._local_snapshot = self._local_snapshot, None
-            if local is not None:
-                self._local_file.save(local)
-        except BaseException:
-            self._dirty = True
-            raise
+    def documents(self) -> Documents:
+        """The table, and on a slave (`track_local`) its own commits too."""
+        table = ((self._file, self.table().to_json()),)
+        if not self.track_local:
+            return table
+        local: dict[tuple[str, str], dict[int, int]] = {}
+        for (group, topic, queue_id), offset in self.local.items():
+            local.setdefault((group, topic), {})[queue_id] = offset
+        return (*table, (self._local_file, _as_table(local).to_json()))
 
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         queues = self._table.get((group, topic))
@@ -84,7 +60,7 @@ class ConsumerOffsetManager:
             queues = self._table[(group, topic)] = {}
         if queues.get(queue_id) != offset:
             queues[queue_id] = offset
-            self._dirty = True
+            self.changed()
             if self.track_local:
                 self.local[(group, topic, queue_id)] = offset
 
@@ -108,11 +84,11 @@ class ConsumerOffsetManager:
                 if local is not None and local > offset:
                     continue
                 if self.local.pop((group, topic, queue_id), None) is not None:
-                    self._dirty = True
+                    self.changed()
                 mine = self._table.setdefault((group, topic), {})
                 if mine.get(queue_id) != offset:
                     mine[queue_id] = offset
-                    self._dirty = True
+                    self.changed()
 
     def query(self, group: str, topic: str, queue_id: int) -> int | None:
         """The committed offset, or None when the group never committed one for this queue."""
@@ -142,7 +118,7 @@ class ConsumerOffsetManager:
         for key in keys:
             del self._table[key]
         if keys:
-            self._dirty = True
+            self.changed()
 
 
 def _read(file: JsonFile, name: str) -> dict[tuple[str, str], dict[int, int]]:

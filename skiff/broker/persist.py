@@ -63,6 +63,49 @@ class JsonFile:
             os.close(fd)
 
 
+Documents = tuple[tuple[JsonFile, bytes], ...]
+"""What a `WrittenWhenChanged` snapshot holds: each file with its new content."""
+
+
+class WrittenWhenChanged:
+    """State changed often in memory and written to its files every so often when it changed
+    (consumer offsets, POP state). Changes call `changed`; `snapshot` takes the documents on the
+    event loop, where the changes happen, and clears the mark; `write` saves them (fsyncs: on a
+    thread); a failed write marks the state changed again, so the next round writes it."""
+
+    _dirty = False
+
+    def changed(self) -> None:
+        self._dirty = True
+
+    def documents(self) -> Documents:
+        """The state as its files hold it."""
+        raise NotImplementedError
+
+    def snapshot(self) -> Documents | None:
+        """The documents if the state changed since the last snapshot, else None."""
+        if not self._dirty:
+            return None
+        self._dirty = False
+        return self.documents()
+
+    def write(self, data: Documents) -> None:
+        try:
+            for file, content in data:
+                file.save(content)
+        except BaseException:
+            self._dirty = True
+            raise
+
+    def persist(self) -> bool:
+        """Write now if changed (blocking); True when it did."""
+        data = self.snapshot()
+        if data is None:
+            return False
+        self.write(data)
+        return True
+
+
 class VersionedTable:
     """A table stamped with a DataVersion and saved whole after every change."""
 

@@ -22,7 +22,6 @@ import asyncio
 import dataclasses
 import logging
 import resource
-import socket
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +29,7 @@ from skiff.cli.namesrv import metrics_note
 from skiff.common import kernels
 from skiff.common.config import parse_overrides, read_properties_file
 from skiff.dashboard import DEFAULT_PORT
+from skiff.transport.errors import ListenError
 from skiff.transport.loop import run
 
 if TYPE_CHECKING:
@@ -113,32 +113,21 @@ def run_up(args: argparse.Namespace, extra: list[str]) -> int:
         return run_up_ha(args, extra)
 
     namesrv_config = NamesrvConfig(listen_host=args.host, listen_port=args.namesrv_port,
-                                   metrics_port=_metrics_port_or_off(args.host, args.namesrv_metrics_port,
-                                                                     "--namesrv-metrics-port"))
+                                   metrics_port=args.namesrv_metrics_port)
     namesrv_config.validate()
     broker_config, store_config = load_configs(
         {**TRY_OUT_STORE, "storePathRootDir": args.dir, "listenPort": str(args.broker_port), "listenHost": args.host,
-         "metricsPort": str(_metrics_port_or_off(args.host, args.metrics_port, "--metrics-port"))},
+         "metricsPort": str(args.metrics_port)},
         parse_overrides(extra),
     )
     dashboard = None if args.no_dashboard else (args.host, args.dashboard_port)
-    return run(lambda stop: serve_up(namesrv_config, broker_config, store_config, stop, dashboard))
-
-
-def _metrics_port_or_off(host: str, port: int, flag: str) -> int:
-    """``port`` if it can be bound on ``host``, else 0 with a warning: `skiff up` is a try-out, and a
-    default metrics port held by another process should not stop it (as with the dashboard's)."""
-    if port <= 0 or port > 65535:
-        return port
     try:
-        with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((host, port))
-    except OSError as exc:
-        log.warning("metrics port %d on %s is not free (%s): running without those metrics; choose another "
-                    "with %s", port, host, exc.strerror or exc, flag)
-        return 0
-    return port
+        return run(lambda stop: serve_up(namesrv_config, broker_config, store_config, stop, dashboard))
+    except ListenError as exc:
+        # Each server binds its own ports (testing a port first and binding later races with
+        # other processes): one that is taken stops `skiff up` with the option that moves it.
+        raise ListenError(f"{exc}; skiff up moves its ports with --namesrv-port and --broker-port (0: a free "
+                          f"one) and --metrics-port and --namesrv-metrics-port (0: no metrics)") from exc
 
 
 def raise_open_file_limit() -> int:

@@ -4,6 +4,11 @@ Brokers report running totals (``msgPutTotalTodayNow``, ``msgGetTotalTodayNow``)
 a rate is the difference of two samples over the time between them. A broker
 that restarted (its total went down) or did not answer counts as 0 for that
 interval rather than as a spike.
+
+Sampling runs only while someone looks: `watch` (each chart or cluster request)
+starts it, and it stops by itself ``idle_s`` after the last look. Every login has
+its own `Rates` (its requests are signed with its own keys), so an idle login, or a
+dashboard nobody has open, asks the brokers nothing.
 """
 
 from __future__ import annotations
@@ -20,17 +25,27 @@ log = logging.getLogger(__name__)
 
 
 class Rates:
-    def __init__(self, admin: AsyncAdmin, interval_s: float, history_points: int) -> None:
+    def __init__(self, admin: AsyncAdmin, interval_s: float, history_points: int, idle_s: float = 60.0) -> None:
         self.admin = admin
         self.interval_s = interval_s
+        self.idle_s = idle_s
         self.history: collections.deque[tuple[float, float, float]] = collections.deque(maxlen=history_points)
         """(unix time s, in msg/s, out msg/s) over all brokers."""
         self._last: dict[str, tuple[float, int, int]] = {}
         self._tps: dict[str, tuple[float, float]] = {}
         self._task: asyncio.Task[None] | None = None
+        self._watched_at = 0.0
 
-    def start(self) -> None:
-        self._task = asyncio.ensure_future(self._run())
+    @property
+    def sampling(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def watch(self) -> None:
+        """Someone looks at the rates: sample (again) until nobody has for ``idle_s``."""
+        self._watched_at = time.monotonic()
+        if not self.sampling:
+            self._last.clear()  # a rate over the idle gap would be no rate of now
+            self._task = asyncio.ensure_future(self._run())
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -39,7 +54,7 @@ class Rates:
             self._task = None
 
     async def _run(self) -> None:
-        while True:
+        while time.monotonic() - self._watched_at <= self.idle_s:
             try:
                 await self.sample()
             except Exception as exc:  # noqa: BLE001 - a NameServer away for a while must not end the charts

@@ -48,6 +48,8 @@ class DashboardConfig:
     namesrv_addr: str
     sample_interval_s: float = 2.0
     """How often the in/out rates are sampled for the live charts."""
+    rates_idle_s: float = 60.0
+    """Sampling stops this long after the last look at the charts or the cluster page."""
     history_points: int = 300
     """Samples the charts keep (10 minutes at the default interval)."""
     session_idle_s: float = 3600.0
@@ -85,13 +87,12 @@ class Dashboard:
         self.producer = AsyncProducer(DASHBOARD_PRODUCER_GROUP, client_config=client)
         self.puller = AsyncPullClient(group=DASHBOARD_PULL_GROUP, client_config=client)
         self.messages = MessageService(self.admin, self.producer, self.puller)
-        self.rates = Rates(self.admin, config.sample_interval_s, config.history_points)
+        self.rates = Rates(self.admin, config.sample_interval_s, config.history_points, config.rates_idle_s)
 
     async def start(self) -> None:
         await self.admin.start()
         await self.producer.start()
         await self.puller.start()
-        self.rates.start()
 
     async def stop(self) -> None:
         await self.rates.stop()
@@ -102,7 +103,12 @@ class Dashboard:
 
     async def cluster(self) -> dict[str, Any]:
         brokers = await self.admin.brokers()
-        return {"brokers": [self._broker_row(b) for b in brokers], "rates": self.rates.snapshot()}
+        return {"brokers": [self._broker_row(b) for b in brokers], "rates": self.live_rates()}
+
+    def live_rates(self) -> dict[str, Any]:
+        """The chart's columns; looking at them keeps the sampling going (`Rates.watch`)."""
+        self.rates.watch()
+        return self.rates.snapshot()
 
     def _broker_row(self, b: BrokerInfo) -> dict[str, Any]:
         def number(key: str) -> int:

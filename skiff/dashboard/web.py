@@ -83,7 +83,7 @@ async def _with_body(request: web.Request, act: Callable[[Form], Awaitable[dict[
 
 
 async def _rates(d: Dashboard) -> dict[str, Any]:
-    return d.rates.snapshot()
+    return d.live_rates()
 
 
 async def _maybe_query(d: Dashboard, r: web.Request) -> dict[str, Any]:

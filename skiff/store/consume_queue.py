@@ -96,7 +96,8 @@ class ConsumeQueue:
         self.topic = topic
         self.queue_id = queue_id
         self.files = MappedFileQueue(directory, file_size, reserve_on_create=0,
-                                     size_key="mappedFileSizeConsumeQueue", random_access=True)
+                                     size_key="mappedFileSizeConsumeQueue", random_access=True,
+                                     hold_fd=False)
         self.per_file = file_size // CQ_ENTRY_BYTES
         self.min_offset = 0
         self.max_offset = 0

@@ -24,6 +24,15 @@ each of 2,048 new queues: 2.1 ms of CPU per new queue with the default advice,
 0.65 ms with MADV_RANDOM (the rest is mkdir and open). Pages already cached are
 mapped around a fault either way, so reads of hot queues are unchanged.
 
+ConsumeQueue files hold no descriptor of their own (``hold_fd=False``): Python's
+``mmap`` keeps a duplicate of the descriptor it maps, so a file that also kept its
+own would hold two, and 16,384 queues (20,000+ files) would need twice the
+descriptors the store needs. They are written through the mapping and synced with
+msync (by address), so the file is opened briefly, by path, only for what needs a
+descriptor: growing its reservation, ``pread``/``SEEK_DATA`` at load, the fdatasync
+fallback and syncfs. RocketMQ, too, keeps one descriptor per mapped file. The
+CommitLog keeps its own: it writes with ``pwrite``.
+
 A mapping whose slices are still referenced (a pull answer on its way to a
 socket) cannot be unmapped; `close` then leaves it to Python, which unmaps it
 when the last slice is released. The file is unlinked at once either way.
@@ -33,6 +42,8 @@ from __future__ import annotations
 
 import errno
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 import mmap
 import os
 import re
@@ -62,42 +73,58 @@ class MappedFile:
 
     __slots__ = ("_address", "_fd", "_lock", "closed", "mm", "path", "reserved", "size", "start")
 
-    def __init__(self, path: str, start: int, size: int, fd: int, reserved: int) -> None:
+    def __init__(self, path: str, start: int, size: int, fd: int, reserved: int, *, hold_fd: bool = True) -> None:
+        """Map ``fd``; it is this object's to close (at once unless ``hold_fd``: see the module docstring)."""
         self.path = path
         self.start = start
         self.size = size
-        self._fd = fd
         self.mm = mmap.mmap(fd, size)
         self._address = pages.address_of(self.mm)
         self.reserved = reserved
         self._lock = threading.Lock()
         self.closed = False
+        self._fd = fd
+        if not hold_fd:
+            self._fd = -1
+            os.close(fd)
 
     @classmethod
-    def create(cls, path: str, start: int, size: int, *, reserve_bytes: int) -> MappedFile:
+    def create(cls, path: str, start: int, size: int, *, reserve_bytes: int, hold_fd: bool = True) -> MappedFile:
         """Make a new file; reserve its first ``reserve_bytes``. Raises OSError (ENOSPC)."""
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.ftruncate(fd, size)
             if reserve_bytes:
                 os.posix_fallocate(fd, 0, reserve_bytes)
-            return cls(path, start, size, fd, reserve_bytes)
+            return cls(path, start, size, fd, reserve_bytes, hold_fd=hold_fd)
         except BaseException:
             os.close(fd)
             os.unlink(path)
             raise
 
     @classmethod
-    def open(cls, path: str, start: int, size: int) -> MappedFile:
+    def open(cls, path: str, start: int, size: int, *, hold_fd: bool = True) -> MappedFile:
         """Map an existing file, extending a short one first (the caller decides if that is allowed)."""
         fd = os.open(path, os.O_RDWR)
         try:
             if os.fstat(fd).st_size != size:
                 os.ftruncate(fd, size)
-            return cls(path, start, size, fd, 0)
+            return cls(path, start, size, fd, 0, hold_fd=hold_fd)
         except BaseException:
             os.close(fd)
             raise
+
+    @contextmanager
+    def _descriptor(self) -> Iterator[int]:
+        """The file's descriptor: the held one, or the path opened for this use only."""
+        if self._fd >= 0:
+            yield self._fd
+            return
+        fd = os.open(self.path, os.O_RDWR)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
 
     @property
     def end(self) -> int:
@@ -112,7 +139,8 @@ class MappedFile:
         if upto <= self.reserved:
             return
         new = min(self.size, max(upto, self.reserved + chunk))
-        os.posix_fallocate(self._fd, self.reserved, new - self.reserved)
+        with self._descriptor() as fd:
+            os.posix_fallocate(fd, self.reserved, new - self.reserved)
         self.reserved = new
 
     def view(self, pos: int, length: int) -> memoryview:
@@ -121,18 +149,20 @@ class MappedFile:
 
     def pread(self, pos: int, length: int) -> bytes:
         """Read without the mapping: holes read as zeros and allocate nothing."""
-        return os.pread(self._fd, length, pos)
+        with self._descriptor() as fd:
+            return os.pread(fd, length, pos)
 
     def data_extent(self, pos: int = 0) -> tuple[int, int] | None:
         """[first, end) of the first run of data the file system reports at or after
         ``pos`` (holes skipped), or None when only hole follows."""
-        try:
-            lo = os.lseek(self._fd, pos, os.SEEK_DATA)
-        except OSError as exc:
-            if exc.errno == errno.ENXIO:
-                return None
-            raise
-        return lo, min(self.size, os.lseek(self._fd, lo, os.SEEK_HOLE))
+        with self._descriptor() as fd:
+            try:
+                lo = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:
+                    return None
+                raise
+            return lo, min(self.size, os.lseek(fd, lo, os.SEEK_HOLE))
 
     def sync(self, lo: int = 0, hi: int | None = None) -> bool:
         """fdatasync file bytes [lo, hi) (the whole file by default; the kernel writes the
@@ -141,7 +171,8 @@ class MappedFile:
             if self.closed:
                 return False
             if hi is None or not pages.sync(self._address, lo, min(hi, self.size)):
-                os.fdatasync(self._fd)
+                with self._descriptor() as fd:
+                    os.fdatasync(fd)
             return True
 
     def write(self, pos: int, data: memoryview) -> None:
@@ -150,20 +181,27 @@ class MappedFile:
         OSError (a full disk answers ENOSPC here, where a store into the mapping would be
         SIGBUS)."""
         done = 0
-        while done < len(data):
-            done += os.pwrite(self._fd, data[done:], pos + done)
+        with self._descriptor() as fd:
+            while done < len(data):
+                done += os.pwrite(fd, data[done:], pos + done)
 
     def sync_filesystem(self) -> bool:
         """syncfs the file system this file is on (`skiff.store.pages.syncfs`), with the GIL
         released; False if closed or unsupported (the caller then syncs file by file)."""
         with self._lock:
-            return not self.closed and pages.syncfs(self._fd)
+            if self.closed:
+                return False
+            with self._descriptor() as fd:
+                return pages.syncfs(fd)
 
     def drop(self, lo: int, hi: int) -> bool:
         """Drop file bytes [lo, hi) (flushed) from the mapping and the page cache
         (`skiff.store.pages.drop`); False if closed or unsupported."""
         with self._lock:
-            return not self.closed and pages.drop(self._address, self._fd, lo, min(hi, self.size))
+            if self.closed:
+                return False
+            with self._descriptor() as fd:
+                return pages.drop(self._address, fd, lo, min(hi, self.size))
 
     def zero_from(self, pos: int) -> int:
         """Zero every non-zero byte from ``pos`` to the end; return how many bytes were dirty.
@@ -177,6 +215,10 @@ class MappedFile:
         full disk answers ENOSPC, not SIGBUS), so a sparse or fresh tail stays
         unallocated.
         """
+        with self._descriptor() as fd:
+            return self._zero_from(fd, pos)
+
+    def _zero_from(self, fd: int, pos: int) -> int:
         dirty = 0
         lo = pos
         while lo < self.size:
@@ -186,10 +228,10 @@ class MappedFile:
             lo, stop = max(lo, extent[0]), extent[1]
             while lo < stop:
                 hi = min(stop, (lo // _ZERO_SCAN_BYTES + 1) * _ZERO_SCAN_BYTES)
-                nonzero = np.flatnonzero(np.frombuffer(os.pread(self._fd, hi - lo, lo), np.uint8))
+                nonzero = np.flatnonzero(np.frombuffer(os.pread(fd, hi - lo, lo), np.uint8))
                 if len(nonzero):
                     first, last = lo + int(nonzero[0]), lo + int(nonzero[-1]) + 1
-                    os.pwrite(self._fd, bytes(last - first), first)
+                    os.pwrite(fd, bytes(last - first), first)
                     dirty = last - pos
                 lo = hi
         return dirty
@@ -210,7 +252,8 @@ class MappedFile:
                 self.mm.close()
             except BufferError:
                 log.debug("%s: slices still referenced; unmapped when they are released", self.path)
-            os.close(self._fd)
+            if self._fd >= 0:
+                os.close(self._fd)
 
     def destroy(self) -> None:
         self.close()
@@ -231,10 +274,12 @@ class MappedFileQueue:
     """
 
     def __init__(self, directory: str, file_size: int, *, reserve_on_create: int, size_key: str,
-                 random_access: bool = False) -> None:
+                 random_access: bool = False, hold_fd: bool = True) -> None:
         self.directory = directory
         self.random_access = random_access
         """Advise every mapping MADV_RANDOM (ConsumeQueues: see the module docstring)."""
+        self.hold_fd = hold_fd
+        """Files keep their own descriptor (False for ConsumeQueues: see the module docstring)."""
         self.file_size = file_size
         self.size_key = size_key
         """The configuration key of ``file_size``, for errors."""
@@ -275,7 +320,7 @@ class MappedFileQueue:
                     )
                 notes.append(f"{path}: {actual} bytes extended to {self.file_size}")
                 self.extended_start = start
-            files.append(self._advised(MappedFile.open(path, start, self.file_size)))
+            files.append(self._advised(MappedFile.open(path, start, self.file_size, hold_fd=self.hold_fd)))
         self.files = tuple(files)
         return notes
 
@@ -318,7 +363,8 @@ class MappedFileQueue:
         while True:
             path = os.path.join(self.directory, file_name(next_start))
             new = self._advised(MappedFile.create(path, next_start, self.file_size,
-                                                  reserve_bytes=self.reserve_on_create))
+                                                  reserve_bytes=self.reserve_on_create,
+                                                  hold_fd=self.hold_fd))
             with self._lock:
                 self.files = (*self.files, new)
             if new.start == start:

@@ -12,6 +12,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import pytest
+
 from skiff.common.message import Message
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
@@ -157,6 +159,23 @@ def test_skiff_up_runs_a_namesrv_and_a_broker_in_one_process(tmp_path: Path):
         assert f"gRPC endpoint (RocketMQ 5.x clients) listening on 127.0.0.1:{grpc_port}" in up.output
     assert up.popen.returncode == 0 and "skiff broker stopped" in up.output
     assert (tmp_path / "data" / "commitlog").is_dir() and not (tmp_path / "data" / "abort").exists()
+
+
+@pytest.mark.parametrize("flag", ["--metrics-port", "--namesrv-metrics-port"])
+def test_skiff_up_with_a_metrics_port_in_use_stops_with_a_clear_error(tmp_path: Path, flag: str):
+    """The server's own bind finds the port taken (no test bind before it that another process
+    could race): `skiff up` exits 1 naming the port and the options that move it."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ports = {"--metrics-port": "0", "--namesrv-metrics-port": "0", flag: str(port)}
+        done = run_skiff(["up", "--dir", "data", "--namesrv-port", "0", "--broker-port", "0",
+                          "--listenHost=127.0.0.1", "--no-dashboard", "--grpcServerPort=0",
+                          *(a for item in ports.items() for a in item)], cwd=tmp_path)
+    assert done.returncode == 1, done.stdout
+    assert f"cannot serve metrics on 127.0.0.1:{port}: address already in use" in done.stdout
+    assert "--metrics-port and --namesrv-metrics-port (0: no metrics)" in done.stdout
 
 
 def _disk_bytes(root: Path) -> int:

@@ -16,11 +16,13 @@ from aiohttp.test_utils import TestClient
 
 from skiff.client import AsyncProducer, Message
 from skiff.client._impl.config import ClientConfig
+from skiff.dashboard.service import Dashboard, DashboardConfig
 from skiff.testing.cluster import Cluster
 from skiff.testing.dashboard import api_call as call
 from skiff.testing.dashboard import with_dashboard_client
 from skiff.testing.processes import run_skiff, start_skiff
 from skiff.testing.waits import eventually
+from skiff.transport.loop import run_coroutine
 
 
 @pytest.fixture(scope="module")
@@ -166,3 +168,23 @@ def test_timer_slots_show_a_message_scheduled_for_later(cluster: Cluster):
         assert slot["slot_start_ms"] <= due < slot["slot_start_ms"] + broker["slot_ms"]
 
     with_client(cluster, test)
+
+
+def test_rates_are_sampled_only_while_someone_looks(cluster: Cluster):
+    """A dashboard (every login has one) asks the brokers for their counters only after a look
+    at the rates, and stops once nobody looked for ``rates_idle_s``."""
+    async def main() -> None:
+        dashboard = Dashboard(DashboardConfig(cluster.namesrv_addr, sample_interval_s=0.1, rates_idle_s=1.0))
+        await dashboard.start()
+        try:
+            assert not dashboard.rates.sampling and dashboard.rates.snapshot()["time"] == []
+            rates = await eventually(lambda: len(dashboard.live_rates()["time"]) >= 2 and dashboard.rates.snapshot(),
+                                     15, "two samples while watched")
+            assert len(rates["in_tps"]) == len(rates["time"])
+            await eventually(lambda: not dashboard.rates.sampling, 15, "sampling stopped, nobody looking")
+            dashboard.live_rates()
+            assert dashboard.rates.sampling  # a new look starts it again
+        finally:
+            await dashboard.stop()
+        assert not dashboard.rates.sampling
+    run_coroutine(main())

@@ -16,13 +16,16 @@ import time
 from collections.abc import Awaitable
 from typing import Any
 
-from skiff.client import AsyncAdmin, AsyncLitePullConsumer, AsyncProducer, ConsumeFromWhere, Message
+from skiff.client import AsyncAdmin, AsyncLitePullConsumer, AsyncProducer, ClientConfig, ConsumeFromWhere, Message
 
 from bench.compare.drivers.base import CONSUMER_GROUP, Driver, Recorder
 
 POLL_TIMEOUT_MS = 1000
 REGISTER_WAIT_S = 45.0
 """A broker registers with the NameServer right after it starts (then every 30 s)."""
+
+ADMIN_TIMEOUT_MS = 60_000
+"""The broker answers a topic deletion once its files are gone: a second or more per 1,024 written queues."""
 
 
 class SkiffDriver(Driver):
@@ -32,7 +35,7 @@ class SkiffDriver(Driver):
 
     async def connect(self) -> None:
         self.namesrv = self.endpoint["namesrv_addr"]
-        self.admin = AsyncAdmin(self.namesrv)
+        self.admin = AsyncAdmin(client_config=ClientConfig(self.namesrv, request_timeout_ms=ADMIN_TIMEOUT_MS))
         await self.admin.start()
         self.producer = AsyncProducer("bench-producer", self.namesrv, trace=False)
         await self.producer.start()
@@ -63,6 +66,9 @@ class SkiffDriver(Driver):
         while not recorder.done.is_set():
             msgs = await self.consumer.poll(POLL_TIMEOUT_MS)
             recorder.add(m.body for m in msgs)
+
+    async def delete(self, topic: str) -> None:
+        await self.admin.delete_topic(topic)
 
     async def close(self) -> None:
         if self.consumer is not None:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from skiff.broker.persist import JsonFile
+from skiff.broker.persist import Documents, JsonFile, WrittenWhenChanged
 from skiff.protocol import fastjson
 
 FILE_NAME = "popState.json"
@@ -65,22 +65,18 @@ class OrderBatch:
         return invisible and not (attempt_id and attempt_id == self.attempt_id)
 
 
-class PopState:
+class PopState(WrittenWhenChanged):
     def __init__(self, store_root: str) -> None:
         self._file = JsonFile.in_store(store_root, FILE_NAME)
         self.cursors: dict[QueueKey, int] = {}
         self.in_flight: dict[QueueKey, dict[int, InFlight]] = {}
         self.batches: dict[QueueKey, OrderBatch] = {}
-        self._dirty = False
-
-    def changed(self) -> None:
-        self._dirty = True
 
     # -- in-flight messages -----------------------------------------------------
 
     def add(self, key: QueueKey, offset: int, entry: InFlight) -> None:
         self.in_flight.setdefault(key, {})[offset] = entry
-        self._dirty = True
+        self.changed()
 
     def find(self, key: QueueKey, offset: int, pop_time: int, orderly: bool) -> InFlight | None:
         """The in-flight entry a handle names; None once it was acked, revived or re-popped."""
@@ -94,7 +90,7 @@ class PopState:
     def remove(self, key: QueueKey, offset: int) -> None:
         entries = self.in_flight.get(key)
         if entries is not None and entries.pop(offset, None) is not None:
-            self._dirty = True
+            self.changed()
             if not entries:
                 del self.in_flight[key]
 
@@ -104,7 +100,7 @@ class PopState:
         batch = self.batches.get(key)
         if batch is None or batch.pending.pop(offset, None) is None:
             return False
-        self._dirty = True
+        self.changed()
         if batch.pending:
             return False
         self.cursors[key] = batch.next_offset
@@ -126,11 +122,7 @@ class PopState:
 
     # -- persistence ---------------------------------------------------------------
 
-    def snapshot(self) -> bytes | None:
-        """The state as the file holds it if it changed since the last snapshot, else None."""
-        if not self._dirty:
-            return None
-        self._dirty = False
+    def documents(self) -> Documents:
         doc = {
             "cursors": [[*key, offset] for key, offset in self.cursors.items()],
             "inFlight": [[*key, offset, e.pop_time, e.invisible_ms, e.commit_log_offset]
@@ -139,14 +131,7 @@ class PopState:
                          [[o, e.pop_time, e.invisible_ms, e.commit_log_offset, b.counts.get(o, 1)]
                           for o, e in b.pending.items()]] for key, b in self.batches.items()],
         }
-        return fastjson.dumps(doc)
-
-    def write(self, data: bytes) -> None:
-        try:
-            self._file.save(data)
-        except BaseException:
-            self._dirty = True
-            raise
+        return ((self._file, fastjson.dumps(doc)),)
 
     def load(self) -> None:
         doc = self._file.load()

@@ -86,3 +86,18 @@ def test_offsets_persist_only_when_changed_in_rocketmq_form(tmp_path: Path):
     assert (again.query("G", "T", 3), again.query("G2", "T@x", 1), again.topics_of("G")) == (7, 1, ["T"])
     again.remove_topic("T")
     assert again.query("G", "T", 0) is None and again.groups_of("T@x") == ["G2"]
+
+
+def test_an_offsets_write_that_fails_is_tried_again(tmp_path: Path):
+    """The snapshot clears the changed mark; a failed write must set it again, or the commit
+    would reach the disk only with the next change."""
+    m = ConsumerOffsetManager(str(tmp_path))
+    m.commit("G", "T", 0, 5)
+    (tmp_path / "config").write_text("a file where the directory belongs")
+    with pytest.raises(OSError):
+        m.persist()
+    (tmp_path / "config").unlink()
+    assert m.persist() and not m.persist()
+    again = ConsumerOffsetManager(str(tmp_path))
+    again.load()
+    assert again.query("G", "T", 0) == 5

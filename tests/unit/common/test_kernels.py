@@ -314,6 +314,21 @@ def test_batch_inputs_read_the_last_of_a_repeated_name_and_skip_malformed_pairs(
                     ("DELAY",)) is None
 
 
+def test_put_index_entries_fetching_slots_ahead_changes_nothing_written_before_a_bad_hash():
+    """Slots are fetched 16 keys ahead; a bad hash 20 keys in is still refused only when the
+    loop reaches it, after the 20 entries before it were written as the reference writes them."""
+    kernel = compiled("put_index_entries")
+    triples = [(i * 7919 % 2**31, 1000 + i, 5000) for i in range(40)]
+    bad = [v for t in triples[:20] for v in t] + [2**40, 1, 1] + [v for t in triples[21:] for v in t]
+    good = [v for t in triples[:20] for v in t]
+    size = 40 + 4 * 64 + 20 * 42
+    into_kernel, into_py = mmap.mmap(-1, size), mmap.mmap(-1, size)
+    with pytest.raises((ValueError, OverflowError)):
+        kernel(into_kernel, 64, 40 + 4 * 64 + 20, 1, bad, 40, 0)
+    put_index_entries_py(into_py, 64, 40 + 4 * 64 + 20, 1, good, 20, 0)
+    assert bytes(into_kernel) == bytes(into_py)
+
+
 def test_kernels_refuse_short_columns_and_small_buffers_instead_of_overrunning():
     with pytest.raises(IndexError):
         compiled("put_queue_entries")(bytearray(100), 0, [1, 2], [1], [1, 2], 0, 2)
