@@ -85,7 +85,9 @@ def register(sub: Any) -> None:
                     help="instead: an etcd, a NameServer and a master and a slave in controller mode "
                          "(docs/replication.md); needs Debian's etcd-server")
     up.add_argument("--etcd-port", type=int, default=2379,
-                    help="with --ha: etcd's client port (default 2379; its peer port is the next one)")
+                    help="with --ha: etcd's client port (default 2379)")
+    up.add_argument("--etcd-peer-port", type=int, default=None,
+                    help="with --ha: etcd's peer port (default: the client port + 1, i.e. 2380)")
     up.set_defaults(handler=run_up, accepts_extra=True)
 
 

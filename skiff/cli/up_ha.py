@@ -50,7 +50,7 @@ def run_up_ha(args: argparse.Namespace, extra: list[str]) -> int:
         }
         configs.append(load_configs(keys, overrides))
     etcd = EtcdProcess(os.path.join(args.dir, "etcd"), client_port=args.etcd_port,
-                       peer_port=args.etcd_port + 1)
+                       peer_port=args.etcd_peer_port or args.etcd_port + 1)
     etcd.start()
     try:
         return run(lambda stop: _serve(namesrv_config, configs, etcd, stop))
