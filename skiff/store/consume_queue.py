@@ -31,7 +31,7 @@ import numpy as np
 from skiff.common import kernels
 from skiff.common.errors import CorruptionError
 from skiff.store.config import CQ_ENTRY_BYTES
-from skiff.store.mapped_file import MappedFile, MappedFileQueue
+from skiff.store.mapped_file import MappedFile, MappedFileQueue, file_name
 
 ENTRY = struct.Struct(">qiq")
 assert ENTRY.size == CQ_ENTRY_BYTES
@@ -111,6 +111,9 @@ class ConsumeQueue:
         """Find the written entries of the files on disk (with `pread`: see mapped_file)."""
         notes = self.files.load()
         files = self.files.files
+        if len(files) == 1 and files[0].start == 0 and files[0].data_extent() is None:
+            self.files.close()  # made by `ConsumeQueueTable.prepare`, never written: hold nothing
+            return notes
         if not files:
             return notes
         self.min_offset = self.max_offset = files[0].start // CQ_ENTRY_BYTES
@@ -376,17 +379,22 @@ class ConsumeQueueTable:
     def queue_ids(self, topic: str) -> list[int]:
         return sorted(qid for t, qid in list(self.queues) if t == topic)
 
-    def make_directories(self, topic: str, count: int) -> int:
-        """Create the directories of ``topic``'s queues 0 to ``count`` - 1 that are missing;
-        return how many were made. A queue's first message then creates only its file:
-        on ext4 a directory costs an inode allocation (scanning block groups for a free
-        inode) as its file does, half of what a new queue cost the send path."""
+    def prepare(self, topic: str, count: int) -> int:
+        """Create the directories of ``topic``'s queues 0 to ``count`` - 1 that are missing,
+        each with its first file (sized, empty, not mapped: a queue never written holds no
+        descriptor or mapping); return how many were made. A queue's first message then
+        only opens and maps its file: on ext4 a directory and a file each cost an inode
+        allocation (scanning block groups for a free inode), most of what a new queue
+        cost the send path. Only new directories get a file: an existing queue's first
+        file may be gone to retention."""
         made = 0
         for queue_id in range(count):
+            directory = os.path.join(self.directory, topic, str(queue_id))
             try:
-                os.makedirs(os.path.join(self.directory, topic, str(queue_id)))
+                os.makedirs(directory)
             except FileExistsError:
                 continue
+            MappedFile.prepare(os.path.join(directory, file_name(0)), self.file_size)
             made += 1
         return made
 

@@ -102,6 +102,20 @@ class MappedFile:
             os.unlink(path)
             raise
 
+    @staticmethod
+    def prepare(path: str, size: int) -> bool:
+        """Make a new, sized, empty file without mapping or keeping it (a queue's first file
+        made ahead of its first message); False if it exists. Raises OSError."""
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        try:
+            os.ftruncate(fd, size)
+        finally:
+            os.close(fd)
+        return True
+
     @classmethod
     def open(cls, path: str, start: int, size: int, *, hold_fd: bool = True) -> MappedFile:
         """Map an existing file, extending a short one first (the caller decides if that is allowed)."""
@@ -362,14 +376,26 @@ class MappedFileQueue:
         next_start = start if last is None else last.end
         while True:
             path = os.path.join(self.directory, file_name(next_start))
-            new = self._advised(MappedFile.create(path, next_start, self.file_size,
-                                                  reserve_bytes=self.reserve_on_create,
-                                                  hold_fd=self.hold_fd))
+            new = self._advised(self._create(path, next_start))
             with self._lock:
                 self.files = (*self.files, new)
             if new.start == start:
                 return new
             next_start = new.end
+
+    def _create(self, path: str, start: int) -> MappedFile:
+        """A new file at ``start``, or the empty one `MappedFile.prepare` made there.
+        A file with data there that this queue does not hold raises FileExistsError."""
+        try:
+            return MappedFile.create(path, start, self.file_size, reserve_bytes=self.reserve_on_create,
+                                     hold_fd=self.hold_fd)
+        except FileExistsError:
+            f = MappedFile.open(path, start, self.file_size, hold_fd=self.hold_fd)
+            if f.data_extent() is not None:
+                f.close()
+                raise
+        f.ensure_reserved(self.reserve_on_create, chunk=0)
+        return f
 
     def sync_range(self, lo: int, hi: int) -> int:
         """fdatasync offsets [lo, hi) of the files they fall in (only those pages: the tail

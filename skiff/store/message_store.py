@@ -480,9 +480,9 @@ class MessageStore:
         return self.queues.queue_ids(topic)
 
     def prepare_topic(self, topic: str, queue_nums: int) -> int:
-        """Make the directories of ``topic``'s queues now (an admin creating the topic),
-        not on the first message of each; return how many were made. Raises OSError."""
-        return self.queues.make_directories(topic, queue_nums)
+        """Make the directories and first files of ``topic``'s queues now (an admin creating
+        the topic), not on the first message of each; return how many were made. Raises OSError."""
+        return self.queues.prepare(topic, queue_nums)
 
     def delete_topic(self, topic: str) -> None:
         """Drop the topic's ConsumeQueues (its records stay in the CommitLog until they

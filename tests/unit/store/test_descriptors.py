@@ -3,6 +3,8 @@ a 20,000-descriptor limit: see skiff/store/mapped_file.py."""
 
 import os
 
+import pytest
+
 from skiff.store.config import CQ_ENTRY_BYTES
 from skiff.store.consume_queue import ConsumeQueueTable
 
@@ -43,3 +45,46 @@ def test_each_consume_queue_file_holds_one_descriptor_and_keeps_its_entries(tmp_
     assert last.entry(33) == (3_300, 90, 1)
     reloaded.close()
     assert _open_descriptors() == before
+
+
+def test_a_prepared_empty_queue_file_holds_nothing_loads_empty_and_takes_writes(tmp_path):
+    directory = str(tmp_path / "consumequeue")
+    before = _open_descriptors()
+    table = ConsumeQueueTable(directory, CQ_ENTRY_BYTES * ENTRIES_PER_FILE)
+    assert table.prepare("T", 3) == 3
+    first = os.path.join(directory, "T", "1", "0" * 20)
+    assert os.path.getsize(first) == CQ_ENTRY_BYTES * ENTRIES_PER_FILE
+    assert _open_descriptors() == before  # made, sized, closed: not mapped
+    table.get_or_create("T", 0).append(0, [500, 600], [90, 90], [7, 7])  # adopts the prepared file
+    assert _open_descriptors() - before == 1
+    table.close()
+
+    reloaded = ConsumeQueueTable(directory, CQ_ENTRY_BYTES * ENTRIES_PER_FILE)
+    reloaded.load()
+    assert _open_descriptors() - before == 1  # only the written queue maps its file
+    assert [(reloaded.get("T", q).min_offset, reloaded.get("T", q).max_offset) for q in range(3)] == [
+        (0, 2), (0, 0), (0, 0)]
+    assert reloaded.get("T", 0).entry(1) == (600, 90, 7)
+    empty = reloaded.get("T", 1)
+    assert empty.read(0, 4) is None
+    empty.append(0, [700, 800, 900], [80] * 3, [5] * 3)  # the prepared file, adopted after the restart
+    assert [empty.entry(i) for i in range(3)] == [(700, 80, 5), (800, 80, 5), (900, 80, 5)]
+    assert os.listdir(os.path.dirname(first)) == ["0" * 20]
+    reloaded.close()
+    assert _open_descriptors() == before
+
+
+def test_a_queue_file_with_data_is_never_adopted_as_a_prepared_one(tmp_path):
+    directory = str(tmp_path / "consumequeue")
+    table = ConsumeQueueTable(directory, CQ_ENTRY_BYTES * ENTRIES_PER_FILE)
+    table.get_or_create("T", 0).append(0, [500], [90], [7])
+    table.flush()
+    stranger = ConsumeQueueTable(directory, CQ_ENTRY_BYTES * ENTRIES_PER_FILE)  # not loaded: knows no file
+    with pytest.raises(FileExistsError):
+        stranger.get_or_create("T", 0).append(0, [100], [90], [1])
+    table.close()
+    stranger.close()
+    again = ConsumeQueueTable(directory, CQ_ENTRY_BYTES * ENTRIES_PER_FILE)
+    again.load()
+    assert (again.get("T", 0).max_offset, again.get("T", 0).entry(0)) == (1, (500, 90, 7))
+    again.close()
