@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import StaleElementReferenceException
+from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
@@ -76,6 +76,10 @@ class Page:
                 text = found[0].text if found else ""
             except StaleElementReferenceException:
                 return None
+            except WebDriverException as exc:  # the page moved on between find and read: chromedriver's
+                if "does not belong to the document" in str(exc):  # stale element, under another name
+                    return None
+                raise
             return text if predicate(text) else None
         try:
             return wait_for(check, timeout_s, what)
