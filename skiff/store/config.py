@@ -53,6 +53,12 @@ class StoreConfig:
     see docs/store.md, "Dropping behind"."""
     flush_interval_consume_queue: int = 1000
     """ms between fsyncs of ConsumeQueue and index files, each followed by a checkpoint."""
+    flush_consume_queue_least_pages: int = 2
+    """Pages of new entries a ConsumeQueue needs before a periodic flush fsyncs it (RocketMQ's
+    key and default): a queue written a few entries a second waits for the thorough flush,
+    and the checkpoint stops below its first unflushed entry meanwhile."""
+    flush_consume_queue_thorough_interval: int = 60_000
+    """ms between periodic flushes that fsync every ConsumeQueue with new entries."""
     sync_flush_timeout: int = 5000
     """ms a SYNC_FLUSH writer waits for its fsync before it gets FLUSH_DISK_TIMEOUT."""
     os_page_cache_busy_time_out_mills: int = 1000
@@ -101,7 +107,8 @@ class StoreConfig:
     def __post_init__(self) -> None:
         self._positive(
             "mapped_file_size_commit_log", "mapped_file_size_consume_queue",
-            "flush_interval_commit_log", "flush_interval_consume_queue", "sync_flush_timeout",
+            "flush_interval_commit_log", "flush_interval_consume_queue", "flush_consume_queue_thorough_interval",
+            "sync_flush_timeout",
             "os_page_cache_busy_time_out_mills",
             "clean_resource_interval", "max_message_size", "max_hash_slot_num",
             "max_filter_message_count", "max_msgs_num_batch", "timer_precision_ms", "timer_slot_ms",
@@ -113,8 +120,9 @@ class StoreConfig:
             self._fail("mapped_file_size_consume_queue", f"must be a multiple of {CQ_ENTRY_BYTES}")
         if self.max_index_num < 2:
             self._fail("max_index_num", "must be at least 2 (index entry 0 is never used)")
-        if self.file_reserved_time < 0:
-            self._fail("file_reserved_time", "must not be negative")
+        for name in ("file_reserved_time", "flush_consume_queue_least_pages"):
+            if getattr(self, name) < 0:
+                self._fail(name, "must not be negative")
         for name in ("disk_max_used_space_ratio", "disk_space_clean_forcibly_ratio",
                      "disk_space_warning_level_ratio"):
             if not 0 <= getattr(self, name) <= 100:

@@ -79,7 +79,7 @@ class MappedFile:
         self.start = start
         self.size = size
         self.mm = mmap.mmap(fd, size)
-        self._address = pages.address_of(self.mm)
+        self._address = 0
         self.reserved = reserved
         self._lock = threading.Lock()
         self.closed = False
@@ -90,8 +90,9 @@ class MappedFile:
 
     @classmethod
     def create(cls, path: str, start: int, size: int, *, reserve_bytes: int, hold_fd: bool = True) -> MappedFile:
-        """Make a new file; reserve its first ``reserve_bytes``. Raises OSError (ENOSPC)."""
+        """Make a new file; reserve its first ``reserve_bytes`` (at most its size). Raises OSError (ENOSPC)."""
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        reserve_bytes = min(reserve_bytes, size)
         try:
             os.ftruncate(fd, size)
             if reserve_bytes:
@@ -140,6 +141,14 @@ class MappedFile:
         finally:
             os.close(fd)
 
+    def _mapped_at(self) -> int:
+        """The mapping's address, found on first use (under the lock): only msync and
+        page dropping need it, and finding it costs as much as a quarter of the mapping
+        (a queue's first file is mapped while its first message is stored)."""
+        if not self._address:
+            self._address = pages.address_of(self.mm)
+        return self._address
+
     @property
     def end(self) -> int:
         return self.start + self.size
@@ -184,7 +193,7 @@ class MappedFile:
         with self._lock:
             if self.closed:
                 return False
-            if hi is None or not pages.sync(self._address, lo, min(hi, self.size)):
+            if hi is None or not pages.sync(self._mapped_at(), lo, min(hi, self.size)):
                 with self._descriptor() as fd:
                     os.fdatasync(fd)
             return True
@@ -215,7 +224,7 @@ class MappedFile:
             if self.closed:
                 return False
             with self._descriptor() as fd:
-                return pages.drop(self._address, fd, lo, min(hi, self.size))
+                return pages.drop(self._mapped_at(), fd, lo, min(hi, self.size))
 
     def zero_from(self, pos: int) -> int:
         """Zero every non-zero byte from ``pos`` to the end; return how many bytes were dirty.
@@ -229,26 +238,42 @@ class MappedFile:
         full disk answers ENOSPC, not SIGBUS), so a sparse or fresh tail stays
         unallocated.
         """
-        with self._descriptor() as fd:
-            return self._zero_from(fd, pos)
-
-    def _zero_from(self, fd: int, pos: int) -> int:
         dirty = 0
+        with self._descriptor() as fd:
+            for first, last in self._nonzero_runs(fd, pos):
+                os.pwrite(fd, bytes(last - first), first)
+                dirty = last - pos
+        return dirty
+
+    def holds_data(self) -> bool:
+        """Whether any byte of the file is non-zero, read as `zero_from` reads: a queue's
+        first file made (and its first page warmed with zeros) ahead of its first message
+        holds nothing yet."""
+        with self._descriptor() as fd:
+            return next(self._nonzero_runs(fd, 0), None) is not None
+
+    def _nonzero_runs(self, fd: int, pos: int) -> Iterator[tuple[int, int]]:
+        """[first, last) of the non-zero bytes of each `_ZERO_SCAN_BYTES` block of the
+        file's data from ``pos`` on (holes skipped, blocks without any left out)."""
         lo = pos
         while lo < self.size:
             extent = self.data_extent(lo)
             if extent is None:
-                break
+                return
             lo, stop = max(lo, extent[0]), extent[1]
             while lo < stop:
                 hi = min(stop, (lo // _ZERO_SCAN_BYTES + 1) * _ZERO_SCAN_BYTES)
                 nonzero = np.flatnonzero(np.frombuffer(os.pread(fd, hi - lo, lo), np.uint8))
                 if len(nonzero):
-                    first, last = lo + int(nonzero[0]), lo + int(nonzero[-1]) + 1
-                    os.pwrite(fd, bytes(last - first), first)
-                    dirty = last - pos
+                    yield lo + int(nonzero[0]), lo + int(nonzero[-1]) + 1
                 lo = hi
-        return dirty
+
+    def warm(self, length: int) -> None:
+        """Write a zero into each page below ``length`` (reserved: see `ensure_reserved`),
+        so the first writes there find the pages mapped and writable instead of faulting
+        them in, as RocketMQ warms new files (``warmMapedFileEnable``)."""
+        for pos in range(0, min(length, self.reserved), mmap.PAGESIZE):
+            self.mm[pos] = 0
 
     def release(self) -> None:
         """Drop this process's page mappings (``MADV_DONTNEED``; the page cache keeps the
@@ -391,10 +416,19 @@ class MappedFileQueue:
                                      hold_fd=self.hold_fd)
         except FileExistsError:
             f = MappedFile.open(path, start, self.file_size, hold_fd=self.hold_fd)
-            if f.data_extent() is not None:
+            if f.holds_data():
                 f.close()
                 raise
         f.ensure_reserved(self.reserve_on_create, chunk=0)
+        return f
+
+    def create_first(self, reserve_bytes: int) -> MappedFile:
+        """Make and map an empty queue's first file (start 0) ahead of its first write.
+        Raises FileExistsError when the file is there already, OSError (ENOSPC)."""
+        f = self._advised(MappedFile.create(os.path.join(self.directory, file_name(0)), 0, self.file_size,
+                                            reserve_bytes=reserve_bytes, hold_fd=self.hold_fd))
+        with self._lock:
+            self.files = (f,)
         return f
 
     def sync_range(self, lo: int, hi: int) -> int:

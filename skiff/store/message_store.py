@@ -20,6 +20,7 @@ import logging
 import os
 import struct
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 from skiff.common import kernels
@@ -136,6 +137,7 @@ class MessageStore:
             PeriodicThread("skiff-store-checkpoint", config.flush_interval_consume_queue / 1000, self._checkpoint),
             PeriodicThread("skiff-store-clean", config.clean_resource_interval / 1000, self._housekeeping),
         ]
+        self._thorough_at = time.monotonic() + config.flush_consume_queue_thorough_interval / 1000
         self._puts = self._put_bytes = self._put_failures = 0
         self.replica = False
         """A slave's store: puts are refused, `append_replicated` alone writes."""
@@ -192,14 +194,21 @@ class MessageStore:
             self.index.close()
         self._lock.release()
 
-    def _make_durable(self, *, flush_commitlog: bool) -> bool:
+    def _make_durable(self, *, flush_commitlog: bool, least_pages: int = 0) -> bool:
         return make_durable(
             self.root, self.commitlog, self.queues, self.index, self._dispatched, self.clock,
-            flush_commitlog=flush_commitlog,
+            flush_commitlog=flush_commitlog, least_pages=least_pages,
         )
 
     def _checkpoint(self) -> None:
-        self._make_durable(flush_commitlog=False)
+        """The periodic flush: thorough every flushConsumeQueueThoroughInterval ms, else
+        only the ConsumeQueues with flushConsumeQueueLeastPages pages of new entries."""
+        now = time.monotonic()
+        least_pages = self.config.flush_consume_queue_least_pages
+        if now >= self._thorough_at:
+            self._thorough_at = now + self.config.flush_consume_queue_thorough_interval / 1000
+            least_pages = 0
+        self._make_durable(flush_commitlog=False, least_pages=least_pages)
 
     def checkpoint(self) -> bool:
         """fsync every file and write the checkpoint now (the periodic thread does this

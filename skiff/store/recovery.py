@@ -125,6 +125,7 @@ def make_durable(
     clock: Clock,
     *,
     flush_commitlog: bool = True,
+    least_pages: int = 0,
 ) -> bool:
     """fsync the derived files (and the CommitLog), then checkpoint ``dispatched``.
 
@@ -133,14 +134,17 @@ def make_durable(
     page for later), and recovery must start at a record.
 
     ``dispatched`` must not exceed what was dispatched before this call began.
+    ConsumeQueues with fewer than ``least_pages`` pages of new entries are left for a
+    later call, and the checkpoint stays below their first new entry.
     Return False when the checkpoint could not be written (a full disk): that only
     makes the next recovery check more records."""
     flushed = commitlog.flush() if flush_commitlog else commitlog.flush_through(dispatched)
-    queues.flush()
+    left = queues.flush(least_pages)
     if index is not None:
         index.flush()
+    safe = min(dispatched, flushed) if left is None else min(dispatched, flushed, left)
     try:
-        write_checkpoint(os.path.join(root, CHECKPOINT), Checkpoint(flushed, min(dispatched, flushed), clock.now_ms()))
+        write_checkpoint(os.path.join(root, CHECKPOINT), Checkpoint(flushed, safe, clock.now_ms()))
     except OSError as exc:
         log.warning("cannot write the checkpoint: %s", exc)
         return False

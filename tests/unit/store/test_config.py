@@ -41,6 +41,8 @@ def test_rocketmq_keys_and_old_spellings():
         ("maxIndexNum", "1", "maxIndexNum"),
         ("maxHashSlotNum", "0", "maxHashSlotNum"),
         ("fileReservedTime", "-1", "fileReservedTime"),
+        ("flushConsumeQueueLeastPages", "-1", "flushConsumeQueueLeastPages"),
+        ("flushConsumeQueueThoroughInterval", "0", "flushConsumeQueueThoroughInterval"),
         ("diskMaxUsedSpaceRatio", "101", "diskMaxUsedSpaceRatio"),
         ("diskSpaceWarningLevelRatio", "-1", "diskSpaceWarningLevelRatio"),
         ("deleteWhen", "04;25", "deleteWhen"),

@@ -2,11 +2,12 @@
 a 20,000-descriptor limit: see skiff/store/mapped_file.py."""
 
 import os
+import resource
 
 import pytest
 
 from skiff.store.config import CQ_ENTRY_BYTES
-from skiff.store.consume_queue import ConsumeQueueTable
+from skiff.store.consume_queue import FD_HEADROOM, ConsumeQueueTable, mapping_budget
 
 ENTRIES_PER_FILE = 16
 
@@ -47,17 +48,20 @@ def test_each_consume_queue_file_holds_one_descriptor_and_keeps_its_entries(tmp_
     assert _open_descriptors() == before
 
 
-def test_a_prepared_empty_queue_file_holds_nothing_loads_empty_and_takes_writes(tmp_path):
+def test_prepared_queues_are_mapped_at_creation_and_hold_nothing_after_a_restart_until_written(tmp_path):
     directory = str(tmp_path / "consumequeue")
     before = _open_descriptors()
     table = ConsumeQueueTable(directory, CQ_ENTRY_BYTES * ENTRIES_PER_FILE)
     assert table.prepare("T", 3) == 3
     first = os.path.join(directory, "T", "1", "0" * 20)
     assert os.path.getsize(first) == CQ_ENTRY_BYTES * ENTRIES_PER_FILE
-    assert _open_descriptors() == before  # made, sized, closed: not mapped
-    table.get_or_create("T", 0).append(0, [500, 600], [90, 90], [7, 7])  # adopts the prepared file
-    assert _open_descriptors() - before == 1
+    assert _open_descriptors() - before == 3  # made, reserved and mapped ahead of the first message
+    assert [(cq.topic, cq.queue_id, cq.max_offset) for cq in table.all()] == [("T", 0, 0), ("T", 1, 0), ("T", 2, 0)]
+    assert table.prepare("T", 3) == 0
+    table.get_or_create("T", 0).append(0, [500, 600], [90, 90], [7, 7])  # the prepared file
+    assert _open_descriptors() - before == 3
     table.close()
+    assert _open_descriptors() == before
 
     reloaded = ConsumeQueueTable(directory, CQ_ENTRY_BYTES * ENTRIES_PER_FILE)
     reloaded.load()
@@ -74,17 +78,43 @@ def test_a_prepared_empty_queue_file_holds_nothing_loads_empty_and_takes_writes(
     assert _open_descriptors() == before
 
 
-def test_a_queue_file_with_data_is_never_adopted_as_a_prepared_one(tmp_path):
+def test_past_the_mapping_budget_prepared_queue_files_are_only_made(tmp_path, monkeypatch):
+    monkeypatch.setattr("skiff.store.consume_queue.mapping_budget", lambda: 2)
     directory = str(tmp_path / "consumequeue")
+    before = _open_descriptors()
     table = ConsumeQueueTable(directory, CQ_ENTRY_BYTES * ENTRIES_PER_FILE)
-    table.get_or_create("T", 0).append(0, [500], [90], [7])
-    table.flush()
-    stranger = ConsumeQueueTable(directory, CQ_ENTRY_BYTES * ENTRIES_PER_FILE)  # not loaded: knows no file
-    with pytest.raises(FileExistsError):
-        stranger.get_or_create("T", 0).append(0, [100], [90], [1])
+    assert table.prepare("T", 5) == 5
+    assert _open_descriptors() - before == 2
+    assert sorted(q for _, q in table.queues) == [0, 1]
+    assert all(os.path.getsize(os.path.join(directory, "T", str(q), "0" * 20)) == CQ_ENTRY_BYTES * ENTRIES_PER_FILE
+               for q in range(5))
+    late = table.get_or_create("T", 4)
+    late.append(0, [100], [90], [1])  # maps the made file on its first message
+    assert (late.entry(0), _open_descriptors() - before) == ((100, 90, 1), 3)
     table.close()
-    stranger.close()
-    again = ConsumeQueueTable(directory, CQ_ENTRY_BYTES * ENTRIES_PER_FILE)
-    again.load()
-    assert (again.get("T", 0).max_offset, again.get("T", 0).entry(0)) == (1, (500, 90, 7))
-    again.close()
+    assert _open_descriptors() == before
+
+
+def test_the_mapping_budget_leaves_room_below_the_open_file_limit():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (FD_HEADROOM + 500, hard))
+    try:
+        assert mapping_budget() == 500  # vm.max_map_count is 65,530 or more here
+        resource.setrlimit(resource.RLIMIT_NOFILE, (FD_HEADROOM // 2, hard))
+        assert mapping_budget() == 0
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def test_a_flush_of_least_pages_fsyncs_the_busy_queues_and_names_the_first_record_it_left(tmp_path):
+    table = ConsumeQueueTable(str(tmp_path / "consumequeue"), CQ_ENTRY_BYTES * 1000)
+    busy, sparse = table.get_or_create("T", 0), table.get_or_create("T", 1)
+    busy.append(0, list(range(0, 50_000, 100)), [90] * 500, [0] * 500)  # 10,000 bytes: two page boundaries
+    sparse.append(0, [70_000, 70_100], [90, 90], [0, 0])
+    assert table.flush(least_pages=2) == 70_000
+    assert (busy.unflushed, sparse.unflushed, table.flush_count) == (False, True, 1)
+    busy.append(500, [80_000], [90], [0])
+    assert table.flush(least_pages=2) == 70_000  # busy's one new entry waits too now
+    assert table.flush() is None
+    assert not busy.unflushed and not sparse.unflushed
+    table.close()

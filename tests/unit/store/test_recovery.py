@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from skiff.common.errors import ConfigError, CorruptionError
 from skiff.common.stored_message import decode_record
 from skiff.store.checkpoint import Checkpoint, read_checkpoint
+from skiff.testing.waits import wait_for
 
 from .conftest import message, records_of
 
@@ -228,3 +229,31 @@ def test_prepared_queue_directories_survive_a_restart_and_take_messages(open_sto
     assert [b for _, b in _bodies(again, 1)] == [message(0).body, message(2).body]
     again.delete_topic("T")
     assert not os.path.exists(os.path.join(again.root, "consumequeue", "T"))
+
+
+def _periodic_checkpoint(store):
+    """The checkpoint the store's periodic flush writes once it has flushed every put."""
+    path = os.path.join(store.root, "checkpoint")
+    return wait_for(lambda: (cp := read_checkpoint(path)) is not None
+                    and cp.commitlog_flushed_offset == store.max_physical_offset and cp,
+                    what="a periodic checkpoint past the last put")
+
+
+def test_the_periodic_flush_leaves_sparse_queues_and_the_checkpoint_stays_below_them(open_store):
+    store = open_store(flushIntervalConsumeQueue=20, flushConsumeQueueThoroughInterval=600_000)
+    puts = _fill(store, 6, queues=3)  # two entries a queue: under flushConsumeQueueLeastPages (2)
+    cp = _periodic_checkpoint(store)
+    assert cp.dispatched_offset == puts[0].physical_offset == 0  # the first entry left unflushed
+    image = open_store.crash_image(store)
+    expect = [_bodies(store, q) for q in range(3)]
+    again = open_store(root=image)
+    assert open_store.last_report.records_redispatched == 6
+    assert [_bodies(again, q) for q in range(3)] == expect
+
+
+def test_the_thorough_flush_flushes_every_queue_and_moves_the_checkpoint_to_the_end(open_store):
+    store = open_store(flushIntervalConsumeQueue=20, flushConsumeQueueThoroughInterval=1)
+    _fill(store, 6, queues=3)
+    cp = _periodic_checkpoint(store)
+    assert cp.dispatched_offset == store.max_physical_offset
+    assert not any(cq.unflushed for cq in store.queues.all())
