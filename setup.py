@@ -2,7 +2,7 @@
 else is in pyproject.toml.
 
 The extension is optional: without Cython the build skips it, and without a C
-compiler (or zlib's header) `optional=True` turns the compile error into a warning.
+compiler `optional=True` turns the compile error into a warning.
 Either way Skiff installs and runs its pure-Python kernels (`skiff.common.kernels`).
 """
 
@@ -17,7 +17,6 @@ except ImportError:  # no Cython: pure Python only
 KERNELS = Extension(
     "skiff.common._kernels",
     ["skiff/common/_kernels.pyx"],
-    libraries=["z"],
     extra_compile_args=["-O2"],
     optional=True,
 )
@@ -31,7 +30,7 @@ class OptionalBuildExt(build_ext):
     def run(self) -> None:
         try:
             super().run()
-        except Exception as exc:  # no compiler, no Python or zlib headers
+        except Exception as exc:  # no compiler, no Python headers
             print(f"skiff: the compiled kernels were not built, pure Python it is: {exc}")
 
     def build_extension(self, ext: Extension) -> None:

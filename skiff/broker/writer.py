@@ -99,10 +99,9 @@ class MessageWriter:
         refused = next((p for p in props if not REDIRECT_PROPERTIES.isdisjoint(p)), None)
         if refused is not None:
             return batch_refusal(refused)
-        stripped = [encode_properties(without_timer_id(p)) for p in props]  # a TIMER_ID made it decline
-        inputs = batch_inputs(MessageInput, head, flags, bodies, stripped, _INDEXED, _NOT_AS_SENT)
-        assert inputs is not None  # neither a redirect property nor TIMER_ID is left
-        return inputs
+        # a TIMER_ID made it decline: only the messages holding one are re-encoded without it
+        stripped = [encode_properties(without_timer_id(p)) if Prop.TIMER_ID in p else r for p, r in zip(props, raw)]
+        return _rows(MessageInput, head, flags, bodies, stripped, [[p.get(name) for p in props] for name in _INDEXED])
 
     def _redirect(self, topic: str, queue_id: int, props: Mapping[str, str], sys_flag: int) -> Redirected | str | None:
         if is_half(props):
@@ -127,14 +126,15 @@ def batch_inputs_py(cls: type[MessageInput], head: tuple[str, int, int, int, byt
 
     A batch whose messages share their property names (what producers send) is read as
     columns (`property_columns`), without a Python step per message or pair."""
+    refused = frozenset(refused)
     columns = property_columns(properties) if properties else None
     if columns is not None:
-        if not set(refused).isdisjoint(columns.names):
+        if not refused.isdisjoint(columns.names):
             return None
         fields = [columns.values(name) for name in indexed]
     else:
         props = list(map(decode_properties, properties))
-        if any(not set(refused).isdisjoint(p) for p in props):
+        if any(not refused.isdisjoint(p) for p in props):
             return None
         fields = [[p.get(name) for p in props] for name in indexed]
     return _rows(cls, head, flags, bodies, properties, fields)

@@ -23,9 +23,6 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memchr, memcmp, memcpy, memset
 
-cdef extern from "zlib.h":
-    unsigned long crc32(unsigned long crc, const unsigned char *buf, unsigned int len) nogil
-
 cdef enum:
     MAGIC_V1 = -626843481  # skiff.common.record.MAGIC_V1
     BORN_V6 = 0x10  # MessageSysFlag.BORNHOST_V6
@@ -469,7 +466,7 @@ cdef enum:
     FIXED_V4 = 91  # record.FIXED_BYTES_V4
 
 
-cdef inline bint _name_is(const unsigned char *p, Py_ssize_t n, const char *name, Py_ssize_t name_len) noexcept:
+cdef inline bint _is(const unsigned char *p, Py_ssize_t n, const char *name, Py_ssize_t name_len) noexcept nogil:
     return n == name_len and memcmp(p, name, n) == 0
 
 
@@ -540,7 +537,7 @@ def replicated_columns(data, int64_t start, int64_t file_size):
         topic_len = r[t]
         props_at = t + 3 + topic_len
         props_len = get16(r + props_at - 2)
-        crc = crc32(0, r + body_at, <unsigned int>body_len) & CRC_MASK
+        crc = _crc32(0, r + body_at, body_len) & CRC_MASK
         if props_len < 0 or props_at + props_len != total or <int64_t>crc != <int64_t>get32(r + 8):
             return (pos, pos, topics, queue_ids, queue_offsets, physical_offsets, sizes, tags, store_timestamps,
                     sys_flags, keys, uniq_keys)
@@ -555,11 +552,11 @@ def replicated_columns(data, int64_t start, int64_t file_size):
                 b = e
             s = <const unsigned char *>memchr(a, 1, b - a) if a < b else NULL
             if s != NULL and s > a and (s + 1 >= b or memchr(s + 1, 1, b - s - 1) == NULL):
-                if _name_is(a, s - a, "TAGS", 4):
+                if _is(a, s - a, "TAGS", 4):
                     tags_at, tags_len = s + 1, b - s - 1
-                elif _name_is(a, s - a, "KEYS", 4):
+                elif _is(a, s - a, "KEYS", 4):
                     keys_at, keys_len = s + 1, b - s - 1
-                elif _name_is(a, s - a, "UNIQ_KEY", 8):
+                elif _is(a, s - a, "UNIQ_KEY", 8):
                     uniq_at, uniq_len = s + 1, b - s - 1
             a = b + 1
         if last_topic_at == NULL or topic_len != last_topic_len or memcmp(r + t + 1, last_topic_at, topic_len) != 0:
@@ -603,10 +600,6 @@ cdef inline void _set_item(object row, Py_ssize_t k, object value):
     PyTuple_SET_ITEM(row, k, value)
 
 
-cdef inline bint _is_name(const unsigned char *name, Py_ssize_t length, bytes want) noexcept:
-    return length == PyBytes_GET_SIZE(want) and memcmp(name, PyBytes_AS_STRING(want), length) == 0
-
-
 def batch_inputs(cls, tuple head, flags, bodies, properties, indexed, refused):
     """`skiff.broker.writer.batch_inputs`: one ``cls`` row per message, its ``indexed``
     properties' values (as `decode_properties` reads them: pairs with one 0x01 and a name,
@@ -638,10 +631,10 @@ def batch_inputs(cls, tuple head, flags, bodies, properties, indexed, refused):
                 sep = hit - p
                 if sep > pos and memchr(p + sep + 1, 1, stop - sep - 1) == NULL:
                     for name in refusing:
-                        if _is_name(p + pos, sep - pos, <bytes>name):
+                        if _is(p + pos, sep - pos, PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)):
                             return None
                     for k in range(3):
-                        if _is_name(p + pos, sep - pos, <bytes>wanted[k]):
+                        if _is(p + pos, sep - pos, PyBytes_AS_STRING(wanted[k]), PyBytes_GET_SIZE(wanted[k])):
                             at[k] = sep + 1
                             length[k] = stop - sep - 1
             pos = stop + 1
@@ -657,7 +650,7 @@ def batch_inputs(cls, tuple head, flags, bodies, properties, indexed, refused):
         _set_item(row, 8, reconsume_times)
         _set_item(row, 9, 0)
         for k in range(3):
-            _set_item(row, 10 + k, None if at[k] < 0 else PyUnicode_DecodeUTF8(<const char *>p + at[k], length[k], "replace"))
+            _set_item(row, 10 + k, None if at[k] < 0 else _text(<const unsigned char *>p + at[k], length[k]))
         out.append(row)
     return out
 
@@ -867,10 +860,6 @@ cdef bint _ascii(const unsigned char *p, Py_ssize_t n) noexcept nogil:
         if p[i] >= 0x80:
             return False
     return True
-
-
-cdef inline bint _is(const unsigned char *p, Py_ssize_t n, const char *name, Py_ssize_t name_len) noexcept nogil:
-    return n == name_len and memcmp(p, name, n) == 0
 
 
 cdef inline void _hex(char *out, const unsigned char *p, Py_ssize_t n) noexcept nogil:

@@ -214,19 +214,20 @@ class CommitLog:
             return f
         rel = self.write_pos - f.start
         f.ensure_reserved(f.size, f.size)
-        BLANK_HEAD.pack_into(f.mm, rel, room, BLANK_MAGIC)
+        f.write(rel, memoryview(BLANK_HEAD.pack(room, BLANK_MAGIC)))
         self.write_pos = f.end
         return self.files.get_or_create(self.write_pos)
 
     def append_raw(self, data: memoryview) -> None:
-        """Write already-validated bytes at ``write_pos``, file by file. Raises OSError."""
+        """Write already-validated bytes at ``write_pos``, file by file, as appends are
+        written (`MappedFile.write`). Raises OSError."""
         done = 0
         while done < len(data):
             f = self.files.get_or_create(self.write_pos)
             rel = self.write_pos - f.start
             n = min(len(data) - done, f.size - rel)
             f.ensure_reserved(f.size, f.size)
-            f.mm[rel : rel + n] = data[done : done + n]
+            f.write(rel, data[done : done + n])
             done += n
             self.write_pos += n
 

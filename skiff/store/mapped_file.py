@@ -202,11 +202,13 @@ class MappedFile:
         """Write ``data`` at file position ``pos`` through the file descriptor (``pwrite``,
         the GIL released), not through the mapping: see docs/store.md, "Writing". Raises
         OSError (a full disk answers ENOSPC here, where a store into the mapping would be
-        SIGBUS)."""
+        SIGBUS). Only files that hold their descriptor (the CommitLog's) are written so: it
+        is on the append path, which opens nothing."""
+        fd = self._fd
+        assert fd >= 0, "written files hold their descriptor"
         done = 0
-        with self._descriptor() as fd:
-            while done < len(data):
-                done += os.pwrite(fd, data[done:], pos + done)
+        while done < len(data):
+            done += os.pwrite(fd, data[done:], pos + done)
 
     def sync_filesystem(self) -> bool:
         """syncfs the file system this file is on (`skiff.store.pages.syncfs`), with the GIL

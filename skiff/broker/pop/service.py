@@ -127,11 +127,6 @@ class PopService:
 
     # -- pop ------------------------------------------------------------------------
 
-    @property
-    def polling_count(self) -> int:
-        """Pops waiting for messages now."""
-        return self._polling
-
     async def pop(self, req: PopRequest, poll_ms: int) -> list[Popped]:
         """Pop now, or wait up to ``poll_ms`` for something to pop; `PopRefused` when it found
         nothing and may not wait."""
