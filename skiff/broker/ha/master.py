@@ -2,7 +2,7 @@
 CommitLog to every slave that connects (`skiff.protocol.ha` has the byte layouts).
 
 Per slave, one task writes frames; its offset reports are handled as they arrive, in
-the protocol's callback (`ReportFeed`: no task wakes up per report), and one watcher
+the protocol's callback (`PushFeed`: no task wakes up per report), and one watcher
 task per slave closes it after ``haHousekeepingInterval`` of silence. The first
 report says where to start: that offset, or for an empty slave (0) the start of
 the master's last CommitLog file, as RocketMQ does. Frames are zero-copy slices
@@ -21,10 +21,10 @@ import errno
 import logging
 import threading
 import time
-from collections.abc import Callable
 from typing import NamedTuple
 
 from skiff.broker.config import BrokerConfig
+from skiff.broker.ha.feed import PushFeed
 from skiff.broker.ha.waiters import Done, ReplicaWaiters
 from skiff.common.errors import DecodeError
 from skiff.protocol.ha import ReportReader, encode_frame_head
@@ -167,10 +167,10 @@ class HAMaster:
             conn.wake.set()
 
     def _protocol(self) -> asyncio.StreamReaderProtocol:
-        return asyncio.StreamReaderProtocol(ReportFeed(), self._accept)
+        return asyncio.StreamReaderProtocol(PushFeed("the slave"), self._accept)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        assert isinstance(reader, ReportFeed)
+        assert isinstance(reader, PushFeed)
         conn = SlaveConnection(self, reader, writer)
         self.connections.add(conn)
         log.info("slave %s connected to the HA service", conn.peer)
@@ -187,44 +187,8 @@ class HAMaster:
             self._ack_changed()
 
 
-class ReportFeed(asyncio.StreamReader):
-    """The stream's reader, made a push: each read goes to ``on_data`` in the protocol's
-    callback instead of a buffer a task reads (what arrives before ``on_data`` is set
-    waits for it). ``ended`` resolves with why the stream ended."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.on_data: Callable[[bytes], None] | None = None
-        self.early: list[bytes] = []
-        self.ended: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        self.last_read = asyncio.get_running_loop().time()
-
-    def start(self, on_data: Callable[[bytes], None]) -> None:
-        self.on_data = on_data
-        early, self.early = self.early, []
-        for data in early:
-            on_data(data)
-
-    def feed_data(self, data: bytes) -> None:
-        self.last_read = self._loop.time()  # type: ignore[attr-defined]
-        if self.on_data is None:
-            self.early.append(bytes(data))
-        else:
-            self.on_data(data)
-
-    def feed_eof(self) -> None:
-        self._end("the slave closed the connection")
-
-    def set_exception(self, exc: BaseException) -> None:
-        self._end(f"read failed: {exc}")
-
-    def _end(self, why: str) -> None:
-        if not self.ended.done():
-            self.ended.set_result(why)
-
-
 class SlaveConnection:
-    def __init__(self, master: HAMaster, reader: ReportFeed, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, master: HAMaster, reader: PushFeed, writer: asyncio.StreamWriter) -> None:
         self.master = master
         self.reader = reader
         self.writer = writer

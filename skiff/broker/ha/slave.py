@@ -6,22 +6,24 @@ reports its max physical offset, appends what the master streams through
 `MessageStore.append_replicated` (whole records only: a record cut by a frame
 boundary waits in `Received` until its rest arrives), which checks and dispatches
 it into ConsumeQueues and the index as the master's appends are, and reports again.
-Each read is one append: frame bodies are zero-copy slices of the read, copied once
+Reads are pushed (`PushFeed`, as on the master's side): each read is one append and
+one report, made in the protocol's callback, with no task woken, timer made or
+drain awaited per read. Frame bodies are zero-copy slices of the read, copied once
 into `Received` and once into the CommitLog.
-While idle it re-reports every ``haSendHeartbeatInterval``; a master silent for
-``haHousekeepingInterval`` is dropped and reconnected. A frame that does not
-continue the slave's CommitLog drops the connection (RocketMQ's "master pushed
-offset not equal" check).
+Only after ``haSendHeartbeatInterval`` with nothing read does it re-report (a
+heartbeat); a master silent for ``haHousekeepingInterval`` is dropped and
+reconnected. A frame that does not continue the slave's CommitLog drops the
+connection (RocketMQ's "master pushed offset not equal" check).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 
 from skiff.broker.config import BrokerConfig
+from skiff.broker.ha.feed import PushFeed
 from skiff.common.errors import DecodeError
 from skiff.common.record import parse_host_port
 from skiff.common.service import Service
@@ -30,7 +32,6 @@ from skiff.store import MessageStore
 
 log = logging.getLogger(__name__)
 
-READ_CHUNK = 256 * 1024
 RETRY_S = 1.0
 """Pause before reconnecting (RocketMQ: 5 s); short, as a slave behind loses nothing by trying."""
 
@@ -52,6 +53,8 @@ class HASlave(Service):
         self._writer: asyncio.StreamWriter | None = None
         self._paused = False
         self._resume_addr = ""
+        self.last_drop = ""
+        """Why the last connection to the master ended (logged too; tests read it)."""
         self.local_addr = ""
         """This end of the HA connection (controller mode publishes it: the master names
         its slaves' connections by it)."""
@@ -108,11 +111,15 @@ class HASlave(Service):
 
     async def _session(self, addr: str) -> None:
         host, port = parse_host_port(addr)
+        loop = asyncio.get_running_loop()
+        feed = PushFeed("the master")
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 3.0)
+            transport, protocol = await asyncio.wait_for(
+                loop.create_connection(lambda: asyncio.StreamReaderProtocol(feed), host, port), 3.0)
         except (OSError, asyncio.TimeoutError) as exc:
             log.debug("cannot connect to the master's HA port %s: %s", addr, exc)
             return
+        writer = asyncio.StreamWriter(transport, protocol, feed, loop)
         self._writer = writer
         self.connected = True
         sockname = writer.get_extra_info("sockname")
@@ -120,44 +127,54 @@ class HASlave(Service):
         self._on_connect()
         log.info("following the master at %s from offset %d", addr, self.store.max_physical_offset)
         try:
-            why = await self._follow(reader, writer)
-        except (OSError, asyncio.IncompleteReadError) as exc:
-            why = f"connection lost: {exc}"
+            why = await self._follow(feed, writer)
         finally:
             self.connected = False
             self._writer = None
             self.local_addr = ""
             writer.transport.abort()
+        self.last_drop = why
         log.warning("stopped following the master at %s: %s", addr, why)
 
-    async def _follow(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> str:
+    async def _follow(self, feed: PushFeed, writer: asyncio.StreamWriter) -> str:
+        """Each read is applied and answered with a report in the protocol's callback; this
+        task wakes only when the stream ends, to stop, or once per ``haSendHeartbeatInterval``
+        of silence (a heartbeat report; after ``haHousekeepingInterval`` the connection is
+        dropped). Reports are 8 bytes, one per read: never drained, the socket takes them."""
         cfg = self.config
         heartbeat_s = cfg.ha_send_heartbeat_interval_ms / 1000
         housekeeping_s = cfg.ha_housekeeping_interval_ms / 1000
+        loop = asyncio.get_running_loop()
         frames = FrameReader()
         received: Received | None = None
-        writer.write(encode_report(self.store.max_physical_offset))
-        last_read = time.monotonic()
-        while not self.stopping:
-            try:
-                async with asyncio.timeout(heartbeat_s):  # not wait_for: no task per read
-                    data = await reader.read(READ_CHUNK)
-            except TimeoutError:
-                if time.monotonic() - last_read > housekeeping_s:
-                    return f"nothing read for {housekeeping_s:g} s (haHousekeepingInterval)"
-                writer.write(encode_report(self.store.max_physical_offset))
-                continue
-            if not data:
-                return "the master closed the connection"
-            last_read = time.monotonic()
+
+        def on_data(data: bytes) -> None:
+            nonlocal received
+            if feed.ended.done():
+                return
             if self._paused:
-                return "paused for an election"
+                return feed.end("paused for an election")
             try:
                 received = self._apply(frames, received, data)
             except (DecodeError, ValueError, OSError) as exc:
-                return str(exc)
+                return feed.end(str(exc))
             writer.write(encode_report(self.store.max_physical_offset))
-            await writer.drain()
+        writer.write(encode_report(self.store.max_physical_offset))
+        feed.start(on_data)
+        while not self.stopping:
+            idle = loop.time() - feed.last_read
+            if idle >= housekeeping_s:
+                return f"nothing read for {housekeeping_s:g} s (haHousekeepingInterval)"
+            if idle >= heartbeat_s:
+                writer.write(encode_report(self.store.max_physical_offset))
+                idle = 0.0
+            await asyncio.wait([feed.ended], timeout=heartbeat_s - idle)
+            if self.stopping:
+                break
+            if self._paused:
+                return "paused for an election"
+            if feed.ended.done():
+                return feed.ended.result()
         return "stopping"
 
     def _apply(self, frames: FrameReader, received: Received | None, data: bytes) -> Received | None:
