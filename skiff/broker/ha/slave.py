@@ -137,14 +137,8 @@ class HASlave(Service):
         log.warning("stopped following the master at %s: %s", addr, why)
 
     async def _follow(self, feed: PushFeed, writer: asyncio.StreamWriter) -> str:
-        """Each read is applied and answered with a report in the protocol's callback; this
-        task wakes only when the stream ends, to stop, or once per ``haSendHeartbeatInterval``
-        of silence (a heartbeat report; after ``haHousekeepingInterval`` the connection is
-        dropped). Reports are 8 bytes, one per read: never drained, the socket takes them."""
-        cfg = self.config
-        heartbeat_s = cfg.ha_send_heartbeat_interval_ms / 1000
-        housekeeping_s = cfg.ha_housekeeping_interval_ms / 1000
-        loop = asyncio.get_running_loop()
+        """Each read is applied and answered with a report in the protocol's callback.
+        Reports are 8 bytes, one per read: never drained, the socket takes them."""
         frames = FrameReader()
         received: Received | None = None
 
@@ -161,14 +155,26 @@ class HASlave(Service):
             writer.write(encode_report(self.store.max_physical_offset))
         writer.write(encode_report(self.store.max_physical_offset))
         feed.start(on_data)
+        return await self._watch(feed, writer)
+
+    async def _watch(self, feed: PushFeed, writer: asyncio.StreamWriter) -> str:
+        """Wake only when the stream ends, to stop, or after ``haSendHeartbeatInterval`` of
+        silence (then report alone: a heartbeat); drop a master silent for
+        ``haHousekeepingInterval``. Returns why the connection ends."""
+        heartbeat_s = self.config.ha_send_heartbeat_interval_ms / 1000
+        housekeeping_s = self.config.ha_housekeeping_interval_ms / 1000
+        loop = asyncio.get_running_loop()
+        reported = loop.time()
         while not self.stopping:
-            idle = loop.time() - feed.last_read
-            if idle >= housekeeping_s:
+            now = loop.time()
+            if now - feed.last_read >= housekeeping_s:
                 return f"nothing read for {housekeeping_s:g} s (haHousekeepingInterval)"
-            if idle >= heartbeat_s:
+            quiet_since = max(feed.last_read, reported)
+            if now - quiet_since >= heartbeat_s:
                 writer.write(encode_report(self.store.max_physical_offset))
-                idle = 0.0
-            await asyncio.wait([feed.ended], timeout=heartbeat_s - idle)
+                reported = quiet_since = now
+            wake = min(quiet_since + heartbeat_s, feed.last_read + housekeeping_s)
+            await asyncio.wait([feed.ended], timeout=wake - now)
             if self.stopping:
                 break
             if self._paused:
