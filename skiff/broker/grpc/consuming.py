@@ -133,8 +133,7 @@ class Consuming:
     def _handle(self, text: str) -> ExtraInfo | pb.Status:
         """The handle a client's receipt stands for (the renewed one for a push consumer's), and
         the client is done renewing it."""
-        renewed = self.renewals.current(text)
-        self.renewals.release(text)
+        renewed = self.renewals.release(text)
         try:
             handle = renewed or ExtraInfo.parse(text)
         except DecodeError as exc:

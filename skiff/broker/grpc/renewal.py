@@ -42,14 +42,11 @@ class Renewals:
     def hold(self, conn: GrpcClientConn, receipt: str, group: str, topic: str, handle: ExtraInfo) -> None:
         self._held[receipt] = Held(conn, group, topic, handle, self.clock.now_ms() + self.config.renew_max_time_ms)
 
-    def current(self, receipt: str) -> ExtraInfo | None:
-        """The handle a received one stands for now (after renewals), or None when not renewed."""
-        held = self._held.get(receipt)
+    def release(self, receipt: str) -> ExtraInfo | None:
+        """The client is done with the message (acked, nacked, dead-lettered): stop renewing
+        it; the handle the received one stands for now, or None when it was not renewed."""
+        held = self._held.pop(receipt, None)
         return None if held is None else held.current
-
-    def release(self, receipt: str) -> None:
-        """The client is done with the message (acked, nacked, dead-lettered): stop renewing it."""
-        self._held.pop(receipt, None)
 
     def renew(self) -> int:
         """Renew the held messages that are due soon; how many were renewed."""
@@ -69,4 +66,5 @@ class Renewals:
         return renewed
 
     def renew_tick(self) -> None:
+        """`renew` for `Periodic`, which awaits whatever its function returns."""
         self.renew()

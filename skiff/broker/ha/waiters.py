@@ -42,13 +42,6 @@ class ReplicaWaiters:
             self._arm(loop)
         return True
 
-    def wait(self, end: int) -> asyncio.Future[bool]:
-        """`add` as a future (True: acknowledged, False: timed out), for callers that await."""
-        fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-        if not self.add(end, lambda ok: fut.done() or fut.set_result(ok)):
-            fut.set_result(True)
-        return fut
-
     def ack(self, offset: int) -> None:
         """A slave has every byte below ``offset``: answer the waiters it covers."""
         if offset <= self.acked:

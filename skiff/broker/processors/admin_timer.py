@@ -18,7 +18,6 @@ SYSTEM_ERROR "No delay offset in this broker", as RocketMQ's does with an empty 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable, Sequence
 
@@ -26,6 +25,7 @@ from skiff.protocol.bodies.timer import (
     CancelOutcomeBody,
     CancelScheduledBody,
     CancelStatus,
+    DelayOffsetBody,
     TimerSlot,
     TimerSlotsBody,
     TimerStatsBody,
@@ -60,8 +60,7 @@ class TimerAdminProcessor:
         timer = self._timer()
         if timer is None:
             return req.response(ResponseCode.SYSTEM_ERROR, "No delay offset in this broker")
-        table = timer.delay_offsets(self.delay_levels_ms)
-        return req.response(body=json.dumps({"offsetTable": {str(k): v for k, v in table.items()}}).encode())
+        return req.response(body=DelayOffsetBody(timer.delay_offsets(self.delay_levels_ms)).to_json())
 
     def slots(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         timer = self._timer()

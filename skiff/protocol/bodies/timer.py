@@ -1,4 +1,5 @@
-"""Bodies of Skiff's timer admin answers (GET_TIMER_SLOTS, CANCEL_SCHEDULED_MESSAGE).
+"""Bodies of the timer's admin answers: Skiff's GET_TIMER_SLOTS and CANCEL_SCHEDULED_MESSAGE,
+RocketMQ's GET_ALL_DELAY_OFFSET.
 
     {"slotMs":3600000,"precisionMs":100,
      "slots":[{"slotStartMs":1714561200000,"scheduled":12,"loaded":true}],
@@ -6,12 +7,15 @@
 
     {"msgId":"7F00...","status":"CANCELLED",
      "outcomes":[{"timerId":4182,"slotStartMs":1714561200000,"dueMs":1714562000000,"status":"CANCELLED"}]}
+
+    {"offsetTable":{"1":120,"2":0}}
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from skiff.protocol.bodies.base import JsonBody
 
@@ -86,3 +90,12 @@ class CancelScheduledBody(JsonBody):
     msg_id: str
     status: CancelStatus
     outcomes: tuple[CancelOutcomeBody, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DelayOffsetBody(JsonBody):
+    """GET_ALL_DELAY_OFFSET's answer, what a RocketMQ slave writes to its delayOffset.json:
+    per delay level, the offset in SCHEDULE_TOPIC_XXXX's queue level - 1 below which
+    everything is delivered."""
+
+    offset_table: Mapping[int, int] = field(default_factory=dict)

@@ -8,10 +8,18 @@ import time
 from skiff.broker.ha.waiters import ReplicaWaiters
 
 
+def _wait(waiters: ReplicaWaiters, end: int) -> asyncio.Future[bool]:
+    """A waiter as a future: True once acknowledged, False once timed out."""
+    fut: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+    if not waiters.add(end, lambda ok: fut.done() or fut.set_result(ok)):
+        fut.set_result(True)
+    return fut
+
+
 def test_an_ack_answers_every_waiter_it_covers_and_the_rest_time_out():
     async def main() -> None:
         waiters = ReplicaWaiters(0.2)
-        futs = [waiters.wait(end) for end in (100, 200, 300)]
+        futs = [_wait(waiters, end) for end in (100, 200, 300)]
         waiters.ack(250)
         await asyncio.sleep(0)
         assert [f.done() and f.result() for f in futs[:2]] == [True, True] and not futs[2].done()
@@ -19,8 +27,8 @@ def test_an_ack_answers_every_waiter_it_covers_and_the_rest_time_out():
         assert await futs[2] is False
         assert 0.1 < time.monotonic() - began < 2.0
         assert len(waiters) == 0
-        assert waiters.wait(250).result() is True  # already acknowledged
-        late = waiters.wait(400)
+        assert _wait(waiters, 250).result() is True  # already acknowledged
+        late = _wait(waiters, 400)
         waiters.fail_all()
         assert late.result() is False
     asyncio.run(main())
@@ -29,7 +37,7 @@ def test_an_ack_answers_every_waiter_it_covers_and_the_rest_time_out():
 def test_many_waiters_share_one_timer():
     async def main() -> None:
         waiters = ReplicaWaiters(5.0)
-        futs = [waiters.wait(i) for i in range(1, 10_001)]
+        futs = [_wait(waiters, i) for i in range(1, 10_001)]
         waiters.ack(10_000)
         assert all(f.result() for f in futs)
         assert waiters._timer is not None  # one handle for the whole queue, left to expire harmlessly
