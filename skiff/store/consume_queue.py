@@ -49,6 +49,7 @@ whatever it writes; with traffic spread over 16,384 queues (a few entries each p
 second) the periodic flush made 16k of them a second, the largest per-queue cost of
 the broker. syncfs writes the same pages (and whatever else is dirty on that file
 system, which the CommitLog's own flush would write soon anyway) in one call."""
+
 PREPARED_RESERVE_BYTES = mmap.PAGESIZE
 """Blocks a queue's first file reserves when its topic is created: its first page (204
 entries), so the first messages need no reservation, and 16,384 idle queues hold 64 MiB
@@ -409,7 +410,7 @@ class ConsumeQueueTable:
 
     def prepare(self, topic: str, count: int) -> int:
         """Create ``topic``'s missing queues 0 to ``count`` - 1, each with its first file
-        made, its first page reserved and the file mapped, as Kafka makes a partition's
+        made, its first page reserved and warmed and the file mapped, as Kafka makes a partition's
         files when the topic is created; return how many were made. A queue's first
         message then costs what any other does: making, reserving and mapping a file
         (an inode allocation, a dozen system calls and the Python objects around them)
@@ -470,14 +471,17 @@ class ConsumeQueueTable:
         spread over 16,384 queues, writing back 16k files a second cost the broker
         more CPU than storing their messages."""
         unflushed = [(cq, cq.max_offset) for cq in self.all() if cq.unflushed]
-        due = [(cq, target) for cq, target in unflushed if cq.unflushed_pages(target) >= least_pages]
-        if len(due) >= SYNCFS_MIN_QUEUES and _sync_filesystem(due[0][0]):
+        due: list[ConsumeQueue] = []
+        waiting: list[ConsumeQueue] = []
+        for cq, target in unflushed:
+            (due if cq.unflushed_pages(target) >= least_pages else waiting).append(cq)
+        if len(due) >= SYNCFS_MIN_QUEUES and _sync_filesystem(due[0]):
             for cq, target in unflushed:
                 cq.flushed_by_filesystem(target)
             self.flush_count += len(unflushed)
             return None
-        self.flush_count += sum(cq.flush() for cq, _ in due)
-        left = [cq.first_unflushed_record() for cq, target in unflushed if cq.unflushed_pages(target) < least_pages]
+        self.flush_count += sum(cq.flush() for cq in due)
+        left = (cq.first_unflushed_record() for cq in waiting)
         return min((offset for offset in left if offset is not None), default=None)
 
     def close(self) -> None:

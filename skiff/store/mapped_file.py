@@ -79,7 +79,7 @@ class MappedFile:
         self.start = start
         self.size = size
         self.mm = mmap.mmap(fd, size)
-        self._address = 0
+        self._address = pages.address_of(self.mm)
         self.reserved = reserved
         self._lock = threading.Lock()
         self.closed = False
@@ -141,14 +141,6 @@ class MappedFile:
         finally:
             os.close(fd)
 
-    def _mapped_at(self) -> int:
-        """The mapping's address, found on first use (under the lock): only msync and
-        page dropping need it, and finding it costs as much as a quarter of the mapping
-        (a queue's first file is mapped while its first message is stored)."""
-        if not self._address:
-            self._address = pages.address_of(self.mm)
-        return self._address
-
     @property
     def end(self) -> int:
         return self.start + self.size
@@ -193,7 +185,7 @@ class MappedFile:
         with self._lock:
             if self.closed:
                 return False
-            if hi is None or not pages.sync(self._mapped_at(), lo, min(hi, self.size)):
+            if hi is None or not pages.sync(self._address, lo, min(hi, self.size)):
                 with self._descriptor() as fd:
                     os.fdatasync(fd)
             return True
@@ -226,7 +218,7 @@ class MappedFile:
             if self.closed:
                 return False
             with self._descriptor() as fd:
-                return pages.drop(self._mapped_at(), fd, lo, min(hi, self.size))
+                return pages.drop(self._address, fd, lo, min(hi, self.size))
 
     def zero_from(self, pos: int) -> int:
         """Zero every non-zero byte from ``pos`` to the end; return how many bytes were dirty.
