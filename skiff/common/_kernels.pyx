@@ -159,12 +159,10 @@ def pack_records(rows, bytes topic, queue_offsets, physical_offsets, sizes, int6
             raise ValueError(f"{total} bytes of records do not fit at {at} in a buffer of {held.size}")
         result = None
         dest = <unsigned char *>held.ptr + at
-    for i in range(n):
-        row = _tuple_of(rows[i], 10)
+    for i in range(n):  # every row was checked above: its parts add up to its size
+        row = <tuple>rows[i]
         size = sizes[i]
-        born_len = _record_parts(row, size, store_len, topic_len, i)
-        if pos + size > total:
-            raise ValueError(f"record {i} runs past the records' total")
+        born_len = len(row[7])
         body_obj, props_obj, born_obj = _as_bytes(row[2]), _as_bytes(row[3]), _as_bytes(row[7])
         body, props, born = _ptr(body_obj), _ptr(props_obj), _ptr(born_obj)
         body_len, props_len = len(body_obj), len(props_obj)
@@ -202,7 +200,7 @@ def pack_records(rows, bytes topic, queue_offsets, physical_offsets, sizes, int6
         dest[pos + 1] = <unsigned char>props_len
         memcpy(dest + pos + 2, props, props_len)
         pos += 2 + props_len
-    if pos != total:
+    if pos != total:  # a part whose bytes are not its length (a buffer of wider items)
         raise ValueError("the sizes do not add up to the records")
     return result
 
@@ -332,20 +330,17 @@ def put_queue_entries(mm, Py_ssize_t pos, physical_offsets, sizes, tag_codes, Py
 
 def offset_msg_ids(bytes store_host, offsets):
     """`skiff.store.message_store.offset_msg_ids`: store host + offset, upper-case hex, per offset."""
-    cdef Py_ssize_t host_len = len(store_host), width = 2 * (host_len + 8), i, j
+    cdef Py_ssize_t host_len = len(store_host), width = 2 * (host_len + 8)
     cdef const unsigned char *host = <const unsigned char *>PyBytes_AS_STRING(store_host)
     cdef unsigned char raw[28]
     cdef char text[56]
-    cdef const char *digits = b"0123456789ABCDEF"
     if host_len > 20:
         raise ValueError("a store host is at most 20 bytes")
     memcpy(raw, host, host_len)
     out = []
     for offset in offsets:
         put64(raw + host_len, <int64_t>offset)
-        for j in range(host_len + 8):
-            text[2 * j] = digits[raw[j] >> 4]
-            text[2 * j + 1] = digits[raw[j] & 15]
+        _hex(text, raw, host_len + 8)
         out.append(text[:width].decode("ascii"))
     return tuple(out)
 
