@@ -6,6 +6,7 @@ from skiff.protocol.errors import ConnectionClosed, RequestTimeout
 from skiff.transport.client import RemotingClient, parse_addr
 from skiff.transport.connection import CloseListener, CloseReason, Connection, Handler
 from skiff.transport.errors import ConnectFailed, ListenError, TooManyPendingRequests
+from skiff.transport.late import LateAnswer
 from skiff.transport.server import RemotingServer
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "Connection",
     "ConnectionClosed",
     "Handler",
+    "LateAnswer",
     "ListenError",
     "RemotingClient",
     "RemotingServer",

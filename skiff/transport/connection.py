@@ -5,9 +5,10 @@ broker asks a client back (CHECK_TRANSACTION_STATE, NOTIFY_CONSUMER_IDS_CHANGED)
 Responses find their request by opaque, which each connection counts on its own.
 
 Requests from the peer go to a handler table keyed by request code. A handler
-returns a response, None (no answer), or an awaitable of either; only an
-awaitable costs a task, so the synchronous handlers of the send path answer in
-the same loop iteration that read the request.
+returns a response, None (no answer), a `LateAnswer` a callback gives later, or
+an awaitable of a response or None; only an awaitable costs a task, so the
+synchronous handlers of the send path answer in the same loop iteration that
+read the request, and a late answer is written from the callback that gives it.
 
 Backpressure, in both directions:
 - a peer that sends requests but does not read the answers makes this side's
@@ -40,13 +41,14 @@ from skiff.protocol.frame import FrameDecoder, FrameError, encode_frame
 from skiff.protocol.errors import ConnectionClosed, RequestTimeout
 from skiff.transport.deadlines import Deadlines
 from skiff.transport.errors import TooManyPendingRequests
+from skiff.transport.late import LateAnswer
 from skiff.transport.output import GatheredOutput
 
 log = logging.getLogger(__name__)
 
-HandlerResult = Union[RemotingCommand, None, Awaitable[Union[RemotingCommand, None]]]
+HandlerResult = Union[RemotingCommand, None, LateAnswer, Awaitable[Union[RemotingCommand, None]]]
 Handler = Callable[["Connection", RemotingCommand], HandlerResult]
-"""Answers one request: a response, None for no answer, or an awaitable of either."""
+"""Answers one request: a response, None for no answer, a late answer, or an awaitable."""
 
 CloseListener = Callable[["Connection", "CloseReason"], None]
 
@@ -123,6 +125,9 @@ class Connection(asyncio.Protocol):
         self._output: GatheredOutput  # made with the transport, in connection_made
         self._backlog: collections.deque[RemotingCommand] = collections.deque()
         self._tasks: set[asyncio.Future[typing.Any]] = set()
+        self._late = 0
+        """Late answers owed (`LateAnswer`s not given yet)."""
+        self._late_drained: asyncio.Event | None = None
         self._listeners: list[CloseListener] = []
         self._opaque = 0
         self._write_paused = False
@@ -157,7 +162,7 @@ class Connection(asyncio.Protocol):
 
     @property
     def running_handlers(self) -> int:
-        return len(self._tasks)
+        return len(self._tasks) + self._late
 
     @property
     def reading_paused(self) -> bool:
@@ -297,8 +302,9 @@ class Connection(asyncio.Protocol):
         cmd.flag = (cmd.flag | RPC_ONEWAY) & ~RPC_TYPE_RESPONSE
         self._send_request(encode_frame(cmd))
 
-    def send(self, response: RemotingCommand) -> None:
-        """Write a response (its opaque already set); dropped if the connection closed."""
+    def send(self, response: RemotingCommand, at_once: bool = False) -> None:
+        """Write a response (its opaque already set); dropped if the connection closed.
+        ``at_once``: to the socket now, unless a batch of requests is being handled."""
         if self.close_reason is not None:
             log.debug("dropping response %d to %s: connection closed", response.opaque, self.peer_addr)
             return
@@ -309,7 +315,7 @@ class Connection(asyncio.Protocol):
             frames = encode_frame(RemotingCommand(
                 code=ResponseCode.SYSTEM_ERROR, opaque=response.opaque, flag=RPC_TYPE_RESPONSE, ext_fields={},
                 remark=f"the response could not be encoded: {exc}", serialize_type=response.serialize_type))
-        self._output.write(frames)
+        self._output.write(frames, at_once)
 
     def close(self, reason: CloseReason = CloseReason.LOCAL_CLOSE, detail: str | None = None, *, abort: bool = False) -> None:
         """Close with ``reason``: pending requests fail now, buffered output is
@@ -334,6 +340,9 @@ class Connection(asyncio.Protocol):
         """Wait until every handler still running on this connection has answered."""
         while self._tasks:
             await asyncio.wait(list(self._tasks))
+        if self._late:
+            self._late_drained = asyncio.Event()
+            await self._late_drained.wait()
 
     def cancel_handlers(self) -> None:
         for task in list(self._tasks):
@@ -390,8 +399,29 @@ class Connection(asyncio.Protocol):
             return
         if result is None or type(result) is RemotingCommand:
             self._reply(cmd, result)
+        elif isinstance(result, LateAnswer):
+            self._owe(cmd, result)
         else:
             self._spawn(cmd, result)  # type: ignore[arg-type]
+
+    def _owe(self, cmd: RemotingCommand, answer: LateAnswer) -> None:
+        self._late += 1
+        if self._late + len(self._tasks) >= self._max_pending:
+            self._pause_reading(_PAUSED_BY_HANDLERS)
+        answer.then(self._late_answered, cmd)
+
+    def _late_answered(self, cmd: RemotingCommand, response: RemotingCommand) -> None:
+        """Written at once when it was the last answer owed here (a producer waiting on each
+        send); else with the others the same callback gives, at the end of the loop step."""
+        self._late -= 1
+        if not cmd.flag & RPC_ONEWAY:
+            response.opaque = cmd.opaque
+            response.flag |= RPC_TYPE_RESPONSE
+            self.send(response, not self._late)
+        if self._read_paused & _PAUSED_BY_HANDLERS and self._late + len(self._tasks) < self._max_pending:
+            self._resume_reading(_PAUSED_BY_HANDLERS)
+        if not self._late and self._late_drained is not None:
+            self._late_drained.set()
 
     def _spawn(self, cmd: RemotingCommand, awaitable: Awaitable[RemotingCommand | None]) -> None:
         task: asyncio.Future[typing.Any]
@@ -402,12 +432,12 @@ class Connection(asyncio.Protocol):
             task = asyncio.ensure_future(self._finish(cmd, awaitable))
         self._tasks.add(task)
         task.add_done_callback(self._task_done)
-        if len(self._tasks) >= self._max_pending:
+        if len(self._tasks) + self._late >= self._max_pending:
             self._pause_reading(_PAUSED_BY_HANDLERS)
 
     def _task_done(self, task: asyncio.Future[typing.Any]) -> None:
         self._tasks.discard(task)
-        if len(self._tasks) < self._max_pending:
+        if len(self._tasks) + self._late < self._max_pending:
             self._resume_reading(_PAUSED_BY_HANDLERS)
 
     async def _finish(self, cmd: RemotingCommand, awaitable: Awaitable[RemotingCommand | None]) -> None:

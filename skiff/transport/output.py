@@ -43,7 +43,8 @@ class GatheredOutput:
         self._held = False
         self.flush()
 
-    def write(self, frames: list[Buffer]) -> None:
+    def write(self, frames: list[Buffer], at_once: bool = False) -> None:
+        """Queue ``frames``; ``at_once``: write them now unless held."""
         for buf in frames:
             size = len(buf)
             self._queued_bytes += size
@@ -54,7 +55,7 @@ class GatheredOutput:
                     self._out.append(self._small)
                     self._small = bytearray()
                 self._out.append(buf)
-        if self._queued_bytes >= FLUSH_BYTES:
+        if self._queued_bytes >= FLUSH_BYTES or (at_once and not self._held):
             self.flush()
         elif not self._held and self._flush_handle is None:
             self._flush_handle = self._loop.call_soon(self.flush)

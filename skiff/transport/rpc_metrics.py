@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 
 from skiff.protocol.command import RemotingCommand
 from skiff.transport.connection import Connection, Handler, HandlerResult
+from skiff.transport.late import LateAnswer
 
 BUCKETS_MS = (1.0, 3.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 3000.0, 10_000.0)
 """Upper bounds of the buckets (ms), as RocketMQ's RemotingMetricsManager sets them, plus 10 s
@@ -62,7 +63,18 @@ class RpcLatency(Collector):
             if result is None:
                 observe(cmd.code, -1, (clock() - started) * 1000.0)
                 return None
+            if isinstance(result, LateAnswer):
+                return self._timed_late(cmd.code, started, result)
             return self._later(cmd.code, started, result)  # type: ignore[arg-type]
+        return timed
+
+    def _timed_late(self, code: int, started: float, answer: LateAnswer) -> LateAnswer:
+        timed = LateAnswer()
+
+        def observed(_: object, response: RemotingCommand) -> None:
+            self.observe(code, response.code, (time.perf_counter() - started) * 1000.0)
+            timed.give(response)
+        answer.then(observed)
         return timed
 
     async def _later(self, code: int, started: float,

@@ -13,7 +13,7 @@ into the store in one append, and the store's status becomes the response code.
 The handler is synchronous, so the transport answers in the loop step that read
 the request, except under SYNC_FLUSH, where the answer waits for the fsync that
 covers the message (group commit), and under SYNC_MASTER, where it waits for a
-slave's acknowledgement (a future the acknowledgement's callback resolves).
+slave's acknowledgement (a `LateAnswer` the acknowledgement's callback gives).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from skiff.protocol.headers.send import SendMessageRequestHeader, decode_send_re
 from skiff.protocol.message_codec import split_batch_columns
 from skiff.store import MessageInput, MessageStore, PutResult, PutStatus
 from skiff.transport.connection import Connection, Handler
+from skiff.transport.late import LateAnswer
 
 _COMPRESSED = int(MessageSysFlag.COMPRESSED)
 _CLIENT_FLAGS = ~int(MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6)
@@ -108,7 +109,7 @@ class SendProcessor:
             RequestCode.SEND_BATCH_MESSAGE: self.send,
         }
 
-    def send(self, conn: Connection, req: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+    def send(self, conn: Connection, req: RemotingCommand) -> RemotingCommand | LateAnswer | Awaitable[RemotingCommand]:
         h = decode_send_request(req.code, req.ext_fields)
         target = self.target(req, h)
         if isinstance(target, RemotingCommand):
@@ -131,7 +132,7 @@ class SendProcessor:
         return self.store_and_answer(req, batch, queue_id, props.get(Prop.WAIT) != "false")
 
     def store_and_answer(self, req: RemotingCommand, inputs: list[MessageInput], queue_id: int,
-                         wait: bool) -> RemotingCommand | Awaitable[RemotingCommand]:
+                         wait: bool) -> RemotingCommand | LateAnswer | Awaitable[RemotingCommand]:
         """Append ``inputs`` in one write; under SYNC_FLUSH a ``wait``ing sender is answered
         after the fsync that covers them."""
         result = self.store.put_messages(inputs)
@@ -151,23 +152,12 @@ class SendProcessor:
         return self._after_flush(req, queue_id, result, replicated if at_once is None else at_once)
 
     def _answer_replicated(self, req: RemotingCommand, queue_id: int, result: PutResult,
-                           replicas: SyncReplicas) -> RemotingCommand | asyncio.Future[RemotingCommand]:
-        """ASYNC_FLUSH under SYNC_MASTER: the answer, or a future of it resolved from the
-        acknowledgement's callback (no task per send; the transport writes it when done)."""
-        answer: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
-
-        def done(ok: bool) -> None:
-            if not answer.done():  # a closed connection cancels it
-                answer.set_result(self._replica_response(req, queue_id, result,
-                                                         PutStatus.PUT_OK if ok else PutStatus.FLUSH_SLAVE_TIMEOUT))
-        at_once = replicas.replicate(result.physical_offset + result.wrote_bytes, done)
-        return answer if at_once is None else self._replica_response(req, queue_id, result, at_once)
-
-    def _replica_response(self, req: RemotingCommand, queue_id: int, result: PutResult,
-                          replicated: PutStatus) -> RemotingCommand:
-        if replicated is not PutStatus.PUT_OK:
-            result = dataclasses.replace(result, status=replicated, reason=_REPLICA_REASONS[replicated])
-        return put_response(req, result, queue_id, self._extra)
+                           replicas: SyncReplicas) -> RemotingCommand | LateAnswer:
+        """ASYNC_FLUSH under SYNC_MASTER: the answer, or a late one the acknowledgement gives
+        (no future or task per send; the transport writes it from the acknowledgement's callback)."""
+        answer = ReplicatedAnswer(req, queue_id, result, self._extra)
+        at_once = replicas.replicate(result.physical_offset + result.wrote_bytes, answer)
+        return answer if at_once is None else replica_response(req, queue_id, result, at_once, self._extra)
 
     def target(self, req: RemotingCommand, h: SendMessageRequestHeader) -> int | RemotingCommand:
         """The queue to write to, or the refusal."""
@@ -243,10 +233,34 @@ class SendProcessor:
         if isinstance(replicated, asyncio.Future):
             replicated = PutStatus.PUT_OK if await replicated else PutStatus.FLUSH_SLAVE_TIMEOUT
         if replicated is not None and replicated is not PutStatus.PUT_OK:
-            return self._replica_response(req, queue_id, result, replicated)
+            return replica_response(req, queue_id, result, replicated, self._extra)
         if flushed is not PutStatus.PUT_OK:
             result = dataclasses.replace(result, status=flushed, reason="the fsync did not finish within syncFlushTimeout")
         return put_response(req, result, queue_id, self._extra)
+
+
+class ReplicatedAnswer(LateAnswer):
+    """A SYNC_MASTER send's answer and its replica waiter in one object: called with True
+    once a slave has the message, False after ``slaveTimeout``."""
+
+    __slots__ = ("req", "queue_id", "result", "extra")
+
+    def __init__(self, req: RemotingCommand, queue_id: int, result: PutResult, extra: dict[str, str]) -> None:
+        super().__init__()
+        self.req, self.queue_id, self.result, self.extra = req, queue_id, result, extra
+
+    def __call__(self, ok: bool) -> None:
+        if ok:
+            self.give(put_response(self.req, self.result, self.queue_id, self.extra))
+        else:
+            self.give(replica_response(self.req, self.queue_id, self.result, PutStatus.FLUSH_SLAVE_TIMEOUT, self.extra))
+
+
+def replica_response(req: RemotingCommand, queue_id: int, result: PutResult, replicated: PutStatus,
+                     extra: dict[str, str]) -> RemotingCommand:
+    if replicated is not PutStatus.PUT_OK:
+        result = dataclasses.replace(result, status=replicated, reason=_REPLICA_REASONS[replicated])
+    return put_response(req, result, queue_id, extra)
 
 
 def put_response(req: RemotingCommand, result: PutResult, queue_id: int,

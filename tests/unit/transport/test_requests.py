@@ -24,6 +24,7 @@ from skiff.transport import (
     parse_addr,
 )
 from skiff.transport.connection import Connection
+from skiff.transport.late import LateAnswer
 from skiff.transport.loop import run_coroutine
 
 from ._support import ThreadedServer, connect, raw_call, read_command, serving, wait_until
@@ -305,5 +306,51 @@ def test_a_handler_returning_a_future_is_answered_when_a_callback_resolves_it():
             failed = await client.invoke(addr, RemotingCommand.request(7, {"fail": "1"}), 5000)
             assert failed.code == ResponseCode.SYSTEM_ERROR and "the callback broke" in (failed.remark or "")
             await wait_until(lambda: all(c.running_handlers == 0 for c in server.connections), 5, "handlers done")
+
+    run_coroutine(main())
+
+
+def test_late_answers_are_written_from_the_callback_that_gives_them():
+    """SYNC_MASTER's path: a `LateAnswer` per request, given from a callback (once; a second
+    give is ignored), counted as a running handler until given; given already by the handler,
+    it is written at once; given after the peer left, it is dropped."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        owed: list[tuple[LateAnswer, RemotingCommand]] = []
+
+        def later(conn: Connection, req: RemotingCommand) -> LateAnswer:
+            answer = LateAnswer()
+            if req.ext("now"):
+                answer.give(req.response(ext_fields={"id": "now"}))
+            else:
+                owed.append((answer, req))
+            return answer
+
+        async with serving({7: later}) as (server, client, addr):
+            conn = await client.connection(addr)
+            futures = [conn.request(RemotingCommand.request(7, {"id": i}), 5000) for i in range(50)]
+            await wait_until(lambda: len(owed) == 50, 5, "every request handled")
+            served = next(iter(server.connections))
+            assert served.running_handlers == 50
+            drained = asyncio.ensure_future(served.wait_handlers())
+            for answer, req in reversed(owed):  # answered out of order, each matched by opaque
+                answer.give(req.response(ext_fields={"id": req.ext("id")}))
+                answer.give(req.response(ResponseCode.SYSTEM_ERROR, "a second answer"))
+            assert [r.ext("id") for r in await asyncio.gather(*futures)] == [str(i) for i in range(50)]
+            await asyncio.wait_for(drained, 5)
+            assert served.running_handlers == 0
+            now = await client.invoke(addr, RemotingCommand.request(7, {"now": "1"}), 5000)
+            assert now.ext("id") == "now"
+            owed.clear()
+            conn.request(RemotingCommand.request(7, {"id": "gone"}), 5000).add_done_callback(lambda f: f.exception())
+            await wait_until(lambda: owed, 5, "the last request handled")
+            conn.close()
+            await wait_until(lambda: served.is_closed, 5, "the server seeing the close")
+            owed[0][0].give(owed[0][1].response())
+            assert served.running_handlers == 0
+        # awaitable, for coroutine callers (the gRPC endpoint)
+        pending = LateAnswer()
+        loop.call_later(0.01, pending.give, RemotingCommand.request(1).response(ext_fields={"id": "awaited"}))
+        assert (await pending).ext("id") == "awaited"
 
     run_coroutine(main())

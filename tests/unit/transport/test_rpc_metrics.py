@@ -1,4 +1,5 @@
-"""RpcLatency: bucket counts, sums, and timing of handlers that answer now, later, or never (oneway)."""
+"""RpcLatency: bucket counts, sums, and timing of handlers that answer now, later (a coroutine
+or a `LateAnswer`), or never (oneway)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from skiff.protocol.command import RemotingCommand
+from skiff.transport.late import LateAnswer
 from skiff.transport.rpc_metrics import RpcLatency
 
 
@@ -42,13 +44,22 @@ def test_wrapped_handlers_are_timed_with_their_response_codes() -> None:
         await asyncio.sleep(0.01)
         return cmd.response(1, "late")
 
-    handlers = latency.wrap({10: lambda _c, cmd: cmd.response(0), 11: later, 15: lambda _c, _cmd: None})
+    owed = LateAnswer()
+    handlers = latency.wrap({10: lambda _c, cmd: cmd.response(0), 11: later, 15: lambda _c, _cmd: None,
+                             12: lambda _c, _cmd: owed})
     req = RemotingCommand.request(10)
     assert handlers[10](None, req).code == 0  # type: ignore[arg-type, union-attr]
     assert asyncio.run(handlers[11](None, RemotingCommand.request(11))).code == 1  # type: ignore[arg-type]
     assert handlers[15](None, RemotingCommand.request(15, oneway=True)) is None  # type: ignore[arg-type]
+    timed = handlers[12](None, RemotingCommand.request(12))  # type: ignore[arg-type]
+    assert isinstance(timed, LateAnswer) and not timed.given
+    given: list[RemotingCommand] = []
+    timed.then(lambda _req, answer: given.append(answer))
+    owed.give(RemotingCommand.request(12).response(2, "replicated"))
+    assert [a.code for a in given] == [2]
     got = samples(latency)
     assert got[("rocketmq_rpc_latency_count", "10", "0", "")] == 1
     assert got[("rocketmq_rpc_latency_count", "11", "1", "")] == 1
     assert got[("rocketmq_rpc_latency_sum", "11", "1", "")] >= 10.0
     assert got[("rocketmq_rpc_latency_count", "15", "-1", "")] == 1
+    assert got[("rocketmq_rpc_latency_count", "12", "2", "")] == 1
