@@ -1,9 +1,11 @@
 """The master's side of classic HA: a raw TCP server on ``haListenPort`` streaming the
 CommitLog to every slave that connects (`skiff.protocol.ha` has the byte layouts).
 
-Per slave, one task writes frames; its offset reports are handled as they arrive, in
-the protocol's callback (`PushFeed`: no task wakes up per report), and one watcher
-task per slave closes it after ``haHousekeepingInterval`` of silence. The first
+Per slave, frames are written from a callback run once per loop step in which the
+CommitLog grew (all the step's appends share a frame; a task wakes only to wait
+for a slow slave's socket to drain); its offset reports are handled as they
+arrive, in the protocol's callback (`PushFeed`: no task wakes up per report), and
+one watcher task per slave closes it after ``haHousekeepingInterval`` of silence. The first
 report says where to start: that offset, or for an empty slave (0) the start of
 the master's last CommitLog file, as RocketMQ does. Frames are zero-copy slices
 of the mapped CommitLog, at most ``haTransferBatchSize`` bytes, never past a
@@ -56,6 +58,7 @@ class HAMaster:
         self._server: asyncio.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
+        self._send_soon = False
 
     async def start(self, *, any_port_if_taken: bool = False) -> None:
         """Listen. ``any_port_if_taken``: the port was derived (listenPort + 1), not configured,
@@ -153,18 +156,21 @@ class HAMaster:
     # -- plumbing -------------------------------------------------------------
 
     def _appended(self, end: int) -> None:
-        """Runs on every put, after its bytes are readable: with no slave connected there is no
-        one to wake (a connection reads the log before it first waits), so no loop wake-up."""
-        if not self.connections:
+        """Runs on every put, after its bytes are readable: the slaves are sent the new bytes at
+        the end of the loop step, once for every put of the step. With no slave connected there
+        is no one to send to (a connection reads the log before it first waits)."""
+        if self._send_soon or not self.connections:
             return
+        self._send_soon = True  # cleared before the bytes are read, so no put is missed
         if threading.get_ident() == self._loop_thread:
-            self._wake_all()
+            self._loop.call_soon(self._send_all)  # type: ignore[union-attr]
         elif self._loop is not None and not self._loop.is_closed():
-            self._loop.call_soon_threadsafe(self._wake_all)
+            self._loop.call_soon_threadsafe(self._send_all)
 
-    def _wake_all(self) -> None:
+    def _send_all(self) -> None:
+        self._send_soon = False
         for conn in self.connections:
-            conn.wake.set()
+            conn.appended()
 
     def _protocol(self) -> asyncio.StreamReaderProtocol:
         return asyncio.StreamReaderProtocol(PushFeed("the slave"), self._accept)
@@ -195,6 +201,7 @@ class SlaveConnection:
         peer = writer.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.wake = asyncio.Event()
+        """Set to have the writing task wait for the socket to drain, or to end it (closing)."""
         self.acked = -1
         self.next_offset = -1
         self.slave_id: int | None = None
@@ -205,10 +212,13 @@ class SlaveConnection:
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._first = asyncio.Event()
         self._closing = False
+        self._loop = asyncio.get_running_loop()
         self._waiting = False
-        """The sender waits for appends (heartbeats are its to send then)."""
+        """The sender sent everything and waits for appends (heartbeats are its to send then)."""
+        self._batch = master.config.ha_transfer_batch_size
         self._last_sent = 0.0
         self._beat: asyncio.TimerHandle | None = None
+        self._high = 0
 
     async def run(self) -> None:
         tasks = [asyncio.create_task(self._read()), asyncio.create_task(self._write())]
@@ -273,34 +283,53 @@ class SlaveConnection:
         end = store.max_physical_offset
         return end - end % store.config.mapped_file_size_commit_log
 
+    def appended(self) -> None:
+        """The CommitLog grew: send the new bytes, unless the sender waits for the socket to drain."""
+        if self._waiting:
+            self._waiting = False
+            self._send()
+
+    def _send(self) -> None:
+        """Write every frame ready; stop when all is sent (then wait for appends) or when the
+        socket's buffer is over its high mark (then the writing task waits for it to drain)."""
+        if self._closing:
+            return
+        store, batch, transport = self.master.store, self._batch, self.writer.transport
+        while True:
+            body = store.read_raw(self.next_offset, batch)
+            if body is None:  # nothing new (or the slave wants deleted bytes: heartbeats only)
+                self._idle_end = self.next_offset
+                self._waiting = True
+                return
+            transport.writelines((encode_frame_head(self.next_offset, len(body)), body))
+            self._last_sent = self._loop.time()
+            self.next_offset += len(body)
+            if transport.get_write_buffer_size() >= self._high:
+                self.wake.set()
+                return
+
     async def _write(self) -> None:
         await self._first.wait()
         self.next_offset = self._start_offset()
         cfg = self.master.config
         heartbeat_s = cfg.ha_send_heartbeat_interval_ms / 1000
-        batch = cfg.ha_transfer_batch_size
         store = self.master.store
         if self.next_offset < store.min_physical_offset:
             log.warning("slave %s wants offset %d, which this master deleted (its CommitLog starts at %d): it gets "
                         "heartbeats only; wipe its store to resync", self.peer, self.next_offset,
                         store.min_physical_offset)
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         self._last_sent = loop.time()
         self._beat = loop.call_later(heartbeat_s, self._heartbeat, loop, heartbeat_s)
+        self._high = self.writer.transport.get_write_buffer_limits()[1]
         try:
+            self._send()
             while not self._closing:
+                await self.wake.wait()
                 self.wake.clear()
-                body = store.read_raw(self.next_offset, batch)
-                if body is None:  # nothing new (or the slave wants deleted bytes: heartbeats only)
-                    self._idle_end = self.next_offset
-                    self._waiting = True
-                    await self.wake.wait()
-                    self._waiting = False
-                    continue
-                self.writer.writelines((encode_frame_head(self.next_offset, len(body)), body))
-                self._last_sent = loop.time()
-                self.next_offset += len(body)
-                await self.writer.drain()
+                if not self._closing:
+                    await self.writer.drain()
+                    self._send()
         finally:
             self._beat.cancel()
 

@@ -1,0 +1,136 @@
+"""The HA master's sender against a scripted slave on a real socket, with a real store:
+the appends of one loop step leave in one frame, a slave that stops reading holds the
+master's buffer near its high mark (the rest waits in the CommitLog, not in memory), and
+SYNC_MASTER sends are answered by the acknowledgement that covers them (docs/replication.md)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from skiff.broker.config import BrokerConfig, BrokerRole
+from skiff.broker.ha.master import HAMaster
+from skiff.common.record import pack_host
+from skiff.protocol.ha import FRAME_HEAD, encode_report
+from skiff.common.config import build_config
+from skiff.store import MessageInput, MessageStore, PutStatus, StoreConfig
+from skiff.testing.waits import eventually
+
+pytestmark = pytest.mark.timeout(60)
+
+HOST = pack_host("127.0.0.1", 10911)
+BATCH = 4096
+"""haTransferBatchSize: small, so the backlog below is many frames."""
+
+
+def open_store(root: Path) -> MessageStore:
+    config = build_config(StoreConfig, {"storePathRootDir": str(root), "mappedFileSizeCommitLog": 4 << 20}, {})
+    store = MessageStore(config, store_host=HOST)
+    store.start()
+    return store
+
+
+def put(store: MessageStore, i: int, size: int = 100) -> None:
+    msg = MessageInput(topic="T", queue_id=0, body=bytes([i % 251]) * size, properties=b"", flag=0, sys_flag=0,
+                       born_timestamp=1_000 + i, born_host=HOST)
+    assert store.put_message(msg).ok
+
+
+async def read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    offset, size = FRAME_HEAD.unpack(await asyncio.wait_for(reader.readexactly(FRAME_HEAD.size), 10))
+    return offset, await asyncio.wait_for(reader.readexactly(size), 10)
+
+
+async def started(tmp_path: Path, role: BrokerRole) -> tuple[MessageStore, HAMaster]:
+    store = open_store(tmp_path)
+    config = BrokerConfig(broker_role=role, ha_transfer_batch_size=BATCH, slave_timeout_ms=5_000)
+    master = HAMaster(config, store, "127.0.0.1", 0)
+    await master.start()
+    return store, master
+
+
+async def slave_of(master: HAMaster) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A scripted empty slave, streamed from offset 0."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", master.port)
+    writer.write(encode_report(0))
+    await eventually(lambda: any(c.next_offset == 0 for c in master.connections), 10, "the stream starting")
+    return reader, writer
+
+
+def test_one_frame_per_loop_step_and_a_stopped_reader_bounds_the_buffer(tmp_path: Path) -> None:
+    async def main() -> None:
+        store, master = await started(tmp_path, BrokerRole.ASYNC_MASTER)
+        try:
+            reader, writer = await slave_of(master)
+            # Five puts in one loop step: one frame carries them all.
+            for i in range(5):
+                put(store, i)
+            end = store.max_physical_offset
+            assert await read_frame(reader) == (0, bytes(store.read_raw(0, end)))
+            put(store, 5)
+            start = store.max_physical_offset
+            assert await read_frame(reader) == (end, bytes(store.read_raw(end, start - end)))
+            writer.write(encode_report(start))
+            # The slave stops reading: the master fills its socket, then its buffer to the high
+            # mark, and stops there; what is left waits in the CommitLog.
+            conn = next(iter(master.connections))
+            for i in range(6, 30_000):
+                put(store, i)
+                if i % 500 == 0:
+                    await asyncio.sleep(0)
+            high = conn.writer.transport.get_write_buffer_limits()[1]
+            await eventually(lambda: conn.writer.transport.get_write_buffer_size() >= high, 10, "the buffer filling")
+            await asyncio.sleep(0.2)  # a sender that ignored the mark would keep writing meanwhile
+            assert conn.writer.transport.get_write_buffer_size() < high + BATCH + FRAME_HEAD.size
+            assert conn.next_offset < store.max_physical_offset
+            # Reading again: everything arrives, in order, byte for byte.
+            got = bytearray()
+            while start + len(got) < store.max_physical_offset:
+                at, chunk = await read_frame(reader)
+                assert at == start + len(got)
+                got += chunk
+            assert start + len(got) == store.max_physical_offset and _same(store, start, bytes(got))
+            writer.close()
+        finally:
+            await master.stop()
+            store.shutdown()
+    asyncio.run(main())
+
+
+def _same(store: MessageStore, start: int, got: bytes) -> bool:
+    """read_raw stops at a file's end; compare piece by piece."""
+    at = 0
+    while at < len(got):
+        piece = bytes(store.read_raw(start + at, len(got) - at))
+        if got[at:at + len(piece)] != piece:
+            return False
+        at += len(piece)
+    return True
+
+
+def test_sync_master_sends_wait_for_the_acknowledgement_that_covers_them(tmp_path: Path) -> None:
+    async def main() -> None:
+        store, master = await started(tmp_path, BrokerRole.SYNC_MASTER)
+        try:
+            reader, writer = await slave_of(master)
+            answers: list[tuple[int, bool]] = []
+            ends = []
+            for i in range(3):
+                put(store, i)
+                ends.append(store.max_physical_offset)
+                assert master.replicate(ends[-1], lambda ok, i=i: answers.append((i, ok))) is None
+            await read_frame(reader)
+            writer.write(encode_report(ends[1]))
+            await eventually(lambda: len(answers) == 2, 10, "the acknowledgement answering two sends")
+            assert answers == [(0, True), (1, True)]
+            writer.write(encode_report(ends[2]))
+            await eventually(lambda: len(answers) == 3, 10, "the last send answered")
+            assert answers[2] == (2, True)
+            assert master.replicate(ends[2], lambda ok: answers.append((9, ok))) is PutStatus.PUT_OK
+            writer.close()
+        finally:
+            await master.stop()
+            store.shutdown()
+    asyncio.run(main())
