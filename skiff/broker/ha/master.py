@@ -292,9 +292,9 @@ class SlaveConnection:
     def _send(self) -> None:
         """Write every frame ready; stop when all is sent (then wait for appends) or when the
         socket's buffer is over its high mark (then the writing task waits for it to drain)."""
-        if self._closing:
-            return
         store, batch, transport = self.master.store, self._batch, self.writer.transport
+        if self._closing or transport.is_closing():  # a lost connection: the reader side closes it
+            return
         while True:
             body = store.read_raw(self.next_offset, batch)
             if body is None:  # nothing new (or the slave wants deleted bytes: heartbeats only)
