@@ -340,8 +340,10 @@ class Connection(asyncio.Protocol):
         """Wait until every handler still running on this connection has answered."""
         while self._tasks:
             await asyncio.wait(list(self._tasks))
-        if self._late:
-            self._late_drained = asyncio.Event()
+        while self._late:
+            if self._late_drained is None:
+                self._late_drained = asyncio.Event()
+            self._late_drained.clear()
             await self._late_drained.wait()
 
     def cancel_handlers(self) -> None:
@@ -419,7 +421,9 @@ class Connection(asyncio.Protocol):
             response.flag |= RPC_TYPE_RESPONSE
             self.send(response, not self._late)
         if self._read_paused & _PAUSED_BY_HANDLERS and self._late + len(self._tasks) < self._max_pending:
-            self._resume_reading(_PAUSED_BY_HANDLERS)
+            # not from inside the callback giving the answer (a slave's acknowledgement
+            # answering its waiters): the backlog's requests run in a step of their own
+            self._loop.call_soon(self._resume_reading, _PAUSED_BY_HANDLERS)  # type: ignore[union-attr]
         if not self._late and self._late_drained is not None:
             self._late_drained.set()
 

@@ -169,8 +169,12 @@ class HAMaster:
 
     def _send_all(self) -> None:
         self._send_soon = False
-        for conn in self.connections:
-            conn.appended()
+        for conn in list(self.connections):
+            try:
+                conn.appended()
+            except Exception as exc:  # one broken stream must not stop the others, nor go quiet
+                log.exception("sending to slave %s failed", conn.peer)
+                conn.close(f"sending failed: {exc}")
 
     def _protocol(self) -> asyncio.StreamReaderProtocol:
         return asyncio.StreamReaderProtocol(PushFeed("the slave"), self._accept)

@@ -13,8 +13,11 @@ future, task or coroutine per send.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections import deque
 from collections.abc import Callable
+
+log = logging.getLogger(__name__)
 
 Done = Callable[[bool], None]
 """Called once: True when a slave has the bytes, False after ``slaveTimeout``."""
@@ -51,12 +54,12 @@ class ReplicaWaiters:
         self.acked = offset
         queue = self._queue
         while queue and queue[0][0] <= offset:
-            queue.popleft()[2](True)
+            _answer(queue.popleft()[2], True)
 
     def fail_all(self) -> None:
         """Time every waiter out now (shutdown)."""
         while self._queue:
-            self._queue.popleft()[2](False)
+            _answer(self._queue.popleft()[2], False)
         self._disarm()
 
     def _arm(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -76,5 +79,14 @@ class ReplicaWaiters:
         now = loop.time()
         queue = self._queue
         while queue and queue[0][1] <= now:
-            queue.popleft()[2](False)
+            _answer(queue.popleft()[2], False)
         self._arm(loop)
+
+
+def _answer(done: Done, ok: bool) -> None:
+    """A waiter writes its send's answer: its failure is logged, and the other waiters are
+    still answered (and the timer re-armed)."""
+    try:
+        done(ok)
+    except Exception:
+        log.exception("answering a send waiting for its replica failed")

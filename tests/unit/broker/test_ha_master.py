@@ -6,6 +6,7 @@ SYNC_MASTER sends are answered by the acknowledgement that covers them (docs/rep
 from __future__ import annotations
 
 import asyncio
+import socket
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ pytestmark = pytest.mark.timeout(60)
 HOST = pack_host("127.0.0.1", 10911)
 BATCH = 4096
 """haTransferBatchSize: small, so the backlog below is many frames."""
+SOCKET_BUFFER = 64 * 1024
 
 
 def open_store(root: Path) -> MessageStore:
@@ -45,17 +47,25 @@ async def read_frame(reader: asyncio.StreamReader) -> tuple[int, bytes]:
 
 async def started(tmp_path: Path, role: BrokerRole) -> tuple[MessageStore, HAMaster]:
     store = open_store(tmp_path)
-    config = BrokerConfig(broker_role=role, ha_transfer_batch_size=BATCH, slave_timeout_ms=5_000)
+    config = BrokerConfig(broker_role=role, ha_transfer_batch_size=BATCH, slave_timeout_ms=5_000,
+                          ha_housekeeping_interval_ms=120_000)  # the scripted slave reports only when told
     master = HAMaster(config, store, "127.0.0.1", 0)
     await master.start()
     return store, master
 
 
 async def slave_of(master: HAMaster) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """A scripted empty slave, streamed from offset 0."""
-    reader, writer = await asyncio.open_connection("127.0.0.1", master.port)
+    """A scripted empty slave, streamed from offset 0. Both ends' kernel buffers are small, so
+    a slave that stops reading fills them after a few hundred KiB on any host."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, SOCKET_BUFFER)
+    sock.connect(("127.0.0.1", master.port))
+    sock.setblocking(False)
+    reader, writer = await asyncio.open_connection(sock=sock)
     writer.write(encode_report(0))
     await eventually(lambda: any(c.next_offset == 0 for c in master.connections), 10, "the stream starting")
+    for conn in master.connections:
+        conn.writer.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, SOCKET_BUFFER)
     return reader, writer
 
 
@@ -76,12 +86,16 @@ def test_one_frame_per_loop_step_and_a_stopped_reader_bounds_the_buffer(tmp_path
             # The slave stops reading: the master fills its socket, then its buffer to the high
             # mark, and stops there; what is left waits in the CommitLog.
             conn = next(iter(master.connections))
-            for i in range(6, 30_000):
-                put(store, i)
-                if i % 500 == 0:
-                    await asyncio.sleep(0)
             high = conn.writer.transport.get_write_buffer_limits()[1]
-            await eventually(lambda: conn.writer.transport.get_write_buffer_size() >= high, 10, "the buffer filling")
+            i = 6
+            while conn.writer.transport.get_write_buffer_size() < high:
+                assert i < 200_000, "the master's buffer never reached its high mark"
+                put(store, i)
+                i += 1
+                if i % 200 == 0:
+                    await asyncio.sleep(0.001)
+            for i in range(i, i + 2_000):  # more appends while it is over the mark
+                put(store, i)
             await asyncio.sleep(0.2)  # a sender that ignored the mark would keep writing meanwhile
             assert conn.writer.transport.get_write_buffer_size() < high + BATCH + FRAME_HEAD.size
             assert conn.next_offset < store.max_physical_offset

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
+from collections.abc import Callable
+
+import pytest
 
 from skiff.broker.ha.waiters import ReplicaWaiters
 
@@ -14,6 +18,13 @@ def _wait(waiters: ReplicaWaiters, end: int) -> asyncio.Future[bool]:
     if not waiters.add(end, lambda ok: fut.done() or fut.set_result(ok)):
         fut.set_result(True)
     return fut
+
+
+async def _until(condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "not reached in time"
+        await asyncio.sleep(0.005)
 
 
 def test_an_ack_answers_every_waiter_it_covers_and_the_rest_time_out():
@@ -53,8 +64,31 @@ def test_callbacks_are_called_once_each_in_offset_order():
         waiters.ack(20)
         assert calls == [(10, True), (20, True)]
         assert not waiters.add(15, lambda ok: calls.append((15, ok)))  # acknowledged already: not queued
-        await asyncio.sleep(0.1)
+        await _until(lambda: len(calls) == 3)
         waiters.ack(30)  # too late: timed out once, not answered again
         assert calls == [(10, True), (20, True), (30, False)]
 
     asyncio.run(main())
+
+
+def test_a_failing_waiter_is_logged_and_the_others_are_still_answered(caplog: pytest.LogCaptureFixture):
+    """A waiter writes its send's answer; one that raises must not leave the waiters behind it
+    unanswered, nor the timer unarmed."""
+    async def main():
+        waiters = ReplicaWaiters(0.05)
+        calls: list[tuple[int, bool]] = []
+
+        def broken(ok: bool) -> None:
+            raise RuntimeError("the answer could not be written")
+        for end in (10, 20, 30):
+            waiters.add(end, broken if end == 10 else lambda ok, end=end: calls.append((end, ok)))
+        waiters.ack(20)
+        assert calls == [(20, True)]
+        waiters.add(40, broken)
+        waiters.add(50, lambda ok: calls.append((50, ok)))
+        await _until(lambda: len(calls) == 3)
+        assert calls == [(20, True), (30, False), (50, False)]
+
+    with caplog.at_level(logging.ERROR, logger="skiff.broker.ha.waiters"):
+        asyncio.run(main())
+    assert [str(r.exc_info[1]) for r in caplog.records if r.exc_info] == ["the answer could not be written"] * 2

@@ -354,3 +354,46 @@ def test_late_answers_are_written_from_the_callback_that_gives_them():
         assert (await pending).ext("id") == "awaited"
 
     run_coroutine(main())
+
+
+def test_late_answers_owed_count_against_max_pending_and_drain_every_waiter():
+    """A serving connection owing ``max_pending`` late answers reads no more requests; the
+    answers given, it reads the rest (in a step of its own, not inside the giving callback);
+    two `wait_handlers` callers both return once nothing is owed."""
+    async def main():
+        loop = asyncio.get_running_loop()
+        owed: list[tuple[LateAnswer, RemotingCommand]] = []
+
+        def later(conn: Connection, req: RemotingCommand) -> LateAnswer:
+            owed.append((LateAnswer(), req))
+            return owed[-1][0]
+
+        served: list[Connection] = []
+
+        def made() -> Connection:
+            served.append(Connection({7: later}, max_pending=3))
+            return served[-1]
+        server = await loop.create_server(made, "127.0.0.1", 0)
+        client = RemotingClient()
+        try:
+            conn = await client.connection(f"127.0.0.1:{server.sockets[0].getsockname()[1]}")
+            futures = [conn.request(RemotingCommand.request(7, {"id": i}), 5000) for i in range(7)]
+            await wait_until(lambda: len(owed) == 3, 5, "three requests handled")
+            await asyncio.sleep(0.1)
+            assert len(owed) == 3 and served[0].reading_paused
+            waiters = [asyncio.ensure_future(served[0].wait_handlers()) for _ in range(2)]
+            for _ in range(3):  # each batch given answers three, and lets three more in
+                batch = list(owed)
+                owed.clear()
+                for answer, req in batch:
+                    answer.give(req.response(ext_fields={"id": req.ext("id")}))
+                    assert not owed, "a request was handled inside the callback giving an answer"
+                await wait_until(lambda: owed or all(f.done() for f in futures), 5, "the next requests")
+            assert [r.ext("id") for r in await asyncio.gather(*futures)] == [str(i) for i in range(7)]
+            await asyncio.wait_for(asyncio.gather(*waiters), 5)
+            assert served[0].running_handlers == 0 and not served[0].reading_paused
+        finally:
+            await client.close()
+            server.close()
+
+    run_coroutine(main())
