@@ -1,5 +1,8 @@
 # Every target sets up what it needs on a fresh machine: a virtual environment
-# under build/, Python packages from PyPI, and a Java runtime for Spark.
+# under build/, Python packages from PyPI at the versions the lock files under
+# requirements/ pin (hashes checked), and a Java runtime for Spark.
+# `make lock` refreshes the locks from pyproject.toml and requirements/*.in;
+# `make test-latest` runs the suite against the newest releases instead.
 PYTHON ?= python3
 BUILD := build
 VENV := $(BUILD)/venv
@@ -11,17 +14,46 @@ RMQ5_VENV := $(BUILD)/venv-rocketmq5
 RMQ5_STAMP := $(RMQ5_VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 
-.PHONY: run test venv java etcd iproute2 chromium lint bench-compare clean protos
+EXTRAS := spark,dev,bench,ha
+LATEST := $(BUILD)/latest
+LOCK_VENV := $(BUILD)/venv-lock
+PIP_COMPILE := CUSTOM_COMPILE_COMMAND='make lock' $(LOCK_VENV)/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
+	--no-emit-find-links --no-emit-index-url
+
+.PHONY: run test test-latest lock venv java etcd iproute2 chromium lint bench-compare clean protos
 
 run: $(STAMP)
 	@echo "The skiff command is in $(VENV)/bin: in another shell, run '. $(VENV)/bin/activate' to use it."
 	$(VENV)/bin/skiff up
 
 test: $(STAMP) $(CPP_STAMP) $(RMQ5_STAMP) java etcd iproute2 chromium
-	$(VENV)/bin/lint-imports
-	SKIFF_CPP_PYTHON=$(abspath $(CPP_VENV))/bin/python SKIFF_RMQ5_PYTHON=$(abspath $(RMQ5_VENV))/bin/python \
-		$(PY) -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS)
-	SKIFF_NO_EXTENSIONS=1 $(PY) -m pytest -n 2 -q $(KERNEL_SUITES)
+	@$(call suite,$(VENV),$(CPP_VENV),$(RMQ5_VENV))
+
+# The same suite on the newest release of every dependency (and of the test clients'
+# dependencies), in venvs of their own under build/latest/: drift is seen here, on
+# purpose, before `make lock` takes it in.
+test-latest: java etcd iproute2 chromium
+	rm -rf $(LATEST) && mkdir -p $(LATEST)
+	$(PYTHON) -m venv $(LATEST)/venv
+	$(LATEST)/venv/bin/python -m pip install --quiet --upgrade pip
+	$(LATEST)/venv/bin/python -m pip install --quiet --upgrade -e '.[$(EXTRAS)]'
+	$(PYTHON) -m venv $(LATEST)/venv-rocketmq-cpp
+	$(LATEST)/venv-rocketmq-cpp/bin/python -m pip install --quiet --upgrade -r requirements/rocketmq-cpp.in
+	$(PYTHON) -m venv $(LATEST)/venv-rocketmq5
+	$(LATEST)/venv-rocketmq5/bin/python -m pip install --quiet --upgrade -r requirements/rocketmq5.in
+	$(LATEST)/venv/bin/python -m pip freeze --exclude-editable
+	@$(call suite,$(LATEST)/venv,$(LATEST)/venv-rocketmq-cpp,$(LATEST)/venv-rocketmq5)
+
+# Both passes run and both are reported, even when the first fails; the target fails
+# if either did. $(1): the venv under test; $(2), $(3): the C++ and 5.x client venvs.
+suite = contracts=0; whole=0; kernels=0; \
+	$(1)/bin/lint-imports || contracts=$$?; \
+	SKIFF_CPP_PYTHON=$(abspath $(2))/bin/python SKIFF_RMQ5_PYTHON=$(abspath $(3))/bin/python \
+		$(1)/bin/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS) || whole=$$?; \
+	SKIFF_NO_EXTENSIONS=1 $(1)/bin/python -m pytest -n 2 -q $(KERNEL_SUITES) || kernels=$$?; \
+	echo "make test: import contracts exit $$contracts, whole suite exit $$whole," \
+		"kernel suites on pure Python exit $$kernels"; \
+	[ $$contracts -eq 0 ] && [ $$whole -eq 0 ] && [ $$kernels -eq 0 ]
 
 # The unit suites of the modules with compiled kernels (skiff.common.kernels), run again
 # on the pure-Python references: CI exercises the fallback as well.
@@ -30,27 +62,39 @@ KERNEL_SUITES := tests/unit/common tests/unit/store/test_commitlog.py tests/unit
 
 venv: $(STAMP)
 
+# The locked set first (hashes required), then Skiff itself with no dependencies and
+# no build isolation, so its build tools (setuptools, Cython) are the locked ones too.
 # setup.py builds the optional compiled kernels in place (an editable install runs
 # build_ext --inplace); a change to their source re-runs it.
-$(STAMP): pyproject.toml setup.py skiff/common/_kernels.pyx
+$(STAMP): requirements/skiff.lock pyproject.toml setup.py skiff/common/_kernels.pyx
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[spark,dev,bench,ha]'
+	$(PY) -m pip install --quiet --require-hashes -r requirements/skiff.lock
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
 # The PyPI `rocketmq` 0.4.4 wheel bundles the RocketMQ C++ client; it gets its
 # own environment because the 5.x client uses the same top-level module name.
-$(CPP_STAMP):
+$(CPP_STAMP): requirements/rocketmq-cpp.lock
 	$(PYTHON) -m venv $(CPP_VENV)
-	$(CPP_VENV)/bin/python -m pip install --quiet 'rocketmq==0.4.4'
+	$(CPP_VENV)/bin/python -m pip install --quiet --require-hashes -r requirements/rocketmq-cpp.lock
 	touch $@
 
 # The official RocketMQ 5.x Python client (gRPC) for tests/interop/test_grpc_client.py: its
 # own environment too (it vendors protos that clash with Skiff's generated ones).
-$(RMQ5_STAMP):
+$(RMQ5_STAMP): requirements/rocketmq5.lock
 	$(PYTHON) -m venv $(RMQ5_VENV)
-	$(RMQ5_VENV)/bin/python -m pip install --quiet 'rocketmq-python-client==5.1.2'
+	$(RMQ5_VENV)/bin/python -m pip install --quiet --require-hashes -r requirements/rocketmq5.lock
 	touch $@
+
+# Refresh the lock files: the newest releases that pyproject.toml and requirements/*.in
+# allow, with the hashes of every file PyPI serves for them (pip-tools' format).
+# Run `make test-latest` first to see that they pass.
+lock:
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet 'pip-tools==7.6.2'
+	$(PIP_COMPILE) --all-build-deps --extra $(EXTRAS) -o requirements/skiff.lock pyproject.toml
+	$(PIP_COMPILE) -o requirements/rocketmq-cpp.lock requirements/rocketmq-cpp.in
+	$(PIP_COMPILE) -o requirements/rocketmq5.lock requirements/rocketmq5.in
 
 java:
 	@command -v java >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq default-jre-headless; }
@@ -73,7 +117,6 @@ chromium:
 # Side-by-side benchmark against RabbitMQ, Redis and NATS (Debian packages),
 # not part of `make test`.
 bench-compare: $(STAMP)
-	$(PY) -m pip install --quiet -e '.[spark,dev,bench]'
 	$(PY) bench/compare/run.py $(BENCH_ARGS)
 
 # The RocketMQ 5.x gRPC message classes, generated from the vendored protos
