@@ -217,16 +217,29 @@ def measure(spark: Any, args: argparse.Namespace, namesrv: str, work: Path,
     return figures
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="skiff bench spark", description=__doc__.split("\n\n")[0])
-    parser.add_argument("-n", "--namesrv", help="NameServers of a running cluster (default: start one here)")
-    parser.add_argument("--messages", type=int, default=1_000_000)
-    parser.add_argument("--size", type=int, default=1024, help="body bytes (default 1024)")
-    parser.add_argument("--queues", type=int, default=8, help="queues of the topic (default 8)")
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--pull-batch-size", type=int, nargs="+", default=[32, 1024],
-                        help="pullBatchSize values to read with (default 32 1024)")
-    parser.add_argument("--json", action="store_true", help="print the figures as JSON only")
+    parser.add_argument("-n", "--namesrv", metavar="HOST:PORT",
+                        help=f"NameServers of a running cluster to fill and read topics {TOPIC} and {SINK_TOPIC} "
+                             "on (default: start a NameServer and a broker here, in a temporary store, allowing "
+                             "1024 messages and 4 MiB per pull)")
+    parser.add_argument("--messages", type=int, default=1_000_000,
+                        help="messages to fill the topic with, then read back in each step (default 1000000)")
+    parser.add_argument("--size", type=int, default=1024, help="body bytes, random (default 1024)")
+    parser.add_argument("--queues", type=int, default=8,
+                        help="queues of the topic and of the sink topic (default 8)")
+    parser.add_argument("--master", default="local[2]",
+                        help="Spark master URL of the local session (default local[2]: two worker threads)")
+    parser.add_argument("--pull-batch-size", type=int, nargs="+", default=[32, 1024], metavar="N",
+                        help="pullBatchSize values to read with, one streaming read each (default 32 1024; 32 "
+                             "is what a broker with RocketMQ's defaults answers per pull)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the figures as one JSON list only, no table")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if args.messages < 1 or args.size < 1 or args.queues < 1:
         parser.error("--messages, --size and --queues must be at least 1")

@@ -219,12 +219,24 @@ class _Consume:
         self.received = 0
         self.done = asyncio.Event()
         self.next_offsets: dict[MessageQueue, int] = {}
+        self.resets: dict[MessageQueue, int] = {}
+        """Offsets an admin reset the group to (`skiff consumer reset-offset`), for the pull loops."""
+
+    def _reset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        self.resets.update(offsets)
+        self.next_offsets.update(offsets)
 
     async def run(self) -> int:
         creds = credentials(self.args)
+        group = self.args.group
+        # the pulls, the heartbeats and the trace all name the user's group; without one the pulls
+        # name PULL_CLIENT_GROUP (brokers require a group) and nothing joins or traces
         async with AsyncAdmin(self.args.namesrv, instance_name=CLI_INSTANCE, credentials=creds) as admin, \
-                AsyncPullClient(self.args.namesrv, instance_name=CLI_INSTANCE, credentials=creds) as client:
+                AsyncPullClient(self.args.namesrv, instance_name=CLI_INSTANCE, credentials=creds,
+                                **({"group": group, "trace": True} if group else {})) as client:
             queues = await client.fetch_subscribe_queues(self.args.topic)
+            if group:
+                await client.join(self.args.topic, self.selector, on_reset=self._reset)
             starts = await asyncio.gather(*(self._start(admin, mq) for mq in queues))
             loops = [asyncio.ensure_future(self._pull_loop(client, mq, off)) for mq, off in zip(queues, starts)]
             done = asyncio.ensure_future(self.done.wait())
@@ -264,13 +276,21 @@ class _Consume:
                       file=sys.stderr)
                 await asyncio.sleep(RETRY_PAUSE_S)
                 continue
+            reset = self.resets.pop(mq, None)
+            if reset is not None:  # what this pull read is before or after where the group now is
+                offset = reset
+                continue
+            printed = []
             for m in result.messages:
                 if self.done.is_set():
-                    return
+                    break
                 self._print(m)
+                printed.append(m)
                 self.next_offsets[mq] = m.queue_offset + 1
-            if not self.done.is_set():
-                self.next_offsets[mq] = result.next_begin_offset
+            client.consumed(printed)
+            if self.done.is_set():
+                return
+            self.next_offsets[mq] = result.next_begin_offset
             offset = result.next_begin_offset
 
     def _print(self, m: StoredMessage) -> None:

@@ -3,10 +3,12 @@
     skiff message trace 7F0000016B54CF2DCC5D6B293F41B556
     skiff message trace order-17 --json
 
-One row per event, oldest first: the send (producer group, client, cost, status,
-broker, queue and offset, store address, offset msg id) and each consumption
-(consumer group, client, start, cost, status, reconsume times). Exits 1 when
-nothing was traced for the id or key.
+A table per message (a key may name several), headed by its msg id, topic, tags
+and keys; in it one row per event, oldest first: the send (producer group,
+client, cost, status, broker, queue and offset, store address, offset msg id)
+and each consumption (consumer group, client, start, cost, status, reconsume
+times). ``--json`` prints the events as one list, each with its ``msg_id``.
+Exits 1 when nothing was traced for the id or key.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from skiff.cli.admin import command, emit, with_admin
+from skiff.cli.admin import command, emit, print_table, with_admin
 from skiff.cli.topic import format_time_ms
 from skiff.client.errors import ClientError
 from skiff.client.trace import TRACE_TOPIC, TraceEvent, query_trace
@@ -34,16 +36,32 @@ def message_trace(args: argparse.Namespace) -> int:
     if not events:
         raise ClientError(f"nothing in {args.trace_topic} traces {args.key!r} (is the message's client tracing, "
                           f"and to that topic?)")
-    if not args.json:
-        for line in _about(events):
-            print(line)
-    return emit(args, events, HEADERS, [_row(e) for e in events])
+    if args.json:
+        return emit(args, events, (), [])
+    for i, (msg_id, own) in enumerate(by_message(events).items()):
+        if i:
+            print()
+        print(_about(msg_id, own))
+        print_table(HEADERS, [_row(e) for e in own])
+    return 0
 
 
-def _about(events: list[TraceEvent]) -> list[str]:
-    """What the send says about the message(s): ids, topic, tags, keys."""
-    return [f"{e.msg_id}: topic {e.topic}, tags {e.tags or '-'}, keys {e.keys or '-'}"
-            for e in events if e.kind == "send"]
+def by_message(events: list[TraceEvent]) -> dict[str, list[TraceEvent]]:
+    """Each message's events (a key may name several messages), in the order of each one's
+    first event; the events stay in time order within a message."""
+    grouped: dict[str, list[TraceEvent]] = {}
+    for e in events:
+        grouped.setdefault(e.msg_id, []).append(e)
+    return grouped
+
+
+def _about(msg_id: str, events: list[TraceEvent]) -> str:
+    """The heading of one message's table: its id, then what its send says (topic, tags, keys)."""
+    send = next((e for e in events if e.kind == "send"), None)
+    if send is not None:
+        return f"{msg_id}: topic {send.topic}, tags {send.tags or '-'}, keys {send.keys or '-'}"
+    topic = next((e.topic for e in events if e.topic), "")
+    return f"{msg_id}: " + (f"topic {topic}, " if topic else "") + "send not traced"
 
 
 def _row(e: TraceEvent) -> tuple[object, ...]:

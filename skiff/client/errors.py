@@ -71,6 +71,31 @@ class NameServerUnavailableError(ClientError):
         super().__init__(f"no NameServer answered ({detail})")
 
 
+class NotANameServerError(NameServerUnavailableError):
+    """No NameServer answered, and an address of the list answered a NameServer request
+    (a route, the cluster, the topic list) as unsupported, as a broker does: the list names
+    a broker's port. ``not_namesrvs`` holds those addresses, ``request_code`` the request."""
+
+    retriable = False
+    EXAMPLE = "127.0.0.1:9876"
+
+    def __init__(self, errors: dict[str, Exception], not_namesrvs: list[str], request_code: int) -> None:
+        self.errors = errors
+        self.not_namesrvs = not_namesrvs
+        self.request_code = request_code
+        ClientError.__init__(self, self.explain("give the NameServer's address"))
+
+    def explain(self, advice: str) -> str:
+        """The reason, ending with ``advice`` and an example address (the CLI says "-n takes ...")."""
+        addrs = ", ".join(self.not_namesrvs)
+        one = len(self.not_namesrvs) == 1
+        verb = "is not a NameServer (it" if one else "are not NameServers (they"
+        others = {a: e for a, e in self.errors.items() if a not in self.not_namesrvs}
+        rest = f"; no answer from {'; '.join(f'{a}: {e}' for a, e in others.items())}" if others else ""
+        return (f"{addrs} {verb} answered request code {self.request_code} as unsupported, as a broker does)"
+                f"{rest}: {advice}, e.g. {self.EXAMPLE}")
+
+
 class NoOffsetsError(ClientError):
     """A consumer group has no committed offset (of the topic asked about): it does not exist,
     or has not consumed yet."""
@@ -100,6 +125,7 @@ __all__ = [
     "NameServerUnavailableError",
     "NoBrokerError",
     "NoRouteError",
+    "NotANameServerError",
     "RemotingError",
     "RequestTimeout",
     "ResponseError",

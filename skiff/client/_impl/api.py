@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import NamedTuple
 
 from skiff.client.credentials import Credentials
-from skiff.client.errors import NameServerUnavailableError
+from skiff.client.errors import NameServerUnavailableError, NotANameServerError
 from skiff.common.message import MessageQueue
 from skiff.common.stored_message import StoredMessage
 from skiff.protocol.acl_sign import sign_command
@@ -26,7 +26,13 @@ from skiff.protocol.bodies.lock import LockBatchRequestBody, LockBatchResponseBo
 from skiff.protocol.bodies.route import ClusterInfo, TopicList, TopicRouteData
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
-from skiff.protocol.errors import ConnectionClosed, QueryNotFoundError, RequestTimeout, raise_for_response
+from skiff.protocol.errors import (
+    ConnectionClosed,
+    QueryNotFoundError,
+    RequestTimeout,
+    error_for,
+    raise_for_response,
+)
 from skiff.protocol.headers import consumer as hc
 from skiff.protocol.headers.namesrv import GetRouteInfoRequestHeader
 from skiff.protocol.headers.pull import PullMessageRequestHeader, PullMessageResponseHeader
@@ -51,6 +57,10 @@ PULL_RESULT_CODES = (
 
 UNREACHABLE = (ConnectionClosed, RequestTimeout, TooManyPendingRequests)
 """Failures that say nothing about the request, only that the server did not answer."""
+NAMESRV_REQUESTS = frozenset({RequestCode.GET_ROUTEINFO_BY_TOPIC, RequestCode.GET_BROKER_CLUSTER_INFO,
+                              RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER})
+"""Requests every NameServer serves: a server that answers one as unsupported is no NameServer
+(a broker, whose port was given instead)."""
 
 
 class NameServers:
@@ -135,9 +145,12 @@ class MQClientAPI:
                              expected: Iterable[int] = _OK) -> RemotingCommand:
         """Ask the current NameServer; on no answer, the next ones in turn.
 
-        An error code is the NameServer's answer and is raised at once.
+        An error code is the NameServer's answer and is raised at once, except
+        REQUEST_CODE_NOT_SUPPORTED to a request every NameServer serves: that server is no
+        NameServer, and when no other answers, `NotANameServerError` says so.
         """
         errors: dict[str, Exception] = {}
+        not_namesrvs: list[str] = []
         self._prepare(cmd)
         for addr in self.namesrvs.in_order():
             try:
@@ -146,7 +159,14 @@ class MQClientAPI:
                 errors[addr] = exc
                 self.namesrvs.failed(addr)
                 continue
+            if resp.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED and cmd.code in NAMESRV_REQUESTS:
+                errors[addr] = error_for(resp.code, resp.remark)  # a broker's port in the list: ask the others
+                not_namesrvs.append(addr)
+                self.namesrvs.failed(addr)
+                continue
             return raise_for_response(resp, expected)
+        if not_namesrvs:
+            raise NotANameServerError(errors, not_namesrvs, cmd.code)
         raise NameServerUnavailableError(errors)
 
     # ---------------------------------------------------------- NameServer
