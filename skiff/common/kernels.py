@@ -15,10 +15,11 @@ reference. Tests run both on the same inputs (`compiled` gives the compiled one)
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -28,10 +29,11 @@ DISABLED = os.environ.get("SKIFF_NO_EXTENSIONS", "") not in ("", "0")
 
 def _load() -> tuple[ModuleType | None, str]:
     try:
-        from skiff.common import _kernels
+        # By name: a build without a C compiler has no such module, and there is no
+        # stub for the extension (its functions are reached through `compiled`).
+        return importlib.import_module("skiff.common._kernels"), ""
     except ImportError as exc:
         return None, f"the extension is not built ({exc})"
-    return _kernels, ""
 
 
 _COMPILED, _MISSING = _load()
@@ -52,4 +54,5 @@ def compiled(name: str) -> Callable[..., Any] | None:
 def select(name: str, reference: F) -> F:
     """The implementation of kernel ``name`` to use: compiled if built and allowed, else ``reference``."""
     kernel = None if DISABLED else compiled(name)
-    return kernel if kernel is not None else reference  # type: ignore[return-value]
+    # The compiled kernel takes and returns what its reference does.
+    return cast(F, kernel) if kernel is not None else reference

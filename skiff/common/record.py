@@ -39,7 +39,7 @@ import mmap
 import struct
 import zlib
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from skiff.common import kernels
 from skiff.common.errors import DecodeError
@@ -113,7 +113,7 @@ def parse_host_port(addr: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-def body_crc(body: bytes | memoryview) -> int:
+def body_crc(body: bytes | bytearray | memoryview) -> int:
     return zlib.crc32(body) & 0x7FFFFFFF
 
 
@@ -159,7 +159,7 @@ def write_record(
     return size
 
 
-RecordRow = tuple
+RecordRow = tuple[Any, ...]
 """A message to lay down: a tuple whose items 1 to 9 are queue id, body, properties, flag,
 sysFlag, born timestamp, born host, reconsume times and prepared transaction offset
 (item 0, the topic, is the batch's; more items may follow). That is the layout of the
@@ -259,7 +259,7 @@ def head_struct_for(sys_flag: int) -> struct.Struct:
     return _HEADS[(born, store)]
 
 
-def read_head(buf: bytes | memoryview | bytearray, pos: int = 0) -> RecordHead:
+def read_head(buf: bytes | memoryview | bytearray | mmap.mmap, pos: int = 0) -> RecordHead:
     """Unpack the fixed part of the record at ``pos`` (magic not checked)."""
     if pos + _SYSFLAG_AT + 4 > len(buf):
         raise DecodeError(f"record at {pos} is cut short")
@@ -277,7 +277,7 @@ class RecordTail(NamedTuple):
     properties_raw: bytes
 
 
-def read_tail(buf: bytes | memoryview | bytearray, pos: int, head: RecordHead) -> RecordTail:
+def read_tail(buf: bytes | memoryview | bytearray | mmap.mmap, pos: int, head: RecordHead) -> RecordTail:
     """Locate the body and decode topic and raw properties of the record at ``pos``."""
     body_pos = pos + head_struct_for(head.sys_flag).size
     p = body_pos + head.body_length

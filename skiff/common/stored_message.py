@@ -78,11 +78,16 @@ class StoredMessage(NamedTuple):
         return self.properties.get(name, default)
 
 
-_Storage = namedtuple(  # type: ignore[misc]
-    "_Storage", [*StoredMessage._fields, "source", "born_host_packed", "store_host_packed", "topic_at", "props_at",
-                 "end"])
+_Storage = namedtuple(
+    "_Storage",
+    ["topic", "body", "properties", "flag", "queue_id", "queue_offset", "commit_log_offset", "sys_flag",
+     "born_timestamp", "born_host", "store_timestamp", "store_host", "reconsume_times", "prepared_transaction_offset",
+     "body_crc", "store_size", "offset_msg_id",
+     "source", "born_host_packed", "store_host_packed", "topic_at", "props_at", "end"])
 """A decoded message's tuple: StoredMessage's fields (None where read lazily), then
-where the rest of the record is. Its item getters read the extra items."""
+where the rest of the record is. Its item getters read the extra items. (The names are
+spelled out, not built from ``StoredMessage._fields``, so that a type checker sees them.)"""
+assert _Storage._fields[: len(StoredMessage._fields)] == StoredMessage._fields
 
 _PUBLIC = operator.attrgetter(*StoredMessage._fields)
 """A message's fields as a tuple (the public view of a decoded one)."""
@@ -142,12 +147,12 @@ class _DecodedMessage(StoredMessage):
     storage (`_Storage`) holds None for the lazy fields and the record's whereabouts.
     """
 
-    _src = _Storage.source
-    _born_host_packed = _Storage.born_host_packed
-    _store_host_packed = _Storage.store_host_packed
-    _topic_at = _Storage.topic_at
-    _props_at = _Storage.props_at
-    _end = _Storage.end
+    _src: _Source = _Storage.source
+    _born_host_packed: bytes = _Storage.born_host_packed
+    _store_host_packed: bytes = _Storage.store_host_packed
+    _topic_at: int = _Storage.topic_at
+    _props_at: int = _Storage.props_at
+    _end: int = _Storage.end
 
     @_Lazy
     def topic(self) -> str:
@@ -176,7 +181,7 @@ class _DecodedMessage(StoredMessage):
 
     def get_property(self, name: str, default: str | None = None) -> str | None:
         """One property, found in the raw string unless the dict is built (same answer)."""
-        props = self.__dict__.get("properties")
+        props: dict[str, str] | None = self.__dict__.get("properties")
         if props is not None:
             return props.get(name, default)
         src = self._src
@@ -191,11 +196,13 @@ class _DecodedMessage(StoredMessage):
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"a StoredMessage is immutable: cannot delete {name}")
 
+    # A decoded message's copies are eager StoredMessages, not decoded ones (there is no
+    # record behind them): the narrower return of the NamedTuple's methods does not hold.
     @classmethod
-    def _make(cls, iterable: Iterable[Any]) -> StoredMessage:
+    def _make(cls, iterable: Iterable[Any]) -> StoredMessage:  # type: ignore[override]
         return StoredMessage._make(iterable)
 
-    def _replace(self, **changes: Any) -> StoredMessage:
+    def _replace(self, **changes: Any) -> StoredMessage:  # type: ignore[override]
         return StoredMessage._make(_PUBLIC(self))._replace(**changes)
 
     def __iter__(self) -> Any:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json.decoder
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -31,6 +31,10 @@ MAX_DEPTH = 256
 _WS = re.compile(r"[ \t\n\r]*")
 _NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(\.[0-9]+)?([eE][-+]?[0-9]+)?")
 _LITERALS = (("true", True), ("false", False), ("null", None))
+_scanstring: Callable[[str, int, bool], tuple[str, int]] = (
+    json.decoder.scanstring  # type: ignore[attr-defined]  # there (C or Python), but not in typeshed's json.decoder
+)
+"""The standard library's string scanner: a string literal's text and where it ends."""
 
 
 class JsonDecodeError(DecodeError):
@@ -127,7 +131,7 @@ class _Parser:
 
     def string(self, pos: int) -> tuple[str, int]:
         try:
-            return json.decoder.scanstring(self.text, pos + 1, True)  # type: ignore[no-any-return]
+            return _scanstring(self.text, pos + 1, True)
         except ValueError as exc:
             raise self.fail(pos, f"bad string ({exc})") from None
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+import mmap
 import struct
 import threading
 from collections.abc import Iterator, Sequence
@@ -68,7 +69,7 @@ class Inspection(NamedTuple):
     reason: str = ""
 
 
-def inspect_record(buf: memoryview | bytes, pos: int, phys: int, room: int) -> Inspection:
+def inspect_record(buf: bytes | bytearray | memoryview | mmap.mmap, pos: int, phys: int, room: int) -> Inspection:
     """Validate what starts at ``buf[pos]`` (CommitLog offset ``phys``, ``room`` bytes to the
     end of its file or buffer): magic, size, structure, stored offset and body CRC."""
     if room < BLANK_MIN_BYTES:

@@ -169,7 +169,8 @@ def _key_of(view: memoryview) -> str | None:
 
 def _store_timestamp(view: memoryview) -> int:
     born_host = HOST_V6_BYTES if _I32.unpack_from(view, _SYSFLAG_AT)[0] & BORNHOST_V6 else HOST_V4_BYTES
-    return _I64.unpack_from(view, _BORN_HOST_AT + born_host)[0]
+    timestamp: int = _I64.unpack_from(view, _BORN_HOST_AT + born_host)[0]
+    return timestamp
 
 
 def _python_hash(key: str) -> int:
@@ -275,9 +276,10 @@ class Compaction:
                 totals[1] = counts[1]  # kept: what the last pass left, not a sum over passes
                 passes += 1
         seg = self.segments.get((topic, queue_id))
+        records_read, records_kept, bytes_read, bytes_written, bytes_reclaimed = totals
         return CompactionReport(
-            topic, queue_id, passes, seg.cleaned_offset if seg else 0, *totals,
-            (time.perf_counter() - started) * 1000,
+            topic, queue_id, passes, seg.cleaned_offset if seg else 0, records_read, records_kept, bytes_read,
+            bytes_written, bytes_reclaimed, (time.perf_counter() - started) * 1000,
         )
 
     def _flushed_end(self, cq: ConsumeQueue) -> int:

@@ -84,7 +84,10 @@ class DispatchBatch(NamedTuple):
     def of(cls, requests: Sequence[DispatchRequest]) -> DispatchBatch:
         if not requests:
             return cls((), (), (), (), (), (), (), (), (), (), [])
-        return cls(*zip(*requests))
+        (topics, queue_ids, queue_offsets, physical_offsets, sizes, tag_codes, store_timestamps, sys_flags, keys,
+         uniq_keys) = zip(*requests)
+        return cls(topics, queue_ids, queue_offsets, physical_offsets, sizes, tag_codes, store_timestamps, sys_flags,
+                   keys, uniq_keys)
 
     @property
     def end(self) -> int:

@@ -70,6 +70,12 @@ class IndexFile:
         self.slots = slots
         self.capacity = capacity
         self._entries_at = HEADER.size + slots * SLOT.size
+        self.begin_timestamp: int
+        self.end_timestamp: int
+        self.begin_phy_offset: int
+        self.end_phy_offset: int
+        self.hash_slot_count: int
+        self.index_count: int
         (self.begin_timestamp, self.end_timestamp, self.begin_phy_offset, self.end_phy_offset,
          self.hash_slot_count, self.index_count) = HEADER.unpack_from(f.mm, 0)
         self.index_count = min(max(self.index_count, 1), capacity)
@@ -216,7 +222,7 @@ class IndexFile:
         self.file.destroy()
 
 
-def put_index_entries_py(mm: mmap.mmap | memoryview, slots: int, entry_pos: int, number: int, items: list[int],
+def put_index_entries_py(mm: mmap.mmap | memoryview, slots: int, entry_pos: int, number: int, items: Sequence[int],
                          count: int, begin: int) -> int:
     """Write ``count`` entries from (key hash, offset, store time) triples at ``entry_pos``
     (entry ``number`` on), each linked to its slot's newest entry; return how many slots

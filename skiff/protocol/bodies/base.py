@@ -115,7 +115,7 @@ def _enum_codec(kind: type[enum.Enum]) -> _Codec:
         raise _fail(path, f"one of {', '.join(by_name)}", raw)
 
     def encode(value: enum.Enum) -> Any:
-        return int(value) if isinstance(value, int) else value.value  # type: ignore[call-overload]
+        return int(value) if isinstance(value, int) else value.value
 
     return _Codec(decode, encode)
 

@@ -58,7 +58,7 @@ class _Reader:
     def int32(self, name: str) -> int:
         if self._pos + 4 > len(self._data):
             raise BodyError(f"compressed RegisterBrokerBody ends before its {name}")
-        value = _LEN.unpack_from(self._data, self._pos)[0]
+        value: int = _LEN.unpack_from(self._data, self._pos)[0]
         self._pos += 4
         return value
 

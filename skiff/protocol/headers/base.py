@@ -128,7 +128,7 @@ def _field_specs(cls: type) -> tuple[_Spec, ...]:
 def _compile(cls: type, source: list[str], namespace: dict[str, Any]) -> Callable[..., Any]:
     namespace.update(_missing=_missing, _invalid=_invalid, _EMPTY=_EMPTY, _bool_text=_bool_text)
     exec("\n".join(source), namespace)  # noqa: S102 - generated from the class's own fields
-    fn = namespace["fn"]
+    fn: Callable[..., Any] = namespace["fn"]
     fn.__qualname__ = f"{cls.__name__}.{fn.__name__}"
     return fn
 

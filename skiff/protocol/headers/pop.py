@@ -141,7 +141,8 @@ class ExtraInfo(NamedTuple):
                               f"{text[:100]!r}") from None
         if parts[5] == "" or numbers[4] not in (NORMAL_TOPIC, RETRY_TOPIC):
             raise DecodeError(f"a receipt handle names no broker or an unknown topic type: {text[:100]!r}")
-        return cls(*numbers[:4], numbers[4], parts[5], *numbers[5:])
+        n = numbers
+        return cls(n[0], n[1], n[2], n[3], n[4], parts[5], n[5], n[6], *n[7:])
 
 
 def offset_info(entries: list[tuple[int, int, str]]) -> str:

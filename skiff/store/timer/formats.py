@@ -146,6 +146,7 @@ def decode_checkpoint(raw: bytes, path: str) -> int:
     """The CommitLog offset of the checkpoint in ``raw``; `CorruptionError` when damaged."""
     if len(raw) != CHECKPOINT.size + CRC.size or CRC.unpack_from(raw, CHECKPOINT.size)[0] != zlib.crc32(raw[: CHECKPOINT.size]):
         raise CorruptionError(f"timer checkpoint file {path} is damaged (bad size or CRC)")
+    offset: int
     magic, version, offset, _ = CHECKPOINT.unpack_from(raw)
     if magic != CHECKPOINT_MAGIC or version != VERSION or offset < 0:
         raise CorruptionError(f"timer checkpoint file {path} is not a version {VERSION} checkpoint")

@@ -134,7 +134,8 @@ class Replayer:
             for slot, items in by_slot.items():
                 f = self.logs.get_or_create(slot)
                 undo.append((f, f.committed()))
-                parts, sizes = [], []
+                parts: list[bytes] = []
+                sizes: list[int] = []
                 for parked, raw in items:
                     size = SCHEDULE_HEAD.size + len(raw)
                     parts += (SCHEDULE_HEAD.pack(size, SCHEDULE_MAGIC, parked.due_ms, parked.timer_id), raw)

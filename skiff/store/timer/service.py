@@ -115,7 +115,7 @@ class TimerService:
         finally:
             self.logs.close()
 
-    def _on_dispatch(self, touched: list[QueueTouch]) -> None:
+    def _on_dispatch(self, touched: Sequence[QueueTouch]) -> None:
         for topic, _, _ in touched:
             if topic == SCHEDULE_TOPIC:
                 self._wake.set()

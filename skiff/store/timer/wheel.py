@@ -25,7 +25,7 @@ from skiff.store.timer.schedule_log import DUE, ROW_FIELDS, TIMER_ID
 class Wheel:
     def __init__(self, tick_ms: int) -> None:
         self.tick_ms = tick_ms
-        self._buckets: dict[int, array] = {}
+        self._buckets: dict[int, array[int]] = {}
         self._ticks: list[int] = []
         self.size = 0
         """Rows in the wheel."""
@@ -33,7 +33,7 @@ class Wheel:
         """Rows ever put in a later bucket than their due time's (a failed delivery waits): while
         there are any, `remove` searches every bucket, not just the due time's."""
 
-    def _bucket(self, tick: int) -> array:
+    def _bucket(self, tick: int) -> array[int]:
         bucket = self._buckets.get(tick)
         if bucket is None:
             bucket = self._buckets[tick] = array("q")
@@ -65,7 +65,7 @@ class Wheel:
         """Remove and return up to ``limit`` rows of the ticks that ended by ``now_ms``,
         earliest tick first, as an (n, `ROW_FIELDS`) int64 array."""
         current = now_ms // self.tick_ms
-        parts: list[array] = []
+        parts: list[array[int]] = []
         taken = 0
         while self._ticks and self._ticks[0] < current and taken < limit:
             tick = self._ticks[0]
@@ -94,7 +94,7 @@ class Wheel:
         end = len(bucket) if limit is None else min(len(bucket), (start + limit) * ROW_FIELDS)
         return np.frombuffer(bucket[start * ROW_FIELDS : end].tobytes(), dtype=np.int64).reshape(-1, ROW_FIELDS)
 
-    def _locate(self, due_ms: int, timer_id: int) -> tuple[array, int] | None:
+    def _locate(self, due_ms: int, timer_id: int) -> tuple[array[int], int] | None:
         ticks = [due_ms // self.tick_ms]
         if self.deferred:
             ticks += [t for t in self._buckets if t != ticks[0]]
