@@ -61,14 +61,24 @@ class FilterSyntaxError(FilterError):
 
 @runtime_checkable
 class MessageFilter(Protocol):
-    """A compiled subscription, shared by the broker (pull) and the client (re-check)."""
+    """A compiled subscription, shared by the broker (pull) and the client (re-check).
+    Its fields are read-only (the filters are frozen dataclasses)."""
 
-    expression: str
-    expression_type: ExpressionType
-    tag_codes: frozenset[int] | None
-    """ConsumeQueue tag codes (`skiff.common.hashing.tag_hash`) that can match; None = any."""
-    needs_properties: bool
-    """False when the tag-code pre-filter plus the client's exact tag check suffice."""
+    @property
+    def expression(self) -> str: ...
+
+    @property
+    def expression_type(self) -> ExpressionType: ...
+
+    @property
+    def tag_codes(self) -> frozenset[int] | None:
+        """ConsumeQueue tag codes (`skiff.common.hashing.tag_hash`) that can match; None = any."""
+        ...
+
+    @property
+    def needs_properties(self) -> bool:
+        """False when the tag-code pre-filter plus the client's exact tag check suffice."""
+        ...
 
     def matches(self, properties: Mapping[str, str]) -> bool:
         """The exact answer for a message with these properties (TAGS included)."""

@@ -128,8 +128,7 @@ def _numeric_property(name: str, test: Callable[[int | float], bool]) -> Fn:
 
 
 def _between(node: Between) -> Fn:
-    numbers = isinstance(node.low, Number) and isinstance(node.high, Number)
-    if isinstance(node.operand, Property) and numbers:
+    if isinstance(node.operand, Property) and isinstance(node.low, Number) and isinstance(node.high, Number):
         low, high = node.low.value, node.high.value
         if node.negated:
             return _numeric_property(node.operand.name, lambda n: not low <= n <= high)

@@ -17,6 +17,7 @@ refused here too, with the position of the operator at fault:
 from __future__ import annotations
 
 import functools
+from typing import cast
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
@@ -85,10 +86,12 @@ def parse_sql(text: str) -> Expr:
             f"the limit is {FILTER_EXPRESSION_MAX_CHARS}",
         )
     try:
-        tree = _parser().parse(text)
+        # The builder is the parser's transformer: the parse answers what it built.
+        tree = cast(Expr, _parser().parse(text))
         _condition(tree, None, "the whole expression")
     except _Rejected as e:
-        raise _error(text, e.token.start_pos if e.token else 0, e.message) from None
+        at = e.token.start_pos if e.token else None
+        raise _error(text, at or 0, e.message) from None
     except UnexpectedInput as e:
         raise _unexpected(text, e) from None
     levels = depth(tree)
@@ -292,15 +295,16 @@ def _error(
 
 
 def _unexpected(text: str, exc: UnexpectedInput) -> FilterSyntaxError:
+    offset: int
     if isinstance(exc, UnexpectedToken):
         token = exc.token
         at_end = token.type == "$END"
-        offset = len(text) if at_end else token.start_pos
+        offset = len(text) if at_end or token.start_pos is None else token.start_pos
         found = "the end of the expression" if at_end else repr(token.value)
         allowed = exc.expected
     else:
         assert isinstance(exc, UnexpectedCharacters)
-        offset = exc.pos_in_stream
+        offset = exc.pos_in_stream  # type: ignore[assignment]  # the lexer's position: lark types it as its base's None
         if text.startswith("'", offset):
             return _error(text, offset, "this string is never closed with a quote")
         if text.startswith("/*", offset):

@@ -67,7 +67,7 @@ class SqlFilter:
         return self._test(properties) is True
 
     def matches_raw(self, raw_properties: RawProperties) -> bool:
-        return self._test(self._properties_of(raw_properties)) is True  # type: ignore[arg-type]
+        return self._test(self._properties_of(raw_properties)) is True
 
 
 def required_tags(node: Expr) -> frozenset[str] | None:

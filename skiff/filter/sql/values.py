@@ -20,6 +20,7 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable
+from typing import Any, TypeGuard
 
 from skiff.filter.sql.ast import CompareOp
 
@@ -32,7 +33,7 @@ _NUMBER = re.compile(
     r"[+-]?(?:[0-9]+(?P<point>\.[0-9]*)?|(?P<lead>\.[0-9]+))(?P<exp>[eE][+-]?[0-9]+)?"
 )
 
-ORDER: dict[CompareOp, Callable[[object, object], bool]] = {
+ORDER: dict[CompareOp, Callable[[Any, Any], bool]] = {
     CompareOp.GT: operator.gt,
     CompareOp.GE: operator.ge,
     CompareOp.LT: operator.lt,
@@ -68,7 +69,7 @@ def to_number(text: str) -> int | float | None:
     return float(text)
 
 
-def is_number(value: Value) -> bool:
+def is_number(value: Value) -> TypeGuard[int | float]:
     kind = type(value)
     return kind is int or kind is float
 
@@ -124,13 +125,13 @@ def negate_condition(value: bool | None) -> bool | None:
 
 def negate_value(value: Value) -> Value:
     """Unary minus: numbers only; anything else is unknown (RocketMQ returns null)."""
-    return -value if is_number(value) else None  # type: ignore[operator]
+    return -value if is_number(value) else None
 
 
 def as_condition(value: Value) -> bool | None:
     """RocketMQ's boolean cast of a bare property: present is FALSE, missing is NULL."""
     if value is None or type(value) is bool:
-        return value  # type: ignore[return-value]
+        return value
     return False
 
 
@@ -146,4 +147,4 @@ def string_match(kind: str, value: Value, pattern: str, negated: bool) -> bool:
     and for an empty pattern, with or without NOT."""
     if type(value) is not str or not pattern:
         return False
-    return MATCHERS[kind](value, pattern) is not negated  # type: ignore[arg-type]
+    return MATCHERS[kind](value, pattern) is not negated
