@@ -26,6 +26,14 @@ from skiff.broker.clients import ClientManager
 from skiff.broker.compaction import CompactionService
 from skiff.broker.config import BrokerConfig
 from skiff.broker.ha.role import Role
+from skiff.broker.operations import (
+    CancelOperation,
+    EndTransactionOperation,
+    Gate,
+    Operations,
+    PullOperation,
+    SendOperation,
+)
 from skiff.broker.ha.service import Replication
 from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.grpc.clients import GrpcClients
@@ -102,6 +110,8 @@ class BrokerServer:
         self.role = Role.of(config)
         self.replication: Replication
         self.grpc: GrpcServer | None = None
+        self.gate: Gate
+        self.operations: Operations
         self.metrics: MetricsHttpServer | None = None
         self.rpc_latency: RpcLatency | None = None
         self.acl: AclService | None = None
@@ -151,7 +161,8 @@ class BrokerServer:
         self.pop = PopService(self.config, self.store, self.topics, self.groups, self.offsets, self.writer,
                               self.clock, self.store_config.root)
         self.pop.start()
-        self._pop_processor = PopProcessor(self.config, self.topics, self.groups, self.pop)
+        self.gate = Gate(self.config, self.role, self.topics, self.groups)
+        self._pop_processor = PopProcessor(self.config, self.gate, self.pop)
         self.compaction = CompactionService(self.store, self.topics, self.store_config, self.clock)
         client_manage = ClientManageProcessor(self.config, self.clients, self.groups, self.topics)
         self.replication = Replication(self.config, self.role, self.store, self.registration, self.topics,
@@ -167,7 +178,7 @@ class BrokerServer:
         await self._remoting.start()
         if self.metrics is not None:
             await self.metrics.start()
-        await self._start_grpc(handlers)
+        await self._start_grpc()
         self.hold.start()
         self._services = [
             Periodic("persist-consumer-offsets", self.config.flush_consumer_offset_interval_ms / 1000.0,
@@ -221,7 +232,7 @@ class BrokerServer:
         if timer is not None:
             await asyncio.to_thread(timer.stop)
 
-    async def _start_grpc(self, handlers: dict[int, Handler]) -> None:
+    async def _start_grpc(self) -> None:
         """The gRPC endpoint for RocketMQ 5.x clients (docs/grpc.md), unless grpcServerPort is 0."""
         if not self.config.grpc_server_port:
             return
@@ -230,29 +241,38 @@ class BrokerServer:
                         "(set grpcServerPort=0 to silence this)")
             return
         grpc_clients = GrpcClients(self.config, self.clients, self.groups)
-        self.grpc = GrpcServer(self.config, self.topics, self.groups, grpc_clients, self.pop, self._pop_processor,
-                               handlers, self.clock, self._sender, self.writer,
+        ops = self.operations
+        self.grpc = GrpcServer(self.config, self.topics, self.groups, grpc_clients, self.pop, ops, self.clock,
                                namesrv_lookup(self._namesrv_client, self.config.namesrv_addrs),
-                               Offsets(self.config, self.store, self.topics, self.offsets))
+                               Offsets(self.config, self.store, ops.gate, self.offsets, ops.pull), self.store)
         await self.grpc.start()
+
+    def _operations(self) -> Operations:
+        cfg, store = self.config, self.store
+        return Operations(
+            gate=self.gate,
+            send=SendOperation(cfg, self.role, store, self.topics, self.gate, self.writer, self.stats,
+                               self.replication.sync_replicas),
+            pull=PullOperation(cfg, self.role, store, self.gate, self.clients, self.offsets, self.stats),
+            end_transaction=EndTransactionOperation(self.transactions),
+            cancel=CancelOperation(lambda: self.timer),
+        )
 
     def _handlers(self, client_manage: ClientManageProcessor) -> dict[int, Handler]:
         cfg, store = self.config, self.store
-        sender = self._sender = SendProcessor(cfg, store, self.topics, self.writer, self.stats,
-                                              self.replication.sync_replicas, self.role)
+        ops = self.operations = self._operations()
         processors = [
-            sender,
-            PullProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients, self.hold, self.stats,
-                          self.role),
+            SendProcessor(cfg, ops.send),
+            PullProcessor(cfg, self.role, ops.pull, store, self.groups, self.hold),
             ConsumerProcessor(store, self.offsets, self.clients, self.locks),
             client_manage,
-            SendBackProcessor(cfg, store, self.topics, self.groups, self.writer, sender),
+            SendBackProcessor(cfg, store, self.topics, self.groups, self.writer, ops.send),
             QueryProcessor(store),
             TopicAdminProcessor(cfg, self.store_config, store, self.topics, self.offsets, self.stats,
                                 self.registration.settled),
             GroupAdminProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients),
-            EndTransactionProcessor(self.transactions),
-            TimerAdminProcessor(self.store_config, lambda: self.timer, self.config.delay_levels_ms),
+            EndTransactionProcessor(ops.end_transaction),
+            TimerAdminProcessor(self.store_config, lambda: self.timer, self.config.delay_levels_ms, ops.cancel),
             self._pop_processor,
             CompactionAdminProcessor(self.topics, self.compaction),
         ]

@@ -66,3 +66,8 @@ properties may hold, so a batch of traces always fits."""
 
 POP_MAX_MSG_NUMS = 32
 """Most messages one POP_MESSAGE takes (RocketMQ's limit, also the gRPC receive batch cap)."""
+
+VALID_TOPIC_CACHE_SIZE = 65536
+"""Topic names a broker remembers as checked (legal, not a system topic), so a send skips
+the name check; past this many, new names are checked on every send instead of growing
+the set without bound."""

@@ -19,45 +19,45 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Generator
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from skiff.protocol.command import RemotingCommand
-
-Deliver = Callable[[Any, RemotingCommand], None]
+T = TypeVar("T")
+Deliver = Callable[[Any, T], None]
 """Called with the ``request`` given to `LateAnswer.then` and the answer."""
 
 
-class LateAnswer:
-    """One request's answer, given once by whoever finishes the request."""
+class LateAnswer(Generic[T]):
+    """One request's answer, given once by whoever finishes the request: a `RemotingCommand`
+    for the remoting transport, a gRPC response for the gRPC door's callers."""
 
     __slots__ = ("_answer", "_deliver", "_request")
 
     def __init__(self) -> None:
-        self._answer: RemotingCommand | None = None
-        self._deliver: Deliver | None = None
+        self._answer: T | None = None
+        self._deliver: Deliver[T] | None = None
         self._request: Any = None
 
     @property
     def given(self) -> bool:
         return self._answer is not None
 
-    def give(self, answer: RemotingCommand) -> None:
+    def give(self, answer: T) -> None:
         """The answer; a second one is ignored (a closed connection's timeout, say)."""
         if self._answer is None:
             self._answer = answer
             if self._deliver is not None:
                 self._deliver(self._request, answer)
 
-    def then(self, deliver: Deliver, request: Any = None) -> None:
+    def then(self, deliver: Deliver[T], request: Any = None) -> None:
         """Where the answer goes (one place), with ``request``: called at once if it was given
         already."""
         self._deliver, self._request = deliver, request
         if self._answer is not None:
             deliver(request, self._answer)
 
-    def __await__(self) -> Generator[Any, None, RemotingCommand]:
+    def __await__(self) -> Generator[Any, None, T]:
         if self._answer is not None:
             return self._answer
-        future: asyncio.Future[RemotingCommand] = asyncio.get_running_loop().create_future()
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self.then(lambda _, answer: future.done() or future.set_result(answer))
         return (yield from future)

@@ -25,30 +25,25 @@ from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.grpc.clients import GrpcClientConn
 from skiff.broker.grpc.convert import now_timestamp, to_message
-from skiff.broker.grpc.producing import status
+from skiff.broker.grpc.status import refused, status
 from skiff.broker.grpc.renewal import Renewals
 from skiff.broker.grpc.routes import BrokerQueues, Routes
 from skiff.broker.pop.service import PopRefused, PopRequest, PopService
-from skiff.broker.processors.pop import PopProcessor
-from skiff.broker.processors.pull import Refusal, compile_subscription
+from skiff.broker.operations import ANY_QUEUE, Gate, Refusal, compile_subscription
 from skiff.common.clock import Clock
 from skiff.common.errors import DecodeError
 from skiff.common.limits import POP_MAX_MSG_NUMS
 from skiff.common.stored_message import decode_record
-from skiff.protocol.codes import ResponseCode
 from skiff.protocol.headers.pop import ExtraInfo
 from skiff.protocol.v5 import definition_pb2 as pb
 from skiff.protocol.v5 import service_pb2 as rpc
 
 MAX_INVISIBLE_MS = 12 * 3_600_000
-_CHECK_CODES = {ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: pb.CONSUMER_GROUP_NOT_FOUND,
-                ResponseCode.TOPIC_NOT_EXIST: pb.TOPIC_NOT_FOUND, ResponseCode.NO_PERMISSION: pb.FORBIDDEN,
-                ResponseCode.MESSAGE_ILLEGAL: pb.BAD_REQUEST}
 
 
 class Consuming:
     def __init__(self, config: BrokerConfig, groups: SubscriptionGroupManager, pop: PopService,
-                 checks: PopProcessor, clock: Clock, routes: Routes,
+                 gate: Gate, clock: Clock, routes: Routes,
                  broker_of: Callable[[BrokerQueues], pb.Broker]) -> None:
         self.renewals = Renewals(config, pop, clock)
         self.routes = routes
@@ -56,7 +51,7 @@ class Consuming:
         self.config = config
         self.groups = groups
         self.pop = pop
-        self.checks = checks
+        self.gate = gate
         self.clock = clock
 
     async def query_assignment(self, req: rpc.QueryAssignmentRequest) -> rpc.QueryAssignmentResponse:
@@ -110,9 +105,9 @@ class Consuming:
         group, topic = req.group.name, req.message_queue.topic.name
         if not group:
             return status(pb.ILLEGAL_CONSUMER_GROUP, "no consumer group")
-        refused = self.checks.check(group, topic, -1)
-        if refused is not None:
-            return status(_CHECK_CODES.get(refused.code, pb.INTERNAL_SERVER_ERROR), refused.remark)
+        allowed = self.gate.consumable(group, topic, ANY_QUEUE)
+        if isinstance(allowed, Refusal):
+            return refused(allowed)
         if req.auto_renew or not req.HasField("invisible_duration"):
             invisible = self.config.default_invisible_time_ms
         else:
@@ -124,7 +119,7 @@ class Consuming:
         kind = "SQL92" if expr.type == pb.SQL else "TAG"
         flt = compile_subscription(expr.expression or "*", kind, self.config.enable_property_filter)
         if isinstance(flt, Refusal):
-            return status(pb.ILLEGAL_FILTER_EXPRESSION, flt.remark)
+            return status(pb.ILLEGAL_FILTER_EXPRESSION, flt.reason)
         batch = min(req.batch_size or POP_MAX_MSG_NUMS, POP_MAX_MSG_NUMS)
         orderly = self._orderly(group)
         queue_id = req.message_queue.id if orderly and req.message_queue.id >= 0 else -1

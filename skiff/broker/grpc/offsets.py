@@ -5,8 +5,10 @@ QueryOffset answers the queue's first offset (BEGINNING), its end (END) or the f
 offset stored at or after a time (TIMESTAMP); GetOffset and UpdateOffset read and
 commit the group's consumer offset (the table remoting consumers use); PullMessage
 streams the messages from an offset (tag and SQL92 filters as a pull), then the next
-offset to pull from. A queue of another broker, an unknown topic or a queue id out of
-range is answered with the matching status.
+offset to pull from, after the same gate as a remoting pull (`skiff.broker.operations`:
+the group and its consumeEnable, the broker's and the topic's read permission, the
+queue range). A queue of another broker, an unknown topic or a queue id out of range
+is answered with the matching status.
 """
 
 from __future__ import annotations
@@ -15,10 +17,9 @@ from collections.abc import AsyncIterator
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.grpc.convert import to_message
-from skiff.broker.grpc.producing import status
+from skiff.broker.grpc.status import refused, status
 from skiff.broker.offsets import ConsumerOffsetManager
-from skiff.broker.processors.pull import Refusal, compile_subscription, properties_filter
-from skiff.broker.topics import TopicConfigManager
+from skiff.broker.operations import Gate, PullOperation, PullRequest, Refusal
 from skiff.common.limits import POP_MAX_MSG_NUMS
 from skiff.common.stored_message import decode_records
 from skiff.protocol.v5 import definition_pb2 as pb
@@ -27,24 +28,26 @@ from skiff.store import MessageStore
 
 
 class Offsets:
-    def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
-                 offsets: ConsumerOffsetManager) -> None:
+    def __init__(self, config: BrokerConfig, store: MessageStore, gate: Gate, offsets: ConsumerOffsetManager,
+                 puller: PullOperation) -> None:
         self.config = config
         self.store = store
-        self.topics = topics
+        self.gate = gate
         self.offsets = offsets
+        self.puller = puller
+
+    def _other_broker(self, mq: pb.MessageQueue) -> pb.Status | None:
+        if mq.broker.name and mq.broker.name != self.config.broker_name:
+            return status(pb.NOT_FOUND, f"broker {mq.broker.name} is not this one ({self.config.broker_name})")
+        return None
 
     def _queue(self, mq: pb.MessageQueue) -> pb.Status | None:
         """Why ``mq`` is not a queue of this broker, or None."""
-        if mq.broker.name and mq.broker.name != self.config.broker_name:
-            return status(pb.NOT_FOUND, f"broker {mq.broker.name} is not this one ({self.config.broker_name})")
-        tc = self.topics.get(mq.topic.name)
-        if tc is None:
-            return status(pb.TOPIC_NOT_FOUND, f"topic {mq.topic.name} not found")
-        if not 0 <= mq.id < tc.read_queue_nums:
-            return status(pb.BAD_REQUEST, f"queue {mq.id} of {mq.topic.name}: it has {tc.read_queue_nums}")
-        return None
-
+        other = self._other_broker(mq)
+        if other is not None:
+            return other
+        found = self.gate.readable_queue(mq.topic.name, mq.id)
+        return refused(found) if isinstance(found, Refusal) else None
     def query_offset(self, req: rpc.QueryOffsetRequest) -> rpc.QueryOffsetResponse:
         mq = req.message_queue
         refused = self._queue(mq)
@@ -78,20 +81,20 @@ class Offsets:
         return rpc.UpdateOffsetResponse(status=status(pb.OK, "OK"))
 
     async def pull(self, req: rpc.PullMessageRequest) -> AsyncIterator[rpc.PullMessageResponse]:
-        mq = req.message_queue
-        refused = self._queue(mq)
-        expr = req.filter_expression
-        flt = compile_subscription(expr.expression or "*", "SQL92" if expr.type == pb.SQL else "TAG",
-                                   self.config.enable_property_filter) if refused is None else None
-        if isinstance(flt, Refusal):
-            refused = status(pb.ILLEGAL_FILTER_EXPRESSION, flt.remark)
-        if refused is not None or flt is None:
-            yield rpc.PullMessageResponse(status=refused)
+        """The gate's checks and one read, as a remoting pull (no long polling: the RPC has none)."""
+        mq, expr = req.message_queue, req.filter_expression
+        wrong_broker = self._other_broker(mq)
+        if wrong_broker is not None:
+            yield rpc.PullMessageResponse(status=wrong_broker)
             return
-        result = self.store.get_messages(mq.topic.name, mq.id, max(0, req.offset),
-                                         min(req.batch_size or POP_MAX_MSG_NUMS, POP_MAX_MSG_NUMS),
-                                         tag_codes=flt.tag_codes,
-                                         record_filter=properties_filter(flt) if flt.needs_properties else None)
+        pulled = self.puller.pull(PullRequest(
+            group=req.group.name, topic=mq.topic.name, queue_id=mq.id, offset=max(0, req.offset),
+            max_count=min(req.batch_size or POP_MAX_MSG_NUMS, POP_MAX_MSG_NUMS), expression=expr.expression or "*",
+            expression_type="SQL92" if expr.type == pb.SQL else "TAG"))
+        if isinstance(pulled, Refusal):
+            yield rpc.PullMessageResponse(status=refused(pulled))
+            return
+        result = pulled.result
         messages = decode_records(b"".join(result.buffers)) if result.found else []
         code = pb.OK if messages else pb.MESSAGE_NOT_FOUND
         yield rpc.PullMessageResponse(status=status(code, "OK" if messages else "no new message"))

@@ -1,8 +1,9 @@
 """The producer side of the gRPC endpoint: routes, sends, transactions, recall.
 
-A send is translated to SEND_MESSAGE_V2 and run through this broker's own send
-processor (the same checks, delay and half-message parking, flush waits), then
-answered as RocketMQ's proxy answers (`SendMessageActivity`). FIFO messages go to
+A send is the gRPC adapter of `skiff.broker.operations.send` (the same gate, delay
+and half-message parking, flush and replica waits as a remoting send), answered as
+RocketMQ's proxy answers (`SendMessageActivity`); a topic is never auto-created
+through gRPC (the proxy has no route for it). FIFO messages go to
 the queue ``crc32(message_group) mod writeQueueNums``, so a group keeps its order;
 others to a random queue. A transactional send remembers where its half message is
 (END_TRANSACTION names it by offsets; the gRPC request only by ids); after a restart
@@ -22,52 +23,30 @@ from skiff.broker.grpc.clients import MAX_BODY_BYTES as MAX_BODY
 from skiff.broker.grpc.clients import GrpcClientConn, GrpcClients, HalfRef, remember
 from skiff.broker.grpc.convert import Invalid, born_ms, to_properties
 from skiff.broker.grpc.routes import BrokerQueues, Routes
-from skiff.broker.processors.send import SendProcessor, born_host
+from skiff.broker.grpc.status import from_code, refused, status
+from skiff.broker.operations import Outgoing, Refusal, SendOperation, SendRequest, Sent, born_host
+from skiff.broker.operations.timer import CancelOperation
+from skiff.broker.operations.transaction import EndTransactionOperation
+from skiff.broker.processors.end_transaction import outcome_code
+from skiff.broker.processors.send import STATUS_CODES
 from skiff.broker.topics import TopicConfigManager
-from skiff.broker.writer import MessageWriter
+from skiff.broker.transactions import EndResult
 from skiff.common.clock import Clock
 from skiff.common.msgid import create_offset_msg_id, decode_offset_msg_id
 from skiff.common.names import TRANS_HALF_TOPIC
+from skiff.common.properties import Prop, encode_properties
 from skiff.common.record import read_head, read_tail
 from skiff.common.stored_message import raw_property
-from skiff.common.properties import Prop, encode_properties
 from skiff.common.sysflag import MessageSysFlag
-from skiff.protocol.bodies.timer import CancelScheduledBody, CancelStatus
-from skiff.protocol.codes import RequestCode, ResponseCode, SkiffRequestCode
-from skiff.protocol.command import RemotingCommand
-from skiff.protocol.headers.send import SendMessageRequestHeader, SendMessageRequestHeaderV2
+from skiff.protocol.codes import ResponseCode
 from skiff.protocol.headers.transaction import EndTransactionRequestHeader
 from skiff.protocol.v5 import definition_pb2 as pb
 from skiff.protocol.v5 import service_pb2 as rpc
-
-Call = Callable[[GrpcClientConn, RemotingCommand], Awaitable[RemotingCommand]]
-"""Runs a remoting request through this broker's processors, as if ``conn`` had sent it."""
-
-CODES = {
-    ResponseCode.SUCCESS: pb.OK,
-    ResponseCode.SYSTEM_BUSY: pb.TOO_MANY_REQUESTS,
-    ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: pb.CONSUMER_GROUP_NOT_FOUND,
-    ResponseCode.TOPIC_NOT_EXIST: pb.TOPIC_NOT_FOUND,
-    ResponseCode.FLUSH_DISK_TIMEOUT: pb.MASTER_PERSISTENCE_TIMEOUT,
-    ResponseCode.FLUSH_SLAVE_TIMEOUT: pb.SLAVE_PERSISTENCE_TIMEOUT,
-    ResponseCode.SLAVE_NOT_AVAILABLE: pb.HA_NOT_AVAILABLE,
-    ResponseCode.REQUEST_CODE_NOT_SUPPORTED: pb.NOT_IMPLEMENTED,
-    ResponseCode.NO_PERMISSION: pb.FORBIDDEN,
-    ResponseCode.MESSAGE_ILLEGAL: pb.BAD_REQUEST,
-}
-"""4.x response code → gRPC code, as the proxy maps them; anything else is INTERNAL_SERVER_ERROR."""
+from skiff.store import MessageStore
+from skiff.store.timer import CancelStatus
 _TRANSACTION_END = {pb.COMMIT: int(MessageSysFlag.TRANSACTION_COMMIT),
                     pb.ROLLBACK: int(MessageSysFlag.TRANSACTION_ROLLBACK)}
 _TYPES = [pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION]
-
-
-def status(code: int, message: str = "") -> pb.Status:
-    return pb.Status(code=code, message=message or pb.Code.Name(code))
-
-
-def from_remoting(resp: RemotingCommand) -> pb.Status:
-    return status(CODES.get(ResponseCode(resp.code) if resp.code in ResponseCode._value2member_map_ else -1,
-                            pb.INTERNAL_SERVER_ERROR), resp.remark or "")
 
 
 def resource(name: str) -> pb.Resource:
@@ -82,16 +61,17 @@ def _batchable(messages: Sequence[pb.Message]) -> bool:
 
 
 class Producing:
-    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, clients: GrpcClients, call: Call,
-                 clock: Clock, endpoint: Callable[[str], pb.Endpoints], sender: SendProcessor,
-                 writer: MessageWriter, routes: Routes) -> None:
+    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, clients: GrpcClients, clock: Clock,
+                 endpoint: Callable[[str], pb.Endpoints], routes: Routes, sender: SendOperation,
+                 ender: EndTransactionOperation, canceller: CancelOperation, store: MessageStore) -> None:
         self.routes = routes
         self.sender = sender
-        self.writer = writer
+        self.ender = ender
+        self.canceller = canceller
+        self.store = store
         self.config = config
         self.topics = topics
         self.clients = clients
-        self.call = call
         self.clock = clock
         self.endpoint = endpoint
 
@@ -136,21 +116,20 @@ class Producing:
         except Invalid as exc:
             return rpc.SendResultEntry(status=status(exc.code, str(exc)))
         topic = msg.topic.name
-        if self.topics.get(topic) is None:  # as the proxy (no route): never auto-created through gRPC
-            return rpc.SendResultEntry(status=status(pb.TOPIC_NOT_FOUND, f"topic {topic} not found"))
         transactional = msg.system_properties.message_type == pb.TRANSACTION
-        sys_flag = int(MessageSysFlag.TRANSACTION_PREPARED) if transactional else 0
-        header = SendMessageRequestHeader(topic if transactional else "", topic, "TBW102", 4,
-                                          self._queue(topic, msg), sys_flag, born_ms(msg, now), 0,
-                                          encode_properties(props).decode(), 0, False, False)
-        cmd = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2,
-                                      SendMessageRequestHeaderV2.from_v1(header).to_ext(), msg.body)
-        resp = await self.call(conn, cmd)
-        if resp.code != ResponseCode.SUCCESS:
-            return rpc.SendResultEntry(status=from_remoting(resp))
+        request = SendRequest(topic=topic, queue_id=self._queue(topic, msg), body=msg.body,
+                              properties=encode_properties(props).decode(),
+                              sys_flag=int(MessageSysFlag.TRANSACTION_PREPARED) if transactional else 0,
+                              born_ms=born_ms(msg, now), born_host=born_host(conn.peer), template=None)
+        sent = await _settled(self.sender.send(request, _same))
+        if isinstance(sent, Refusal):
+            return rpc.SendResultEntry(status=refused(sent))
+        code = STATUS_CODES[sent.result.status]
+        if code != ResponseCode.SUCCESS:
+            return rpc.SendResultEntry(status=from_code(code, sent.result.reason or sent.result.status.name))
         msg_id = msg.system_properties.message_id
-        offset = int(resp.ext("queueOffset") or 0)
-        offset_msg_id = (resp.ext("msgId") or "").split(",")[0]
+        offset = sent.result.queue_offset
+        offset_msg_id = sent.result.offset_msg_ids[0]
         if transactional:
             remember(self.clients.halves, msg_id, HalfRef(topic, offset,
                                                           decode_offset_msg_id(offset_msg_id).physical_offset,
@@ -170,23 +149,20 @@ class Producing:
             props = [to_properties(m, now) for m in messages]
         except Invalid:
             return None
-        if any(not m.body or len(m.body) > MAX_BODY for m in messages) or self.topics.get(topic) is None:
+        if any(not m.body or len(m.body) > MAX_BODY for m in messages):
             return None
-        header = SendMessageRequestHeader("", topic, "TBW102", 4, -1, 0, now, 0, "", 0, False, True)
-        cmd = RemotingCommand.request(RequestCode.SEND_BATCH_MESSAGE, None)
-        target = self.sender.target(cmd, header)
-        if isinstance(target, RemotingCommand):
-            return [rpc.SendResultEntry(status=from_remoting(target)) for _ in messages]
-        host = born_host(conn.peer)
-        inputs = [self.writer.message(topic, target, m.body, p, None, 0, 0, born_ms(m, now), host)
-                  for m, p in zip(messages, props)]
-        if any(isinstance(i, str) for i in inputs):
+        outgoing = [Outgoing(m.body, p, born_ms(m, now)) for m, p in zip(messages, props)]
+        answered = self.sender.send_many(topic, outgoing, born_host(conn.peer), _same)
+        if answered is None:
             return None
-        answered = self.sender.store_and_answer(cmd, inputs, target, True)  # type: ignore[arg-type]
-        resp = answered if isinstance(answered, RemotingCommand) else await answered
-        if resp.code != ResponseCode.SUCCESS:
-            return [rpc.SendResultEntry(status=from_remoting(resp)) for _ in messages]
-        first = int(resp.ext("queueOffset") or 0)
+        sent = await _settled(answered)
+        if isinstance(sent, Refusal):
+            return [rpc.SendResultEntry(status=refused(sent)) for _ in messages]
+        code = STATUS_CODES[sent.result.status]
+        if code != ResponseCode.SUCCESS:
+            failed = from_code(code, sent.result.reason or sent.result.status.name)
+            return [rpc.SendResultEntry(status=failed) for _ in messages]
+        first = sent.result.queue_offset
         ok = status(pb.OK, "OK")
         return [rpc.SendResultEntry(status=ok, message_id=m.system_properties.message_id,
                                     transaction_id=m.system_properties.message_id, offset=first + i)
@@ -207,18 +183,19 @@ class Producing:
         if half is None:
             return rpc.EndTransactionResponse(status=status(
                 pb.INVALID_TRANSACTION_ID, f"transaction {req.transaction_id} is not known to this endpoint"))
-        header = EndTransactionRequestHeader(half.producer_group, half.queue_offset, half.commit_log_offset,
-                                             _TRANSACTION_END.get(req.resolution, 0), half.offset_msg_id,
-                                             req.source == pb.SOURCE_SERVER_CHECK, req.transaction_id)
-        resp = await self.call(conn, RemotingCommand.request(RequestCode.END_TRANSACTION, header.to_ext()))
-        if resp.code == ResponseCode.SUCCESS and req.resolution in _TRANSACTION_END:
+        request = EndTransactionRequestHeader(half.producer_group, half.queue_offset, half.commit_log_offset,
+                                              _TRANSACTION_END.get(req.resolution, 0), half.offset_msg_id,
+                                              req.source == pb.SOURCE_SERVER_CHECK, req.transaction_id)
+        ended = self.ender.end(request)
+        code, remark = outcome_code(ended if isinstance(ended, EndResult) else await ended)
+        if code == ResponseCode.SUCCESS and req.resolution in _TRANSACTION_END:
             self.clients.halves.pop(req.transaction_id, None)
-        return rpc.EndTransactionResponse(status=from_remoting(resp))
+        return rpc.EndTransactionResponse(status=from_code(code, remark))
 
     def _stored_half(self, tx_id: str) -> HalfRef | None:
         """A half message found by its id (= UNIQ_KEY) in the half topic's index, for a
         transaction this endpoint did not see sent (the broker restarted since)."""
-        found = self.sender.store.query_by_key(TRANS_HALF_TOPIC, tx_id, 1, 0, self.clock.now_ms())
+        found = self.store.query_by_key(TRANS_HALF_TOPIC, tx_id, 1, 0, self.clock.now_ms())
         if not found:
             return None
         head = read_head(found[0])
@@ -233,11 +210,21 @@ class Producing:
             return rpc.RecallMessageResponse(status=status(pb.BAD_REQUEST, "the recall handle does not decode"))
         if version != "v1" or topic != req.topic.name:
             return rpc.RecallMessageResponse(status=status(pb.BAD_REQUEST, "the recall handle is not for this topic"))
-        cmd = RemotingCommand.request(SkiffRequestCode.CANCEL_SCHEDULED_MESSAGE, {"msgId": msg_id})
-        resp = await self.call(conn, cmd)
-        if resp.code != ResponseCode.SUCCESS:
-            return rpc.RecallMessageResponse(status=from_remoting(resp), message_id=msg_id)
-        outcome = CancelScheduledBody.from_json(resp.body).status
-        code = pb.OK if outcome in (CancelStatus.CANCELLED, CancelStatus.ALREADY_CANCELLED) else pb.NOT_FOUND
-        return rpc.RecallMessageResponse(status=status(code, f"{outcome.value}"), message_id=msg_id)
+        result = await self.canceller.cancel(msg_id)
+        if isinstance(result, Refusal):
+            return rpc.RecallMessageResponse(status=refused(result), message_id=msg_id)
+        done = result.status in (CancelStatus.CANCELLED, CancelStatus.ALREADY_CANCELLED)
+        return rpc.RecallMessageResponse(status=status(pb.OK if done else pb.NOT_FOUND, result.status.name),
+                                         message_id=msg_id)
 
+
+def _same(sent: Sent) -> Sent:
+    """The gRPC door encodes a send after it is settled: the operation hands back what it stored."""
+    return sent
+
+
+async def _settled(outcome: Sent | Refusal | Awaitable[Sent]) -> Sent | Refusal:
+    """A send's outcome, awaited when it comes later (a flush, a slave's acknowledgement)."""
+    if isinstance(outcome, (Sent, Refusal)):
+        return outcome
+    return await outcome

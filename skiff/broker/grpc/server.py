@@ -29,21 +29,17 @@ from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.grpc.clients import GrpcClientConn, GrpcClients
 from skiff.broker.grpc.consuming import Consuming
 from skiff.broker.grpc.offsets import Offsets
-from skiff.broker.grpc.producing import Producing, status
+from skiff.broker.grpc.producing import Producing
+from skiff.broker.grpc.status import status
 from skiff.broker.grpc.routes import RouteLookup, Routes
+from skiff.broker.operations import Operations
 from skiff.broker.pop.service import PopService
-from skiff.broker.processors.pop import PopProcessor
-from skiff.broker.processors.send import SendProcessor
 from skiff.broker.topics import TopicConfigManager
-from skiff.broker.writer import MessageWriter
 from skiff.common.clock import Clock
-from skiff.common.errors import SkiffError
 from skiff.common.service import Periodic
-from skiff.protocol.codes import ResponseCode
-from skiff.protocol.command import RemotingCommand
 from skiff.protocol.v5 import definition_pb2 as pb
 from skiff.protocol.v5 import service_pb2 as rpc
-from skiff.transport.connection import Handler
+from skiff.store import MessageStore
 from skiff.transport.errors import ListenError
 
 log = logging.getLogger(__name__)
@@ -55,17 +51,16 @@ MAX_INBOUND_BYTES = 130 * 1024 * 1024
 
 class GrpcServer:
     def __init__(self, config: BrokerConfig, topics: TopicConfigManager, groups: SubscriptionGroupManager,
-                 clients: GrpcClients, pop: PopService, checks: PopProcessor, handlers: dict[int, Handler],
-                 clock: Clock, sender: SendProcessor, writer: MessageWriter, lookup: RouteLookup,
-                 offsets: Offsets) -> None:
+                 clients: GrpcClients, pop: PopService, ops: Operations, clock: Clock, lookup: RouteLookup,
+                 offsets: Offsets, store: MessageStore) -> None:
         self.offsets = offsets
         self.config = config
         self.clients = clients
-        self.handlers = handlers
         self.port = config.grpc_server_port
         routes = Routes(topics, config.broker_name, config.advertised_ip, lookup)
-        self.producing = Producing(config, topics, clients, self.call, clock, self.endpoints, sender, writer, routes)
-        self.consuming = Consuming(config, groups, pop, checks, clock, routes, self.producing.broker_of)
+        self.producing = Producing(config, topics, clients, clock, self.endpoints, routes, ops.send,
+                                   ops.end_transaction, ops.cancel, store)
+        self.consuming = Consuming(config, groups, pop, ops.gate, clock, routes, self.producing.broker_of)
         self._server: grpc.aio.Server | None = None
         self._renewer = Periodic("grpc-renew-invisible", config.renew_schedule_period_ms / 1000.0,
                                  self.consuming.renewals.renew_tick)
@@ -96,18 +91,6 @@ class GrpcServer:
                 conn.close()
             await self._server.stop(grace_s)
             self._server = None
-
-    async def call(self, conn: GrpcClientConn, cmd: RemotingCommand) -> RemotingCommand:
-        """Run a remoting request through this broker's processors, as ``conn`` sending it."""
-        handler = self.handlers[cmd.code]
-        try:
-            result = handler(conn, cmd)  # type: ignore[arg-type]
-            if not isinstance(result, RemotingCommand):
-                result = await result  # type: ignore[misc]
-        except SkiffError as exc:
-            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
-        assert result is not None
-        return result
 
     # -- methods -------------------------------------------------------------------
 
@@ -187,6 +170,10 @@ class GrpcServer:
 
     async def _pull(self, request: rpc.PullMessageRequest,
                     context: grpc.aio.ServicerContext) -> AsyncIterator[rpc.PullMessageResponse]:
+        conn = self._conn(context)
+        if isinstance(conn, pb.Status):
+            yield rpc.PullMessageResponse(status=conn)
+            return
         async for response in self.offsets.pull(request):
             yield response
 

@@ -35,7 +35,7 @@ from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.offsets import ConsumerOffsetManager
 from skiff.broker.pop.state import InFlight, OrderBatch, PopState, QueueKey
-from skiff.broker.processors.pull import properties_filter
+from skiff.broker.operations.subscription import record_filter
 from skiff.broker.requeue import Retry, requeue
 from skiff.broker.topics import TopicConfigManager
 from skiff.broker.writer import MessageWriter
@@ -279,7 +279,7 @@ class PopService:
         start = self._cursor(req, key)
         flt = req.flt
         result = self.store.get_messages(topic, queue_id, start, n, tag_codes=flt.tag_codes,
-                                         record_filter=properties_filter(flt) if flt.needs_properties else None)
+                                         record_filter=record_filter(flt))
         if result.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
             self.state.cursors[key] = result.min_offset if result.status is GetStatus.OFFSET_TOO_SMALL \
                 else result.max_offset

@@ -17,10 +17,10 @@ SYSTEM_ERROR "No delay offset in this broker", as RocketMQ's does with an empty 
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from collections.abc import Callable, Sequence
 
+from skiff.broker.operations import Refusal
+from skiff.broker.operations.timer import NOT_RUNNING, CancelOperation
 from skiff.protocol.bodies.timer import (
     CancelOutcomeBody,
     CancelScheduledBody,
@@ -37,16 +37,15 @@ from skiff.store import StoreConfig
 from skiff.store.timer import CancelResult, TimerService
 from skiff.transport.connection import Connection, Handler
 
-log = logging.getLogger(__name__)
-
 
 class TimerAdminProcessor:
     def __init__(self, store_config: StoreConfig, timer: Callable[[], TimerService | None],
-                 delay_levels_ms: Sequence[int]) -> None:
+                 delay_levels_ms: Sequence[int], canceller: CancelOperation) -> None:
         """``timer()`` is the broker's running timer (None while it is not running);
         ``delay_levels_ms`` the delay of each level (messageDelayLevel)."""
         self.store_config = store_config
         self._timer = timer
+        self.canceller = canceller
         self.delay_levels_ms = tuple(delay_levels_ms)
 
     def handlers(self) -> dict[int, Handler]:
@@ -77,26 +76,18 @@ class TimerAdminProcessor:
         return req.response(body=body.to_json())
 
     async def cancel(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        msg_id = CancelScheduledMessageRequestHeader.from_ext(req.ext_fields).msg_id.strip().upper()
-        timer = self._timer()
-        if timer is None:
-            return _not_running(req)
-        if not msg_id:
-            return req.response(ResponseCode.SYSTEM_ERROR, "give the id of the message to cancel (msgId)")
-        try:
-            result = await asyncio.to_thread(timer.cancel, msg_id)
-        except OSError as exc:
-            log.error("cancelling %s failed: %s", msg_id, exc)
-            return req.response(ResponseCode.SYSTEM_ERROR, f"the cancel of {msg_id} could not be made durable "
-                                                           f"({exc}); nothing was cancelled")
-        return req.response(body=_cancel_body(result).to_json())
+        msg_id = CancelScheduledMessageRequestHeader.from_ext(req.ext_fields).msg_id
+        result = await self.canceller.cancel(msg_id)
+        if isinstance(result, Refusal):
+            return req.response(result.code, result.reason)
+        return req.response(body=cancel_body(result).to_json())
 
 
-def _cancel_body(result: CancelResult) -> CancelScheduledBody:
+def cancel_body(result: CancelResult) -> CancelScheduledBody:
     outcomes = tuple(CancelOutcomeBody(o.timer_id, o.slot_start_ms, o.due_ms, CancelStatus(o.status.name))
                      for o in result.outcomes)
     return CancelScheduledBody(result.msg_id, CancelStatus(result.status.name), outcomes)
 
 
 def _not_running(req: RemotingCommand) -> RemotingCommand:
-    return req.response(ResponseCode.SERVICE_NOT_AVAILABLE, "the broker's timer is not running")
+    return req.response(NOT_RUNNING.code, NOT_RUNNING.reason)

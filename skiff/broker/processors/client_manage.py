@@ -20,7 +20,7 @@ from __future__ import annotations
 from skiff.broker.clients import ClientManager
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
-from skiff.broker.processors.pull import Refusal, compile_subscription
+from skiff.broker.operations import Refusal, compile_subscription
 from skiff.broker.topics import READ_WRITE, TopicConfigManager
 from skiff.common.names import retry_topic
 from skiff.protocol.bodies.heartbeat import CheckClientRequestBody, ConsumerData, HeartbeatData, SubscriptionData
@@ -56,12 +56,12 @@ class ClientManageProcessor:
         for producer in data.producer_data_set:
             self.clients.register_producer(producer.group_name, channel)
         refusal = next(filter(None, map(self._refusal_of_group, data.consumer_data_set)), None)
-        return req.response() if refusal is None else req.response(refusal.code, refusal.remark)
+        return req.response() if refusal is None else req.response(refusal.code, refusal.reason)
 
     def check_client_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         body = CheckClientRequestBody.from_json(req.body)
         refusal = self._refusal(body.group, body.subscription_data)
-        return req.response() if refusal is None else req.response(refusal.code, refusal.remark)
+        return req.response() if refusal is None else req.response(refusal.code, refusal.reason)
 
     def _refusal_of_group(self, consumer: ConsumerData) -> Refusal | None:
         refusals = (self._refusal(consumer.group_name, s) for s in consumer.subscription_data_set)
@@ -72,7 +72,7 @@ class ClientManageProcessor:
         compiled = compile_subscription(sub.sub_string, sub.expression_type.value, self.config.enable_property_filter)
         if not isinstance(compiled, Refusal):
             return None
-        return compiled._replace(remark=f"consumer group {group}, topic {sub.topic}: {compiled.remark}")
+        return Refusal(compiled.code, f"consumer group {group}, topic {sub.topic}: {compiled.reason}")
 
     def unregister(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         u = UnregisterClientRequestHeader.from_ext(req.ext_fields)

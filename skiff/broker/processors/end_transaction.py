@@ -20,17 +20,15 @@ Under SYNC_FLUSH a commit is answered after the fsync that covers the message.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import logging
 from collections.abc import Awaitable
 
+from skiff.broker.operations.transaction import EndTransactionOperation
 from skiff.broker.processors.send import STATUS_CODES
-from skiff.broker.transactions import EndResult, EndStatus, TransactionService
+from skiff.broker.transactions import EndResult, EndStatus
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers.transaction import EndTransactionRequestHeader
-from skiff.store import PutStatus
 from skiff.transport.connection import Connection, Handler
 
 log = logging.getLogger(__name__)
@@ -51,33 +49,34 @@ CODES = {
 
 
 class EndTransactionProcessor:
-    def __init__(self, transactions: TransactionService) -> None:
-        self.transactions = transactions
+    def __init__(self, operation: EndTransactionOperation) -> None:
+        self.operation = operation
 
     def handlers(self) -> dict[int, Handler]:
         return {RequestCode.END_TRANSACTION: self.end_transaction}
 
     def end_transaction(self, conn: Connection, req: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         h = EndTransactionRequestHeader.from_ext(req.ext_fields)
-        result = self.transactions.end_transaction(h)
-        if CODES.get(result.status) != ResponseCode.SUCCESS:
+        result = self.operation.end(h)
+        if isinstance(result, EndResult):
+            return self._answer(conn, req, h, result)
+        return self._answer_later(conn, req, h, result)
+
+    async def _answer_later(self, conn: Connection, req: RemotingCommand, h: EndTransactionRequestHeader,
+                            result: Awaitable[EndResult]) -> RemotingCommand:
+        return self._answer(conn, req, h, await result)
+
+    def _answer(self, conn: Connection, req: RemotingCommand, h: EndTransactionRequestHeader,
+                result: EndResult) -> RemotingCommand:
+        code, remark = outcome_code(result)
+        if code != ResponseCode.SUCCESS:
             log.warning("END_TRANSACTION from %s (group %s, msgId %s, check %s) refused: %s", conn.peer_addr,
-                        h.producer_group, h.msg_id, h.from_transaction_check, result.remark)
-        put = result.put
-        if result.status is EndStatus.COMMITTED and put is not None and put.flushed is not None:
-            return _after_flush(req, result, put.flushed)
-        return response(req, result)
+                        h.producer_group, h.msg_id, h.from_transaction_check, remark)
+        return req.response(code, remark or None)
 
 
-def response(req: RemotingCommand, result: EndResult) -> RemotingCommand:
+def outcome_code(result: EndResult) -> tuple[int, str]:
+    """The 4.x response code of an end of transaction, and its remark."""
     if result.status is EndStatus.PUT_FAILED and result.put is not None:
-        return req.response(STATUS_CODES[result.put.status], result.remark)
-    return req.response(CODES[result.status], result.remark or None)
-
-
-async def _after_flush(req: RemotingCommand, result: EndResult,
-                       flushed: concurrent.futures.Future[PutStatus]) -> RemotingCommand:
-    status = await asyncio.wrap_future(flushed)
-    if status is not PutStatus.PUT_OK:
-        return req.response(STATUS_CODES[status], "the committed message was not flushed within syncFlushTimeout")
-    return response(req, result)
+        return STATUS_CODES[result.put.status], result.remark
+    return CODES[result.status], result.remark

@@ -1,9 +1,9 @@
 """POP_MESSAGE (200050), ACK_MESSAGE (200051), CHANGE_MESSAGE_INVISIBLETIME (200053):
 RocketMQ 5.x's POP consumption over remoting; the work is `skiff.broker.pop.PopService`.
 
-Checks and codes: the group (SUBSCRIPTION_GROUP_NOT_EXIST, NO_PERMISSION), the
-broker's read permission (NO_PERMISSION), the topic (TOPIC_NOT_EXIST), the queue id
-and ``maxMsgNums`` (1 to 32) and ``invisibleTime`` (MESSAGE_ILLEGAL), the filter (as a
+Checks and codes: the gate's consumption checks (`skiff.broker.operations.gate`: the
+group, the broker's and the topic's read permission, the topic, the queue id), then
+``maxMsgNums`` (1 to 32) and ``invisibleTime`` (MESSAGE_ILLEGAL), the filter (as a
 pull's). A pop that finds nothing answers POLLING_TIMEOUT after waiting ``pollTime``
 ms, or NO_MESSAGE at once without one; POLLING_FULL when ``maxPopPollingSize`` pops
 wait already, SERVICE_NOT_AVAILABLE when the broker shuts down meanwhile. Found: SUCCESS, the records back to back in
@@ -19,12 +19,9 @@ from collections import defaultdict
 from collections.abc import Awaitable
 
 from skiff.broker.config import BrokerConfig
-from skiff.broker.groups import SubscriptionGroupManager
+from skiff.broker.operations import ANY_QUEUE, Gate, Refusal, compile_subscription
 from skiff.broker.pop.service import PopRefused, PopRequest, PopService, Popped
-from skiff.broker.processors.pull import Refusal, compile_subscription
-from skiff.broker.topics import TopicConfigManager
 from skiff.common.limits import POP_MAX_MSG_NUMS
-from skiff.protocol.bodies.topic import Perm
 from skiff.protocol.codes import PopRequestCode, PopResponseCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers.pop import (
@@ -43,11 +40,9 @@ _NOT_IN_FLIGHT = ("the message is not in flight: it was acknowledged already, re
 
 
 class PopProcessor:
-    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, groups: SubscriptionGroupManager,
-                 pop: PopService) -> None:
+    def __init__(self, config: BrokerConfig, gate: Gate, pop: PopService) -> None:
         self.config = config
-        self.topics = topics
-        self.groups = groups
+        self.gate = gate
         self.service = pop
 
     def handlers(self) -> dict[int, Handler]:
@@ -56,15 +51,15 @@ class PopProcessor:
 
     def pop(self, conn: Connection, req: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         h = PopMessageRequestHeader.from_ext(req.ext_fields)
-        refused = self.check(h.consumer_group, h.topic, h.queue_id)
-        if refused is not None:
-            return req.response(refused.code, refused.remark)
+        refused = self.gate.consumable(h.consumer_group, h.topic, ANY_QUEUE if h.queue_id == -1 else h.queue_id)
+        if isinstance(refused, Refusal):
+            return req.response(refused.code, refused.reason)
         if not 0 < h.max_msg_nums <= POP_MAX_MSG_NUMS or h.invisible_time <= 0:
             return req.response(ResponseCode.MESSAGE_ILLEGAL, f"maxMsgNums must be 1 to {POP_MAX_MSG_NUMS} and "
                                 f"invisibleTime positive: got {h.max_msg_nums} and {h.invisible_time}")
         flt = compile_subscription(h.exp or "*", h.exp_type, self.config.enable_property_filter)
         if isinstance(flt, Refusal):
-            return req.response(flt.code, flt.remark)
+            return req.response(flt.code, flt.reason)
         request = PopRequest(h.consumer_group, h.topic, h.queue_id, h.max_msg_nums, h.invisible_time, flt,
                              bool(h.order), h.attempt_id or "", h.init_mode)
         return self._answer(req, request, max(0, h.poll_time))
@@ -82,25 +77,6 @@ class PopProcessor:
             return req.response(PopResponseCode.NO_MESSAGE, "no new message")
         header = pop_header(found, request, self.service.rest(request.group, request.topic))
         return req.response(ResponseCode.SUCCESS, None, header.to_ext(), body_parts=[p.record for p in found])
-
-    def check(self, group_name: str, topic: str, queue_id: int) -> Refusal | None:
-        """Why ``group_name`` may not pop ``topic`` (queue ``queue_id``, -1 for any) here, or None."""
-        group = self.groups.find_or_create(group_name)
-        if group is None:
-            return Refusal(ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
-                           f"subscription group {group_name} does not exist on this broker")
-        if not group.consume_enable or not self.config.broker_permission & Perm.READ:
-            return Refusal(ResponseCode.NO_PERMISSION, f"group {group_name} may not consume from "
-                                                       f"{self.config.broker_name} now")
-        tc = self.topics.get(topic)
-        if tc is None:
-            return Refusal(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} does not exist on this broker")
-        if not tc.perm & Perm.READ:
-            return Refusal(ResponseCode.NO_PERMISSION, f"the topic {topic} may not be read (perm {tc.perm})")
-        if not -1 <= queue_id < tc.read_queue_nums:
-            return Refusal(ResponseCode.MESSAGE_ILLEGAL, f"queue {queue_id} of topic {topic} is not readable: it "
-                                                         f"has {tc.read_queue_nums} read queues")
-        return None
 
     def ack(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         h = AckMessageRequestHeader.from_ext(req.ext_fields)

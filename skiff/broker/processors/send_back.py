@@ -16,7 +16,8 @@ from collections.abc import Awaitable
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
-from skiff.broker.processors.send import SendProcessor
+from skiff.broker.operations import Refusal, SendOperation
+from skiff.broker.processors.send import put_response
 from skiff.broker.requeue import Retry, requeue
 from skiff.broker.topics import TopicConfigManager
 from skiff.broker.writer import MessageWriter
@@ -34,7 +35,7 @@ V3_4_9 = 121
 
 class SendBackProcessor:
     def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
-                 groups: SubscriptionGroupManager, writer: MessageWriter, sender: SendProcessor) -> None:
+                 groups: SubscriptionGroupManager, writer: MessageWriter, sender: SendOperation) -> None:
         self.config = config
         self.store = store
         self.topics = topics
@@ -67,4 +68,6 @@ class SendBackProcessor:
         made = requeue(self.writer, self.topics, record, h.group, retry, max_times)
         if isinstance(made, str):
             return req.response(ResponseCode.SYSTEM_ERROR, made)
-        return self.sender.store_and_answer(req, [made], made.queue_id, wait=False)
+        answered = self.sender.append(None, made.queue_id, [made], len(made.body), False,
+                                      lambda sent: put_response(req, sent))
+        return req.response(answered.code, answered.reason) if isinstance(answered, Refusal) else answered

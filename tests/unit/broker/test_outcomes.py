@@ -3,6 +3,7 @@
 import pytest
 
 from skiff.broker.processors.pull import _outcome
+from skiff.broker.operations import Sent
 from skiff.broker.processors.send import STATUS_CODES, put_response
 from skiff.protocol.codes import ResponseCode
 from skiff.protocol.command import RemotingCommand
@@ -32,12 +33,13 @@ def test_pull_outcomes_follow_rocketmq(status, offset, expected):
 
 def test_send_results_carry_ids_queue_and_offset_as_strings():
     req = RemotingCommand(code=10, opaque=7)
-    ok = put_response(req, PutResult(PutStatus.PUT_OK, "", 100, ("A" * 32, "B" * 32), 41, 2), 3, {"TRACE_ON": "true"})
+    ok = put_response(req, Sent(PutResult(PutStatus.PUT_OK, "", 100, ("A" * 32, "B" * 32), 41, 2), 3),
+                      {"TRACE_ON": "true"})
     assert (ok.code, ok.opaque, ok.remark) == (ResponseCode.SUCCESS, 7, None)
     assert ok.ext_fields == {"msgId": "A" * 32 + "," + "B" * 32, "queueId": "3", "queueOffset": "41", "TRACE_ON": "true"}
-    slow = put_response(req, PutResult(PutStatus.FLUSH_DISK_TIMEOUT, "no fsync in time", 100, ("A" * 32,), 41, 1), 3)
+    slow = put_response(req, Sent(PutResult(PutStatus.FLUSH_DISK_TIMEOUT, "no fsync in time", 100, ("A" * 32,), 41, 1), 3))
     assert (slow.code, slow.remark, slow.ext("queueOffset")) == (ResponseCode.FLUSH_DISK_TIMEOUT, "no fsync in time", "41")
-    full = put_response(req, PutResult(PutStatus.DISK_FULL, "the disk is 95.0% full"), 3)
+    full = put_response(req, Sent(PutResult(PutStatus.DISK_FULL, "the disk is 95.0% full"), 3))
     assert (full.code, full.remark, full.ext_fields) == (ResponseCode.SERVICE_NOT_AVAILABLE, "the disk is 95.0% full", {})
-    busy = put_response(req, PutResult(PutStatus.OS_PAGE_CACHE_BUSY, "the append lock stayed busy"), 3)
+    busy = put_response(req, Sent(PutResult(PutStatus.OS_PAGE_CACHE_BUSY, "the append lock stayed busy"), 3))
     assert (busy.code, busy.remark, busy.ext_fields) == (ResponseCode.SYSTEM_BUSY, "the append lock stayed busy", {})

@@ -1,4 +1,4 @@
-"""The pull processor's subscription compiling and its shortcut to a record's properties."""
+"""The consuming operations' subscription compiling and its shortcut to a record's properties."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from skiff.broker.processors.pull import Refusal, compile_subscription, properties_of
+from skiff.broker.operations import Refusal, compile_subscription, properties_of
 from skiff.common.errors import DecodeError
 from skiff.common.record import pack_host, read_head, read_tail, record_size, write_record
 from skiff.common.sysflag import MessageSysFlag
@@ -34,10 +34,10 @@ def test_compile_subscription_refuses_with_rocketmq_codes() -> None:
     assert compile_subscription("a > 1", "SQL92", True).needs_properties  # type: ignore[union-attr]
     off = compile_subscription("a > 1", "SQL92", False)
     assert isinstance(off, Refusal) and off.code == ResponseCode.SYSTEM_ERROR
-    assert "set enablePropertyFilter=true" in off.remark
+    assert "set enablePropertyFilter=true" in off.reason
     bad = compile_subscription("a >", "sql92", True)
     assert isinstance(bad, Refusal) and bad.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
-    assert "column 4" in bad.remark
+    assert "column 4" in bad.reason
     kind = compile_subscription("*", "CLASS", True)
     assert isinstance(kind, Refusal) and kind.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED
     assert not isinstance(compile_subscription("A || B", None, False), Refusal), "tags need no switch"

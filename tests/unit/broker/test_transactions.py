@@ -12,6 +12,7 @@ import pytest
 from skiff.broker.clients import ClientManager
 from skiff.broker.config import BrokerConfig
 from skiff.broker.offsets import ConsumerOffsetManager
+from skiff.broker.operations import EndTransactionOperation
 from skiff.broker.processors.end_transaction import CODES, EndTransactionProcessor
 from skiff.broker.redirect import DelayPolicy
 from skiff.broker.topics import TopicConfigManager
@@ -311,7 +312,7 @@ def test_every_end_status_has_a_response_code():
 def test_under_sync_flush_a_commit_is_answered_after_its_fsync(tmp_path: Path, clock: ManualClock):
     b = Broker(tmp_path, clock, flush="SYNC_FLUSH")
     half = b.half(b"tx-1")
-    processor = EndTransactionProcessor(b.tx)
+    processor = EndTransactionProcessor(EndTransactionOperation(b.tx))
     ext = EndTransactionRequestHeader("PG", half.queue_offset, half.physical_offset, COMMIT, "U").to_ext()
     answer = processor.end_transaction(Connection({}), RemotingCommand.request(RequestCode.END_TRANSACTION, ext))
     assert not isinstance(answer, RemotingCommand)  # it waits for the fsync

@@ -1,0 +1,36 @@
+"""The broker's operations: one typed core under every protocol door.
+
+Each operation takes a request dataclass and returns its outcome or one `Refusal`;
+the remoting processors (`skiff.broker.processors`) and the gRPC handlers
+(`skiff.broker.grpc`) are adapters that decode their wire shape, call the
+operation and encode the answer. Every check made before an operation is the
+`Gate`'s. docs/operations-layer.md traces a send and a pull through both doors.
+"""
+
+from dataclasses import dataclass
+
+from skiff.broker.operations.gate import ANY_QUEUE, Gate
+from skiff.broker.operations.pull import PullOperation, PullRequest, Pulled
+from skiff.broker.operations.refusal import Refusal
+from skiff.broker.operations.send import Outgoing, SendOperation, SendRequest, Sent, born_host
+from skiff.broker.operations.subscription import compile_subscription, properties_of, record_filter
+from skiff.broker.operations.timer import CancelOperation
+from skiff.broker.operations.transaction import EndTransactionOperation
+
+
+
+@dataclass(frozen=True, slots=True)
+class Operations:
+    """The operations one broker serves, shared by its doors."""
+
+    gate: Gate
+    send: SendOperation
+    pull: PullOperation
+    end_transaction: EndTransactionOperation
+    cancel: CancelOperation
+
+
+__all__ = [
+    "ANY_QUEUE", "CancelOperation", "EndTransactionOperation", "Operations", "Gate", "Outgoing", "PullOperation", "PullRequest", "Pulled", "Refusal", "SendOperation",
+    "SendRequest", "Sent", "born_host", "compile_subscription", "properties_of", "record_filter",
+]

@@ -1,0 +1,98 @@
+"""Pull: messages of one queue from an offset, as slices of the CommitLog.
+
+One operation for the remoting PULL_MESSAGE and the gRPC PullMessage: the gate's
+consumption checks, the subscription (the request's own expression, or the one the
+group's heartbeat registered), one read of the store, and the commit of the offset
+the request carries. Long polling stays with the door that offers it (the remoting
+adapter holds a pull that found nothing, then runs `read` again).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from skiff.broker.clients import ClientManager
+from skiff.broker.config import BrokerConfig
+from skiff.broker.ha.role import Role
+from skiff.broker.offsets import ConsumerOffsetManager
+from skiff.broker.operations.gate import Gate
+from skiff.broker.operations.refusal import Refusal
+from skiff.broker.operations.subscription import compile_subscription, record_filter
+from skiff.broker.stats import BrokerStats
+from skiff.filter import MessageFilter
+from skiff.protocol.codes import ResponseCode
+from skiff.store import GetResult, MessageStore
+
+
+@dataclass(frozen=True, slots=True)
+class PullRequest:
+    group: str
+    topic: str
+    queue_id: int
+    offset: int
+    max_count: int
+    expression: str | None = None
+    """The subscription's expression; None: the one the group's heartbeat registered."""
+    expression_type: str | None = None
+    commit_offset: int | None = None
+    """The group's consumed offset to store with the pull (remoting's COMMIT_OFFSET flag)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pulled:
+    """What a read found: the store's result (its status, the records' slices, the next
+    offset) and the filter a held pull reads again with."""
+
+    result: GetResult
+    filter: MessageFilter
+
+
+class PullOperation:
+    def __init__(self, config: BrokerConfig, role: Role, store: MessageStore, gate: Gate,
+                 clients: ClientManager, offsets: ConsumerOffsetManager, stats: BrokerStats) -> None:
+        self.config = config
+        self.role = role
+        self.store = store
+        self.gate = gate
+        self.clients = clients
+        self.offsets = offsets
+        self.stats = stats
+        self._max_count = config.max_transfer_count_on_message_in_memory
+        self._max_bytes = config.max_transfer_bytes_on_message_in_memory
+
+    def pull(self, req: PullRequest) -> Pulled | Refusal:
+        """Check, read once, and commit the offset the request carries."""
+        flt = self.check(req)
+        if isinstance(flt, Refusal):
+            return flt
+        pulled = self.read(req, flt)
+        if req.commit_offset is not None and not self.role.is_slave:  # as RocketMQ: a slave never stores it
+            self.offsets.commit(req.group, req.topic, req.queue_id, req.commit_offset)
+        return pulled
+
+    def check(self, req: PullRequest) -> MessageFilter | Refusal:
+        """The filter to read with, or why the pull is refused."""
+        group = self.gate.consumable(req.group, req.topic, req.queue_id)
+        if isinstance(group, Refusal):
+            return group
+        if req.expression is not None:
+            expression, kind = req.expression, req.expression_type
+        else:
+            sub = self.clients.subscription(req.group, req.topic)
+            if sub is None:
+                return Refusal(ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                               f"consumer group {req.group} has no subscription to {req.topic} registered "
+                               f"here: send a heartbeat first, or the subscription in the pull")
+            expression, kind = sub.sub_string, sub.expression_type.value
+        return compile_subscription(expression, kind, self.config.enable_property_filter)
+
+    def read(self, req: PullRequest, flt: MessageFilter) -> Pulled:
+        """Read the queue once (no checks: `check` made them)."""
+        result = self.store.get_messages(
+            req.topic, req.queue_id, req.offset, min(req.max_count, self._max_count),
+            tag_codes=flt.tag_codes, record_filter=record_filter(flt), max_bytes=self._max_bytes,
+        )
+        if result.found:
+            self.stats.pulled(result.message_count, req.topic, req.group, req.queue_id, result.total_bytes,
+                              result.next_begin_offset)
+        return Pulled(result, flt)

@@ -1,0 +1,243 @@
+"""Send: one message or one batch into a queue, in one append, answered when it is safe.
+
+One operation for SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE over remoting
+and SendMessage over gRPC. The gate picks the queue (or refuses); the `MessageWriter`
+parks delay and half messages and fills what the store indexes; the store appends
+once. Under SYNC_FLUSH a sender that waits is answered after the fsync that covers
+its message (group commit), under SYNC_MASTER after a slave's acknowledgement: the
+operation returns a `LateAnswer` the acknowledgement's callback gives (no future or
+task per send), or an awaitable after the fsync.
+
+The caller hands ``answer``: how its door encodes what was stored (a `Sent`). The
+operation calls it once, at the moment the send is settled, so a late answer is one
+object and the door's encoding is done where the bytes leave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
+
+from skiff.broker.compaction import is_compacted, keys_refusal
+from skiff.broker.config import BrokerConfig
+from skiff.broker.ha.role import Role
+from skiff.broker.operations.gate import Gate
+from skiff.broker.operations.refusal import Refusal
+from skiff.broker.redirect import REDIRECT_PROPERTIES
+from skiff.broker.stats import BrokerStats
+from skiff.broker.topics import READ_WRITE, TopicConfigManager
+from skiff.broker.writer import MessageWriter, batch_refusal
+from skiff.common.errors import DecodeError
+from skiff.common.names import is_retry_topic
+from skiff.common.properties import Prop, decode_properties
+from skiff.common.record import pack_host
+from skiff.common.sysflag import MessageSysFlag
+from skiff.protocol.bodies.topic import TopicConfig
+from skiff.protocol.codes import ResponseCode
+from skiff.protocol.message_codec import split_batch_columns
+from skiff.store import MessageInput, MessageStore, PutResult, PutStatus
+from skiff.transport.late import LateAnswer
+
+T = TypeVar("T")
+
+_COMPRESSED = int(MessageSysFlag.COMPRESSED)
+_CLIENT_FLAGS = ~int(MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6)
+"""A sender's sysFlag less the host-length bits: the store sets those from the real addresses,
+and a bit that disagreed with the bytes written would make the record unreadable."""
+DEFAULT_TEMPLATE = "TBW102"
+_REPLICA_REASONS = {
+    PutStatus.FLUSH_SLAVE_TIMEOUT: "stored on the master; no slave acknowledged it within slaveTimeout",
+    PutStatus.SLAVE_NOT_AVAILABLE: "stored on the master; no slave is connected, or it is haSlaveFallbehindMax behind",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SendRequest:
+    topic: str
+    queue_id: int
+    """The queue; negative: any write queue."""
+    body: bytes
+    properties: str = ""
+    """RocketMQ's property text (``name\\x01value\\x02``…), the form the store keeps."""
+    flag: int = 0
+    sys_flag: int = 0
+    born_ms: int = 0
+    born_host: bytes = b""
+    reconsume_times: int = 0
+    batch: bool = False
+    """The body is RocketMQ's batch body (messages back to back, zlib'd whole when COMPRESSED)."""
+    template: str | None = DEFAULT_TEMPLATE
+    """The topic a missing topic is made from; None: never made here (the gRPC door, as the proxy)."""
+    template_queue_nums: int = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One message of a multi-message send whose properties are already a mapping (gRPC)."""
+
+    body: bytes
+    properties: Mapping[str, str]
+    born_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What the store made of a send: its result (status, offsets, ids) and the queue."""
+
+    result: PutResult
+    queue_id: int
+
+
+class SyncReplicas(Protocol):
+    def replicate(self, end: int, done: Callable[[bool], None]) -> PutStatus | None: ...
+
+
+@functools.lru_cache(maxsize=4096)
+def born_host(peer: tuple[str, int]) -> bytes:
+    """A client's address packed as a record's BORNHOST (cached: one per connection)."""
+    return pack_host(peer[0], peer[1])
+
+
+class SendOperation:
+    def __init__(self, config: BrokerConfig, role: Role, store: MessageStore, topics: TopicConfigManager,
+                 gate: Gate, writer: MessageWriter, stats: BrokerStats | None = None,
+                 sync_replicas: SyncReplicas | None = None) -> None:
+        """``sync_replicas``: the master's HA service, which SYNC_MASTER sends wait on."""
+        self.config = config
+        self.role = role
+        self.store = store
+        self.topics = topics
+        self.gate = gate
+        self.writer = writer
+        self.stats = stats
+        self.sync_replicas = sync_replicas
+
+    def send(self, req: SendRequest, answer: Callable[[Sent], T]) -> T | Refusal | LateAnswer[T] | Awaitable[T]:
+        target = self.target(req.topic, req.queue_id, req.template, req.template_queue_nums)
+        if isinstance(target, Refusal):
+            return target
+        tc, queue_id = target
+        rows: list[MessageInput] | str
+        if req.batch:
+            rows, props = self._batch(req, queue_id)
+        else:
+            props = decode_properties(req.properties) if req.properties else {}
+            row = self.writer.message(
+                req.topic, queue_id, req.body, props, req.properties.encode() if req.properties else b"", req.flag,
+                req.sys_flag & _CLIENT_FLAGS, req.born_ms, req.born_host, req.reconsume_times)
+            rows = row if isinstance(row, str) else [row]
+        if isinstance(rows, str):
+            return Refusal(ResponseCode.MESSAGE_ILLEGAL, rows)
+        return self.append(tc, queue_id, rows, len(req.body), props.get(Prop.WAIT) != "false", answer)
+
+    def send_many(self, topic: str, messages: Sequence[Outgoing], host: bytes,
+                  answer: Callable[[Sent], T]) -> T | Refusal | LateAnswer[T] | Awaitable[T] | None:
+        """Several plain messages of one topic in one append (consecutive offsets of one queue),
+        or None when one of them needs a path of its own (a delay, a transaction, a refused
+        property): then the caller sends each alone."""
+        target = self.target(topic, -1, None, 0)
+        if isinstance(target, Refusal):
+            return target
+        tc, queue_id = target
+        rows = [self.writer.message(topic, queue_id, m.body, m.properties, None, 0, 0, m.born_ms, host)
+                for m in messages]
+        if any(isinstance(r, str) for r in rows):
+            return None
+        body_bytes = sum(len(m.body) for m in messages)
+        return self.append(tc, queue_id, rows, body_bytes, True, answer)  # type: ignore[arg-type]  # no str: checked
+
+    def target(self, topic: str, queue_id: int, template: str | None,
+               template_queue_nums: int) -> tuple[TopicConfig, int] | Refusal:
+        """The topic and queue a send goes to, or the gate's refusal."""
+        create = None if template is None else lambda: self._create(topic, template, template_queue_nums)
+        return self.gate.writable(topic, queue_id, create, template or "")
+
+    def append(self, tc: TopicConfig | None, queue_id: int, rows: list[MessageInput], body_bytes: int, wait: bool,
+               answer: Callable[[Sent], T]) -> T | Refusal | LateAnswer[T] | Awaitable[T]:
+        """Append ``rows`` in one write; under SYNC_FLUSH / SYNC_MASTER a ``wait``ing sender is
+        answered once the fsync / a slave covers them. ``tc``: the topic sent to, whose
+        compaction needs keys (None for the broker's own re-sends)."""
+        why = keys_refusal(tc.topic_name, rows) if tc is not None and is_compacted(tc) else None
+        if why is not None:
+            return Refusal(ResponseCode.MESSAGE_ILLEGAL, why)
+        result = self.store.put_messages(rows)
+        if self.stats is not None and result.status is PutStatus.PUT_OK:
+            self.stats.stored(rows[0].topic, result.message_count, body_bytes)
+        sent = Sent(result, queue_id)
+        if not wait or not result.ok:
+            return answer(sent)
+        replicas = self.sync_replicas if self.role.is_sync_master else None
+        if replicas is None:
+            return answer(sent) if result.flushed is None else self._after_flush(sent, None, answer)
+        end = result.physical_offset + result.wrote_bytes
+        if result.flushed is None:  # ASYNC_FLUSH under SYNC_MASTER: one late answer, no future
+            late = ReplicatedAnswer(sent, answer)
+            at_once = replicas.replicate(end, late)
+            return late if at_once is None else answer(replicated(sent, at_once))
+        acked: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+
+        def settle(ok: bool) -> None:
+            if not acked.done():
+                acked.set_result(ok)
+        at_once = replicas.replicate(end, settle)
+        return self._after_flush(sent, acked if at_once is None else at_once, answer)
+
+    async def _after_flush(self, sent: Sent, acked: PutStatus | asyncio.Future[bool] | None,
+                           answer: Callable[[Sent], T]) -> T:
+        """The answer once the fsync (SYNC_FLUSH) and a slave (SYNC_MASTER) have the message;
+        a replica failure wins over a flush failure, as in RocketMQ. The message is stored
+        here either way, so the answer carries the send result."""
+        result = sent.result
+        flushed = PutStatus.PUT_OK if result.flushed is None else await asyncio.wrap_future(result.flushed)
+        if isinstance(acked, asyncio.Future):
+            acked = PutStatus.PUT_OK if await acked else PutStatus.FLUSH_SLAVE_TIMEOUT
+        if acked is not None and acked is not PutStatus.PUT_OK:
+            return answer(replicated(sent, acked))
+        if flushed is not PutStatus.PUT_OK:
+            sent = Sent(dataclasses.replace(result, status=flushed,
+                                            reason="the fsync did not finish within syncFlushTimeout"), sent.queue_id)
+        return answer(sent)
+
+    def _create(self, topic: str, template: str, queue_nums: int) -> TopicConfig | None:
+        if is_retry_topic(topic):
+            return self.topics.find_or_create(topic, 1, READ_WRITE)
+        return self.topics.create_from_template(topic, template, queue_nums, 0)
+
+    def _batch(self, req: SendRequest, queue_id: int) -> tuple[list[MessageInput] | str, dict[str, str]]:
+        outer = decode_properties(req.properties) if req.properties else {}
+        if is_retry_topic(req.topic):
+            return f"a batch cannot be sent to the retry topic {req.topic}", outer
+        try:
+            records = split_batch_columns(req.body, compressed=bool(req.sys_flag & _COMPRESSED))
+        except DecodeError as exc:
+            return f"the batch body does not decode: {exc}", outer
+        if not REDIRECT_PROPERTIES.isdisjoint(outer):
+            return batch_refusal(outer), outer
+        flags = req.sys_flag & _CLIENT_FLAGS & ~_COMPRESSED
+        return self.writer.batch(req.topic, queue_id, records, flags, req.born_ms, req.born_host,
+                                 req.reconsume_times), outer
+
+
+class ReplicatedAnswer(LateAnswer[T]):
+    """A SYNC_MASTER send's answer and its replica waiter in one object: called with True
+    once a slave has the message, False after ``slaveTimeout``."""
+
+    __slots__ = ("sent", "answer")
+
+    def __init__(self, sent: Sent, answer: Callable[[Sent], T]) -> None:
+        super().__init__()
+        self.sent, self.answer = sent, answer
+
+    def __call__(self, ok: bool) -> None:
+        self.give(self.answer(self.sent if ok else replicated(self.sent, PutStatus.FLUSH_SLAVE_TIMEOUT)))
+
+
+def replicated(sent: Sent, status: PutStatus) -> Sent:
+    """``sent`` as the replica's outcome leaves it: stored here, and the slave's status if it failed."""
+    if status is PutStatus.PUT_OK:
+        return sent
+    return Sent(dataclasses.replace(sent.result, status=status, reason=_REPLICA_REASONS[status]), sent.queue_id)

@@ -1,0 +1,135 @@
+"""One gate for every door: each refusal case run through remoting and through gRPC, against
+one real broker, gets the same refusal — the 4.x code over remoting, the proxy's gRPC code
+for it over gRPC, and the same reason text on both (skiff.broker.operations.gate).
+
+The first case is the hole this gate closed: a write-only topic (perm 2) served its
+messages over gRPC PullMessage while remoting refused them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from skiff.common.message import Message
+from skiff.protocol.bodies.admin import SubscriptionGroupConfig
+from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.headers.admin import CreateTopicRequestHeader
+from skiff.protocol.v5 import definition_pb2 as pb
+from skiff.testing.cluster import Cluster
+from skiff.testing.grpc_wire import GrpcWire, first_status
+from skiff.testing.processes import free_port
+from skiff.testing.wire import BrokerWire
+
+OK_GROUP, OFF_GROUP, NO_GROUP = "gate-ok", "gate-off", "gate-missing"
+READ_WRITE, WRITE_ONLY, READ_ONLY, NO_TOPIC = "GateRW", "GateWO", "GateRO", "GateMissing"
+
+
+@dataclass(frozen=True)
+class Doors:
+    remoting: BrokerWire
+    grpc: GrpcWire
+
+
+@pytest.fixture(scope="module")
+def endpoint(tmp_path_factory: pytest.TempPathFactory):
+    port = free_port()
+    args = [f"--grpcServerPort={port}", "--autoCreateSubscriptionGroup=false"]
+    with Cluster(tmp_path_factory.mktemp("gate"), broker_args=args) as cluster:
+        async def prepare() -> None:
+            wire = BrokerWire(cluster.broker_addr())
+            try:
+                for topic, perm in ((READ_WRITE, 6), (WRITE_ONLY, 6), (READ_ONLY, 6)):
+                    header = CreateTopicRequestHeader(topic, "TBW102", 1, 1, perm, "SINGLE_TAG")
+                    resp = await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
+                    assert resp.code == ResponseCode.SUCCESS, resp.remark
+                    sent = await wire.send(Message.of(topic, b"held"))
+                    assert sent.code == ResponseCode.SUCCESS, sent.remark
+                for topic, perm in ((WRITE_ONLY, 2), (READ_ONLY, 4)):  # updated after a message is in it
+                    header = CreateTopicRequestHeader(topic, "TBW102", 1, 1, perm, "SINGLE_TAG")
+                    resp = await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
+                    assert resp.code == ResponseCode.SUCCESS, resp.remark
+                for group in (SubscriptionGroupConfig(OK_GROUP),
+                              SubscriptionGroupConfig(OFF_GROUP, consume_enable=False)):
+                    resp = await wire.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, group.to_json())
+                    assert resp.code == ResponseCode.SUCCESS, resp.remark
+            finally:
+                await wire.close()
+        asyncio.run(prepare())
+        yield cluster.broker_addr(), f"127.0.0.1:{port}"
+
+
+def through_both(endpoint: tuple[str, str], test: Callable[[Doors], Awaitable[None]]) -> None:
+    async def main() -> None:
+        doors = Doors(BrokerWire(endpoint[0]), GrpcWire(endpoint[1]))
+        try:
+            await test(doors)
+        finally:
+            await doors.remoting.close()
+            await doors.grpc.close()
+    asyncio.run(main())
+
+
+# (group, topic, queue id, remoting code, gRPC code, words of the reason)
+CONSUME_CASES = [
+    (OK_GROUP, WRITE_ONLY, 0, ResponseCode.NO_PERMISSION, pb.FORBIDDEN, "may not be read (perm 2)"),
+    (OFF_GROUP, READ_WRITE, 0, ResponseCode.NO_PERMISSION, pb.FORBIDDEN, f"group {OFF_GROUP} may not consume"),
+    (NO_GROUP, READ_WRITE, 0, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST, pb.CONSUMER_GROUP_NOT_FOUND,
+     f"group {NO_GROUP} does not exist"),
+    (OK_GROUP, NO_TOPIC, 0, ResponseCode.TOPIC_NOT_EXIST, pb.TOPIC_NOT_FOUND, f"topic {NO_TOPIC} does not exist"),
+    (OK_GROUP, READ_WRITE, 9, ResponseCode.SYSTEM_ERROR, pb.BAD_REQUEST, "queue 9 of topic GateRW is not readable"),
+]
+
+
+@pytest.mark.parametrize(("group", "topic", "queue_id", "code", "grpc_code", "words"), CONSUME_CASES)
+def test_consuming_is_refused_alike_by_every_door(endpoint: tuple[str, str], group: str, topic: str, queue_id: int,
+                                                  code: int, grpc_code: int, words: str) -> None:
+    async def test(doors: Doors) -> None:
+        pulled = await doors.remoting.pull(group, topic, queue_id, 0)
+        popped, _ = await doors.remoting.pop(group, topic, queue_id=queue_id)
+        grpc_pulled = first_status(await doors.grpc.pull(group, topic, queue_id))
+        answers: list[tuple[str, Any, Any]] = [("pull", pulled.code, pulled.remark),
+                                               ("pop", popped.code, popped.remark),
+                                               ("grpc pull", grpc_pulled.code, grpc_pulled.message)]
+        if queue_id == 0:  # ReceiveMessage reads every queue of the topic
+            received = first_status(await doors.grpc.receive(group, topic))
+            answers.append(("grpc receive", received.code, received.message))
+        reasons = {reason for _, _, reason in answers}
+        assert len(reasons) == 1 and words in reasons.pop(), answers
+        assert [(door, c) for door, c, _ in answers] == [
+            (door, code if not door.startswith("grpc") else grpc_code) for door, _, _ in answers]
+    through_both(endpoint, test)
+
+
+def test_a_readable_topic_is_served_by_every_door(endpoint: tuple[str, str]) -> None:
+    """The gate lets the allowed read through: the same message by remoting pull and gRPC pull."""
+    async def test(doors: Doors) -> None:
+        pulled = await doors.remoting.pull(OK_GROUP, READ_WRITE, 0, 0)
+        assert pulled.code == ResponseCode.SUCCESS, pulled.remark
+        streamed = await doors.grpc.pull(OK_GROUP, READ_WRITE, 0)
+        assert first_status(streamed).code == pb.OK
+        assert [r.message.body for r in streamed if r.HasField("message")] == [b"held"]
+    through_both(endpoint, test)
+
+
+# (topic, remoting code, gRPC code, words of the reason)
+SEND_CASES = [
+    (READ_ONLY, ResponseCode.NO_PERMISSION, pb.FORBIDDEN, "does not accept messages (perm 4)"),
+    ("SCHEDULE_TOPIC_XXXX", ResponseCode.NO_PERMISSION, pb.FORBIDDEN, "system topic"),
+    ("bad topic!", ResponseCode.MESSAGE_ILLEGAL, pb.BAD_REQUEST, "bad topic!"),
+]
+
+
+@pytest.mark.parametrize(("topic", "code", "grpc_code", "words"), SEND_CASES)
+def test_sending_is_refused_alike_by_every_door(endpoint: tuple[str, str], topic: str, code: int, grpc_code: int,
+                                                words: str) -> None:
+    async def test(doors: Doors) -> None:
+        sent = await doors.remoting.send(Message.of(topic, b"x"))
+        grpc_sent = await doors.grpc.send(topic, [b"x"])
+        assert (sent.code, grpc_sent.status.code) == (code, grpc_code), (sent.remark, grpc_sent.status.message)
+        assert sent.remark == grpc_sent.status.message and words in sent.remark
+    through_both(endpoint, test)
