@@ -31,7 +31,7 @@ class MetricsHttpServer:
         self.host = host
         self._port = port
         self.registry = registry
-        self._server: asyncio.AbstractServer | None = None
+        self._server: asyncio.Server | None = None
 
     @property
     def port(self) -> int:

@@ -52,13 +52,13 @@ class RpcLatency(Collector):
             result = handler(conn, cmd)
             if type(result) is command:
                 ms = (clock() - started) * 1000.0
-                series = series_of.get((cmd.code, result.code))  # type: ignore[union-attr]
+                series = series_of.get((cmd.code, result.code))
                 if series is not None:
                     series[bisect.bisect_left(bounds, ms)] += 1
                     series[-2] += 1
                     series[-1] += ms
                 else:
-                    observe(cmd.code, result.code, ms)  # type: ignore[union-attr]
+                    observe(cmd.code, result.code, ms)
                 return result
             if result is None:
                 observe(cmd.code, -1, (clock() - started) * 1000.0)
@@ -68,8 +68,9 @@ class RpcLatency(Collector):
             return self._later(cmd.code, started, result)  # type: ignore[arg-type]
         return timed
 
-    def _timed_late(self, code: int, started: float, answer: LateAnswer) -> LateAnswer:
-        timed = LateAnswer()
+    def _timed_late(self, code: int, started: float,
+                    answer: LateAnswer[RemotingCommand]) -> LateAnswer[RemotingCommand]:
+        timed: LateAnswer[RemotingCommand] = LateAnswer()
 
         def observed(_: object, response: RemotingCommand) -> None:
             self.observe(code, response.code, (time.perf_counter() - started) * 1000.0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 
 from skiff.common.limits import CONNECTION_WRITE_HIGH_BYTES
 from skiff.common.service import Periodic
@@ -50,7 +50,7 @@ class RemotingServer:
         self._on_connection_close = on_connection_close
         self._idle_timeout_s = idle_timeout_s
         self._write_high_bytes = write_high_bytes
-        self._server: asyncio.AbstractServer | None = None
+        self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
         self._idle_scan: Periodic | None = None
 
@@ -132,7 +132,7 @@ class RemotingServer:
                 conn.close(CloseReason.IDLE_TIMEOUT, f"silent for {conn.idle_s:.0f} s")
 
 
-async def _wait_until(deadline: float, waits: list) -> None:  # type: ignore[type-arg]
+async def _wait_until(deadline: float, waits: list[Awaitable[None]]) -> None:
     """Run ``waits`` together until all finish or the loop clock passes ``deadline``."""
     if not waits:
         return
