@@ -52,8 +52,8 @@ def measure(calls: int, repeat: int) -> dict[str, dict[str, float]]:
     figures: dict[str, dict[str, float]] = {}
     for name, (cmd, messages) in _requests().items():
         assert refusal(config, "127.0.0.1", cmd) is None
-        check = best_us(lambda c=cmd: refusal(config, "127.0.0.1", c), calls, repeat)
-        signing = best_us(lambda c=cmd: sign_command(c, *BENCH_KEYS), calls, repeat)
+        check = best_us(lambda: refusal(config, "127.0.0.1", cmd), calls, repeat)
+        signing = best_us(lambda: sign_command(cmd, *BENCH_KEYS), calls, repeat)
         figures[name] = {"check_us": round(check, 2), "sign_us": round(signing, 2), "body_bytes": len(cmd.body)}
         if messages:
             figures[name]["check_us_per_message"] = round(check / messages, 2)

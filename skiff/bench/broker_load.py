@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import functools
 import json
 import os
 import shutil
@@ -281,7 +282,7 @@ async def latency(broker: Broker, plan: Plan, batched: bool, messages_per_s: flo
             if delay > 0:
                 await asyncio.sleep(delay)
             future = conns[i % connections].request(_fresh(templates[i % QUEUES]), TIMEOUT_MS)
-            future.add_done_callback(lambda f, d=due: done(d, f))
+            future.add_done_callback(functools.partial(done, due))
             futures.append(future)
         await asyncio.gather(*futures)
     finally:

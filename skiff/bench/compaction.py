@@ -119,7 +119,7 @@ def _store(root: str) -> MessageStore:
 def measure(messages: int, keys: int, size: int, directory: str | None = None, seed: int = 1) -> Figures:
     root = tempfile.mkdtemp(prefix="skiff-bench-compaction-", dir=directory)
     try:
-        runs = []
+        runs: list[RunFigures] = []
         for map_entries in (keys * 2, max(1, keys // 4)):
             store = _store(f"{root}/{map_entries}")
             try:

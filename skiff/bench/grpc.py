@@ -22,7 +22,7 @@ import os
 import tempfile
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 
 import grpc
@@ -84,7 +84,8 @@ class Bench:
         return Figures(self.args.size, self.args.batch, self.args.in_flight, self.produced, *produce,
                        self.received, *receive)
 
-    async def _phase(self, worker, count) -> tuple[float, float, float, float | None]:  # type: ignore[no-untyped-def]
+    async def _phase(self, worker: Callable[[float], Awaitable[None]],
+                     count: Callable[[], int]) -> tuple[float, float, float, float | None]:
         """Run ``in_flight`` workers for up to ``--seconds``: seconds, rate, CPU us per message."""
         cpu0, wall0 = time.process_time(), time.monotonic()
         self.broker_cpu.mark()

@@ -34,7 +34,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from skiff.bench.broker_load import Broker, Plan, create_topic, latency, produce
@@ -120,7 +120,7 @@ def _per_message(cpu_s: float, messages: int) -> float:
     return round(cpu_s / messages * 1e6, 1) if messages else 0.0
 
 
-async def _runtime(addr: str) -> dict[str, str]:
+async def _runtime(addr: str) -> Mapping[str, str]:
     wire = BrokerWire(addr)
     try:
         return KVTable.from_json((await wire.call(RequestCode.GET_BROKER_RUNTIME_INFO)).body).table

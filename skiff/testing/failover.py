@@ -101,9 +101,9 @@ async def kill_masters(group: ControllerGroup, sender: Progress, kills: int,
     failovers = []
     for _ in range(kills):
         master = await eventually(lambda: master_of(group), 20, "a master")
-        await eventually(lambda m=master: all_in_sync(group, m), 30, "every broker in sync")
+        await eventually(lambda: all_in_sync(group, master), 30, "every broker in sync")
         before = sender.acked_count
-        await eventually(lambda b=before: sender.acked_count > b + 50, 20, "sends acknowledged")
+        await eventually(lambda: sender.acked_count > before + 50, 20, "sends acknowledged")
         killed_at = time.monotonic()
         if kill_log is not None:
             kill_log.append(time.time())

@@ -17,7 +17,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 from skiff.testing.processes import SkiffProcess, free_port, start_broker, start_namesrv
 
@@ -68,7 +68,7 @@ class HAGroup:
         assert proc is not None, f"broker {broker_id} is not running"
         return proc
 
-    def start(self) -> HAGroup:
+    def start(self) -> Self:
         self.namesrv = start_namesrv(host=self.namesrv_host)
         self.start_master()
         for i in self.slave_ids:
@@ -130,7 +130,7 @@ class HAGroup:
             if proc is not None and proc.popen.poll() is None:
                 proc.kill()
 
-    def __enter__(self) -> HAGroup:
+    def __enter__(self) -> Self:
         try:
             return self.start()
         except BaseException:
@@ -163,7 +163,7 @@ class ControllerGroup(HAGroup):
     def store_dir(self, broker_id: int) -> Path:
         return self.root / f"broker-{broker_id}"
 
-    def start(self) -> ControllerGroup:
+    def start(self) -> Self:
         self.namesrv = start_namesrv(host=self.namesrv_host)
         for i in self.broker_ids:
             proc = self.start_broker(i)
