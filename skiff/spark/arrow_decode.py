@@ -120,7 +120,7 @@ def decode_run(buf: bytes, starts: np.ndarray | None, mq: MessageQueue, include_
 def _array(kind: pa.DataType, n: int, offsets: np.ndarray, data: Any, valid: np.ndarray | None = None) -> pa.Array:
     """A string or binary array over plain buffers (no copy), null where ``valid`` is False."""
     nulls = 0 if valid is None else n - int(np.count_nonzero(valid))
-    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls else None
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little")) if nulls and valid is not None else None
     buffer = data if isinstance(data, pa.Buffer) else pa.py_buffer(data)
     return pa.Array.from_buffers(kind, n, [bitmap, pa.py_buffer(offsets), buffer], null_count=nulls)
 

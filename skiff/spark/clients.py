@@ -50,7 +50,7 @@ def _shared(key: tuple[str, ...], factory: Callable[[], T]) -> T:
         value = _cache.get(key)
         if value is None:
             value = _cache[key] = factory()
-        return value  # type: ignore[no-any-return]
+        return value
 
 
 def _started(client: T) -> T:

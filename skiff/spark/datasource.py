@@ -17,7 +17,7 @@ from skiff.spark.sink_rows import SinkColumns
 from skiff.spark.source import SkiffBatchReader, SkiffStreamReader
 
 
-class SkiffDataSource(DataSource):  # type: ignore[misc]
+class SkiffDataSource(DataSource):
     """Skiff topics as a Spark source (batch and streaming) and sink (batch and streaming)."""
 
     @classmethod

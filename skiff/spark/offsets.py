@@ -143,7 +143,7 @@ def plan_ranges(start: Mapping[MessageQueue, int], end: Mapping[MessageQueue, in
     ``max_records`` offsets. A range is cut into parts whose sizes differ by one at most."""
     ranges = [OffsetRange(mq, start[mq], end[mq]) for mq in sorted(end) if mq in start and end[mq] > start[mq]]
     total = sum(r.size for r in ranges)
-    out = []
+    out: list[OffsetRange] = []
     for r in ranges:
         parts = max(round(r.size / total * min_partitions), 1) if min_partitions and len(ranges) < min_partitions else 1
         if max_records:

@@ -66,7 +66,7 @@ _NONE = np.zeros(0, np.int64)
 
 
 @dataclass(frozen=True, slots=True)
-class QueueRange(InputPartition):  # type: ignore[misc]
+class QueueRange(InputPartition):
     """One Spark partition: offsets ``[start, end)`` of one queue (picklable, no clients)."""
 
     topic: str

@@ -120,7 +120,7 @@ def place(topic: str, broker: str | None, queue_id: int | None, sharding_key: st
     """The queue a row must go to among ``topic``'s publish ``queues`` (route order), or None
     when any queue will do (the producer then picks and retries on another broker)."""
     if sharding_key is not None:
-        return _HASH(queues, None, sharding_key)  # type: ignore[arg-type]  # the key is the argument
+        return _HASH(queues, None, sharding_key)
     if queue_id is None:
         return None
     brokers = sorted({q.broker_name for q in queues})

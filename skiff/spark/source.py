@@ -34,7 +34,7 @@ def _partitions(options: SourceOptions, start: Offsets, end: Offsets) -> list[Qu
     return [QueueRange.of(r, r.mq.topic in compacted) for r in ranges]
 
 
-class SkiffBatchReader(DataSourceReader):  # type: ignore[misc]
+class SkiffBatchReader(DataSourceReader):
     """Reads from startingOffsets/startingTimestamp (default earliest) to endingOffsets/endingTimestamp
     (default latest); an end past a queue's latest offset reads to the latest."""
 
@@ -53,7 +53,7 @@ class SkiffBatchReader(DataSourceReader):  # type: ignore[misc]
         return read_range(self.options, partition)
 
 
-class SkiffStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):  # type: ignore[misc]
+class SkiffStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches over every queue of the topics, from startingOffsets (default latest)."""
 
     def __init__(self, options: SourceOptions) -> None:
