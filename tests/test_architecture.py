@@ -1,4 +1,4 @@
-"""The dependency arrows of DESIGN.md, checked by import-linter on every test run."""
+"""The dependency arrows of the design (README, pyproject.toml's contracts), checked by import-linter on every test run."""
 
 import shutil
 import subprocess

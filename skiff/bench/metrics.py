@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from skiff.bench._micro import best_us, micro_main
 from skiff.broker.config import BrokerConfig
+from skiff.broker.ha.role import Role
 from skiff.broker.stats import BrokerStats
 from skiff.common.clock import SYSTEM_CLOCK
 from skiff.protocol.codes import RequestCode
@@ -28,7 +29,8 @@ def measure(calls: int, repeat: int) -> dict[str, float]:
     def bare(_conn: object, _cmd: RemotingCommand) -> RemotingCommand:
         return answer
     timed = RpcLatency().wrap({req.code: bare})[req.code]
-    stats = BrokerStats(BrokerConfig(), None, SYSTEM_CLOCK)  # type: ignore[arg-type]  # counters only
+    config = BrokerConfig()
+    stats = BrokerStats(config, None, SYSTEM_CLOCK, Role.of(config))  # type: ignore[arg-type]  # counters only
     base = best_us(lambda: bare(None, req), calls, repeat)
     wrapped = best_us(lambda: timed(None, req), calls, repeat)  # type: ignore[arg-type]
     stored = best_us(lambda: stats.stored("BenchTopic", 64, 70_000), calls, repeat)

@@ -32,9 +32,9 @@ log = logging.getLogger(__name__)
 
 class NamesrvRegistration:
     def __init__(self, config: BrokerConfig, topics: TopicConfigManager, client: RemotingClient, port: int,
-                 role: Role | None = None) -> None:
+                 role: Role) -> None:
         self.config = config
-        self.role = role or Role.of(config)
+        self.role = role
         self.topics = topics
         self.client = client
         self.broker_addr = config.broker_addr(port)

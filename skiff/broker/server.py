@@ -240,7 +240,7 @@ class BrokerServer:
             log.warning("the gRPC endpoint stays off: it does not check ACLs yet and aclEnable is true "
                         "(set grpcServerPort=0 to silence this)")
             return
-        grpc_clients = GrpcClients(self.config, self.clients, self.groups)
+        grpc_clients = GrpcClients(self.config, self.clients, self.groups, self.store_config.max_message_size)
         ops = self.operations
         self.grpc = GrpcServer(self.config, self.topics, self.groups, grpc_clients, self.pop, ops, self.clock,
                                namesrv_lookup(self._namesrv_client, self.config.namesrv_addrs),

@@ -20,9 +20,10 @@ class BrokerStats:
     ``stored``/``pulled`` are a dict lookup and a few integer adds on the hot path, and
     the Prometheus collector (`skiff.broker.metrics`) reads them at scrape time."""
 
-    def __init__(self, config: BrokerConfig, store: MessageStore, clock: Clock, role: Role | None = None) -> None:
+    def __init__(self, config: BrokerConfig, store: MessageStore, clock: Clock, role: Role) -> None:
+        """``role``: the broker's live role (a failover changes it), never a copy of broker.conf's."""
         self.config = config
-        self.role = role or Role.of(config)
+        self.role = role
         self.store = store
         self.clock = clock
         self.boot_ms = clock.now_ms()

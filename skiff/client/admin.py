@@ -23,6 +23,7 @@ from skiff.client._impl.instance import ClientInstance
 from skiff.client._impl.lifecycle import AsyncClient
 from skiff.client._impl.producer_impl import check_topic
 from skiff.client._impl.pull_api import Puller
+from skiff.client._impl.route import publish_queues
 from skiff.client.admin_results import (
     BrokerCompaction,
     BrokerInfo,
@@ -224,6 +225,12 @@ class AsyncAdmin(AsyncClient):
         if route is None:
             raise NoRouteError(topic)
         return route
+
+    async def writable_queues(self, topic: str) -> tuple[MessageQueue, ...]:
+        """The queues a producer sends ``topic`` to now, in the order its selectors see them
+        (an order topic's from its orderTopicConf; else each group with a master, by name)."""
+        queues, _ = publish_queues(topic, await self.topic_route(topic))
+        return queues
 
     async def topic_status(self, topic: str) -> list[QueueStatus]:
         """Per queue: min and max offsets and the last store time, from each master of the route."""
@@ -484,8 +491,8 @@ def _check_group(group: str) -> None:
 
 
 @mirror(AsyncAdmin, "cluster_info", "brokers", "broker_runtime_info", "create_topic", "delete_topic",
-        "topic_list", "topic_route", "topic_status", "create_consumer_group", "delete_consumer_group",
-        "consumer_groups", "consumer_progress", "consumer_connections", "reset_offset_by_time", "max_offset",
+        "topic_list", "topic_route", "writable_queues", "topic_status", "create_consumer_group",
+        "delete_consumer_group", "consumer_groups", "consumer_progress", "consumer_connections", "reset_offset_by_time", "max_offset",
         "min_offset", "search_offset", "earliest_msg_store_time", "update_consumer_offset", "fetch_consumer_offset",
         "message_by_id", "messages_by_key", "message_at", "timer_slots", "cancel_scheduled", "compaction")
 class Admin(BlockingClient[AsyncAdmin]):

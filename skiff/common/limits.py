@@ -71,3 +71,12 @@ VALID_TOPIC_CACHE_SIZE = 65536
 """Topic names a broker remembers as checked (legal, not a system topic), so a send skips
 the name check; past this many, new names are checked on every send instead of growing
 the set without bound."""
+
+TELEMETRY_QUEUED_MAX = 1024
+"""Commands queued for one gRPC client's Telemetry stream (replies to its settings, transaction
+checks): a client that sends but stops reading is no longer read from once this many wait,
+and checks for it are skipped until it reads (they are asked again next round)."""
+
+LONG_POLL_DEFAULT_MS = 20_000
+"""How long a consumer's read waits for a message by default: RocketMQ's pull consumer
+suspend time and the 5.x clients' long-polling timeout (20 s)."""

@@ -12,7 +12,7 @@ import asyncio
 import dataclasses
 from typing import Any
 
-from skiff.client._impl.config import ClientConfig
+from skiff.client import ClientConfig
 from skiff.client.admin import ADMIN_GROUP, DEFAULT_QUEUE_NUMS, AsyncAdmin
 from skiff.client.admin_results import BrokerInfo, ConsumerProgress
 from skiff.client.credentials import Credentials

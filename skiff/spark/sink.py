@@ -34,8 +34,7 @@ import pyarrow as pa
 from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 
-from skiff.client import SendResult
-from skiff.client._impl.route import publish_queues
+from skiff.client import Admin, SendResult
 from skiff.common.limits import BATCH_MAX_MESSAGES
 from skiff.common.message import MessageQueue
 from skiff.spark import clients
@@ -105,7 +104,7 @@ def _sends(options: SinkOptions, columns: SinkColumns, batch: pa.RecordBatch, en
         if not pinned:
             out += chunks(encoded, rows, topic, None, FREE_CHUNK_ROWS)
             continue
-        queues = _writable_queues(topic, clients.admin(options.namesrv_addr).topic_route(topic))
+        queues = _writable_queues(topic, clients.admin(options.namesrv_addr))
         places = by_value([(values["broker"][r], values["queue_id"][r], values["shardingkey"][r]) for r in rows])
         for (broker, queue_id, key), where in places.items():  # type: ignore[misc]
             mq = place(topic, broker, queue_id, key, queues)
@@ -113,9 +112,9 @@ def _sends(options: SinkOptions, columns: SinkColumns, batch: pa.RecordBatch, en
     return out
 
 
-def _writable_queues(topic: str, route: Any) -> tuple[MessageQueue, ...]:
+def _writable_queues(topic: str, admin: Admin) -> tuple[MessageQueue, ...]:
     """The queues a producer sends ``topic`` to, in the order its selectors see them."""
-    queues, _ = publish_queues(topic, route)
+    queues = admin.writable_queues(topic)
     if not queues:
         raise SparkOptionError(f"topic {topic} has no writable queue on a broker with a master")
     return queues

@@ -1,7 +1,7 @@
 """Pulls and lookups over ConsumeQueues: the read side of the store.
 
 `get_messages` follows RocketMQ's DefaultMessageStore.getMessage (statuses and
-next offsets as in remoting-protocol.md §2.6). ConsumeQueue entries are viewed
+next offsets as RocketMQ's store gives them). ConsumeQueue entries are viewed
 many at once as numpy arrays; filters, limits and the grouping of back-to-back
 records into one slice are array operations, so a pull does no per-message
 Python work unless a ``record_filter`` asks for it.

@@ -1,4 +1,4 @@
-"""Pulls from a real broker: status codes and next offsets (remoting-protocol.md §2.6),
+"""Pulls from a real broker: status codes and next offsets (RocketMQ's PullMessageProcessor),
 tag and SQL92 filtering, commit offsets, transfer limits and long polling."""
 
 from __future__ import annotations

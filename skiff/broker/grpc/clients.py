@@ -25,6 +25,7 @@ from skiff.broker.clients import ClientManager
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.grpc.convert import to_message
+from skiff.common.limits import LONG_POLL_DEFAULT_MS, POP_MAX_MSG_NUMS, TELEMETRY_QUEUED_MAX
 from skiff.common.stored_message import decode_record
 from skiff.protocol.codes import RequestCode
 from skiff.protocol.command import RemotingCommand
@@ -35,9 +36,6 @@ from skiff.protocol.v5 import service_pb2 as rpc
 
 log = logging.getLogger(__name__)
 
-MAX_BODY_BYTES = 4 * 1024 * 1024
-RECEIVE_BATCH_SIZE = 32
-LONG_POLLING_S = 20
 MAX_REMEMBERED_TRANSACTIONS = 100_000
 
 
@@ -74,12 +72,24 @@ class GrpcClientConn:
         remember(self._halves, tx_id, HalfRef(message.topic.name, h.tran_state_table_offset, h.commit_log_offset,
                                               h.offset_msg_id or ""))
         command = rpc.RecoverOrphanedTransactionCommand(message=message, transaction_id=tx_id)
-        self.stream.put_nowait(rpc.TelemetryCommand(recover_orphaned_transaction_command=command))
+        try:
+            self.stream.put_nowait(rpc.TelemetryCommand(recover_orphaned_transaction_command=command))
+        except asyncio.QueueFull:
+            raise ConnectionClosed(self.peer_addr, f"the client has not read its Telemetry stream: "
+                                                   f"{TELEMETRY_QUEUED_MAX} commands wait") from None
 
     def close(self, *args: object) -> None:
         self.is_closed = True
         if self.stream is not None:
-            self.stream.put_nowait(None)
+            end_stream(self.stream)
+
+
+def end_stream(stream: asyncio.Queue[rpc.TelemetryCommand | None]) -> None:
+    """Queue the end of a Telemetry stream, making room for it in a full queue (the client is
+    going away: what it did not read is moot)."""
+    if stream.full():
+        stream.get_nowait()
+    stream.put_nowait(None)
 
 
 def remember(halves: OrderedDict[str, HalfRef], tx_id: str, ref: HalfRef) -> None:
@@ -90,8 +100,12 @@ def remember(halves: OrderedDict[str, HalfRef], tx_id: str, ref: HalfRef) -> Non
 
 
 class GrpcClients:
-    def __init__(self, config: BrokerConfig, clients: ClientManager, groups: SubscriptionGroupManager) -> None:
+    def __init__(self, config: BrokerConfig, clients: ClientManager, groups: SubscriptionGroupManager,
+                 max_body_bytes: int) -> None:
+        """``max_body_bytes``: the store's maxMessageSize, which Settings tells publishers and
+        SendMessage holds bodies to (as the remoting door's store check does)."""
         self.config = config
+        self.max_body_bytes = max_body_bytes
         self.clients = clients
         self.groups = groups
         self.settings: dict[str, pb.Settings] = {}
@@ -114,7 +128,7 @@ class GrpcClients:
         if settings.HasField("publishing"):
             for topic in settings.publishing.topics:
                 self.clients.register_producer(topic.name, self._channel(conn))
-            merged.publishing.max_body_size = MAX_BODY_BYTES
+            merged.publishing.max_body_size = self.max_body_bytes
             merged.publishing.validate_message_type = True
             policy = merged.backoff_policy
             policy.max_attempts = 3
@@ -123,9 +137,9 @@ class GrpcClients:
             policy.exponential_backoff.multiplier = 2
         else:
             sub = merged.subscription
-            sub.receive_batch_size = RECEIVE_BATCH_SIZE
+            sub.receive_batch_size = POP_MAX_MSG_NUMS
             if not settings.subscription.HasField("long_polling_timeout"):
-                sub.long_polling_timeout.FromSeconds(LONG_POLLING_S)
+                sub.long_polling_timeout.FromMilliseconds(LONG_POLL_DEFAULT_MS)
             group = self.groups.find_or_create(settings.subscription.group.name)
             sub.fifo = group is not None and group.consume_message_orderly
             merged.backoff_policy.max_attempts = self.groups.retry_max_times(settings.subscription.group.name) + 1

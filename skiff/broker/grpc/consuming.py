@@ -32,8 +32,9 @@ from skiff.broker.pop.service import PopRefused, PopRequest, PopService
 from skiff.broker.operations import ANY_QUEUE, Gate, Refusal, compile_subscription
 from skiff.common.clock import Clock
 from skiff.common.errors import DecodeError
-from skiff.common.limits import POP_MAX_MSG_NUMS
+from skiff.common.limits import LONG_POLL_DEFAULT_MS, POP_MAX_MSG_NUMS
 from skiff.common.stored_message import decode_record
+from skiff.protocol.bodies.topic import Perm
 from skiff.protocol.headers.pop import ExtraInfo
 from skiff.protocol.v5 import definition_pb2 as pb
 from skiff.protocol.v5 import service_pb2 as rpc
@@ -58,7 +59,7 @@ class Consuming:
         brokers = await self.routes.brokers(req.topic.name)
         if not brokers:
             return rpc.QueryAssignmentResponse(status=status(pb.TOPIC_NOT_FOUND, f"topic {req.topic.name} not found"))
-        readable = [b for b in brokers if b.read_queue_nums and b.perm & 4]
+        readable = [b for b in brokers if b.read_queue_nums and b.perm & Perm.READ]
         if not readable:
             return rpc.QueryAssignmentResponse(status=status(pb.FORBIDDEN, "no readable queue"))
         orderly = self._orderly(req.group.name)
@@ -78,7 +79,8 @@ class Consuming:
             yield rpc.ReceiveMessageResponse(status=made)
             yield rpc.ReceiveMessageResponse(delivery_timestamp=now_timestamp())
             return
-        poll_ms = req.long_polling_timeout.ToMilliseconds() if req.HasField("long_polling_timeout") else 20_000
+        poll_ms = (req.long_polling_timeout.ToMilliseconds() if req.HasField("long_polling_timeout")
+                   else LONG_POLL_DEFAULT_MS)
         if time_left_s is not None:
             poll_ms = min(poll_ms, int(time_left_s * 1000) - 1000)
         try:

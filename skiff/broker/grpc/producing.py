@@ -19,7 +19,6 @@ import zlib
 from collections.abc import Awaitable, Callable, Sequence
 
 from skiff.broker.config import BrokerConfig
-from skiff.broker.grpc.clients import MAX_BODY_BYTES as MAX_BODY
 from skiff.broker.grpc.clients import GrpcClientConn, GrpcClients, HalfRef, remember
 from skiff.broker.grpc.convert import Invalid, born_ms, to_properties
 from skiff.broker.grpc.routes import BrokerQueues, Routes
@@ -38,6 +37,7 @@ from skiff.common.properties import Prop, encode_properties
 from skiff.common.record import read_head, read_tail
 from skiff.common.stored_message import raw_property
 from skiff.common.sysflag import MessageSysFlag
+from skiff.protocol.bodies.topic import Perm
 from skiff.protocol.codes import ResponseCode
 from skiff.protocol.headers.transaction import EndTransactionRequestHeader
 from skiff.protocol.v5 import definition_pb2 as pb
@@ -86,7 +86,8 @@ class Producing:
         for b in brokers:
             broker = self.broker_of(b)
             for i in range(max(b.read_queue_nums, b.write_queue_nums)):
-                readable, writable = i < b.read_queue_nums and b.perm & 4, i < b.write_queue_nums and b.perm & 2
+                readable = i < b.read_queue_nums and b.perm & Perm.READ
+                writable = i < b.write_queue_nums and b.perm & Perm.WRITE
                 perm = pb.READ_WRITE if readable and writable else pb.READ if readable else pb.WRITE if writable \
                     else pb.NONE
                 queues.append(pb.MessageQueue(topic=req.topic, id=i, permission=perm, broker=broker,
@@ -110,8 +111,9 @@ class Producing:
         try:
             if not msg.body:
                 raise Invalid(pb.MESSAGE_BODY_EMPTY, "the message body is empty")
-            if len(msg.body) > MAX_BODY:
-                raise Invalid(pb.MESSAGE_BODY_TOO_LARGE, f"the body is {len(msg.body)} bytes, more than {MAX_BODY}")
+            if len(msg.body) > self.clients.max_body_bytes:
+                raise Invalid(pb.MESSAGE_BODY_TOO_LARGE, f"the body is {len(msg.body)} bytes, more than "
+                                                         f"{self.clients.max_body_bytes} (maxMessageSize)")
             props = to_properties(msg, now)
         except Invalid as exc:
             return rpc.SendResultEntry(status=status(exc.code, str(exc)))
@@ -149,7 +151,7 @@ class Producing:
             props = [to_properties(m, now) for m in messages]
         except Invalid:
             return None
-        if any(not m.body or len(m.body) > MAX_BODY for m in messages):
+        if any(not m.body or len(m.body) > self.clients.max_body_bytes for m in messages):
             return None
         outgoing = [Outgoing(m.body, p, born_ms(m, now)) for m, p in zip(messages, props)]
         answered = self.sender.send_many(topic, outgoing, born_host(conn.peer), _same)

@@ -26,7 +26,7 @@ import grpc
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
-from skiff.broker.grpc.clients import GrpcClientConn, GrpcClients
+from skiff.broker.grpc.clients import GrpcClientConn, GrpcClients, end_stream
 from skiff.broker.grpc.consuming import Consuming
 from skiff.broker.grpc.offsets import Offsets
 from skiff.broker.grpc.producing import Producing
@@ -36,6 +36,7 @@ from skiff.broker.operations import Operations
 from skiff.broker.pop.service import PopService
 from skiff.broker.topics import TopicConfigManager
 from skiff.common.clock import Clock
+from skiff.common.limits import TELEMETRY_QUEUED_MAX
 from skiff.common.service import Periodic
 from skiff.protocol.v5 import definition_pb2 as pb
 from skiff.protocol.v5 import service_pb2 as rpc
@@ -183,7 +184,7 @@ class GrpcServer:
         if isinstance(conn, pb.Status):
             yield rpc.TelemetryCommand(status=conn)
             return
-        out: asyncio.Queue[rpc.TelemetryCommand | None] = asyncio.Queue()
+        out: asyncio.Queue[rpc.TelemetryCommand | None] = asyncio.Queue(TELEMETRY_QUEUED_MAX)
         conn.stream = out
         reader = asyncio.ensure_future(self._read_telemetry(conn, requests, out))
         try:
@@ -200,9 +201,9 @@ class GrpcServer:
             async for command in requests:
                 reply = self._on_telemetry(conn, command)
                 if reply is not None:
-                    out.put_nowait(reply)
+                    await out.put(reply)  # a client that does not read is not read from
         finally:
-            out.put_nowait(None)
+            end_stream(out)
 
     def _on_telemetry(self, conn: GrpcClientConn, command: rpc.TelemetryCommand) -> rpc.TelemetryCommand | None:
         which = command.WhichOneof("command")

@@ -1,1 +1,1 @@
-"""See docs/ and DESIGN.md for what this package holds."""
+"""Master/slave replication and controller-mode failover (docs/replication.md)."""

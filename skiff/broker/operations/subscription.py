@@ -21,7 +21,7 @@ from skiff.store.reads import RecordFilter
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _SYSFLAG_AT = 36
-"""Where the sysFlag sits in a stored record (remoting-protocol.md §3.1); it says how
+"""Where the sysFlag sits in a stored record (docs/store.md); it says how
 long the hosts, and so the fixed head, are."""
 
 

@@ -4,7 +4,7 @@ On a consumer's heartbeat the broker makes sure the group's subscription config
 exists (``autoCreateSubscriptionGroup``) and creates its retry topic
 ``%RETRY%<group>`` with the group's retry queue count (1) and perm 6. The C++
 client's rebalance visits that topic first and gives up on the whole group if it
-is routed but unserved (remoting-protocol.md pitfall 5), so it is served fully:
+is routed but unserved (RocketMQ 4.x's broker answers it only partly), so it is served fully:
 readable queues, and GET_CONSUMER_LIST_BY_GROUP answers for it like for any topic.
 
 Subscriptions are compiled when they arrive (`compile_subscription`, cached), so

@@ -5,7 +5,7 @@ QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET (15), GET_CONSUMER_LIST_BY_GR
 GET_EARLIEST_MSG_STORETIME (32), LOCK_BATCH_MQ (41), UNLOCK_BATCH_MQ (42),
 GET_ALL_CONSUMER_OFFSET (43: the whole table, which slaves copy).
 
-Where a new group starts (remoting-protocol.md §2.7): a group with no committed
+Where a new group starts (RocketMQ's QUERY_CONSUMER_OFFSET rules): a group with no committed
 offset for a queue whose first message (offset 0) is still stored gets offset 0,
 so it reads a young queue from its start, as Java's broker answers while that
 message is in memory. Otherwise QUERY_NOT_FOUND, and the client's

@@ -1,5 +1,5 @@
 """END_TRANSACTION (37): a producer commits, rolls back or leaves open the transaction of a
-half message (remoting-protocol.md §2.9).
+half message (docs/transactions.md).
 
 Clients send it oneway (Java with the oneway flag, the C++ client with flag 0, so
 it looks like a request that wants an answer): the answer below is written unless

@@ -1,14 +1,15 @@
 """PULL_MESSAGE (11): messages of one queue from an offset, as slices of the CommitLog.
 
-Checks (RocketMQ's order and codes): the group (SUBSCRIPTION_GROUP_NOT_EXIST,
-NO_PERMISSION when it may not consume), the broker's and the topic's read
-permission (NO_PERMISSION), the topic (TOPIC_NOT_EXIST), the queue id
-(SYSTEM_ERROR), the subscription (the request's ``subscription`` when the
+The remoting adapter of `skiff.broker.operations.pull`. Checks (RocketMQ's order and
+codes, the gate's): the group (SUBSCRIPTION_GROUP_NOT_EXIST, NO_PERMISSION when it may
+not consume), the broker's and the topic's read permission (NO_PERMISSION), the topic
+(TOPIC_NOT_EXIST), the queue id (SYSTEM_ERROR), the subscription (the request's ``subscription`` when the
 SUBSCRIPTION flag is set, else the one the group's heartbeat registered;
 SUBSCRIPTION_NOT_EXIST, SUBSCRIPTION_PARSE_FAILED; SQL92 only with
 ``enablePropertyFilter``).
 
-The store's status maps to a response code as remoting-protocol.md §2.6 says.
+The store's status maps to a response code as RocketMQ's PullMessageProcessor maps it
+(`_STATUS` below).
 SUCCESS always carries a non-empty body (the records, handed to the transport
 as the store's slices, never copied or re-encoded). A pull with COMMIT_OFFSET
 commits ``commitOffset`` for the group. A suspend-flagged pull that finds no
@@ -155,7 +156,7 @@ _REMARKS: dict[int, str] = {
 
 
 def _outcome(result: GetResult, offset: int) -> tuple[int, int]:
-    """Response code and nextBeginOffset of a store read (remoting-protocol.md §2.6)."""
+    """Response code and nextBeginOffset of a store read (as RocketMQ's PullMessageProcessor)."""
     if result.status in _EMPTY_QUEUE:
         return (ResponseCode.PULL_OFFSET_MOVED if offset else _NOT_FOUND), 0
     return _STATUS[result.status], result.next_begin_offset

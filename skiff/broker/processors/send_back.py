@@ -1,6 +1,6 @@
 """CONSUMER_SEND_MSG_BACK (36): a consumer could not process a message; retry it later.
 
-As RocketMQ's broker does (remoting-protocol.md §2.8): the stored message is
+As RocketMQ's broker does (CONSUMER_SEND_MSG_BACK): the stored message is
 re-put to ``%RETRY%<group>`` with reconsumeTimes + 1, ``RETRY_TOPIC`` (its
 first topic) and ``ORIGIN_MESSAGE_ID`` set, and the delay level 3 +
 reconsumeTimes (unless the consumer asked for a level), so it goes through

@@ -1,1 +1,2 @@
-"""See docs/ and DESIGN.md for what this package holds."""
+"""The client's internals behind its public facades (docs/client.md): client instance, route cache,
+rebalance, offset stores. Nothing outside skiff.client imports them (an import-linter contract)."""

@@ -20,6 +20,7 @@ from skiff.common.message import MessageQueue
 from skiff.common.properties import Prop
 from skiff.common.stored_message import StoredMessage
 from skiff.common.sysflag import PullSysFlag
+from skiff.common.limits import LONG_POLL_DEFAULT_MS
 from skiff.filter import build_filter
 from skiff.filter.factory import expression_type_of
 from skiff.filter.tags import TagFilter
@@ -35,7 +36,7 @@ PULL_STATUS = {
     ResponseCode.PULL_OFFSET_MOVED: PullStatus.OFFSET_ILLEGAL,
 }
 
-SUSPEND_TIMEOUT_MS = 20_000
+SUSPEND_TIMEOUT_MS = LONG_POLL_DEFAULT_MS
 """How long a broker holds a pull with nothing to return (RocketMQ's pull consumer default)."""
 LONG_POLL_EXTRA_MS = 10_000
 """A long-polling pull's client-side timeout is the suspend time plus this much."""
