@@ -59,5 +59,10 @@ class LateAnswer(Generic[T]):
         if self._answer is not None:
             return self._answer
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self.then(lambda _, answer: future.done() or future.set_result(answer))
+
+        def settle(_: Any, answer: T) -> None:
+            if not future.done():
+                future.set_result(answer)
+
+        self.then(settle)
         return (yield from future)
