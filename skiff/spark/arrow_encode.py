@@ -18,8 +18,8 @@ over the limits.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
-from typing import NamedTuple
+from collections.abc import Hashable, Sequence
+from typing import NamedTuple, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -217,9 +217,12 @@ def chunks(encoded: Encoded, rows: np.ndarray, topic: str, queue: MessageQueue |
     return out
 
 
-def by_value(values: Sequence[object]) -> dict[object, np.ndarray]:
+K = TypeVar("K", bound=Hashable)
+
+
+def by_value(values: Sequence[K]) -> dict[K, np.ndarray]:
     """The row numbers of each distinct value, in row order (values in first-seen order)."""
-    groups: dict[object, list[int]] = {}
+    groups: dict[K, list[int]] = {}
     for i, value in enumerate(values):
         groups.setdefault(value, []).append(i)
     return {value: np.array(rows, np.int64) for value, rows in groups.items()}
