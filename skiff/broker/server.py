@@ -155,6 +155,7 @@ class BrokerServer:
         self.topics.on_change = self._topics_changed
         self.store.add_dispatch_listener(self.hold.notify)
         self.stats = BrokerStats(self.config, self.store, self.clock, self.role)
+        self.stats.held_pulls = lambda: self.hold.held_count
         self.transactions = TransactionService(self.config, self.store, self.topics, self.clients, self.offsets,
                                                self.writer, self.clock)
         self.transaction_recovery = await asyncio.to_thread(self.transactions.recover)

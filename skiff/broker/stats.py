@@ -30,6 +30,8 @@ class BrokerStats:
         self.pull_requests = 0
         self.messages_pulled = 0
         self.replication: Callable[[], dict[str, str]] | None = None
+        self.held_pulls: Callable[[], int] = lambda: 0
+        """How many long-polling pulls wait now (the broker's `PullHoldService`)."""
         """The HA service's keys for the table (role, slaves, acknowledged offsets)."""
         self.in_by_topic: dict[str, list[int]] = {}
         """topic → [messages, body bytes] stored from sends (send-backs and DLQ moves included)."""
@@ -84,6 +86,7 @@ class BrokerStats:
             "brokerCluster": self.config.broker_cluster_name,
             "brokerId": str(self.role.broker_id),
             "brokerRole": self.role.role.name,
+            "pullsHeld": str(self.held_pulls()),
         }
         if self.replication is not None:
             table.update(self.replication())

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from skiff.common.message import Message
+from skiff.protocol.bodies.admin import KVTable
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.message_codec import decode_stored_messages
 from skiff.testing.cluster import Cluster
@@ -97,6 +98,17 @@ def test_commit_offset_flag_stores_the_offset(cluster: Cluster):
     with_wire(cluster.broker_addr(), test)
 
 
+async def pulls_held(wire: BrokerWire, count: int, deadline_s: float = 10.0) -> None:
+    """Wait until the broker holds ``count`` long-polling pulls (its runtime info's pullsHeld)."""
+    end = time.monotonic() + deadline_s
+    while True:
+        table = KVTable.from_json((await wire.call(RequestCode.GET_BROKER_RUNTIME_INFO)).body).table
+        if int(table["pullsHeld"]) >= count:
+            return
+        assert time.monotonic() < end, f"no {count} held pulls within {deadline_s} s: {table['pullsHeld']}"
+        await asyncio.sleep(0.02)
+
+
 def test_long_polling_answers_on_arrival_and_at_the_timeout(cluster: Cluster):
     async def test(wire: BrokerWire):
         sender = BrokerWire(cluster.broker_addr())
@@ -104,7 +116,7 @@ def test_long_polling_answers_on_arrival_and_at_the_timeout(cluster: Cluster):
             await sender.send(Message.of("LongPoll", b"first"))
             started = time.monotonic()
             held = asyncio.ensure_future(wire.pull("G-lp", "LongPoll", 0, 1, suspend_ms=15_000))
-            await asyncio.sleep(0.3)
+            await pulls_held(sender, 1)
             assert not held.done()
             sent_at = time.monotonic()
             await sender.send(Message.of("LongPoll", b"second"))
@@ -132,7 +144,7 @@ def test_held_pulls_are_answered_when_the_broker_stops(tmp_path: Path):
         try:
             await wire.send(Message.of("Stopping", b"x"))
             held = asyncio.ensure_future(wire.pull("G", "Stopping", 0, 1, suspend_ms=30_000))
-            await asyncio.sleep(0.3)
+            await pulls_held(wire, 1)
             started = time.monotonic()
             await asyncio.get_running_loop().run_in_executor(None, broker.stop)
             resp = await asyncio.wait_for(held, 10)
