@@ -14,6 +14,7 @@ from typing import Any
 
 from skiff.common.clock import Clock
 from skiff.common.errors import CorruptionError
+from skiff.common.files import replace_atomically
 from skiff.protocol import fastjson
 from skiff.protocol.bodies.admin import DataVersion
 
@@ -48,19 +49,8 @@ class JsonFile:
 
     def save(self, data: bytes) -> None:
         """Replace the file with ``data`` atomically and durably."""
-        directory = os.path.dirname(self.path)
-        os.makedirs(directory, exist_ok=True)
-        tmp = f"{self.path}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        replace_atomically(self.path, data)
 
 
 Documents = tuple[tuple[JsonFile, bytes], ...]

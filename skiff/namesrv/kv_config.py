@@ -9,12 +9,12 @@ path, the table persists as ``{"configTable": {namespace: {key: value}}}``
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 
 import orjson
 
 from skiff.common.errors import ConfigError
+from skiff.common.files import replace_atomically
 
 log = logging.getLogger(__name__)
 
@@ -72,9 +72,4 @@ class KvConfigStore:
         if self._path is None:
             return
         self._path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self._path.with_name(self._path.name + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(orjson.dumps({"configTable": self._table}, option=orjson.OPT_INDENT_2))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._path)
+        replace_atomically(self._path, orjson.dumps({"configTable": self._table}, option=orjson.OPT_INDENT_2))

@@ -28,6 +28,7 @@ import zlib
 from dataclasses import dataclass
 
 from skiff.common.errors import ConfigError
+from skiff.common.files import replace_atomically
 
 CHECKPOINT = struct.Struct(">IIqqq")
 CRC = struct.Struct(">I")
@@ -70,32 +71,7 @@ def read_checkpoint(path: str) -> Checkpoint | None:
 
 def write_checkpoint(path: str, checkpoint: Checkpoint) -> None:
     """Replace the checkpoint atomically. Raises OSError (for example on a full disk)."""
-    replace_file(path, checkpoint.encode())
-
-
-def replace_file(path: str, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically and durably: write ``<path>.tmp``, fsync it,
-    rename it over ``path``, fsync the directory. Raises OSError (for example on a full disk)."""
-    tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(os.path.dirname(path))
-
-
-def fsync_dir(path: str) -> None:
-    """Make renames and new files in ``path`` durable."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    replace_atomically(path, checkpoint.encode())
 
 
 class StoreLock:

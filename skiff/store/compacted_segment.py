@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from skiff.common.errors import CorruptionError
-from skiff.store.checkpoint import fsync_dir
+from skiff.common.files import fsync_dir, replace_atomically
 
 MANIFEST = "MANIFEST"
 MANIFEST_MAGIC = 0x534B434D  # "SKCM"
@@ -190,14 +190,8 @@ class SegmentWriter:
             f.close()
             self.step(step)
         fsync_dir(self.directory)
-        tmp = os.path.join(self.directory, MANIFEST + ".tmp")
-        with open(tmp, "wb") as f:
-            f.write(manifest.encode())
-            f.flush()
-            os.fsync(f.fileno())
-        self.step("manifest-tmp-written")
-        os.replace(tmp, os.path.join(self.directory, MANIFEST))
-        fsync_dir(self.directory)
+        replace_atomically(os.path.join(self.directory, MANIFEST), manifest.encode(),
+                           before_rename=lambda: self.step("manifest-tmp-written"))
         self.step("manifest-switched")
 
     def abandon(self) -> None:

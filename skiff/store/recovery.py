@@ -27,9 +27,9 @@ import os
 import time
 
 from skiff.common.clock import Clock
+from skiff.common.files import fsync_dir
 from skiff.store.checkpoint import (
     Checkpoint,
-    fsync_dir,
     read_checkpoint,
     write_checkpoint,
 )

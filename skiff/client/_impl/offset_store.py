@@ -23,6 +23,7 @@ from typing import Protocol
 import orjson
 
 from skiff.common.errors import CorruptionError
+from skiff.common.files import replace_atomically
 from skiff.common.message import MessageQueue
 
 log = logging.getLogger(__name__)
@@ -181,23 +182,12 @@ def write_offsets_file(path: Path, offsets: Mapping[MessageQueue, int]) -> None:
         for mq, off in sorted(offsets.items())
     ]
     data = orjson.dumps({"offsetTable": rows}, option=orjson.OPT_INDENT_2)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    if path.exists():
-        os.replace(path, path.with_name(path.name + ".bak"))
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
 
+    def keep_backup() -> None:
+        if path.exists():
+            os.replace(path, path.with_name(path.name + ".bak"))
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    replace_atomically(path, data, before_rename=keep_backup)
 
 
 def read_offsets_file(path: Path) -> dict[MessageQueue, int]:

@@ -24,6 +24,7 @@ import numpy as np
 
 from skiff.common.clock import Clock
 from skiff.common.errors import DecodeError
+from skiff.common.files import replace_atomically
 from skiff.common.names import SCHEDULE_TOPIC
 from skiff.common.properties import Prop, decode_properties
 from skiff.common.record import (
@@ -33,7 +34,6 @@ from skiff.common.record import (
     read_head,
     read_tail,
 )
-from skiff.store.checkpoint import replace_file
 from skiff.store.message_store import MessageStore
 from skiff.store.results import MessageInput, PutStatus
 from skiff.store.timer.dispatch_log import DispatchLogs
@@ -248,7 +248,7 @@ class Deliverer:
                     slot, ids = next(iter(batch.items()))
                     self.dispatch.append(slot, Outcome.DELIVERED, ids)
                     del batch[slot]
-                replace_file(self.checkpoint_path, encode_checkpoint(end, self.clock.now_ms()))
+                replace_atomically(self.checkpoint_path, encode_checkpoint(end, self.clock.now_ms()))
             except OSError:
                 with state.lock:
                     for slot, ids in batch.items():
@@ -275,7 +275,7 @@ class Deliverer:
             new = [i for i in dict.fromkeys(ids) if i not in known]
             self.dispatch.append(slot, Outcome.DELIVERED, new)
             missing += len(new)
-        replace_file(self.checkpoint_path, encode_checkpoint(end, self.clock.now_ms()))
+        replace_atomically(self.checkpoint_path, encode_checkpoint(end, self.clock.now_ms()))
         self._checkpointed = end
         return missing, end - start
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import threading
 
-from skiff.store.checkpoint import fsync_dir
+from skiff.common.files import fsync_dir
 from skiff.store.timer.formats import (
     DISPATCH_RECORD,
     Outcome,

@@ -17,8 +17,8 @@ import logging
 from collections.abc import Iterator
 
 from skiff.common.clock import Clock
+from skiff.common.files import replace_atomically
 from skiff.common.names import SCHEDULE_TOPIC
-from skiff.store.checkpoint import replace_file
 from skiff.store.message_store import MessageStore
 from skiff.store.results import GetResult, GetStatus
 from skiff.store.timer.formats import (
@@ -170,7 +170,7 @@ class Replayer:
         with self.state.lock:
             queues = dict(self.state.progress)
             loaded = set(self.state.loaded)
-        replace_file(self.progress_path, encode_progress(Progress(queues, self.logs.committed()), self.clock.now_ms()))
+        replace_atomically(self.progress_path, encode_progress(Progress(queues, self.logs.committed()), self.clock.now_ms()))
         self._replayed_since_commit = False
         self.logs.close_except(loaded)
         self.keeper.unlink_retired()

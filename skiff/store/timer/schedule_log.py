@@ -17,7 +17,7 @@ import threading
 import numpy as np
 
 from skiff.common.errors import CorruptionError
-from skiff.store.checkpoint import fsync_dir
+from skiff.common.files import fsync_dir
 from skiff.store.timer.formats import (
     SCHEDULE_HEAD,
     SCHEDULE_MAGIC,
