@@ -52,7 +52,7 @@ BATCH_ID = "streaming.sql.batchId"
 
 
 @dataclass(frozen=True, slots=True)
-class SentRows(WriterCommitMessage):  # type: ignore[misc]
+class SentRows(WriterCommitMessage):
     """What one write task reports to the driver."""
 
     partition_id: int
@@ -106,7 +106,7 @@ def _sends(options: SinkOptions, columns: SinkColumns, batch: pa.RecordBatch, en
             continue
         queues = _writable_queues(topic, clients.admin(options.namesrv_addr))
         places = by_value([(values["broker"][r], values["queue_id"][r], values["shardingkey"][r]) for r in rows])
-        for (broker, queue_id, key), where in places.items():  # type: ignore[misc]
+        for (broker, queue_id, key), where in places.items():
             mq = place(topic, broker, queue_id, key, queues)
             out += chunks(encoded, rows[where], topic, mq, FREE_CHUNK_ROWS if mq is None else BATCH_MAX_MESSAGES)
     return out
@@ -131,7 +131,7 @@ def _report(kind: str, messages: Sequence[WriterCommitMessage | None], batch_id:
                     "and stay there (at-least-once)", where, failed, rows)
 
 
-class SkiffBatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
+class SkiffBatchWriter(DataSourceArrowWriter):
     """``df.write.format("skiff").mode("append")``."""
 
     def __init__(self, options: SinkOptions, columns: SinkColumns) -> None:
@@ -152,7 +152,7 @@ class SkiffBatchWriter(DataSourceArrowWriter):  # type: ignore[misc]
         _report("abort", messages)
 
 
-class SkiffStreamWriter(DataSourceStreamArrowWriter):  # type: ignore[misc]
+class SkiffStreamWriter(DataSourceStreamArrowWriter):
     """``df.writeStream.format("skiff")``: each micro-batch's rows are sent as it runs."""
 
     def __init__(self, options: SinkOptions, columns: SinkColumns) -> None:
