@@ -117,7 +117,7 @@ chromium:
 # Side-by-side benchmark against RabbitMQ, Redis and NATS (Debian packages),
 # not part of `make test`.
 bench-compare: $(STAMP)
-	$(PY) bench/compare/run.py $(BENCH_ARGS)
+	$(VENV)/bin/skiff bench compare $(BENCH_ARGS)
 
 # The RocketMQ 5.x gRPC message classes, generated from the vendored protos
 # (proto/, apache/rocketmq-apis) and checked in under skiff/protocol/v5/; the

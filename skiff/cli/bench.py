@@ -2,7 +2,9 @@
 
 Every module in `skiff.bench` with a ``main(argv)`` function is a subcommand, named
 after the module less a ``_load`` suffix (``broker_load`` is ``skiff bench broker``);
-the options after the name go to that function (``skiff bench store --quick --json``).
+a package counts as a module, with its ``main`` in its ``__init__`` (``skiff bench
+compare`` is `skiff.bench.compare`); names starting with ``_`` are not subcommands.
+The options after the name go to that function (``skiff bench store --quick --json``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ LOAD_SUFFIX = "_load"
 
 
 def bench_modules() -> dict[str, str]:
-    """Subcommand name -> module name."""
+    """Subcommand name -> module (or package) name, for every one directly under `skiff.bench`."""
     names = [m.name for m in pkgutil.iter_modules(skiff.bench.__path__) if not m.name.startswith("_")]
     return {name.removesuffix(LOAD_SUFFIX): name for name in sorted(names)}
 

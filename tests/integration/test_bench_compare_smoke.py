@@ -1,8 +1,9 @@
-"""The side-by-side harness (bench/compare) end to end in --smoke mode against a real Redis.
+"""The side-by-side harness (`skiff bench compare`) end to end in --smoke mode against a real Redis.
 
-Starts the harness as a user would; it starts its own redis-server on a free
-loopback port, runs every workload with real worker processes, and writes
-the docs section and the JSON file to temporary paths.
+Starts the harness as a user would (`python -m skiff bench compare`), in a directory
+outside the checkout, so it relies on its own package for everything it runs; it
+starts its own redis-server on a free loopback port, runs every workload with real
+worker processes, and writes the docs section and the JSON file to temporary paths.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
 REDIS = shutil.which("redis-server", path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin"]))
 
 pytestmark = pytest.mark.skipif(
@@ -41,12 +41,12 @@ def _bench_children(temp_root: Path) -> list[psutil.Process]:
 def test_smoke_run_against_redis_fills_rows_docs_and_json(tmp_path: Path) -> None:
     docs, out = tmp_path / "performance.md", tmp_path / "result.json"
     docs.write_text(DOC_BEFORE)
-    argv = [sys.executable, "bench/compare/run.py", "--smoke", "--systems", "redis", "--no-install",
+    argv = [sys.executable, "-m", "skiff", "bench", "compare", "--smoke", "--systems", "redis", "--no-install",
             "--json", str(out), "--docs", str(docs)]
     temp_root = tmp_path / "tmp"
     temp_root.mkdir()
     env = {**os.environ, "TMPDIR": str(temp_root)}
-    proc = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+    proc = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
 
     data = json.loads(out.read_text())

@@ -18,7 +18,7 @@ from typing import Any
 
 from skiff.client import AsyncAdmin, AsyncLitePullConsumer, AsyncProducer, ClientConfig, ConsumeFromWhere, Message
 
-from bench.compare.drivers.base import CONSUMER_GROUP, Driver, Recorder
+from skiff.bench.compare.drivers.base import CONSUMER_GROUP, Driver, Recorder
 
 POLL_TIMEOUT_MS = 1000
 REGISTER_WAIT_S = 45.0

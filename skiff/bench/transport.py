@@ -1,6 +1,6 @@
 """Requests per second of small request/response pairs over loopback.
 
-    python -m skiff.transport.bench [--seconds 3] [--window 256] [--connections 1 8]
+    skiff bench transport [--seconds 3] [--window 256] [--connections 1 8]
 
 The server runs in a child process (its own core) and answers every request
 from a synchronous handler; the client keeps ``window`` requests in flight on
@@ -16,6 +16,7 @@ import asyncio
 import collections
 import multiprocessing
 import time
+from collections.abc import Sequence
 from multiprocessing.connection import Connection as Pipe
 
 from skiff.protocol.command import RemotingCommand
@@ -88,12 +89,17 @@ async def measure(addr: str, connections: int, window: int, seconds: float) -> t
     return sum(counts), elapsed, cpu
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--window", type=int, default=256)
-    parser.add_argument("--connections", type=int, nargs="+", default=[1, 8])
-    args = parser.parse_args()
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="skiff bench transport", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=3.0, help="how long each run sends (default 3)")
+    parser.add_argument("--window", type=int, default=256, help="requests in flight per connection (default 256)")
+    parser.add_argument("--connections", type=int, nargs="+", default=[1, 8],
+                        help="one run per number of client connections (default 1 8)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     ctx = multiprocessing.get_context("spawn")
     parent, child = ctx.Pipe()
     proc = ctx.Process(target=_serve, args=(child,), daemon=True)
@@ -110,7 +116,8 @@ def main() -> None:
     finally:
         parent.send("stop")
         proc.join(10)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -17,7 +17,7 @@ from pika.adapters.asyncio_connection import AsyncioConnection
 from pika.channel import Channel
 from pika.spec import Basic
 
-from bench.compare.drivers.base import Driver, Recorder
+from skiff.bench.compare.drivers.base import Driver, Recorder
 
 PERSISTENT = pika.BasicProperties(delivery_mode=pika.DeliveryMode.Persistent)
 QUORUM = {"x-queue-type": "quorum"}
@@ -110,7 +110,12 @@ class RabbitQuorumDriver(Driver):
     async def close(self) -> None:
         if self.conn.is_open:
             closed = asyncio.get_running_loop().create_future()
-            self.conn.add_on_close_callback(lambda *_: closed.done() or closed.set_result(None))
+
+            def on_closed(*_: Any) -> None:
+                if not closed.done():
+                    closed.set_result(None)
+
+            self.conn.add_on_close_callback(on_closed)
             self.conn.close()
             await asyncio.wait_for(closed, 10)
 
@@ -118,5 +123,10 @@ class RabbitQuorumDriver(Driver):
 async def _await_callback(start: Callable[[Callable[..., None]], Any]) -> Any:
     """Run a pika call that reports completion through a callback, and await it."""
     fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    start(lambda *args: fut.done() or fut.set_result(args[0] if args else None))
+
+    def on_done(*args: Any) -> None:
+        if not fut.done():
+            fut.set_result(args[0] if args else None)
+
+    start(on_done)
     return await fut

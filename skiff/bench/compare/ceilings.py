@@ -21,8 +21,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.compare.procs import LOOPBACK
-from bench.compare.results import MB, Ceilings
+from skiff.bench.compare.procs import LOOPBACK
+from skiff.bench.compare.results import MB, Ceilings
 
 BLOCK_BYTES = 1 << 20
 FSYNC_RECORD_BYTES = 128

@@ -18,12 +18,14 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
-from bench.compare.procs import CHILDREN, Child, free_port, log_tail, port_open, wait_port, wait_until
+from skiff.bench.compare.procs import CHILDREN, Child, free_port, log_tail, port_open, wait_port, wait_until
 
 READY_TIMEOUT_S = 90.0
 """RabbitMQ boots an Erlang VM and its plugins; give every server the same long bound."""
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+IMPORT_ROOT = Path(__file__).resolve().parents[3]
+"""The directory `skiff` is imported from (the checkout, in an editable install): the
+working directory of every child, so that `python -m skiff...` finds this same code."""
 
 
 def binary(name: str, *fallbacks: str) -> str | None:
@@ -254,18 +256,18 @@ class SkiffServer(Server):
                                           str(self.namesrv_port), "--broker-port", str(self.broker_port), flush,
                                           "--metricsPort=0",  # no peer exports metrics in this comparison
                                           "--grpcServerPort=0"],
-                                cwd=REPO_ROOT)
+                                cwd=IMPORT_ROOT)
             self._broker = child
             wait_port(self.namesrv_port, child, READY_TIMEOUT_S)
         else:
             namesrv = self._spawn("skiff-namesrv", [*skiff_command(), "namesrv", f"--listenPort={self.namesrv_port}",
-                                                    "--listenHost=127.0.0.1"], cwd=REPO_ROOT)
+                                                    "--listenHost=127.0.0.1"], cwd=IMPORT_ROOT)
             wait_port(self.namesrv_port, namesrv, READY_TIMEOUT_S)
             self._broker = self._spawn("skiff-broker", [
                 *skiff_command(), "broker", f"--listenPort={self.broker_port}", "--brokerIP1=127.0.0.1",
                 f"--namesrvAddr=127.0.0.1:{self.namesrv_port}", f"--storePathRootDir={self.data_dir}", flush,
                 "--grpcServerPort=0",  # the comparison drives remoting; no gRPC port to collide on
-            ], cwd=REPO_ROOT)
+            ], cwd=IMPORT_ROOT)
         wait_port(self.broker_port, self._broker, READY_TIMEOUT_S)
 
     @property
@@ -290,7 +292,7 @@ class SkiffServer(Server):
 def skiff_has(command: str) -> bool:
     """Whether this checkout's `skiff` has ``command`` (its `--help` succeeds)."""
     argv = [*skiff_command(), command, "--help"]
-    return subprocess.run(argv, capture_output=True, timeout=60, cwd=REPO_ROOT).returncode == 0
+    return subprocess.run(argv, capture_output=True, timeout=60, cwd=IMPORT_ROOT).returncode == 0
 
 
 def skiff_command() -> list[str]:

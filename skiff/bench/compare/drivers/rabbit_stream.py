@@ -14,9 +14,9 @@ from typing import Any
 
 from rstream import ConfirmationStatus, Consumer, ConsumerOffsetSpecification, MessageContext, OffsetType, Producer
 
-from bench.compare.drivers.base import CONSUMER_GROUP, Driver, Recorder
+from skiff.bench.compare.drivers.base import CONSUMER_GROUP, Driver, Recorder
 
-CREDENTIALS = {"username": "guest", "password": "guest"}
+USERNAME, PASSWORD = "guest", "guest"
 
 
 class RabbitStreamDriver(Driver):
@@ -24,7 +24,8 @@ class RabbitStreamDriver(Driver):
            "subscriber from the first offset, default credit, store_offset once per batch")
 
     async def connect(self) -> None:
-        self.producer = Producer(self.endpoint["host"], port=self.endpoint["stream_port"], **CREDENTIALS)
+        self.producer = Producer(self.endpoint["host"], port=self.endpoint["stream_port"],
+                                 username=USERNAME, password=PASSWORD)
         await self.producer.start()
         self.consumer: Consumer | None = None
 
@@ -47,7 +48,8 @@ class RabbitStreamDriver(Driver):
         return done
 
     async def consume(self, topic: str, recorder: Recorder) -> None:
-        self.consumer = Consumer(self.endpoint["host"], port=self.endpoint["stream_port"], **CREDENTIALS)
+        self.consumer = Consumer(self.endpoint["host"], port=self.endpoint["stream_port"],
+                                 username=USERNAME, password=PASSWORD)
         await self.consumer.start()
         every, since_store = self.options.batch, 0
 

@@ -1,6 +1,6 @@
 """One client process of a workload: a producer or a consumer of one system.
 
-Run by the harness as `python -m bench.compare.worker ...`, one process per
+Run by the harness as `python -m skiff.bench.compare.worker ...`, one process per
 role, so producer, consumer and broker each have their own interpreter.
 
 Talk with the parent, one line each:
@@ -28,15 +28,15 @@ from typing import Any
 
 import uvloop
 
-from bench.compare.drivers import DRIVERS, driver_class
-from bench.compare.drivers.base import BodyFactory, Driver, DriverOptions, Recorder
+from skiff.bench.compare.drivers import DRIVERS, driver_class
+from skiff.bench.compare.drivers.base import BodyFactory, Driver, DriverOptions, Recorder
 
 ACK_DRAIN_TIMEOUT_S = 60.0
 """How long the producer waits for the acks of batches already sent."""
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="bench.compare.worker")
+    p = argparse.ArgumentParser(prog="python -m skiff.bench.compare.worker")
     p.add_argument("--system", required=True, choices=sorted(DRIVERS))
     p.add_argument("--role", required=True, choices=("produce", "consume"))
     p.add_argument("--endpoint", required=True, help="JSON object from the server")

@@ -16,7 +16,7 @@ import nats
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
-from bench.compare.drivers.base import CONSUMER_GROUP, Driver, Recorder
+from skiff.bench.compare.drivers.base import CONSUMER_GROUP, Driver, Recorder
 
 FETCH_TIMEOUT_S = 1.0
 

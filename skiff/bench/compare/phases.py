@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench.compare.procs import CHILDREN, Child, TreeMeter
-from bench.compare.results import Mode, Row, Workload
-from bench.compare.servers import REPO_ROOT, Server
+from skiff.bench.compare.procs import CHILDREN, Child, TreeMeter
+from skiff.bench.compare.results import Mode, Row, Workload
+from skiff.bench.compare.servers import IMPORT_ROOT, Server
 
 CONNECT_TIMEOUT_S = 60.0
 """Worker start-up: interpreter, client import, connect and topic creation."""
@@ -46,11 +46,11 @@ def _log_name(topics: str) -> str:
 
 
 class Worker:
-    """A `bench.compare.worker` child and the lines it prints."""
+    """A `skiff.bench.compare.worker` child and the lines it prints."""
 
     def __init__(self, system: str, server: Server, role: str, topic: str, size: int, count: int,
                  opts: PhaseOptions, *, delete_after: bool = False) -> None:
-        argv = [sys.executable, "-m", "bench.compare.worker", "--system", system, "--role", role,
+        argv = [sys.executable, "-m", "skiff.bench.compare.worker", "--system", system, "--role", role,
                 "--endpoint", json.dumps(server.endpoint()), "--topic", topic, "--count", str(count),
                 "--size", str(size), "--batch", str(opts.batch), "--window", str(opts.window),
                 "--queues", str(opts.queues), "--duration-s", str(opts.duration_s),
@@ -58,7 +58,7 @@ class Worker:
         if delete_after:
             argv.append("--delete-after")
         log = opts.work_dir / f"worker-{system}-{role}-{_log_name(topic)}.log"
-        self.child: Child = CHILDREN.spawn(f"{system} {role}", argv, log, cwd=REPO_ROOT,
+        self.child: Child = CHILDREN.spawn(f"{system} {role}", argv, log, cwd=IMPORT_ROOT,
                                            stdin=subprocess.PIPE, stdout_pipe=True)
         self._lines: queue.Queue[str | None] = queue.Queue()
         threading.Thread(target=self._read, name=f"{role}-stdout", daemon=True).start()

@@ -1,13 +1,17 @@
 """Skiff side by side with RabbitMQ, Redis and NATS on this machine, in one run.
 
+    skiff bench compare --systems skiff,redis --sizes 100
     make bench-compare BENCH_ARGS="--systems skiff,redis --sizes 100"
-    build/venv/bin/python bench/compare/run.py --help
+    skiff bench compare --help
 
 Installs the peers from Debian's packages if missing, starts every broker on
 127.0.0.1 with its data in a temporary directory, runs the workloads with
 each system's Python client, stops everything, prints the tables and the
-issue's bar, and writes docs/performance.md ("## Side by side") and a JSON
-file. See docs/benchmarks.md for what each workload means.
+issue's bar, and writes the "## Side by side" section of a Markdown file and a
+JSON file: by default docs/performance.md and
+skiff/bench/compare/results/latest.json under the current directory (the
+repository's own, when run from its root as `make bench-compare` does), or
+where --docs and --json say. See docs/benchmarks.md for what each workload means.
 """
 
 from __future__ import annotations
@@ -22,26 +26,25 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-if __package__ in (None, ""):  # run as a script: make the repository importable
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from skiff.bench.compare import ceilings, report
+from skiff.bench.compare.install import ensure_installed
+from skiff.bench.compare.phases import PhaseOptions
+from skiff.bench.compare.procs import CHILDREN, install_cleanup, raise_open_files
+from skiff.bench.compare.results import RunResult
+from skiff.bench.compare.servers import IMPORT_ROOT, command_output
+from skiff.bench.compare.suite import SuiteOptions, run_all
+from skiff.bench.compare.systems import SYSTEMS, System, parse_systems
 
-from bench.compare import ceilings, report  # noqa: E402
-from bench.compare.install import ensure_installed  # noqa: E402
-from bench.compare.phases import PhaseOptions  # noqa: E402
-from bench.compare.procs import CHILDREN, install_cleanup, raise_open_files  # noqa: E402
-from bench.compare.results import RunResult  # noqa: E402
-from bench.compare.servers import REPO_ROOT, command_output  # noqa: E402
-from bench.compare.suite import SuiteOptions, run_all  # noqa: E402
-from bench.compare.systems import SYSTEMS, System, parse_systems  # noqa: E402
-
-DEFAULT_DOCS = REPO_ROOT / "docs" / "performance.md"
-DEFAULT_JSON = REPO_ROOT / "bench" / "compare" / "results" / "latest.json"
+PROG = "skiff bench compare"
+DEFAULT_DOCS = Path("docs") / "performance.md"
+"""Relative to the current directory, as is DEFAULT_JSON."""
+DEFAULT_JSON = Path("skiff") / "bench" / "compare" / "results" / "latest.json"
 QUEUE_POINTS = (8, 256, 4096, 16384)
 SMOKE_QUEUE_POINTS = (8, 64)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="bench/compare/run.py", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
     p.add_argument("--systems", default=",".join(SYSTEMS), help="comma list; 'rabbitmq' means stream and quorum")
     p.add_argument("--sizes", default="100,1024", help="message sizes in bytes, comma list")
     p.add_argument("--count", type=int, default=200_000, help="messages of an e2e and of a durable produce run")
@@ -57,8 +60,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    "no other workload)")
     p.add_argument("--smoke", action="store_true", help="tiny counts, one size, small ceilings; writes no docs "
                    "or JSON unless --docs/--json are given")
-    p.add_argument("--json", type=Path, help=f"default {DEFAULT_JSON.relative_to(REPO_ROOT)}")
-    p.add_argument("--docs", type=Path, help=f"default {DEFAULT_DOCS.relative_to(REPO_ROOT)}")
+    p.add_argument("--json", type=Path, help=f"where the JSON results go (default {DEFAULT_JSON}, "
+                   "relative to the current directory)")
+    p.add_argument("--docs", type=Path, help=f"the Markdown file whose '## Side by side' section is rewritten "
+                   f"(default {DEFAULT_DOCS}, relative to the current directory)")
     p.add_argument("--no-install", action="store_true", help="never call apt-get; skip missing peers")
     p.add_argument("--keep-dir", action="store_true", help="keep the temporary directory (logs, data)")
     args = p.parse_args(argv)
@@ -99,7 +104,7 @@ def _skiff_version() -> str:
         pkg = version("skiffmq")
     except PackageNotFoundError:
         pkg = "unknown"
-    commit = command_output(["git", "-C", str(REPO_ROOT), "rev-parse", "--short", "HEAD"])
+    commit = command_output(["git", "-C", str(IMPORT_ROOT), "rev-parse", "--short", "HEAD"])
     return f"{pkg} (git {commit or 'unknown'})"
 
 
@@ -122,8 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sizes = _ints(args.sizes)
     result = RunResult(failures=list(skipped))
     started = time.monotonic()
-    result.meta = {**machine_facts(), "command": "build/venv/bin/python bench/compare/run.py "
-                   + shlex.join(sys.argv[1:] if argv is None else list(argv)),
+    command = shlex.join([*PROG.split(), *(sys.argv[1:] if argv is None else argv)])
+    result.meta = {**machine_facts(), "command": command,
                    "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_start": _load(),
                    "versions": versions(systems), "systems": [s.name for s in systems],
                    "smoke": args.smoke, "batch": args.batch,

@@ -7,7 +7,7 @@ import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from bench.compare.results import Mode, QueuesPoint, Row, RunResult, Workload
+from skiff.bench.compare.results import Mode, QueuesPoint, Row, RunResult, Workload
 
 SECTION_TITLE = "## Side by side"
 SKIFF = "skiff"

@@ -16,7 +16,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import ResponseError
 from redis.utils import HIREDIS_AVAILABLE
 
-from bench.compare.drivers.base import CONSUMER_GROUP, Driver, Recorder
+from skiff.bench.compare.drivers.base import CONSUMER_GROUP, Driver, Recorder
 
 FIELD = b"d"
 BLOCK_MS = 1000

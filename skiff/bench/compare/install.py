@@ -10,7 +10,7 @@ import os
 import subprocess
 from collections.abc import Iterable
 
-from bench.compare.servers import RABBIT_SCRIPT, binary
+from skiff.bench.compare.servers import RABBIT_SCRIPT, binary
 
 APT_TIMEOUT_S = 900.0
 

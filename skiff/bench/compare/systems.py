@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.compare.servers import NatsServer, RabbitServer, RedisServer, Server, SkiffServer
+from skiff.bench.compare.servers import NatsServer, RabbitServer, RedisServer, Server, SkiffServer
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,12 +13,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from bench.compare.drivers import driver_class
-from bench.compare.drivers.base import DriverOptions
-from bench.compare.phases import PhaseOptions, failed_row, first_line, run_drain, run_e2e, run_produce
-from bench.compare.results import Mode, QueuesPoint, Row, RunResult, Workload
-from bench.compare.servers import Server, SkiffServer
-from bench.compare.systems import System, by_server
+from skiff.bench.compare.drivers import driver_class
+from skiff.bench.compare.drivers.base import DriverOptions
+from skiff.bench.compare.phases import PhaseOptions, failed_row, first_line, run_drain, run_e2e, run_produce
+from skiff.bench.compare.results import Mode, QueuesPoint, Row, RunResult, Workload
+from skiff.bench.compare.servers import Server, SkiffServer
+from skiff.bench.compare.systems import System, by_server
 
 MANY_QUEUES_TOPICS = 4
 QUEUES_PER_TOPIC_MAX = 1024

@@ -1,1 +1,0 @@
-"""Benchmarks run outside the test suite (see docs/benchmarks.md)."""
