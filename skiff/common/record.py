@@ -29,6 +29,12 @@ sysFlag BORNHOST_V6 / STOREHOST_V6):
 
 TOTALSIZE = 91 + body + topic + properties for IPv4. The blank record that
 fills the tail of a CommitLog file is TOTALSIZE (the bytes left) + the blank magic.
+
+The offsets are named below (``*_AT``), the one place the rest of the code takes
+them from, beside the head's struct format and the asserts that hold the two
+together. Fields 1 to 10 sit at the same offset in every record; the ones after the
+born host move by 12 bytes for each IPv6 host, so their names end in ``_V4``
+(`head_struct_for` gives a record's real head, whose size is where its body starts).
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from __future__ import annotations
 import ipaddress
 import itertools
 import mmap
+import re
 import struct
 import zlib
 from collections.abc import Sequence
@@ -58,15 +65,40 @@ def _head_struct(born_host_bytes: int, store_host_bytes: int) -> struct.Struct:
     return struct.Struct(f">iiiiiqqiq{born_host_bytes}sq{store_host_bytes}siqi")
 
 
+# The table's offset column (with IPv4 hosts for the _V4 ones).
+TOTAL_SIZE_AT = 0
+MAGIC_AT = 4
+BODY_CRC_AT = 8
+QUEUE_ID_AT = 12
+FLAG_AT = 16
+QUEUE_OFFSET_AT = 20
+PHYSICAL_OFFSET_AT = 28
+SYSFLAG_AT = 36
+BORN_TIMESTAMP_AT = 40
+BORN_HOST_AT = 48
+STORE_TIMESTAMP_AT_V4 = 56
+STORE_HOST_AT_V4 = 64
+RECONSUME_TIMES_AT_V4 = 72
+PREPARED_TRANSACTION_OFFSET_AT_V4 = 76
+BODY_LENGTH_AT_V4 = 84
+BODY_AT_V4 = 88
 HEAD_V4 = _head_struct(HOST_V4_BYTES, HOST_V4_BYTES)
-assert HEAD_V4.size == 88, HEAD_V4.size
+assert HEAD_V4.size == BODY_AT_V4 == 88, HEAD_V4.size
+_HEAD_V4_CODES: list[str] = re.findall(r"\d*[a-z]", HEAD_V4.format[1:])
+"""HEAD_V4's format by field: "i", "i", ..., "8s", ...; the sizes of the ones before a
+field add up to its offset."""
+assert [struct.calcsize(">" + "".join(_HEAD_V4_CODES[:n])) for n in range(len(_HEAD_V4_CODES))] == [
+    TOTAL_SIZE_AT, MAGIC_AT, BODY_CRC_AT, QUEUE_ID_AT, FLAG_AT, QUEUE_OFFSET_AT, PHYSICAL_OFFSET_AT, SYSFLAG_AT,
+    BORN_TIMESTAMP_AT, BORN_HOST_AT, STORE_TIMESTAMP_AT_V4, STORE_HOST_AT_V4, RECONSUME_TIMES_AT_V4,
+    PREPARED_TRANSACTION_OFFSET_AT_V4, BODY_LENGTH_AT_V4,
+], "the *_AT offsets are not HEAD_V4's field offsets"
+assert FIXED_BYTES_V4 == BODY_AT_V4 + 1 + 2  # + TOPIC length + PROPERTIES length
 _HEADS = {
     (b, s): _head_struct(b, s)
     for b in (HOST_V4_BYTES, HOST_V6_BYTES)
     for s in (HOST_V4_BYTES, HOST_V6_BYTES)
 }
 _TOTAL_MAGIC = struct.Struct(">ii")
-_SYSFLAG_AT = 36
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
 _BORN_V6 = int(MessageSysFlag.BORNHOST_V6)
@@ -261,9 +293,9 @@ def head_struct_for(sys_flag: int) -> struct.Struct:
 
 def read_head(buf: bytes | memoryview | bytearray | mmap.mmap, pos: int = 0) -> RecordHead:
     """Unpack the fixed part of the record at ``pos`` (magic not checked)."""
-    if pos + _SYSFLAG_AT + 4 > len(buf):
+    if pos + SYSFLAG_AT + 4 > len(buf):
         raise DecodeError(f"record at {pos} is cut short")
-    sys_flag = _I32.unpack_from(buf, pos + _SYSFLAG_AT)[0]
+    sys_flag = _I32.unpack_from(buf, pos + SYSFLAG_AT)[0]
     head = head_struct_for(sys_flag)
     if pos + head.size > len(buf):
         raise DecodeError(f"record at {pos} is cut short")

@@ -41,9 +41,9 @@ from skiff.common.compression import inflate
 from skiff.common.limits import FRAME_MAX_BYTES
 from skiff.common.message import MessageQueue
 from skiff.common.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, Prop, decode_properties
+from skiff.common.record import PHYSICAL_OFFSET_AT
 from skiff.spark.record_columns import (
     HEX_PAIRS,
-    PHYSICAL_AT,
     FixedFields,
     bytes_at,
     fixed_fields,
@@ -287,7 +287,7 @@ def _map(rows: np.ndarray, names: pa.Array, values: pa.Array, n: int) -> tuple[n
 def _offset_msg_ids(u8: np.ndarray, f: FixedFields, rows: np.ndarray) -> pa.Array:
     """The broker's offset message ids of ``rows``: hex of the store host's bytes and the CommitLog offset."""
     n = len(rows)
-    host_at, host_len, physical_at = f.store_host_at[rows], f.store_host_len[rows], f.start[rows] + PHYSICAL_AT
+    host_at, host_len, physical_at = f.store_host_at[rows], f.store_host_len[rows], f.start[rows] + PHYSICAL_OFFSET_AT
     if n and (host_len != host_len[0]).any():  # IPv4 and IPv6 store hosts in one run: row by row
         return pa.array([(bytes(u8[a:a + w]) + bytes(u8[p:p + 8])).hex().upper()
                          for a, w, p in zip(host_at.tolist(), host_len.tolist(), physical_at.tolist())], pa.string())

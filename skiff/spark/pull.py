@@ -40,13 +40,14 @@ from pyspark.sql.datasource import InputPartition
 from skiff.client import AsyncPullClient, PullStatus, RawPullResult
 from skiff.client.blocking import loop_thread
 from skiff.common.message import MessageQueue
+from skiff.common.record import QUEUE_OFFSET_AT
 from skiff.spark import clients
 from skiff.spark.arrow_decode import decode_run
 from skiff.spark.errors import DataLossError
 from skiff.spark.metadata import data_loss_message
 from skiff.spark.offsets import OffsetRange
 from skiff.spark.options import SourceOptions
-from skiff.spark.record_columns import QUEUE_OFFSET_AT, gather, record_starts
+from skiff.spark.record_columns import gather, record_starts
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,22 @@ import numpy as np
 
 from skiff.common import kernels
 from skiff.common.errors import DecodeError
-from skiff.common.record import HOST_V4_BYTES, HOST_V6_BYTES, MAGIC_V1
+from skiff.common.record import (
+    BODY_AT_V4,
+    BODY_LENGTH_AT_V4,
+    BORN_TIMESTAMP_AT,
+    FIXED_BYTES_V4,
+    HOST_V4_BYTES,
+    HOST_V6_BYTES,
+    MAGIC_AT,
+    MAGIC_V1,
+    PHYSICAL_OFFSET_AT,
+    QUEUE_OFFSET_AT,
+    RECONSUME_TIMES_AT_V4,
+    STORE_HOST_AT_V4,
+    STORE_TIMESTAMP_AT_V4,
+    SYSFLAG_AT,
+)
 from skiff.common.stored_message import decode_records
 from skiff.common.sysflag import MessageSysFlag
 
@@ -35,9 +50,6 @@ _BORN_V6 = int(MessageSysFlag.BORNHOST_V6)
 _STORE_V6 = int(MessageSysFlag.STOREHOST_V6)
 _COMPRESSED = int(MessageSysFlag.COMPRESSED)
 _HOST_GROWTH = HOST_V6_BYTES - HOST_V4_BYTES
-# offsets in a record with IPv4 hosts (skiff.common.record's table)
-MAGIC_AT, QUEUE_ID_AT, FLAG_AT, QUEUE_OFFSET_AT, PHYSICAL_AT, SYSFLAG_AT, BORN_TS_AT = 4, 12, 16, 20, 28, 36, 40
-STORE_TS_AT, STORE_HOST_AT, RECONSUME_AT, BODY_LEN_AT, BODY_AT = 56, 64, 72, 84, 88
 
 
 def record_starts_py(buf: bytes) -> np.ndarray | None:
@@ -126,17 +138,17 @@ def fixed_fields(buf: bytes, starts: np.ndarray) -> FixedFields | None:
     hold together."""
     u8 = np.frombuffer(buf, np.uint8)
     total = gather(u8, starts, 4, ">i4")
-    if (total < BODY_AT + 3).any():  # shorter than any record: its fields would be read past it
+    if (total < FIXED_BYTES_V4).any():  # shorter than any record: its fields would be read past it
         return None
     sys_flag = gather(u8, starts + SYSFLAG_AT, 4, ">i4")
     born_growth = np.where(sys_flag & _BORN_V6, _HOST_GROWTH, 0)
     store_host_len = np.where(sys_flag & _STORE_V6, HOST_V6_BYTES, HOST_V4_BYTES)
     shift = born_growth + store_host_len - HOST_V4_BYTES  # how far the fields after the hosts moved
     end = starts + total
-    body_at = starts + BODY_AT + shift
+    body_at = starts + BODY_AT_V4 + shift
     if ((gather(u8, starts + MAGIC_AT, 4, ">i4") != MAGIC_V1) | (body_at > end)).any():
         return None
-    body_len = gather(u8, starts + BODY_LEN_AT + shift, 4, ">i4")
+    body_len = gather(u8, starts + BODY_LENGTH_AT_V4 + shift, 4, ">i4")
     topic_len_at = body_at + body_len
     if ((body_len < 0) | (topic_len_at + 3 > end)).any():
         return None
@@ -149,12 +161,12 @@ def fixed_fields(buf: bytes, starts: np.ndarray) -> FixedFields | None:
     return FixedFields(
         start=starts, end=end,
         queue_offset=gather(u8, starts + QUEUE_OFFSET_AT, 8, ">i8"),
-        physical_offset=gather(u8, starts + PHYSICAL_AT, 8, ">i8"),
+        physical_offset=gather(u8, starts + PHYSICAL_OFFSET_AT, 8, ">i8"),
         sys_flag=sys_flag,
-        born_timestamp=gather(u8, starts + BORN_TS_AT, 8, ">i8"),
-        store_timestamp=gather(u8, starts + STORE_TS_AT + born_growth, 8, ">i8"),
-        store_host_at=starts + STORE_HOST_AT + born_growth,
+        born_timestamp=gather(u8, starts + BORN_TIMESTAMP_AT, 8, ">i8"),
+        store_timestamp=gather(u8, starts + STORE_TIMESTAMP_AT_V4 + born_growth, 8, ">i8"),
+        store_host_at=starts + STORE_HOST_AT_V4 + born_growth,
         store_host_len=store_host_len,
-        reconsume_times=gather(u8, starts + RECONSUME_AT + shift, 4, ">i4"),
+        reconsume_times=gather(u8, starts + RECONSUME_TIMES_AT_V4 + shift, 4, ">i4"),
         body_at=body_at, body_len=body_len, props_at=props_at, props_len=props_len,
     )

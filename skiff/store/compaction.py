@@ -30,7 +30,7 @@ import numpy as np
 
 from skiff.common.clock import Clock
 from skiff.common.properties import Prop
-from skiff.common.record import HOST_V4_BYTES, HOST_V6_BYTES, head_struct_for
+from skiff.common.record import BORN_HOST_AT, HOST_V4_BYTES, HOST_V6_BYTES, SYSFLAG_AT, head_struct_for
 from skiff.common.sysflag import MessageSysFlag
 from skiff.common.stored_message import raw_property
 from skiff.store.commitlog import CommitLog
@@ -148,15 +148,13 @@ class _Rec:
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
-_SYSFLAG_AT = 36
-_BORN_HOST_AT = 48
 
 
 def _key_and_body_length(view: memoryview) -> tuple[str | None, int]:
     """The record's whole KEYS property (None without one) and its body length: the two
     fields every record a pass meets is asked for, read without decoding the rest."""
-    head = head_struct_for(_I32.unpack_from(view, _SYSFLAG_AT)[0]).size
-    body_length = _I32.unpack_from(view, head - 4)[0]
+    head = head_struct_for(_I32.unpack_from(view, SYSFLAG_AT)[0]).size
+    body_length = _I32.unpack_from(view, head - _I32.size)[0]  # BODY length: the int32 before the body
     p = head + body_length
     p += 1 + view[p]
     props_length = _I16.unpack_from(view, p)[0]
@@ -168,8 +166,8 @@ def _key_of(view: memoryview) -> str | None:
 
 
 def _store_timestamp(view: memoryview) -> int:
-    born_host = HOST_V6_BYTES if _I32.unpack_from(view, _SYSFLAG_AT)[0] & BORNHOST_V6 else HOST_V4_BYTES
-    timestamp: int = _I64.unpack_from(view, _BORN_HOST_AT + born_host)[0]
+    born_host = HOST_V6_BYTES if _I32.unpack_from(view, SYSFLAG_AT)[0] & BORNHOST_V6 else HOST_V4_BYTES
+    timestamp: int = _I64.unpack_from(view, BORN_HOST_AT + born_host)[0]  # STORETIMESTAMP follows the born host
     return timestamp
 
 

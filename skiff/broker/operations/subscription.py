@@ -12,7 +12,7 @@ import struct
 
 from skiff.broker.operations.refusal import Refusal
 from skiff.common.errors import DecodeError
-from skiff.common.record import head_struct_for
+from skiff.common.record import SYSFLAG_AT, head_struct_for
 from skiff.filter import ExpressionType, FilterError, MessageFilter, build_filter
 from skiff.filter.factory import expression_type_of
 from skiff.protocol.codes import ResponseCode
@@ -20,9 +20,6 @@ from skiff.store.reads import RecordFilter
 
 _I32 = struct.Struct(">i")
 _I16 = struct.Struct(">h")
-_SYSFLAG_AT = 36
-"""Where the sysFlag sits in a stored record (docs/store.md); it says how
-long the hosts, and so the fixed head, are."""
 
 
 def compile_subscription(expression: str | None, kind: str | None,
@@ -57,8 +54,8 @@ def properties_of(record: memoryview) -> memoryview:
     """The raw properties of a stored record, found from its three length fields (body,
     topic, properties) without decoding the rest: a filtered pull does this for every
     candidate, and it costs a quarter of `read_head` plus `read_tail`."""
-    body_pos = head_struct_for(_I32.unpack_from(record, _SYSFLAG_AT)[0]).size
-    p = body_pos + _I32.unpack_from(record, body_pos - 4)[0]
+    body_pos = head_struct_for(_I32.unpack_from(record, SYSFLAG_AT)[0]).size
+    p = body_pos + _I32.unpack_from(record, body_pos - _I32.size)[0]  # BODY length: the int32 before the body
     if not body_pos <= p < len(record):
         raise DecodeError(f"a record's body length {p - body_pos} overruns it")
     p += 1 + record[p]

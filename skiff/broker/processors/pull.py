@@ -28,6 +28,7 @@ from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.ha.role import Role
 from skiff.broker.long_polling import PullHoldService
 from skiff.broker.operations import PullOperation, PullRequest, Pulled, Refusal
+from skiff.common.record import PHYSICAL_OFFSET_AT
 from skiff.common.sysflag import PullSysFlag
 from skiff.filter import MessageFilter
 from skiff.protocol.codes import RequestCode, ResponseCode
@@ -37,8 +38,6 @@ from skiff.store import GetResult, GetStatus, MessageStore
 from skiff.transport.connection import Connection, Handler
 
 _PHYS = struct.Struct(">q")
-_PHYS_AT = 28
-"""Where a stored record holds its own CommitLog offset."""
 _COMMIT_OFFSET = int(PullSysFlag.COMMIT_OFFSET)
 _SUSPEND = int(PullSysFlag.SUSPEND)
 _SUBSCRIPTION = int(PullSysFlag.SUBSCRIPTION)
@@ -127,7 +126,7 @@ class PullProcessor:
         config = self.groups.get(group)
         if config is None:
             return "0"
-        behind = self.store.max_physical_offset - _PHYS.unpack_from(result.buffers[0], _PHYS_AT)[0]
+        behind = self.store.max_physical_offset - _PHYS.unpack_from(result.buffers[0], PHYSICAL_OFFSET_AT)[0]
         return str(config.which_broker_when_consume_slowly if behind > self._in_memory_bytes else config.broker_id)
 
 

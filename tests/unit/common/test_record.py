@@ -1,3 +1,4 @@
+import struct
 import zlib
 
 import pytest
@@ -7,6 +8,7 @@ from hypothesis import strategies as st
 from skiff.common.errors import DecodeError
 from skiff.common.msgid import UniqIdGenerator, create_offset_msg_id, decode_offset_msg_id
 from skiff.common.properties import decode_properties, encode_properties
+from skiff.common import record
 from skiff.common.record import MAGIC_V1, pack_host, read_head, record_size, write_record
 from skiff.common.stored_message import decode_record, decode_records
 from skiff.common.sysflag import MessageSysFlag
@@ -58,6 +60,27 @@ def test_record_round_trip(body, topic, props, qoff):
     assert m.born_host == "10.1.2.3:5555" and m.store_host == "127.0.0.1:10911"
     assert m.body_crc == zlib.crc32(body) & 0x7FFFFFFF
     assert read_head(raw).magic == MAGIC_V1
+
+
+def test_named_offsets_find_the_fields_of_a_written_record():
+    raw = _write(b"body!", "Topic", {"K": "v"}, queue_offset=42, sys_flag=4, prepared_transaction_offset=9)
+    i32, i64 = struct.Struct(">i"), struct.Struct(">q")
+    assert i32.unpack_from(raw, record.TOTAL_SIZE_AT)[0] == len(raw)
+    assert i32.unpack_from(raw, record.MAGIC_AT)[0] == MAGIC_V1
+    assert i32.unpack_from(raw, record.BODY_CRC_AT)[0] == zlib.crc32(b"body!") & 0x7FFFFFFF
+    assert i32.unpack_from(raw, record.QUEUE_ID_AT)[0] == 3
+    assert i32.unpack_from(raw, record.FLAG_AT)[0] == 7
+    assert i64.unpack_from(raw, record.QUEUE_OFFSET_AT)[0] == 42
+    assert i64.unpack_from(raw, record.PHYSICAL_OFFSET_AT)[0] == 1000
+    assert i32.unpack_from(raw, record.SYSFLAG_AT)[0] == 4
+    assert i64.unpack_from(raw, record.BORN_TIMESTAMP_AT)[0] == 111
+    assert raw[record.BORN_HOST_AT : record.BORN_HOST_AT + record.HOST_V4_BYTES] == pack_host("10.1.2.3", 5555)
+    assert i64.unpack_from(raw, record.STORE_TIMESTAMP_AT_V4)[0] == 222
+    assert raw[record.STORE_HOST_AT_V4 : record.STORE_HOST_AT_V4 + 8] == pack_host("127.0.0.1", 10911)
+    assert i32.unpack_from(raw, record.RECONSUME_TIMES_AT_V4)[0] == 1
+    assert i64.unpack_from(raw, record.PREPARED_TRANSACTION_OFFSET_AT_V4)[0] == 9
+    assert i32.unpack_from(raw, record.BODY_LENGTH_AT_V4)[0] == 5
+    assert raw[record.BODY_AT_V4 : record.BODY_AT_V4 + 5] == b"body!"
 
 
 def test_ipv6_hosts_set_flags_and_decode():
