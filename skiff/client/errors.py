@@ -60,6 +60,41 @@ class NoBrokerError(ClientError):
     retriable = True
 
 
+class NoMasterError(NoRouteError, NoBrokerError):
+    """Nowhere to send now: the route names broker groups, but none of them has a master (the
+    NameServer lists only slaves, or no address, for brokerId 0). The master is down or a
+    failover is in progress; a producer waits for a new one within its send timeout.
+
+    ``groups`` maps each masterless group to what the route has ("slaves only", "no broker");
+    ``exists`` is False when the topic has no route of its own and TBW102's groups are the
+    masterless ones (it would be auto-created); ``waited_ms`` is how long a send waited.
+    A `NoRouteError` (what callers caught before it existed) and a `NoBrokerError`.
+    """
+
+    retriable = True
+
+    def __init__(self, topic: str | None, groups: dict[str, str], *, exists: bool = True,
+                 waited_ms: int | None = None) -> None:
+        self.topic = topic  # type: ignore[assignment]
+        self.groups = dict(groups)
+        self.exists = exists
+        self.waited_ms = waited_ms
+        detail = ", ".join(f"{name}: {what}" for name, what in sorted(self.groups.items())) or "none listed"
+        if topic is None:
+            head = f"broker group {', '.join(sorted(self.groups))} has no master now ({detail})"
+        elif exists:
+            head = f"topic {topic!r} exists but none of its broker groups has a master now ({detail})"
+        else:
+            head = (f"topic {topic!r} does not exist yet and no broker group that would create it (TBW102's) "
+                    f"has a master now ({detail})")
+        tail = f"; the send waited {waited_ms} ms for one" if waited_ms is not None else ""
+        ClientError.__init__(self, f"{head}: the master is down or a failover is in progress{tail}")
+
+    def after_waiting(self, waited_ms: int) -> NoMasterError:
+        """The same error, saying how long the send waited for a master."""
+        return NoMasterError(self.topic, self.groups, exists=self.exists, waited_ms=waited_ms)
+
+
 class NameServerUnavailableError(ClientError):
     """Every NameServer in the list failed; ``errors`` holds each one's failure."""
 
@@ -124,6 +159,7 @@ __all__ = [
     "MessageValidationError",
     "NameServerUnavailableError",
     "NoBrokerError",
+    "NoMasterError",
     "NoRouteError",
     "NotANameServerError",
     "RemotingError",

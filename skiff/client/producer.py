@@ -114,6 +114,8 @@ class AsyncProducer(AsyncClient):
         broker (``retry_times_when_send_failed`` times) and `SendFailedError`
         lists every attempt. With either, the message goes to that queue once
         and its failure is raised as it is: retrying elsewhere would break order.
+        Either way, while the group has no master (a failover) the send waits for
+        one within ``timeout_ms``, then raises `NoMasterError` saying so.
         """
         core = self._running()
         return await self._tracer.timed(msg, core.send(core.prepare(msg), msg=msg, queue=queue, selector=selector,

@@ -8,6 +8,16 @@ failure that another broker may not have (unreachable, busy, topic missing
 there, no permission there); any other error code is raised at once. One
 ``send_timeout_ms`` covers every attempt of a send, as in RocketMQ.
 
+A failover costs a send latency, not an error: while no group of the topic has
+a master (the NameServer lists only slaves: the master died and the election or
+its registration is under way), the send waits for one, fetching the route
+again with a backoff, until the send timeout runs out (then `NoMasterError`
+says so); that wait is not an attempt. After an attempt fails in a way that says
+the master may be gone (no answer, or SERVICE_NOT_AVAILABLE: a slave, or a master
+without its lease) and the retry would go back to that same master, the retry
+first waits (100 ms, then twice as long each time up to 1 s) for the route to
+change, which it does at once when the NameServer has dropped the dead master.
+
 A batch is split into sends of at most ``max_message_size`` encoded bytes and
 `BATCH_MAX_MESSAGES` messages; each becomes one SEND_BATCH_MESSAGE whose body
 is the §3.4 batch encoding (every message with its own UNIQ_KEY).
@@ -25,7 +35,14 @@ from skiff.client._impl.fault import FaultStrategy
 from skiff.client._impl.instance import ClientInstance
 from skiff.client._impl.route import DEFAULT_TOPIC_QUEUE_NUMS, TopicPublishInfo
 from skiff.client._impl.selectors import QueueSelector
-from skiff.client.errors import ClientConfigError, ClientTimeoutError, MessageValidationError, NoBrokerError, SendFailedError
+from skiff.client.errors import (
+    ClientConfigError,
+    ClientTimeoutError,
+    MessageValidationError,
+    NoBrokerError,
+    NoMasterError,
+    SendFailedError,
+)
 from skiff.client.results import SendResult, SendStatus
 from skiff.common.clock import SYSTEM_CLOCK, Clock
 from skiff.common.limits import BATCH_MAX_MESSAGES, COMPRESS_BODY_OVER_BYTES, MESSAGE_MAX_BYTES
@@ -35,7 +52,7 @@ from skiff.common.names import SYSTEM_TOPICS, TBW102, group_error, is_retry_topi
 from skiff.common.properties import Prop
 from skiff.common.sysflag import MessageSysFlag
 from skiff.protocol.codes import RequestCode, ResponseCode
-from skiff.protocol.errors import MessageIllegalError, ResponseError
+from skiff.protocol.errors import ConnectionClosed, MessageIllegalError, RequestTimeout, ResponseError
 from skiff.protocol.headers.send import SendMessageRequestHeaderV2
 from skiff.protocol.message_codec import compress_body, encode_batch, send_properties
 
@@ -53,7 +70,13 @@ RETRY_ON_ANOTHER_BROKER = frozenset({
     ResponseCode.NOT_IN_CURRENT_UNIT, ResponseCode.FLOW_CONTROL,
 })
 """Broker answers after which a send moves to another broker (RocketMQ's list, plus busy and flow control)."""
-STALE_ROUTE_CODES = frozenset({ResponseCode.TOPIC_NOT_EXIST, ResponseCode.NO_PERMISSION})
+STALE_ROUTE_CODES = frozenset({ResponseCode.TOPIC_NOT_EXIST, ResponseCode.NO_PERMISSION,
+                               ResponseCode.SERVICE_NOT_AVAILABLE})
+"""Answers after which the topic's route is fetched again (SERVICE_NOT_AVAILABLE: the broker may be a slave now)."""
+RETRY_BACKOFF_FIRST_S = 0.1
+RETRY_BACKOFF_MAX_S = 1.0
+"""How long a retry to the master that just failed waits for the route to change: 100 ms, then
+twice as long each time, at most 1 s (and never past the send timeout)."""
 _COMPRESSED = int(MessageSysFlag.COMPRESSED)
 _PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED)
 _DELAY_PROP_SET = frozenset({Prop.DELAY, Prop.DELIVER_TIME_MS, Prop.DELAY_MS, Prop.TIMER_DELIVER_MS,
@@ -234,15 +257,22 @@ class ProducerCore:
     async def send(self, prepared: Prepared, *, msg: Message | None = None, queue: MessageQueue | None = None,
                    selector: QueueSelector | None = None, arg: Any = None, timeout_ms: int | None = None,
                    retries: int | None = None) -> SendResult:
-        """Send with retries on another broker, or once to a pinned or selected queue."""
+        """Send with retries on another broker, or once to a pinned or selected queue; either
+        waits within the timeout while the topic's (or the queue's) group has no master."""
         timeout_ms = timeout_ms or self.options.send_timeout_ms
         deadline = self.clock.monotonic() + timeout_ms / 1000
-        info = await self.instance.routes.publish_info(prepared.topic)
         if queue is not None or selector is not None:
+            routes = self.instance.routes
+            info = await routes.wait_while_masterless(prepared.topic, lambda: routes.publish_info(prepared.topic),
+                                                      self._left_s(deadline))
             mq = queue if queue is not None else self._select(info, selector, msg, arg)  # type: ignore[arg-type]
-            return await self._attempt(prepared, mq, timeout_ms)
+            await routes.master_for(prepared.topic, mq.broker_name, self._left_s(deadline))
+            return await self._attempt(prepared, mq, max(int(self._left_s(deadline) * 1000), 1))
         retries = self.options.retry_times_when_send_failed if retries is None else retries
-        return await self._send_with_retries(prepared, info, deadline, timeout_ms, retries)
+        return await self._send_with_retries(prepared, deadline, timeout_ms, retries)
+
+    def _left_s(self, deadline: float) -> float:
+        return max(deadline - self.clock.monotonic(), 0.0)
 
     def _select(self, info: TopicPublishInfo, selector: QueueSelector, msg: Message | None, arg: Any) -> MessageQueue:
         mq = selector(info.queues, msg, arg)  # type: ignore[arg-type]
@@ -250,27 +280,46 @@ class ProducerCore:
             raise MessageValidationError(f"the queue selector returned {mq!r}, not a MessageQueue")
         return mq
 
-    async def _send_with_retries(self, prepared: Prepared, info: TopicPublishInfo, deadline: float,
-                                 timeout_ms: int, retries: int) -> SendResult:
+    async def _send_with_retries(self, prepared: Prepared, deadline: float, timeout_ms: int,
+                                 retries: int) -> SendResult:
+        routes = self.instance.routes
         attempts: list[tuple[str, Exception]] = []
         last_broker: str | None = None
         result: SendResult | None = None
-        for attempt in range(retries + 1):
-            remaining_ms = int((deadline - self.clock.monotonic()) * 1000)
-            if attempt and remaining_ms <= 0:
+        lost: dict[str, str] = {}
+        """Group -> the master address whose attempt failed as if it were no longer master."""
+        backoff_s = RETRY_BACKOFF_FIRST_S
+        attempt = 0
+        while attempt <= retries:
+            remaining_s = deadline - self.clock.monotonic()
+            if attempt and remaining_s <= 0:
                 attempts.append(("-", ClientTimeoutError(f"the send timeout of {timeout_ms} ms passed")))
                 break
-            if attempt:
-                info = await self.instance.routes.publish_info(prepared.topic)
-            mq = self.fault.select(info, last_broker)
-            last_broker = mq.broker_name
             try:
-                result = await self._attempt(prepared, mq, max(remaining_ms, 1))
+                info = await routes.writable_publish_info(prepared.topic, max(remaining_s, 0.0))
+            except NoMasterError as exc:
+                if not attempts:
+                    raise
+                attempts.append(("-", exc))
+                break
+            mq = self.fault.select(info, last_broker)
+            addr = routes.master_addr(mq.broker_name)
+            if addr is not None and lost.pop(mq.broker_name, None) == addr:
+                # back to the master that just failed (no other group to go to): let the route catch up
+                await routes.wait_route_change(prepared.topic, min(backoff_s, self._left_s(deadline)))
+                backoff_s = min(backoff_s * 2, RETRY_BACKOFF_MAX_S)
+                continue
+            last_broker = mq.broker_name
+            attempt += 1
+            try:
+                result = await self._attempt(prepared, mq, max(int(self._left_s(deadline) * 1000), 1))
             except (ResponseError, NoBrokerError, *UNREACHABLE) as exc:
                 if isinstance(exc, ResponseError) and exc.code not in RETRY_ON_ANOTHER_BROKER:
                     raise
                 attempts.append((mq.broker_name, exc))
-                log.info("send to %s failed (attempt %d of %d): %s", mq, attempt + 1, retries + 1, exc)
+                if addr is not None and _master_may_be_gone(exc):
+                    lost[mq.broker_name] = addr
+                log.info("send to %s failed (attempt %d of %d): %s", mq, attempt, retries + 1, exc)
                 continue
             if result.send_status is SendStatus.SEND_OK or not self.options.retry_another_broker_when_not_store_ok:
                 return result
@@ -314,6 +363,14 @@ class ProducerCore:
         addr = self.instance.routes.require_master(mq.broker_name)
         code = RequestCode.SEND_BATCH_MESSAGE if prepared.batch else RequestCode.SEND_MESSAGE_V2
         await self.instance.api.send_oneway(addr, code, self._header(prepared, mq), prepared.body)
+
+
+def _master_may_be_gone(exc: Exception) -> bool:
+    """Whether a failed attempt suggests its group's master changed: no answer (dead, or cut
+    off), or SERVICE_NOT_AVAILABLE (a slave, or a master without its lease, refusing sends)."""
+    if isinstance(exc, ResponseError):
+        return exc.code == ResponseCode.SERVICE_NOT_AVAILABLE
+    return isinstance(exc, (ConnectionClosed, RequestTimeout))
 
 
 def make_result(resp: SendResponse, mq: MessageQueue, msg_id: str) -> SendResult:

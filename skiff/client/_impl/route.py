@@ -13,6 +13,15 @@ topics creates it on the first send.
 Routes are fetched on first use, refreshed every ``poll_namesrv_interval_ms``
 by the client instance, and again on the next use after a caller marks a
 topic stale (a failed send).
+
+A topic whose route exists but whose writable queues all belong to groups with
+no master now (the NameServer lists only slaves, or nothing, for brokerId 0: the
+master died and its successor is not elected or registered yet) raises
+`NoMasterError`, which says so, instead of falling back to TBW102 and claiming the
+topic does not exist. `writable_publish_info` and `master_for` wait for a master:
+they fetch the route again after 50 ms, then twice as long each time up to 500 ms,
+or as soon as another fetch (another send, the periodic refresh) stores a changed
+route, until one appears or the caller's time runs out.
 """
 
 from __future__ import annotations
@@ -20,11 +29,12 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from skiff.client._impl.api import UNREACHABLE, MQClientAPI
-from skiff.client.errors import NameServerUnavailableError, NoBrokerError, NoRouteError
+from skiff.client.errors import NameServerUnavailableError, NoBrokerError, NoMasterError, NoRouteError
 from skiff.common.message import MessageQueue
 from skiff.common.names import TBW102
 from skiff.protocol.bodies.route import BrokerData, QueueData, TopicRouteData
@@ -36,7 +46,13 @@ MASTER_ID = 0
 DEFAULT_TOPIC_QUEUE_NUMS = 4
 """Queues per broker group a topic auto-created through TBW102 gets (RocketMQ's defaultTopicQueueNums)."""
 
+ROUTE_WAIT_FIRST_S = 0.05
+ROUTE_WAIT_MAX_S = 0.5
+"""While no group of a topic has a master, its route is fetched again after 50 ms, then
+twice as long each time up to 500 ms (sooner when another fetch stores a change)."""
+
 RouteListener = Callable[[str, TopicRouteData], None]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +92,22 @@ def publish_queues(topic: str, route: TopicRouteData) -> tuple[tuple[MessageQueu
     return tuple(queues), False
 
 
+def masterless_groups(route: TopicRouteData) -> dict[str, str]:
+    """The groups with writable queues in ``route`` that have no master now, each with what the
+    route lists for it instead ("slaves only", "no broker")."""
+    datas = {b.broker_name: b for b in route.broker_datas}
+    out = {}
+    for qd in route.queue_datas:
+        if not _writable(qd.perm) or qd.write_queue_nums <= 0:
+            continue
+        data = datas.get(qd.broker_name)
+        if data is None or not data.broker_addrs:
+            out[qd.broker_name] = "no broker"
+        elif not data.master_addr:
+            out[qd.broker_name] = "slaves only"
+    return out
+
+
 def subscribe_queues(topic: str, route: TopicRouteData) -> tuple[MessageQueue, ...]:
     """The queues to read ``topic`` from, by group name then queue id."""
     return tuple(
@@ -104,9 +136,15 @@ class RouteCache:
         self._routes: dict[str, TopicRouteData] = {}
         self._publish: dict[str, TopicPublishInfo] = {}
         self._brokers: dict[str, BrokerData] = {}
+        self._masterless: set[str] = set()
+        """Groups whose latest BrokerData lists no master."""
         self._stale: set[str] = set()
         self._fetching: dict[str, asyncio.Future[TopicRouteData | None]] = {}
         self._listeners: list[RouteListener] = []
+        self._changes: dict[str, asyncio.Future[None]] = {}
+        """Per topic, resolved when a fetch stores a changed route (what a waiter for a master awaits)."""
+        self._versions: dict[str, int] = {}
+        """Per topic, how many times a fetch stored a changed route."""
 
     # ------------------------------------------------------------- lookups
 
@@ -132,7 +170,8 @@ class RouteCache:
         return route
 
     async def publish_info(self, topic: str) -> TopicPublishInfo:
-        """Where to send ``topic``: its route, else TBW102's layout; `NoRouteError` if neither."""
+        """Where to send ``topic``: its route, else TBW102's layout; `NoMasterError` when the
+        groups of either have no master now, `NoRouteError` when there is neither."""
         info = self._publish.get(topic)
         if info is not None and topic not in self._stale and info.queues:
             return info
@@ -140,16 +179,118 @@ class RouteCache:
         info = self._publish.get(topic)
         if info is not None and info.queues:
             return info
+        if info is not None and not info.auto_create:
+            missing = masterless_groups(info.route)
+            if missing:  # the topic exists; its masters are gone for now (not a reason to use TBW102)
+                raise NoMasterError(topic, missing)
         template = await self._api.get_topic_route(TBW102)
         if template is None:
             raise NoRouteError(topic, "it does not exist and no broker auto-creates topics (no TBW102 route)")
         self._add_brokers(template.broker_datas)
-        queues, _ = publish_queues(topic, borrow_route(template, self._default_queue_nums))
+        borrowed = borrow_route(template, self._default_queue_nums)
+        queues, _ = publish_queues(topic, borrowed)
         if not queues:
+            missing = masterless_groups(borrowed)
+            if missing:
+                raise NoMasterError(topic, missing, exists=False)
             raise NoRouteError(topic, "it does not exist and TBW102 has no writable queue")
         info = TopicPublishInfo(topic, queues, False, template, auto_create=True)
         self._publish[topic] = info
         return info
+
+    async def writable_publish_info(self, topic: str, timeout_s: float) -> TopicPublishInfo:
+        """`publish_info` with only the queues whose group has a master now (an order topic
+        lists its queues whatever their group's state). While there are none (a failover),
+        wait for a master as the module says; `NoMasterError` once ``timeout_s`` has passed."""
+        info = self._publish.get(topic)
+        if info is not None and info.queues and topic not in self._stale and not self._masterless:
+            return info  # the usual case, without the coroutines below
+
+        async def writable() -> TopicPublishInfo:
+            info = await self.publish_info(topic)
+            if not self._masterless:
+                return info
+            queues = tuple(q for q in info.queues if self.master_addr(q.broker_name))
+            if len(queues) == len(info.queues):
+                return info
+            if not queues:
+                missing = {q.broker_name: self._group_state(q.broker_name) for q in info.queues}
+                raise NoMasterError(topic, missing, exists=not info.auto_create)
+            return dataclasses.replace(info, queues=queues)
+
+        return await self.wait_while_masterless(topic, writable, timeout_s)
+
+    async def master_for(self, topic: str, broker_name: str, timeout_s: float) -> str:
+        """The address of ``broker_name``'s master, waiting (as `writable_publish_info` does)
+        while the routes list none; `NoMasterError` once ``timeout_s`` has passed."""
+        async def master() -> str:
+            if self.master_addr(broker_name) is None:
+                await self.publish_info(topic)
+            return self.require_master(broker_name)
+
+        return await self.wait_while_masterless(topic, master, timeout_s)
+
+    async def wait_route_change(self, topic: str, timeout_s: float) -> bool:
+        """Fetch ``topic``'s route again until it differs from the cached one, with the backoff of
+        a wait for a master, for at most ``timeout_s``; whether it changed. For a send whose
+        master just failed: the route soon says so (no master, or another one) when it died."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        delay = ROUTE_WAIT_FIRST_S
+        before = self._routes.get(topic)
+        while True:
+            version = self._versions.get(topic, 0)
+            try:
+                if await self.update(topic) != before:
+                    return True
+            except Exception as exc:  # noqa: BLE001 - the caller goes on with the route it has
+                log.debug("fetching the route of %s failed: %s", topic, exc)
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            if await self._changed(topic, version, min(delay, remaining)):
+                return True
+            delay = min(delay * 2, ROUTE_WAIT_MAX_S)
+
+    async def wait_while_masterless(self, topic: str, get: Callable[[], Awaitable[T]], timeout_s: float) -> T:
+        """``await get()``, again after each wait for ``topic``'s route to change while it raises
+        `NoMasterError`; that error (saying how long it waited) once ``timeout_s`` has passed."""
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        delay = ROUTE_WAIT_FIRST_S
+        while True:
+            version = self._versions.get(topic, 0)
+            try:
+                return await get()
+            except NoMasterError as exc:
+                waited = loop.time() - started
+                remaining = timeout_s - waited
+                if remaining <= 0:
+                    raise exc.after_waiting(round(waited * 1000)) from None
+                if delay == ROUTE_WAIT_FIRST_S:
+                    log.info("waiting up to %d ms for a master: %s", remaining * 1000, exc)
+            await self._changed(topic, version, min(delay, remaining))
+            delay = min(delay * 2, ROUTE_WAIT_MAX_S)
+            self.mark_stale(topic)
+
+    async def _changed(self, topic: str, version: int, timeout_s: float) -> bool:
+        """Wait up to ``timeout_s`` for a fetch to store a changed route of ``topic`` (at once
+        when one did since the caller saw ``version``)."""
+        if self._versions.get(topic, 0) != version:
+            return True
+        loop = asyncio.get_running_loop()
+        change = self._changes.get(topic)
+        if change is None or change.done() or change.get_loop() is not loop:
+            change = self._changes[topic] = loop.create_future()
+        try:
+            await asyncio.wait_for(asyncio.shield(change), timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    def _group_state(self, broker_name: str) -> str:
+        data = self._brokers.get(broker_name)
+        return "no broker" if data is None or not data.broker_addrs else "slaves only"
 
     async def subscribe_queues(self, topic: str) -> tuple[MessageQueue, ...]:
         """The readable queues of ``topic``; `NoRouteError` when it has no route."""
@@ -172,9 +313,12 @@ class RouteCache:
         return data.master_addr if data is not None else None
 
     def require_master(self, broker_name: str) -> str:
-        """The master's address of a group; `NoBrokerError` when the routes name none."""
+        """The master's address of a group; `NoMasterError` when the routes list the group
+        without one, `NoBrokerError` when they do not name it."""
         addr = self.master_addr(broker_name)
         if addr is None:
+            if broker_name in self._brokers:
+                raise NoMasterError(None, {broker_name: self._group_state(broker_name)})
             raise NoBrokerError(f"no master address is known for broker {broker_name!r}")
         return addr
 
@@ -245,6 +389,10 @@ class RouteCache:
         queues, order = publish_queues(topic, route)
         self._publish[topic] = TopicPublishInfo(topic, queues, order, route)
         if changed:
+            self._versions[topic] = self._versions.get(topic, 0) + 1
+            change = self._changes.pop(topic, None)
+            if change is not None and not change.done():
+                change.set_result(None)
             for listener in self._listeners:
                 try:
                     listener(topic, route)
@@ -254,6 +402,10 @@ class RouteCache:
     def _add_brokers(self, datas: Iterable[BrokerData]) -> None:
         for data in datas:
             self._brokers[data.broker_name] = data
+            if data.master_addr:
+                self._masterless.discard(data.broker_name)
+            else:
+                self._masterless.add(data.broker_name)
 
     def forget_topic(self, topic: str) -> None:
         self._routes.pop(topic, None)
