@@ -80,3 +80,8 @@ and checks for it are skipped until it reads (they are asked again next round)."
 LONG_POLL_DEFAULT_MS = 20_000
 """How long a consumer's read waits for a message by default: RocketMQ's pull consumer
 suspend time and the 5.x clients' long-polling timeout (20 s)."""
+
+COALESCED_MAX_BYTES = 1024 * 1024
+"""Bodies appended in one write when single-message sends that arrived together are
+coalesced (skiff.broker.operations.send_requests): past this a new run starts, so one
+run never nears a CommitLog file's end-of-file margin or holds the append lock long."""

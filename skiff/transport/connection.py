@@ -49,6 +49,24 @@ log = logging.getLogger(__name__)
 HandlerResult = Union[RemotingCommand, None, LateAnswer, Awaitable[Union[RemotingCommand, None]]]
 Handler = Callable[["Connection", RemotingCommand], HandlerResult]
 """Answers one request: a response, None for no answer, a late answer, or an awaitable."""
+BatchHandler = Callable[["Connection", list[RemotingCommand]], list[HandlerResult]]
+"""Answers the requests that arrived together (one read), in their order, each as a `Handler` would."""
+
+
+class Batched:
+    """A handler that also takes a run of requests at once: the connection hands it every
+    request of its codes that one read brought, in one call (their work is then shared:
+    one append, one flush). Wrapping it (ACL, metrics) gives a plain `Handler` again,
+    which sees each request alone."""
+
+    __slots__ = ("one", "batch")
+
+    def __init__(self, one: Handler, batch: BatchHandler) -> None:
+        self.one = one
+        self.batch = batch
+
+    def __call__(self, conn: Connection, cmd: RemotingCommand) -> HandlerResult:
+        return self.one(conn, cmd)
 
 CloseListener = Callable[["Connection", "CloseReason"], None]
 
@@ -113,6 +131,7 @@ class Connection(asyncio.Protocol):
         max_frame_bytes: int = FRAME_MAX_BYTES,
     ) -> None:
         self._handlers = handlers
+        self._batches = {code: h.batch for code, h in handlers.items() if isinstance(h, Batched)}
         self._serving = serving
         self._max_pending = max_pending
         self._write_high_bytes = write_high_bytes
@@ -239,15 +258,30 @@ class Connection(asyncio.Protocol):
     def _dispatch(self, commands: Iterable[RemotingCommand]) -> None:
         """Handle commands in order until reading pauses; the rest wait in the backlog.
 
-        Answers written meanwhile go out together when the batch ends.
+        Consecutive requests for one `Batched` handler are handed to it as one run. Answers
+        written meanwhile go out together when the batch ends.
         """
         output = self._output
         output.hold()
         try:
             it = iter(commands)
+            batches = self._batches
+            run: list[RemotingCommand] = []
+            run_batch: BatchHandler | None = None
             for cmd in it:
                 if self.close_reason is not None:
                     return
+                batch = batches.get(cmd.code) if batches and not cmd.flag & RPC_TYPE_RESPONSE else None
+                if batch is not None:
+                    if run and batch is not run_batch:
+                        self._on_requests(run_batch, run)  # type: ignore[arg-type]  # set with the run
+                        run = []
+                    run_batch = batch
+                    run.append(cmd)
+                    continue
+                if run:
+                    self._on_requests(run_batch, run)  # type: ignore[arg-type]
+                    run = []
                 if cmd.flag & RPC_TYPE_RESPONSE:
                     self._on_response(cmd)
                 else:
@@ -255,6 +289,8 @@ class Connection(asyncio.Protocol):
                 if self._read_paused:
                     self._backlog.extend(it)
                     return
+            if run and self.close_reason is None:
+                self._on_requests(run_batch, run)  # type: ignore[arg-type]
         finally:
             output.release()
 
@@ -399,6 +435,21 @@ class Connection(asyncio.Protocol):
         except Exception as exc:
             self._reply(cmd, self._error_response(cmd, exc))
             return
+        self._settle(cmd, result)
+
+    def _on_requests(self, batch: BatchHandler, cmds: list[RemotingCommand]) -> None:
+        """A run of requests for one batch handler; a handler that raises fails each of them."""
+        try:
+            results = batch(self, cmds)
+        except Exception as exc:
+            for cmd in cmds:
+                self._reply(cmd, self._error_response(cmd, exc))
+            return
+        for cmd, result in zip(cmds, results):
+            self._settle(cmd, result)
+
+    def _settle(self, cmd: RemotingCommand, result: HandlerResult) -> None:
+        """Where a handler's result goes: written now, owed (a late answer), or awaited."""
         if result is None or type(result) is RemotingCommand:
             self._reply(cmd, result)
         elif isinstance(result, LateAnswer):

@@ -154,7 +154,7 @@ class Producing:
         if any(not m.body or len(m.body) > self.clients.max_body_bytes for m in messages):
             return None
         outgoing = [Outgoing(m.body, p, born_ms(m, now)) for m, p in zip(messages, props)]
-        answered = self.sender.send_many(topic, outgoing, born_host(conn.peer), _same)
+        answered = self.sender.send_messages(topic, outgoing, born_host(conn.peer), _same)
         if answered is None:
             return None
         sent = await _settled(answered)

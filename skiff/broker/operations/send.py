@@ -117,24 +117,43 @@ class SendOperation:
         self.sync_replicas = sync_replicas
 
     def send(self, req: SendRequest, answer: Callable[[Sent], T]) -> T | Refusal | LateAnswer[T] | Awaitable[T]:
+        if req.batch:
+            return self._send_batch(req, answer)
+        prepared = self.prepare(req)
+        if isinstance(prepared, Refusal):
+            return prepared
+        _, queue_id, row, wait = prepared
+        return self.append(None, queue_id, [row], len(req.body), wait, answer)  # its keys are checked
+
+    def prepare(self, req: SendRequest) -> tuple[TopicConfig, int, MessageInput, bool] | Refusal:
+        """A single message's topic, queue, store row and whether its sender waits for the
+        flush (WAIT), or why it is refused: everything but the append."""
         target = self.target(req.topic, req.queue_id, req.template, req.template_queue_nums)
         if isinstance(target, Refusal):
             return target
         tc, queue_id = target
-        rows: list[MessageInput] | str
-        if req.batch:
-            rows, props = self._batch(req, queue_id)
-        else:
-            props = decode_properties(req.properties) if req.properties else {}
-            row = self.writer.message(
-                req.topic, queue_id, req.body, props, req.properties.encode() if req.properties else b"", req.flag,
-                req.sys_flag & _CLIENT_FLAGS, req.born_ms, req.born_host, req.reconsume_times)
-            rows = row if isinstance(row, str) else [row]
+        props = decode_properties(req.properties) if req.properties else {}
+        row = self.writer.message(
+            req.topic, queue_id, req.body, props, req.properties.encode() if req.properties else b"", req.flag,
+            req.sys_flag & _CLIENT_FLAGS, req.born_ms, req.born_host, req.reconsume_times)
+        if isinstance(row, str):
+            return Refusal(ResponseCode.MESSAGE_ILLEGAL, row)
+        why = keys_refusal(tc.topic_name, [row]) if is_compacted(tc) else None
+        if why is not None:
+            return Refusal(ResponseCode.MESSAGE_ILLEGAL, why)
+        return tc, queue_id, row, props.get(Prop.WAIT) != "false"
+
+    def _send_batch(self, req: SendRequest, answer: Callable[[Sent], T]) -> T | Refusal | LateAnswer[T] | Awaitable[T]:
+        target = self.target(req.topic, req.queue_id, req.template, req.template_queue_nums)
+        if isinstance(target, Refusal):
+            return target
+        tc, queue_id = target
+        rows, props = self._batch(req, queue_id)
         if isinstance(rows, str):
             return Refusal(ResponseCode.MESSAGE_ILLEGAL, rows)
         return self.append(tc, queue_id, rows, len(req.body), props.get(Prop.WAIT) != "false", answer)
 
-    def send_many(self, topic: str, messages: Sequence[Outgoing], host: bytes,
+    def send_messages(self, topic: str, messages: Sequence[Outgoing], host: bytes,
                   answer: Callable[[Sent], T]) -> T | Refusal | LateAnswer[T] | Awaitable[T] | None:
         """Several plain messages of one topic in one append (consecutive offsets of one queue),
         or None when one of them needs a path of its own (a delay, a transaction, a refused
@@ -158,16 +177,24 @@ class SendOperation:
 
     def append(self, tc: TopicConfig | None, queue_id: int, rows: list[MessageInput], body_bytes: int, wait: bool,
                answer: Callable[[Sent], T]) -> T | Refusal | LateAnswer[T] | Awaitable[T]:
-        """Append ``rows`` in one write; under SYNC_FLUSH / SYNC_MASTER a ``wait``ing sender is
-        answered once the fsync / a slave covers them. ``tc``: the topic sent to, whose
-        compaction needs keys (None for the broker's own re-sends)."""
+        """Append ``rows`` in one write, then `settle`. ``tc``: the topic sent to, whose
+        compaction needs keys (None when they were checked, or for the broker's own re-sends)."""
         why = keys_refusal(tc.topic_name, rows) if tc is not None and is_compacted(tc) else None
         if why is not None:
             return Refusal(ResponseCode.MESSAGE_ILLEGAL, why)
+        return self.settle(Sent(self.put(rows, body_bytes), queue_id), wait, answer)
+
+    def put(self, rows: list[MessageInput], body_bytes: int) -> PutResult:
+        """The store's append of ``rows`` (one topic and queue), counted in the stats."""
         result = self.store.put_messages(rows)
         if self.stats is not None and result.status is PutStatus.PUT_OK:
             self.stats.stored(rows[0].topic, result.message_count, body_bytes)
-        sent = Sent(result, queue_id)
+        return result
+
+    def settle(self, sent: Sent, wait: bool, answer: Callable[[Sent], T]) -> T | LateAnswer[T] | Awaitable[T]:
+        """The answer now, or when it is safe: under SYNC_FLUSH / SYNC_MASTER a ``wait``ing
+        sender is answered once the fsync / a slave covers everything its append wrote."""
+        result = sent.result
         if not wait or not result.ok:
             return answer(sent)
         replicas = self.sync_replicas if self.role.is_sync_master else None

@@ -20,11 +20,13 @@ from collections.abc import Awaitable, Callable
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.operations import Refusal, SendOperation, SendRequest, Sent, born_host
+from skiff.broker.operations.send_requests import send_requests
+from skiff.common.errors import SkiffError
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers.send import SendMessageRequestHeader, decode_send_request
 from skiff.store import PutStatus
-from skiff.transport.connection import Connection, Handler
+from skiff.transport.connection import Batched, Connection, Handler, HandlerResult
 from skiff.transport.late import LateAnswer
 
 STATUS_CODES = {
@@ -57,16 +59,37 @@ class SendProcessor:
         self._extra = {"MSG_REGION": config.region_id, "TRACE_ON": "true" if config.trace_on else "false"}
 
     def handlers(self) -> dict[int, Handler]:
+        handler = Batched(self.send, self.send_all)
         return {
-            RequestCode.SEND_MESSAGE: self.send,
-            RequestCode.SEND_MESSAGE_V2: self.send,
-            RequestCode.SEND_BATCH_MESSAGE: self.send,
+            RequestCode.SEND_MESSAGE: handler,
+            RequestCode.SEND_MESSAGE_V2: handler,
+            RequestCode.SEND_BATCH_MESSAGE: handler,
         }
 
     def send(self, conn: Connection, req: RemotingCommand) -> Answered:
         h = decode_send_request(req.code, req.ext_fields)
         sent = self.operation.send(send_request(h, bytes(req.body), born_host(conn.peer)), self.answer_to(req))
         return req.response(sent.code, sent.reason) if isinstance(sent, Refusal) else sent
+
+    def send_all(self, conn: Connection, reqs: list[RemotingCommand]) -> list[HandlerResult]:
+        """The sends one read brought, appended together per queue (`send_requests`); a header
+        that does not decode fails its own request only."""
+        host = born_host(conn.peer)
+        out: list[HandlerResult] = [None] * len(reqs)
+        requests: list[SendRequest] = []
+        taken: list[int] = []
+        for i, req in enumerate(reqs):
+            try:
+                requests.append(send_request(decode_send_request(req.code, req.ext_fields), bytes(req.body), host))
+            except SkiffError as exc:
+                out[i] = req.response(ResponseCode.SYSTEM_ERROR, str(exc) or type(exc).__name__)
+                continue
+            taken.append(i)
+        outcomes = send_requests(self.operation, requests, [self.answer_to(reqs[i]) for i in taken])
+        for i, sent in zip(taken, outcomes):
+            req = reqs[i]
+            out[i] = req.response(sent.code, sent.reason) if isinstance(sent, Refusal) else sent
+        return out
 
     def answer_to(self, req: RemotingCommand) -> Callable[[Sent], RemotingCommand]:
         """How a stored send of ``req`` is answered (called once, when it is settled)."""
