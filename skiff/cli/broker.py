@@ -3,6 +3,7 @@
     skiff broker [-c broker.conf] [-n host:port;host:port] [--<key>=<value> ...]
     skiff up [--dir PATH] [--host 127.0.0.1] [--namesrv-port 9876] [--broker-port 10911] [--<key>=<value> ...]
              [--dashboard-port 8080 | --no-dashboard]
+    skiff up --ha ...   (etcd and two brokers as child processes: skiff.cli.up_ha, docs/replication.md)
 
 Keys are RocketMQ's broker.conf names, for the broker or its store
 (``--listenPort=10911 --storePathRootDir=/data --brokerName=broker-a
@@ -25,6 +26,7 @@ import resource
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from skiff.cli import up_ha
 from skiff.cli.namesrv import metrics_note
 from skiff.common import kernels
 from skiff.common.config import parse_overrides, read_properties_file
@@ -68,7 +70,7 @@ def register(sub: Any) -> None:
         description="Run a NameServer and one broker in one process (the README's `make run`). "
                     "Extra --key=value arguments set broker.conf keys.",
     )
-    up.add_argument("--dir", default=UP_STORE_DIR, help=f"store directory (default {UP_STORE_DIR})")
+    up.add_argument("--dir", help=f"store directory (default {UP_STORE_DIR}; with --ha {up_ha.HA_STORE_DIR})")
     up.add_argument("--namesrv-port", type=int, default=9876, help="NameServer port (default 9876)")
     up.add_argument("--broker-port", type=int, default=10911, help="broker port (default 10911)")
     up.add_argument("--metrics-port", type=int, default=UP_METRICS_PORT,
@@ -81,13 +83,7 @@ def register(sub: Any) -> None:
     up.add_argument("--dashboard-port", type=int, default=DEFAULT_PORT,
                     help=f"web dashboard port on --host (default {DEFAULT_PORT}; 0 picks one)")
     up.add_argument("--no-dashboard", action="store_true", help="do not run the web dashboard")
-    up.add_argument("--ha", action="store_true",
-                    help="instead: an etcd, a NameServer and a master and a slave in controller mode "
-                         "(docs/replication.md); needs Debian's etcd-server")
-    up.add_argument("--etcd-port", type=int, default=2379,
-                    help="with --ha: etcd's client port (default 2379)")
-    up.add_argument("--etcd-peer-port", type=int, default=None,
-                    help="with --ha: etcd's peer port (default: the client port + 1, i.e. 2380)")
+    up_ha.add_arguments(up)
     up.set_defaults(handler=run_up, accepts_extra=True)
 
 
@@ -118,8 +114,8 @@ def run_up(args: argparse.Namespace, extra: list[str]) -> int:
                                    metrics_port=args.namesrv_metrics_port)
     namesrv_config.validate()
     broker_config, store_config = load_configs(
-        {**TRY_OUT_STORE, "storePathRootDir": args.dir, "listenPort": str(args.broker_port), "listenHost": args.host,
-         "metricsPort": str(args.metrics_port)},
+        {**TRY_OUT_STORE, "storePathRootDir": args.dir or UP_STORE_DIR, "listenPort": str(args.broker_port),
+         "listenHost": args.host, "metricsPort": str(args.metrics_port)},
         parse_overrides(extra),
     )
     dashboard = None if args.no_dashboard else (args.host, args.dashboard_port)
