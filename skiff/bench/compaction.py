@@ -70,8 +70,9 @@ def _write(store: MessageStore, messages: int, keys: int, size: int, seed: int) 
         batch = []
         for _ in range(min(BATCH, messages - start)):
             key = f"key-{rng.randrange(keys)}"
-            batch.append(MessageInput(TOPIC, 0, body, encode_properties({Prop.KEYS: key}), 0, 0, 0, BORN_HOST,
-                                      keys=key))
+            batch.append(MessageInput(topic=TOPIC, queue_id=0, body=body,
+                                      properties=encode_properties({Prop.KEYS: key}), flag=0, sys_flag=0,
+                                      born_timestamp=0, born_host=BORN_HOST, keys=key))
         result = store.put_messages(batch)
         if not result.ok:
             raise RuntimeError(f"append failed: {result.status.name} {result.reason}")

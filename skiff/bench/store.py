@@ -104,8 +104,9 @@ def make_messages(body_bytes: int, queue_id: int, count: int = POOL) -> list[Mes
     for i in range(count):
         uniq = f"7F000001{os.getpid() & 0xFFFF:04X}{queue_id:08X}{i:012X}"
         props = encode_properties({Prop.UNIQ_KEY: uniq, Prop.WAIT: "true", Prop.TAGS: "TagA"})
-        out.append(MessageInput(TOPIC, queue_id, os.urandom(body_bytes), props, 0, 0,
-                                int(time.time() * 1000), BORN_HOST, tags="TagA", uniq_key=uniq))
+        out.append(MessageInput(topic=TOPIC, queue_id=queue_id, body=os.urandom(body_bytes), properties=props, flag=0,
+                                sys_flag=0, born_timestamp=int(time.time() * 1000), born_host=BORN_HOST, tags="TagA",
+                                uniq_key=uniq))
     return out
 
 

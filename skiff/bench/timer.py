@@ -95,8 +95,8 @@ def _parked(seq: int, due_ms: int, body: bytes) -> MessageInput:
         Prop.UNIQ_KEY: uniq, Prop.DELIVER_TIME_MS: str(due_ms), Prop.REAL_TOPIC: REAL_TOPIC,
         Prop.REAL_QID: str(seq % REAL_QUEUES), Prop.TIMER_OUT_MS: str(due_ms), DUE_PROPERTY: str(due_ms),
     })
-    return MessageInput(SCHEDULE_TOPIC, ANY_TIME_QUEUE, body, props, 0, 0, SYSTEM_CLOCK.now_ms(), BORN_HOST,
-                        uniq_key=uniq)
+    return MessageInput(topic=SCHEDULE_TOPIC, queue_id=ANY_TIME_QUEUE, body=body, properties=props, flag=0, sys_flag=0,
+                        born_timestamp=SYSTEM_CLOCK.now_ms(), born_host=BORN_HOST, uniq_key=uniq)
 
 
 def _park(store: MessageStore, dues: np.ndarray, body: bytes) -> float:

@@ -72,6 +72,8 @@ class MessageWriter:
             if redirected is not None:
                 topic, queue_id, props, sys_flag = redirected
                 raw_props = None
+        # Positional: one per message sent, and 13 keywords would add ~0.4 µs to it; the field
+        # order is checked at import (skiff.common.kernels.ROW_LAYOUTS).
         return MessageInput(
             topic, queue_id, body, encode_properties(props) if raw_props is None else raw_props, flag, sys_flag,
             born_timestamp, born_host, reconsume_times, 0, props.get(Prop.TAGS), props.get(Prop.KEYS),
@@ -144,6 +146,8 @@ def _rows(cls: type[MessageInput], head: tuple[str, int, int, int, bytes, int], 
           bodies: Sequence[bytes], properties: Sequence[bytes], fields: list[list[str | None]]) -> list[MessageInput]:
     topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times = head
     n = min(len(flags), len(bodies), len(properties))
+    # Rows made by slot, as the compiled batch_inputs makes them (no keywords, no __new__
+    # call per message); the field order is checked at import (skiff.common.kernels.ROW_LAYOUTS).
     return list(map(tuple.__new__, repeat(cls), zip(
         repeat(topic, n), repeat(queue_id), bodies, properties, flags, repeat(sys_flag), repeat(born_timestamp),
         repeat(born_host), repeat(reconsume_times), repeat(0), *fields)))

@@ -11,10 +11,19 @@ defines its reference and binds the public name once::
 `select` returns the compiled function when the extension is importable and
 ``SKIFF_NO_EXTENSIONS`` is not set (to anything but ``0`` or empty), else the
 reference. Tests run both on the same inputs (`compiled` gives the compiled one).
+
+Row types shared with the kernels are read by slot, not by name: the compiled code
+indexes ``row[7]`` for a born host, and the references unpack rows positionally (one
+``zip``, one tuple unpack: the fast way in Python). `ROW_LAYOUTS` is the field order
+they rely on, and the row types' class decorator `kernel_row` checks it when their
+module is imported, so a reordered or inserted field fails there with a
+`RowLayoutError` that names both orders, instead of storing fields in each other's
+places.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 from collections.abc import Callable
@@ -22,6 +31,7 @@ from types import ModuleType
 from typing import Any, TypeVar, cast
 
 F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R", bound=type)
 
 DISABLED = os.environ.get("SKIFF_NO_EXTENSIONS", "") not in ("", "0")
 """``SKIFF_NO_EXTENSIONS=1``: run the pure-Python references even where the extension is built."""
@@ -56,3 +66,55 @@ def select(name: str, reference: F) -> F:
     kernel = None if DISABLED else compiled(name)
     # The compiled kernel takes and returns what its reference does.
     return cast(F, kernel) if kernel is not None else reference
+
+
+ROW_LAYOUTS: dict[str, tuple[str, ...]] = {
+    "MessageInput": (
+        # skiff.store.results.MessageInput. _kernels.pyx: pack_records reads slots 1 to 9
+        # (as skiff.common.record.pack_records_py does), batch_columns slots 0 to 12,
+        # batch_inputs fills all 13; skiff.broker.writer._rows and
+        # skiff.store.checks.batch_columns_py build and unpack them in this order.
+        "topic", "queue_id", "body", "properties", "flag", "sys_flag", "born_timestamp", "born_host",
+        "reconsume_times", "prepared_transaction_offset", "tags", "keys", "uniq_key",
+    ),
+    "DispatchBatch": (
+        # skiff.store.dispatcher.DispatchBatch. _kernels.pyx: replicated_columns returns its
+        # columns in this order (after the unit counts); the dispatcher reads the first
+        # eight with zip(*batch[:8]) and runs as batch[-1], index_items unpacks all eleven.
+        "topics", "queue_ids", "queue_offsets", "physical_offsets", "sizes", "tag_codes", "store_timestamps",
+        "sys_flags", "keys", "uniq_keys", "runs",
+    ),
+}
+"""Field order, by type name, of the row types the kernels and their references read by slot."""
+
+
+class RowLayoutError(TypeError):
+    """A row type's fields are not in the order the kernels read them (`ROW_LAYOUTS`)."""
+
+
+def row_fields(row_type: type) -> tuple[str, ...]:
+    """The field names of a NamedTuple or dataclass, in order."""
+    if dataclasses.is_dataclass(row_type):
+        return tuple(f.name for f in dataclasses.fields(row_type))
+    fields: tuple[str, ...] = getattr(row_type, "_fields")
+    return fields
+
+
+def check_row_layout(row_type: type) -> None:
+    """Raise `RowLayoutError` unless ``row_type``'s fields are `ROW_LAYOUTS`' for its name."""
+    name = row_type.__name__
+    expected = ROW_LAYOUTS[name]
+    found = row_fields(row_type)
+    if found != expected:
+        raise RowLayoutError(
+            f"{row_type.__module__}.{row_type.__qualname__} has the fields {found}, but the compiled kernels "
+            f"(skiff/common/_kernels.pyx) and their Python references read a {name} by slot in the order "
+            f"{expected} (skiff.common.kernels.ROW_LAYOUTS): keep that order, or change the kernels, the "
+            f"references and ROW_LAYOUTS together"
+        )
+
+
+def kernel_row(row_type: R) -> R:
+    """Class decorator of a row type the kernels read by slot: `check_row_layout` at import."""
+    check_row_layout(row_type)
+    return row_type

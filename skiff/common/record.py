@@ -195,7 +195,8 @@ RecordRow = tuple[Any, ...]
 """A message to lay down: a tuple whose items 1 to 9 are queue id, body, properties, flag,
 sysFlag, born timestamp, born host, reconsume times and prepared transaction offset
 (item 0, the topic, is the batch's; more items may follow). That is the layout of the
-store's ``MessageInput``, so a batch of those is written as it comes."""
+store's ``MessageInput`` (`skiff.common.kernels.ROW_LAYOUTS`, checked when it is
+defined), so a batch of those is written as it comes."""
 
 
 def pack_records_py(

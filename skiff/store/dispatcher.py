@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import NamedTuple
 
+from skiff.common import kernels
 from skiff.common.hashing import tag_hash
 from skiff.common.properties import Prop, decode_properties
 from skiff.common.record import read_head, read_tail
@@ -63,10 +64,15 @@ class DispatchRequest(NamedTuple):
     uniq_key: str | None
 
 
+@kernels.kernel_row
 class DispatchBatch(NamedTuple):
     """Consecutive records in CommitLog order, one column per `DispatchRequest` field, and
     the ConsumeQueue writes they make (`queue_runs` finds them when the builder did not:
-    an append knows its batch is one run)."""
+    an append knows its batch is one run).
+
+    Read by slot here and in the compiled kernels' callers: its field order is checked at
+    import against `skiff.common.kernels.ROW_LAYOUTS`. Build it by keyword, except on the
+    append path (see `MessageStore._append`)."""
 
     topics: Sequence[str]
     queue_ids: Sequence[int]
@@ -83,11 +89,13 @@ class DispatchBatch(NamedTuple):
     @classmethod
     def of(cls, requests: Sequence[DispatchRequest]) -> DispatchBatch:
         if not requests:
-            return cls((), (), (), (), (), (), (), (), (), (), [])
+            return cls(topics=(), queue_ids=(), queue_offsets=(), physical_offsets=(), sizes=(), tag_codes=(),
+                       store_timestamps=(), sys_flags=(), keys=(), uniq_keys=(), runs=[])
         (topics, queue_ids, queue_offsets, physical_offsets, sizes, tag_codes, store_timestamps, sys_flags, keys,
-         uniq_keys) = zip(*requests)
-        return cls(topics, queue_ids, queue_offsets, physical_offsets, sizes, tag_codes, store_timestamps, sys_flags,
-                   keys, uniq_keys)
+         uniq_keys) = zip(*requests)  # DispatchRequest's order
+        return cls(topics=topics, queue_ids=queue_ids, queue_offsets=queue_offsets, physical_offsets=physical_offsets,
+                   sizes=sizes, tag_codes=tag_codes, store_timestamps=store_timestamps, sys_flags=sys_flags,
+                   keys=keys, uniq_keys=uniq_keys)
 
     @property
     def end(self) -> int:

@@ -99,8 +99,10 @@ def replicated_batch(data: Buffer, start: int, file_size: int, tag_codes: TagCod
         raise DecodeError(f"replicated data: {_what_is_wrong(data, bad, start + bad, file_size)}")
     if whole < len(data) and not hold_partial:
         raise DecodeError(f"replicated data ends inside the record at offset {start + whole}")
-    return whole, DispatchBatch(topics, queue_ids, queue_offsets, physical_offsets, sizes,
-                                list(map(tag_codes.__getitem__, tags)), store_ts, sys_flags, keys, uniq_keys)
+    return whole, DispatchBatch(topics=topics, queue_ids=queue_ids, queue_offsets=queue_offsets,
+                                physical_offsets=physical_offsets, sizes=sizes,
+                                tag_codes=list(map(tag_codes.__getitem__, tags)), store_timestamps=store_ts,
+                                sys_flags=sys_flags, keys=keys, uniq_keys=uniq_keys)
 
 
 def _what_is_wrong(data: Buffer, pos: int, phys: int, file_size: int) -> str:

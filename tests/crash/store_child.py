@@ -42,8 +42,8 @@ def emit(obj: object) -> None:
 def make(seq: int, queue_id: int, body: bytes, seed: int) -> MessageInput:
     keys, uniq = f"k{seq}", f"U{seed}-{seq}"
     props = encode_properties({Prop.KEYS: keys, Prop.UNIQ_KEY: uniq, Prop.TAGS: f"t{seq % 3}"})
-    return MessageInput(TOPIC, queue_id, body, props, 0, 0, 1_000 + seq, BORN_HOST,
-                        tags=f"t{seq % 3}", keys=keys, uniq_key=uniq)
+    return MessageInput(topic=TOPIC, queue_id=queue_id, body=body, properties=props, flag=0, sys_flag=0,
+                        born_timestamp=1_000 + seq, born_host=BORN_HOST, tags=f"t{seq % 3}", keys=keys, uniq_key=uniq)
 
 
 def ack_rows(store: MessageStore, result: PutResult, msgs: list[MessageInput]) -> list[list]:

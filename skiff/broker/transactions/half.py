@@ -115,8 +115,10 @@ def _immunity_ms(text: str | None) -> int | None:
 def _input(parts: _Parts, topic: str, queue_id: int, props: Mapping[str, str], sys_flag: int) -> MessageInput:
     head = parts.head
     return MessageInput(
-        topic, queue_id, parts.body, encode_properties(props), head.flag, sys_flag, head.born_timestamp,
-        head.born_host, head.reconsume_times, 0, props.get(Prop.TAGS), props.get(Prop.KEYS), props.get(Prop.UNIQ_KEY),
+        topic=topic, queue_id=queue_id, body=parts.body, properties=encode_properties(props), flag=head.flag,
+        sys_flag=sys_flag, born_timestamp=head.born_timestamp, born_host=head.born_host,
+        reconsume_times=head.reconsume_times, prepared_transaction_offset=0, tags=props.get(Prop.TAGS),
+        keys=props.get(Prop.KEYS), uniq_key=props.get(Prop.UNIQ_KEY),
     )
 
 
@@ -133,9 +135,7 @@ def commit_input(record: bytes | memoryview, half: HalfRecord, writer: MessageWr
     )
     if isinstance(made, str):
         return made
-    m = made
-    return MessageInput(m.topic, m.queue_id, m.body, m.properties, m.flag, m.sys_flag, m.born_timestamp, m.born_host,
-                        m.reconsume_times, head.physical_offset, m.tags, m.keys, m.uniq_key)
+    return made._replace(prepared_transaction_offset=head.physical_offset)
 
 
 def copy_input(record: bytes | memoryview, origin: int, check_times: int) -> MessageInput:
@@ -155,7 +155,8 @@ def discard_input(record: bytes | memoryview) -> MessageInput:
 def op_input(origin: int, now_ms: int, host: bytes) -> MessageInput:
     """The op record that closes the transaction whose first half message is at ``origin``."""
     props = {Prop.TAGS: OP_TAG, Prop.WAIT: "false"}
-    return MessageInput(TRANS_OP_HALF_TOPIC, 0, str(origin).encode(), encode_properties(props), 0, 0, now_ms, host,
+    return MessageInput(topic=TRANS_OP_HALF_TOPIC, queue_id=0, body=str(origin).encode(),
+                        properties=encode_properties(props), flag=0, sys_flag=0, born_timestamp=now_ms, born_host=host,
                         tags=OP_TAG)
 
 

@@ -74,6 +74,8 @@ def delivery_input(record: bytes, slot_ms: int) -> MessageInput:
     topic, queue_id = props[Prop.REAL_TOPIC], int(props[Prop.REAL_QID])
     kept = {k: v for k, v in props.items() if k not in SCHEDULING_PROPERTIES}
     kept[Prop.TIMER_ID] = marker(slot_ms, head.physical_offset)
+    # Positional: one per delivered message, and keywords would add ~0.5 µs (7 %) to it; the
+    # field order is checked at import (skiff.common.kernels.ROW_LAYOUTS).
     return MessageInput(
         topic, queue_id, record[tail.body_pos : tail.body_pos + tail.body_length], encode_properties(kept),
         head.flag, head.sys_flag, head.born_timestamp, head.born_host, head.reconsume_times, 0,

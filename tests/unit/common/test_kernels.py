@@ -9,10 +9,11 @@ from __future__ import annotations
 import itertools
 import mmap
 import os
+import dataclasses
 import subprocess
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
 
 import pytest
 from hypothesis import given, settings
@@ -26,6 +27,7 @@ from skiff.common.stored_message import decode_run_py
 from skiff.protocol.message_codec import encode_batch, pack_batch_py, split_batch_py
 from skiff.store.checks import batch_columns_py
 from skiff.store.consume_queue import put_queue_entries_py
+from skiff.store.dispatcher import DispatchBatch, QueueRun
 from skiff.store.index_file import put_index_entries_py
 from skiff.store.index_service import KeyPrefixes, index_key_items_py
 from skiff.store.message_store import offset_msg_ids_py
@@ -68,6 +70,57 @@ def test_skiff_no_extensions_selects_the_references_and_skiff_version_says_so():
         assert version.startswith("skiff 0.1.0 (Python ") and words in version, version
 
 
+def test_row_types_have_the_layout_the_kernels_read():
+    assert MessageInput._fields == kernels.ROW_LAYOUTS["MessageInput"]
+    assert DispatchBatch._fields == kernels.ROW_LAYOUTS["DispatchBatch"]
+    kernels.check_row_layout(MessageInput)
+    kernels.check_row_layout(DispatchBatch)
+
+
+def test_a_reordered_row_type_fails_where_it_is_defined():
+    with pytest.raises(kernels.RowLayoutError, match=r"MessageInput has the fields \('topic', 'queue_id', 'properties', "
+                                                    r"'body'.* in the order \('topic', 'queue_id', 'body', 'properties'"):
+        @kernels.kernel_row
+        class MessageInput(NamedTuple):  # body and properties swapped
+            topic: str
+            queue_id: int
+            properties: bytes
+            body: bytes
+            flag: int
+            sys_flag: int
+            born_timestamp: int
+            born_host: bytes
+            reconsume_times: int = 0
+            prepared_transaction_offset: int = 0
+            tags: str | None = None
+            keys: str | None = None
+            uniq_key: str | None = None
+
+    with pytest.raises(kernels.RowLayoutError, match="DispatchBatch"):
+        @kernels.kernel_row
+        class DispatchBatch(NamedTuple):  # a column inserted before runs
+            topics: Sequence[str]
+            queue_ids: Sequence[int]
+            queue_offsets: Sequence[int]
+            physical_offsets: Sequence[int]
+            sizes: Sequence[int]
+            tag_codes: Sequence[int]
+            store_timestamps: Sequence[int]
+            sys_flags: Sequence[int]
+            keys: Sequence[str | None]
+            uniq_keys: Sequence[str | None]
+            bodies: Sequence[bytes]
+            runs: list[QueueRun] | None = None
+
+
+def test_the_layout_check_reads_dataclass_fields_too():
+    fields = kernels.ROW_LAYOUTS["MessageInput"]
+    same = dataclasses.make_dataclass("MessageInput", fields)
+    assert kernels.kernel_row(same) is same
+    with pytest.raises(kernels.RowLayoutError):
+        kernels.check_row_layout(dataclasses.make_dataclass("MessageInput", fields[1:] + fields[:1]))
+
+
 rows = st.lists(
     st.tuples(st.just("T"), st.integers(0, 2**31 - 1), st.binary(max_size=300), st.binary(max_size=200), INT32,
               st.integers(0, 2**31 - 1).map(lambda f: f & ~0x30), INT64, HOST, INT32, INT64),
@@ -81,7 +134,9 @@ rows = st.lists(
 def test_pack_records_is_identical(rows, topic, store_host, store_ts, base, with_crcs, as_messages):
     kernel = compiled("pack_records")
     if as_messages:
-        rows = [MessageInput(*r) for r in rows]
+        rows = [MessageInput(topic=t, queue_id=q, body=b, properties=p, flag=f, sys_flag=s, born_timestamp=bt,
+                             born_host=h, reconsume_times=rt, prepared_transaction_offset=pt)
+                for t, q, b, p, f, s, bt, h, rt, pt in rows]
     sizes = [record_size(len(r[2]), len(topic), len(r[3]), len(r[7]), len(store_host)) for r in rows]
     phys = list(itertools.accumulate(sizes[:-1], initial=base))
     crcs = [len(r[2]) * 7919 for r in rows] if with_crcs else None
@@ -200,10 +255,12 @@ def test_split_batch_is_identical_on_good_cut_and_damaged_bodies(batch, cut, jun
 
 
 inputs = st.builds(
-    MessageInput, st.sampled_from(["T", "U"]), st.sampled_from([0, 1]), st.binary(max_size=40),
-    st.one_of(st.binary(max_size=40), st.just(b"x" * 32768)), INT32, st.sampled_from([0, 4, 8, 12, 1]),
-    INT64, st.sampled_from([bytes(8), bytes(20), bytes(5)]), st.just(0), st.just(0), st.one_of(st.none(), TEXT),
-    keys, st.one_of(st.none(), TEXT),
+    MessageInput, topic=st.sampled_from(["T", "U"]), queue_id=st.sampled_from([0, 1]), body=st.binary(max_size=40),
+    properties=st.one_of(st.binary(max_size=40), st.just(b"x" * 32768)), flag=INT32,
+    sys_flag=st.sampled_from([0, 4, 8, 12, 1]), born_timestamp=INT64,
+    born_host=st.sampled_from([bytes(8), bytes(20), bytes(5)]), reconsume_times=st.just(0),
+    prepared_transaction_offset=st.just(0), tags=st.one_of(st.none(), TEXT), keys=keys,
+    uniq_key=st.one_of(st.none(), TEXT),
 )
 
 

@@ -43,9 +43,9 @@ def parked(uniq: str, due_ms: int, *, topic: str = REAL, queue_id: int = 0, body
              Prop.DELIVER_TIME_MS: str(due_ms), Prop.REAL_TOPIC: topic, Prop.REAL_QID: str(queue_id),
              Prop.TIMER_OUT_MS: str(due_ms), **(extra or {})}
     return MessageInput(
-        SCHEDULE_TOPIC, schedule_queue, body if body is not None else f"body of {uniq}".encode(),
-        encode_properties(props), flag, sys_flag, 1_234, BORN_HOST, reconsume_times,
-        tags="TagA", keys=f"k-{uniq}", uniq_key=uniq,
+        topic=SCHEDULE_TOPIC, queue_id=schedule_queue, body=body if body is not None else f"body of {uniq}".encode(),
+        properties=encode_properties(props), flag=flag, sys_flag=sys_flag, born_timestamp=1_234, born_host=BORN_HOST,
+        reconsume_times=reconsume_times, tags="TagA", keys=f"k-{uniq}", uniq_key=uniq,
     )
 
 
