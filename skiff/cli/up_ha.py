@@ -40,7 +40,7 @@ from skiff.common.errors import ConfigError, SkiffError
 
 if TYPE_CHECKING:
     from skiff.broker import BrokerConfig
-    from skiff.cli.etcd_process import EtcdProcess
+    from skiff.broker.ha.etcd_process import EtcdProcess
     from skiff.dashboard.server import DashboardServer
     from skiff.namesrv import NamesrvConfig
     from skiff.transport import RemotingClient
@@ -155,7 +155,7 @@ def broker_specs(args: argparse.Namespace, extra: list[str], store_dir: str) -> 
 
 
 def run_up_ha(args: argparse.Namespace, extra: list[str]) -> int:
-    from skiff.cli.etcd_process import EtcdProcess, etcd_binary
+    from skiff.broker.ha.etcd_process import EtcdProcess, etcd_binary
     from skiff.namesrv import NamesrvConfig
     from skiff.transport.errors import ListenError
     from skiff.transport.loop import run

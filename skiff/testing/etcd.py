@@ -1,6 +1,6 @@
 """A real etcd (Debian's ``etcd-server``) on free loopback ports, one member or a cluster of
 three, for controller-mode tests and the failover bench (the process runner itself is
-``skiff.cli.etcd_process``, which ``skiff up --ha`` uses too).
+``skiff.broker.ha.etcd_process``, which ``skiff up --ha`` uses too).
 
     with Etcd(tmp_path / "etcd") as etcd:
         etcd.endpoint    # "127.0.0.1:PORT", for controllerEtcdEndpoints
@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 
-from skiff.cli.etcd_process import EtcdProcess, etcd_binary
+from skiff.broker.ha.etcd_process import EtcdProcess, etcd_binary
 from skiff.testing.processes import free_port
 
 __all__ = ["Etcd", "EtcdCluster", "etcd_binary"]

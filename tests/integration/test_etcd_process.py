@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from skiff.cli.etcd_process import EtcdProcess, etcd_binary
+from skiff.broker.ha.etcd_process import EtcdProcess, etcd_binary
 from skiff.common.errors import SkiffError
 from skiff.testing.processes import free_port
 

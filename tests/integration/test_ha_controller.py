@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from skiff.cli.etcd_process import ELECTION_TIMEOUT_MS
+from skiff.broker.ha.etcd_process import ELECTION_TIMEOUT_MS
 from skiff.common.message import Message
 from skiff.protocol.codes import ResponseCode
 from skiff.testing.etcd import Etcd, EtcdCluster, etcd_binary
@@ -117,7 +117,8 @@ def test_skiff_up_ha_runs_etcd_and_an_elected_pair(tmp_path: Path) -> None:
     ports = [free_port() for _ in range(4)]  # etcd's peer port too: client port + 1 may be taken
     proc = start_skiff(["up", "--ha", "--dir", str(tmp_path), "--namesrv-port", str(ports[0]),
                         "--broker-port", str(ports[1]), "--etcd-port", str(ports[2]),
-                        "--etcd-peer-port", str(ports[3])], timeout_s=60)
+                        "--etcd-peer-port", str(ports[3]), "--grpc-port", "0", "--metrics-port", "0",
+                        "--namesrv-metrics-port", "0", "--no-dashboard"], timeout_s=60)
     try:
         proc.wait_for_line(r"id \d: .*\(MASTER, epoch 1\)", 10)
 

@@ -1,6 +1,10 @@
 """An etcd member (Debian's ``etcd-server``) run as a child process: `skiff up --ha` needs one
 to elect its master through, and the test harness (``skiff.testing.etcd``) builds its
-free-port members and three-member clusters on this class, so there is one way to run etcd."""
+free-port members and three-member clusters on this class, so there is one way to run etcd.
+It lives with the controller mode it serves, below both of its users.
+
+The member runs in a session of its own: a Ctrl+C in the terminal reaches the supervisor,
+which stops the brokers first (they hand back their leases) and etcd last."""
 
 from __future__ import annotations
 
@@ -68,7 +72,7 @@ class EtcdProcess:
              "--listen-peer-urls", self.peer_url, "--initial-advertise-peer-urls", self.peer_url,
              "--initial-cluster", self.initial_cluster, "--heartbeat-interval", str(HEARTBEAT_MS),
              "--election-timeout", str(ELECTION_TIMEOUT_MS)],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log)
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
         log.close()
 
     def wait_ready(self, timeout_s: float = 20.0) -> EtcdProcess:
