@@ -34,6 +34,7 @@ from skiff.client._impl.trace_hooks import ConsumeTracer
 from skiff.client.errors import ClientConfigError, ClientStateError
 from skiff.client.results import MessageSelector
 from skiff.client.trace import TraceSettings, trace_settings
+from skiff.client._impl.lifecycle import ClientState
 from skiff.common.message import MessageQueue
 from skiff.common.stored_message import StoredMessage
 from skiff.protocol.bodies.heartbeat import ConsumeFromWhere, MessageModel
@@ -85,7 +86,7 @@ class AsyncLitePullConsumer(AsyncConsumerBase):
 
     def _engine(self) -> LitePullImpl:
         """Made on first use (it needs the running loop), before or after start."""
-        if self._state == "shut down":
+        if self._state is ClientState.SHUT_DOWN:
             raise ClientStateError("the consumer is shut down")
         if self._impl is None:
             self._impl = LitePullImpl(self.group, self.client_config, self.settings, self.lite)
@@ -94,9 +95,9 @@ class AsyncLitePullConsumer(AsyncConsumerBase):
         return self._impl
 
     def _running(self) -> LitePullImpl:
-        if self._state != "running" or self._impl is None:
+        if self._state is not ClientState.RUNNING or self._impl is None:
             raise ClientStateError(f"the consumer is {self._state}" + ("; call start() first"
-                                                                       if self._state == "created" else ""))
+                                                                       if self._state is ClientState.CREATED else ""))
         return self._impl
 
     def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
@@ -122,7 +123,7 @@ class AsyncLitePullConsumer(AsyncConsumerBase):
         impl = self._engine()
         if impl.mode.value == "none":
             raise ClientStateError("subscribe() or assign() before start()")
-        self._state = "running"
+        self._state = ClientState.RUNNING
         try:
             await self._tracer.start()
             await impl.start()
@@ -133,7 +134,7 @@ class AsyncLitePullConsumer(AsyncConsumerBase):
     async def shutdown(self) -> None:
         """Stop pulling, commit (with auto-commit) and leave the group."""
         impl, self._impl = self._impl, None
-        self._state = "shut down"
+        self._state = ClientState.SHUT_DOWN
         if impl is not None:
             await impl.shutdown()
         await self._tracer.close()

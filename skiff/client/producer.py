@@ -22,7 +22,7 @@ from typing import Any
 from skiff.client._impl.config import DEFAULT_INSTANCE_NAME, ClientConfig, client_config_for
 from skiff.client.credentials import Credentials
 from skiff.client._impl.instance import ClientInstance
-from skiff.client._impl.lifecycle import AsyncClient
+from skiff.client._impl.lifecycle import AsyncClient, ClientState
 from skiff.client._impl.producer_impl import ProducerCore, ProducerOptions
 from skiff.client._impl.selectors import QueueSelector, SelectByHash, SelectRandom, SelectRoundRobin
 from skiff.client._impl.trace_hooks import SendTracer
@@ -68,7 +68,7 @@ class AsyncProducer(AsyncClient):
         self.client_config = client_config_for(namesrv_addr, instance_name, client_config, credentials)
         self._tracer = SendTracer(group, trace_settings(trace), self.client_config)
         self._core: ProducerCore | None = None
-        self._state = "created"
+        self._state = ClientState.CREATED
 
     @property
     def group(self) -> str:
@@ -80,29 +80,29 @@ class AsyncProducer(AsyncClient):
 
     async def start(self) -> None:
         """Join the process's client instance for these NameServers and register the group."""
-        if self._state != "created":
+        if self._state is not ClientState.CREATED:
             raise ClientStateError(f"the producer is {self._state}; make a new one to start again")
         instance = ClientInstance.get(self.client_config)
         instance.register_producer(self.group, self)
         self._core = ProducerCore(self.options, instance)
-        self._state = "running"
+        self._state = ClientState.RUNNING
         await instance.start()
         await self._tracer.start()
         await instance.heartbeat_all_brokers()
 
     async def shutdown(self) -> None:
         """Unregister the group from the brokers; the instance closes with its last user."""
-        if self._state != "running" or self._core is None:
-            self._state = "shut down"
+        if self._state is not ClientState.RUNNING or self._core is None:
+            self._state = ClientState.SHUT_DOWN
             return
-        self._state = "shut down"
+        self._state = ClientState.SHUT_DOWN
         await self._tracer.close()
         await self._core.instance.unregister_producer(self.group)
         await self._core.instance.shutdown()
 
     def _running(self) -> ProducerCore:
-        if self._state != "running" or self._core is None:
-            raise ClientStateError(f"the producer is {self._state}; call start() first" if self._state == "created"
+        if self._state is not ClientState.RUNNING or self._core is None:
+            raise ClientStateError(f"the producer is {self._state}; call start() first" if self._state is ClientState.CREATED
                                    else f"the producer is {self._state}")
         return self._core
 

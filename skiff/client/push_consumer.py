@@ -34,6 +34,7 @@ from skiff.client.errors import ClientConfigError, ClientStateError
 from skiff.client._impl.trace_hooks import ConsumeTracer
 from skiff.client.results import MessageSelector
 from skiff.client.trace import TraceSettings, trace_settings
+from skiff.client._impl.lifecycle import ClientState
 from skiff.protocol.bodies.client_calls import ConsumerRunningInfo
 from skiff.protocol.bodies.heartbeat import ConsumeFromWhere, MessageModel
 
@@ -119,7 +120,7 @@ class AsyncPushConsumer(AsyncConsumerBase):
         self._impl = PushConsumerImpl(self.group, self.client_config, self.settings,
                                       self._tracer.wrap(self._listener), orderly=self._orderly,
                                       subscriptions=self._subscriptions.items())
-        self._state = "running"
+        self._state = ClientState.RUNNING
         try:
             await self._tracer.start()
             await self._impl.start()
@@ -131,7 +132,7 @@ class AsyncPushConsumer(AsyncConsumerBase):
         """Stop pulling, let running listener calls end (up to ``await_termination_ms``),
         commit what was consumed, release the queues and leave the group."""
         impl, self._impl = self._impl, None
-        self._state = "shut down"
+        self._state = ClientState.SHUT_DOWN
         if impl is not None:
             await impl.shutdown()
         await self._tracer.close()

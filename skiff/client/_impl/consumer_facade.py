@@ -11,6 +11,7 @@ from skiff.client._impl.config import ClientConfig, client_config_for
 from skiff.client.credentials import Credentials
 from skiff.client.blocking import BlockingWrapper
 from skiff.client.errors import ClientConfigError, ClientStateError
+from skiff.client._impl.lifecycle import ClientState
 from skiff.common.names import group_error
 
 
@@ -32,14 +33,14 @@ class AsyncConsumerBase:
         self.group = group
         self.client_config = client_config_for(namesrv_addr, instance_name, client_config, credentials)
         self._impl = None
-        self._state = "created"
+        self._state = ClientState.CREATED
 
     @property
     def client_id(self) -> str | None:
         return self._impl.instance.client_id if self._impl is not None else None
 
     def _check_created(self, what: str) -> None:
-        if self._state != "created":
+        if self._state is not ClientState.CREATED:
             raise ClientStateError(f"cannot {what}: the consumer is {self._state}")
 
     async def start(self) -> None:

@@ -2,10 +2,23 @@
 
 from __future__ import annotations
 
+import enum
 from types import TracebackType
 from typing import TypeVar
 
 C = TypeVar("C", bound="AsyncClient")
+
+
+class ClientState(enum.Enum):
+    """Where a client is in its life: made, started, shut down (a shut-down client is not
+    started again: make a new one). Its value is what error messages say."""
+
+    CREATED = "created"
+    RUNNING = "running"
+    SHUT_DOWN = "shut down"
+
+    def __str__(self) -> str:
+        return self.value
 
 
 class AsyncClient:
