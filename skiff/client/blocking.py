@@ -23,7 +23,7 @@ import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from skiff.client.errors import ClientStateError, ClientTimeoutError
 from skiff.common.errors import SkiffError
@@ -31,8 +31,29 @@ from skiff.transport.loop import loop_factory
 
 log = logging.getLogger(__name__)
 
+
+class AsyncLifecycle(Protocol):
+    """What `BlockingClient` drives: an async client started and shut down on the loop."""
+
+    async def start(self) -> None: ...
+
+    async def shutdown(self) -> None: ...
+
+
+class AsyncGroupMember(AsyncLifecycle, Protocol):
+    """What `BlockingGroupClient` drives: an async producer or consumer of a group."""
+
+    @property
+    def group(self) -> str: ...
+
+    @property
+    def client_id(self) -> str | None: ...
+
+
 T = TypeVar("T")
 A = TypeVar("A")
+L = TypeVar("L", bound=AsyncLifecycle)
+G = TypeVar("G", bound=AsyncGroupMember)
 W = TypeVar("W", bound="BlockingClient[Any]")
 
 EXIT_TIMEOUT_S = 10.0
@@ -169,14 +190,14 @@ class BlockingWrapper(Generic[A]):
         return shutdown() if shutdown is not None else None
 
 
-class BlockingClient(BlockingWrapper[A]):
+class BlockingClient(BlockingWrapper[L]):
     """A wrapper of an async client with ``start()``/``shutdown()``; also a context manager."""
 
     def start(self) -> None:
-        self._run(self._async.start())  # type: ignore[attr-defined]
+        self._run(self._async.start())
 
     def shutdown(self) -> None:
-        self._run(self._async.shutdown())  # type: ignore[attr-defined]
+        self._run(self._async.shutdown())
         self._closed()
 
     def __enter__(self: W) -> W:
@@ -188,16 +209,16 @@ class BlockingClient(BlockingWrapper[A]):
         self.shutdown()
 
 
-class BlockingGroupClient(BlockingClient[A]):
+class BlockingGroupClient(BlockingClient[G]):
     """A blocking producer or consumer: a member of a group with a client id once started."""
 
     @property
     def group(self) -> str:
-        return str(self._async.group)  # type: ignore[attr-defined]
+        return str(self._async.group)
 
     @property
     def client_id(self) -> str | None:
-        return self._async.client_id  # type: ignore[attr-defined, no-any-return]
+        return self._async.client_id
 
 
 def mirror(async_cls: type, *names: str) -> Callable[[type[W]], type[W]]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import itertools
 import operator
 from collections.abc import Iterable, Sequence
+from typing import cast
 
 from skiff.common.clock import SYSTEM_CLOCK, Clock
 from skiff.common.stored_message import StoredMessage
@@ -96,9 +97,10 @@ class ProcessQueue:
         if not held:
             return -1
         before = len(held)
-        gone = list(map(held.pop, map(_OFFSET, msgs), itertools.repeat(None)))
-        if before - len(held) != len(gone):
-            gone = [m for m in gone if m is not None]
+        popped = list(map(held.pop, map(_OFFSET, msgs), itertools.repeat(None)))
+        # Every pop that found its offset shrank held by one: when all did, no None is in popped.
+        gone = (cast("list[StoredMessage]", popped) if before - len(held) == len(popped)
+                else [m for m in popped if m is not None])
         self.count -= len(gone)
         self.size_bytes -= _body_bytes(gone)
         self.last_consume_ms = self._clock.now_ms()

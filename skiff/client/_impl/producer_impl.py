@@ -58,7 +58,7 @@ from skiff.protocol.message_codec import compress_body, encode_batch, send_prope
 
 log = logging.getLogger(__name__)
 
-STATUS_BY_CODE = {
+STATUS_BY_CODE: dict[int, SendStatus] = {
     ResponseCode.SUCCESS: SendStatus.SEND_OK,
     ResponseCode.FLUSH_DISK_TIMEOUT: SendStatus.FLUSH_DISK_TIMEOUT,
     ResponseCode.FLUSH_SLAVE_TIMEOUT: SendStatus.FLUSH_SLAVE_TIMEOUT,

@@ -29,7 +29,7 @@ from skiff.protocol.codes import ResponseCode
 from skiff.protocol.headers.pull import PullMessageRequestHeader
 from skiff.protocol.message_codec import decode_stored_messages
 
-PULL_STATUS = {
+PULL_STATUS: dict[int, PullStatus] = {
     ResponseCode.SUCCESS: PullStatus.FOUND,
     ResponseCode.PULL_NOT_FOUND: PullStatus.NO_NEW_MSG,
     ResponseCode.PULL_RETRY_IMMEDIATELY: PullStatus.NO_MATCHED_MSG,
@@ -88,7 +88,8 @@ def to_raw_result(resp: PullResponse, tags: frozenset[str] | None) -> RawPullRes
     """The answer of a pull with its records undecoded (``body`` only for FOUND)."""
     header = resp.header
     status = PULL_STATUS[resp.code]
-    body = resp.body if status is PullStatus.FOUND and resp.body else b""
+    # A decoded frame's body is bytes already, which bytes() hands back as is (no copy).
+    body = bytes(resp.body) if status is PullStatus.FOUND and resp.body else b""
     return RawPullResult(status, header.next_begin_offset, header.min_offset, header.max_offset,
                          body, tags, header.suggest_which_broker_id)
 

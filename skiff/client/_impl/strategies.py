@@ -27,7 +27,10 @@ class AllocateStrategy(Protocol):
     client ids as strings) and never empty.
     """
 
-    name: str
+    @property
+    def name(self) -> str:
+        """The strategy's name (read only: the strategies are frozen dataclasses)."""
+        ...
 
     def allocate(self, group: str, current_cid: str, mq_all: Sequence[MessageQueue],
                  cid_all: Sequence[str]) -> list[MessageQueue]: ...

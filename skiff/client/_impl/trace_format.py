@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from typing import NamedTuple
+from typing import NamedTuple, final
 
 from skiff.common.properties import KEY_SEPARATOR
 
@@ -65,6 +65,7 @@ class ConsumeReturnType(enum.IntEnum):
     FAILED = 4
 
 
+@final
 class PubTrace(NamedTuple):
     """A send (RocketMQ's Pub trace). NamedTuples, not dataclasses: a traced producer makes
     one per message, and tuple construction costs a fraction of a frozen dataclass's."""
@@ -88,6 +89,7 @@ class PubTrace(NamedTuple):
     queue_offset: int = -1
 
 
+@final
 class SubBeforeTrace(NamedTuple):
     """A message handed to a consumer's listener."""
 
@@ -102,6 +104,7 @@ class SubBeforeTrace(NamedTuple):
     client_host: str = ""
 
 
+@final
 class SubAfterTrace(NamedTuple):
     """What the listener answered for it, and how long it took."""
 
@@ -115,6 +118,7 @@ class SubAfterTrace(NamedTuple):
     group: str
 
 
+@final
 class EndTransactionTrace(NamedTuple):
     """A transaction's end, as RocketMQ's transactional producers trace it (read only here)."""
 
@@ -138,16 +142,17 @@ TraceRecord = PubTrace | SubBeforeTrace | SubAfterTrace | EndTransactionTrace
 def encode(r: TraceRecord) -> str:
     """One record in RocketMQ's layout, FIELD_SPLITOR included. Fields hold no splitor:
     names and ids are validated, and properties (tags, keys) may not contain 0x01 or 0x02."""
-    kind = type(r)
-    if kind is PubTrace:
+    # Exact type tests (the record classes are @final, so mypy narrows on them, the last
+    # branch included): cheaper than isinstance on this per-message path.
+    if type(r) is PubTrace:
         return (f"Pub\x01{r.time_ms}\x01{r.region_id}\x01{r.group}\x01{r.topic}\x01{r.msg_id}\x01{r.tags}\x01"
                 f"{r.keys}\x01{r.store_host}\x01{r.body_length}\x01{r.cost_ms}\x01{int(r.msg_type)}\x01"
                 f"{r.offset_msg_id}\x01{_java_bool(r.success)}\x01{r.client_host}\x01{r.broker_name}\x01"
                 f"{r.queue_id}\x01{r.queue_offset}\x02")
-    if kind is SubBeforeTrace:
+    if type(r) is SubBeforeTrace:
         return (f"SubBefore\x01{r.time_ms}\x01{r.region_id}\x01{r.group}\x01{r.request_id}\x01{r.msg_id}\x01"
                 f"{r.reconsume_times}\x01{r.keys}\x01{r.topic}\x01{r.client_host}\x02")
-    if kind is SubAfterTrace:
+    if type(r) is SubAfterTrace:
         return (f"SubAfter\x01{r.request_id}\x01{r.msg_id}\x01{r.cost_ms}\x01{_java_bool(r.success)}\x01{r.keys}\x01"
                 f"{r.context_code}\x01{r.time_ms}\x01{r.group}\x02")
     return (f"EndTransaction\x01{r.time_ms}\x01{r.region_id}\x01{r.group}\x01{r.topic}\x01{r.msg_id}\x01{r.tags}\x01"
