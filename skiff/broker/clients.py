@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from skiff.common.clock import Clock
 from skiff.protocol.bodies.heartbeat import (
@@ -29,16 +30,31 @@ from skiff.protocol.codes import RequestCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.errors import ConnectionClosed
 from skiff.protocol.headers.client_calls import NotifyConsumerIdsChangedRequestHeader
-from skiff.transport.connection import CloseReason, Connection
+from skiff.transport.connection import CloseReason
 
 log = logging.getLogger(__name__)
+
+
+class ClientConn(Protocol):
+    """What the client tables need of a client's connection: a remoting `Connection`, or a
+    gRPC client (`skiff.broker.grpc.clients.GrpcClientConn`, its Telemetry stream)."""
+
+    @property
+    def peer_addr(self) -> str: ...
+
+    @property
+    def is_closed(self) -> bool: ...
+
+    def send_oneway(self, cmd: RemotingCommand) -> None: ...
+
+    def close(self, reason: CloseReason, detail: str, /) -> None: ...
 
 
 @dataclass(slots=True)
 class ClientChannel:
     """One client connection as its last heartbeat described it."""
 
-    conn: Connection
+    conn: ClientConn
     client_id: str
     language: str
     version: int
@@ -52,7 +68,7 @@ class ConsumerGroupInfo:
     message_model: MessageModel
     consume_from_where: ConsumeFromWhere
     subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
-    channels: dict[Connection, ClientChannel] = field(default_factory=dict)
+    channels: dict[ClientConn, ClientChannel] = field(default_factory=dict)
 
     def client_ids(self) -> list[str]:
         return sorted({c.client_id for c in self.channels.values()})
@@ -67,13 +83,13 @@ class ClientManager:
         self.channel_expired_ms = channel_expired_ms
         self.notify_enabled = notify_enabled
         self.consumers: dict[str, ConsumerGroupInfo] = {}
-        self.producers: dict[str, dict[Connection, ClientChannel]] = {}
-        self._seen: dict[Connection, ClientChannel] = {}
+        self.producers: dict[str, dict[ClientConn, ClientChannel]] = {}
+        self._seen: dict[ClientConn, ClientChannel] = {}
         """The last heartbeat of each connection: any heartbeat keeps all its groups alive."""
 
     # -- registration ---------------------------------------------------------
 
-    def channel(self, conn: Connection, client_id: str, language: str, version: int) -> ClientChannel:
+    def channel(self, conn: ClientConn, client_id: str, language: str, version: int) -> ClientChannel:
         """A heartbeat arrived on ``conn``: its description, now the connection's latest."""
         channel = self._seen[conn] = ClientChannel(conn, client_id, language, version, self.clock.now_ms())
         return channel
@@ -103,13 +119,13 @@ class ClientManager:
             self._notify_changed(info)
         return joined
 
-    def unregister(self, conn: Connection, producer_group: str | None, consumer_group: str | None) -> None:
+    def unregister(self, conn: ClientConn, producer_group: str | None, consumer_group: str | None) -> None:
         if producer_group:
             self._drop_producer(producer_group, conn)
         if consumer_group:
             self._drop_consumer(consumer_group, conn, "unregistered")
 
-    def connection_closed(self, conn: Connection, reason: CloseReason | str = "") -> None:
+    def connection_closed(self, conn: ClientConn, reason: CloseReason | str = "") -> None:
         """Forget everything this connection registered."""
         self._seen.pop(conn, None)
         for group in [g for g, members in self.producers.items() if conn in members]:
@@ -128,12 +144,12 @@ class ClientManager:
             channel.conn.close(CloseReason.LOCAL_CLOSE, "no heartbeat within clientChannelExpiredTime")
         return stale
 
-    def _drop_producer(self, group: str, conn: Connection) -> None:
+    def _drop_producer(self, group: str, conn: ClientConn) -> None:
         members = self.producers.get(group)
         if members is not None and members.pop(conn, None) is not None and not members:
             del self.producers[group]
 
-    def _drop_consumer(self, group: str, conn: Connection, why: str) -> None:
+    def _drop_consumer(self, group: str, conn: ClientConn, why: str) -> None:
         info = self.consumers.get(group)
         if info is None:
             return

@@ -18,7 +18,7 @@ import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NoReturn
 
 from skiff.common.config import build_config, camel_to_snake, snake_to_camel, to_properties
 from skiff.common.errors import ConfigError
@@ -319,7 +319,7 @@ def _check_host_port(name: str, addr: str, whole: str | None = None) -> None:
         _fail(name, whole or addr, f"has {addr!r}, which is not host:port" if whole else "is not host:port")
 
 
-def _fail(name: str, value: Any, why: str) -> None:
+def _fail(name: str, value: Any, why: str) -> NoReturn:
     raise ConfigError(f"{key_of(name)}: {value!r} {why}")
 
 

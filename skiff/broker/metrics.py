@@ -155,8 +155,8 @@ class BrokerCollector(Collector):
         self._add(dequeued, [], t.delivered)
         late = self._family(GaugeMetricFamily, "skiff_timer_lateness_ms",
                             "Delivery time minus due time over the last deliveries (ms).", ["quantile"])
-        for q, value in (("0.5", t.lateness_p50_ms), ("0.99", t.lateness_p99_ms), ("1", t.lateness_max_ms)):
-            self._add(late, [q], value)
+        for q, ms in (("0.5", t.lateness_p50_ms), ("0.99", t.lateness_p99_ms), ("1", t.lateness_max_ms)):
+            self._add(late, [q], ms)
         yield from (dequeued, late)
 
     def _transactions(self) -> Iterator[Metric]:

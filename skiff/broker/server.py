@@ -46,6 +46,7 @@ from skiff.broker.metrics import BrokerCollector
 from skiff.broker.offsets import ConsumerOffsetManager
 from skiff.broker.open_files import OpenFileWatch
 from skiff.broker.pop.service import PopService
+from skiff.broker.processors import Processor
 from skiff.broker.processors.admin_compaction import CompactionAdminProcessor
 from skiff.broker.processors.admin_groups import GroupAdminProcessor
 from skiff.broker.processors.admin_timer import TimerAdminProcessor
@@ -262,7 +263,7 @@ class BrokerServer:
     def _handlers(self, client_manage: ClientManageProcessor) -> dict[int, Handler]:
         cfg, store = self.config, self.store
         ops = self.operations = self._operations()
-        processors = [
+        processors: list[Processor] = [
             SendProcessor(cfg, ops.send),
             PullProcessor(cfg, self.role, ops.pull, store, self.groups, self.hold),
             ConsumerProcessor(store, self.offsets, self.clients, self.locks),

@@ -130,6 +130,7 @@ def batch_inputs_py(cls: type[MessageInput], head: tuple[str, int, int, int, byt
     columns (`property_columns`), without a Python step per message or pair."""
     refused = frozenset(refused)
     columns = property_columns(properties) if properties else None
+    fields: list[Sequence[str | None]]
     if columns is not None:
         if not refused.isdisjoint(columns.names):
             return None
@@ -143,7 +144,8 @@ def batch_inputs_py(cls: type[MessageInput], head: tuple[str, int, int, int, byt
 
 
 def _rows(cls: type[MessageInput], head: tuple[str, int, int, int, bytes, int], flags: Sequence[int],
-          bodies: Sequence[bytes], properties: Sequence[bytes], fields: list[list[str | None]]) -> list[MessageInput]:
+          bodies: Sequence[bytes], properties: Sequence[bytes],
+          fields: Sequence[Sequence[str | None]]) -> list[MessageInput]:
     topic, queue_id, sys_flag, born_timestamp, born_host, reconsume_times = head
     n = min(len(flags), len(bodies), len(properties))
     # Rows made by slot, as the compiled batch_inputs makes them (no keywords, no __new__

@@ -21,7 +21,7 @@ reset-offset, scheduled-message cancelling and topic compaction to the admin cod
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from skiff.broker.acl.plain_config import PUB, SUB
 from skiff.common.names import is_retry_topic, retry_topic
@@ -75,7 +75,7 @@ def _heartbeat(_ext: dict[str, str], cmd: RemotingCommand) -> Iterator[Need]:
             yield sub.topic, SUB
 
 
-_NEEDS: dict[int, Callable[[dict[str, str], RemotingCommand], Iterator[Need]]] = {
+_NEEDS: dict[int, Callable[[dict[str, str], RemotingCommand], Iterable[Need]]] = {
     RequestCode.SEND_MESSAGE: _send("topic"),
     RequestCode.SEND_MESSAGE_V2: _send("b"),
     RequestCode.SEND_BATCH_MESSAGE: _send("b"),

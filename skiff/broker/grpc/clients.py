@@ -21,7 +21,7 @@ import logging
 from collections import OrderedDict
 from typing import NamedTuple
 
-from skiff.broker.clients import ClientManager
+from skiff.broker.clients import ClientChannel, ClientManager
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.grpc.convert import to_message
@@ -153,12 +153,12 @@ class GrpcClients:
         """A sign of life (Heartbeat, Settings): the client is not expired."""
         self._channel(conn)
 
-    def _channel(self, conn: GrpcClientConn):  # type: ignore[no-untyped-def]
-        return self.clients.channel(conn, conn.client_id, "PYTHON", 0)  # type: ignore[arg-type]
+    def _channel(self, conn: GrpcClientConn) -> ClientChannel:
+        return self.clients.channel(conn, conn.client_id, "PYTHON", 0)
 
     def terminate(self, client_id: str) -> None:
         conn = self.conns.pop(client_id, None)
         self.settings.pop(client_id, None)
         if conn is not None:
-            self.clients.connection_closed(conn, "NotifyClientTermination")  # type: ignore[arg-type]
+            self.clients.connection_closed(conn, "NotifyClientTermination")
             conn.close()

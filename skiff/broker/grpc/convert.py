@@ -121,7 +121,7 @@ def now_timestamp() -> Timestamp:
     return timestamp(time.time_ns() // 1_000_000)
 
 
-def message_type(props: Mapping[str, str]) -> int:
+def message_type(props: Mapping[str, str]) -> pb.MessageType:
     if props.get(Prop.TRAN_MSG) == "true":
         return pb.TRANSACTION
     if DELIVERY_TIMESTAMP in props or Prop.TIMER_DELIVER_MS in props or Prop.DELAY in props:

@@ -11,7 +11,8 @@ interval.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import SupportsIndex
 
 
 class PushFeed(asyncio.StreamReader):
@@ -34,12 +35,14 @@ class PushFeed(asyncio.StreamReader):
         for data in early:
             on_data(data)
 
-    def feed_data(self, data: bytes) -> None:
+    def feed_data(self, data: Iterable[SupportsIndex]) -> None:
+        # StreamReader's signature; the protocol hands over bytes, which bytes() returns as is
+        chunk = bytes(data)
         self.last_read = self._loop.time()  # type: ignore[attr-defined]
         if self.on_data is None:
-            self.early.append(bytes(data))
+            self.early.append(chunk)
         else:
-            self.on_data(data)
+            self.on_data(chunk)
 
     def feed_eof(self) -> None:
         self.end(f"{self.peer} closed the connection")
