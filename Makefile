@@ -46,14 +46,15 @@ test-latest: java etcd iproute2 chromium
 
 # Both passes run and both are reported, even when the first fails; the target fails
 # if either did. $(1): the venv under test; $(2), $(3): the C++ and 5.x client venvs.
-suite = contracts=0; whole=0; kernels=0; \
+suite = contracts=0; types=0; whole=0; kernels=0; \
 	$(1)/bin/lint-imports || contracts=$$?; \
+	$(1)/bin/mypy || types=$$?; \
 	SKIFF_CPP_PYTHON=$(abspath $(2))/bin/python SKIFF_RMQ5_PYTHON=$(abspath $(3))/bin/python \
 		$(1)/bin/python -m pytest -n 2 --dist loadgroup $(PYTEST_ARGS) || whole=$$?; \
 	SKIFF_NO_EXTENSIONS=1 $(1)/bin/python -m pytest -n 2 -q $(KERNEL_SUITES) || kernels=$$?; \
-	echo "make test: import contracts exit $$contracts, whole suite exit $$whole," \
+	echo "make test: import contracts exit $$contracts, mypy exit $$types, whole suite exit $$whole," \
 		"kernel suites on pure Python exit $$kernels"; \
-	[ $$contracts -eq 0 ] && [ $$whole -eq 0 ] && [ $$kernels -eq 0 ]
+	[ $$contracts -eq 0 ] && [ $$types -eq 0 ] && [ $$whole -eq 0 ] && [ $$kernels -eq 0 ]
 
 # The unit suites of the modules with compiled kernels (skiff.common.kernels), run again
 # on the pure-Python references: CI exercises the fallback as well.
@@ -133,6 +134,7 @@ protos: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(BUILD)
