@@ -29,6 +29,10 @@ class Form:
             return default
         return value
 
+    def given(self, name: str) -> bool:
+        """Whether the request has ``name`` (not blank)."""
+        return self._raw(name, None) is not None
+
     def text(self, name: str, default: Any = _REQUIRED) -> str:
         value = self._raw(name, default)
         return value.strip() if isinstance(value, str) else str(value)

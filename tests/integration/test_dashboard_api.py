@@ -3,7 +3,9 @@ against what the test did (topics created, messages sent, offsets consumed)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import socket
 import time
 import urllib.request
@@ -14,7 +16,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from skiff.client import AsyncProducer, Message
+from skiff.client import AsyncProducer, AsyncPushConsumer, ConsumeStatus, Message
 from skiff.client._impl.config import ClientConfig
 from skiff.dashboard.service import Dashboard, DashboardConfig
 from skiff.testing.cluster import Cluster
@@ -107,6 +109,81 @@ def test_lag_rises_with_sends_falls_with_consumption_and_resets_by_time(cluster:
 
         rates = await eventually(lambda: _rates(client), 15, "two rate samples")
         assert len(rates["time"]) == len(rates["in_tps"]) == len(rates["out_tps"])
+
+    with_client(cluster, test)
+
+
+def test_put_total_counts_trace_messages_apart_and_the_uptime_is_readable(cluster: Cluster):
+    async def test(client: TestClient) -> None:
+        await call(client, "POST", "/api/topics", {"topic": "ApiPuts", "queue_nums": 1})
+
+        async def broker() -> dict[str, Any]:
+            (b,) = (await call(client, "GET", "/api/cluster"))["brokers"]
+            assert b["put_total_all"] == b["put_total"] + b["trace_put_total"]
+            return b
+        await eventually(lambda: _settled(broker), 15, "the earlier tests' trace messages stored")
+        before = await broker()
+        async with AsyncProducer("PG-dashboard-puts", client_config=ClientConfig(
+                cluster.namesrv_addr, "dashboard-puts", client_ip="127.0.0.1"), trace=False) as producer:
+            for _ in range(3):
+                await producer.send(Message.of("ApiPuts", b"untraced"))
+        await call(client, "POST", "/api/topics/ApiPuts/send", {"body": "traced", "count": 2})  # the dashboard traces
+
+        async def counted() -> dict[str, Any] | None:
+            b = await broker()
+            return b if b["trace_put_total"] > before["trace_put_total"] else None
+        after = await eventually(counted, 15, "the sends' trace messages stored")  # one may hold both
+        assert after["put_total"] == before["put_total"] + 5, "trace messages are not user puts"
+        assert re.fullmatch(r"\d+ (s|min \d+ s|min|h \d+ min|h|d \d+ h|d)", after["uptime"]), after["uptime"]
+        assert after["runtime"].startswith("[ 0 days, ") and 0 <= after["uptime_s"] < 3600
+
+    with_client(cluster, test)
+
+
+async def _settled(broker: Callable[[], Awaitable[dict[str, Any]]]) -> bool:
+    """True once two reads of the put totals a second apart agree (no trace message in flight)."""
+    def totals(b: dict[str, Any]) -> tuple[int, int]:
+        return b["put_total_all"], b["trace_put_total"]
+    first = totals(await broker())
+    await asyncio.sleep(1.0)
+    return first == totals(await broker())
+
+
+def test_the_topic_form_starts_with_as_many_queues_as_an_auto_created_topic_gets(cluster: Cluster):
+    async def test(client: TestClient) -> None:
+        queue_nums = (await call(client, "GET", "/api/topics"))["queue_nums"]
+        assert queue_nums == 4  # a producer's defaultTopicQueueNums; the broker's TBW102 has 8
+        async with AsyncProducer("PG-dashboard-auto", client_config=ClientConfig(
+                cluster.namesrv_addr, "dashboard-auto", client_ip="127.0.0.1"), trace=False) as producer:
+            await producer.send(Message.of("ApiAutoCreated", b"first"))
+
+        async def route() -> list[dict[str, Any]] | None:  # the broker registers the new topic after the send
+            resp = await client.get("/api/topics/ApiAutoCreated")
+            return (await resp.json())["route"] if resp.status == 200 else None
+        created = await eventually(route, 15, "the auto-created topic's route")
+        assert [(r["write_queue_nums"], r["read_queue_nums"]) for r in created] == [(queue_nums, queue_nums)]
+        page = await client.get("/topics")
+        assert f'name="queue_nums" type="number" value="{queue_nums}"' in await page.text()
+
+    with_client(cluster, test)
+
+
+def test_a_push_consumers_group_consumes_from_its_topic_by_default_not_its_retry_topic(cluster: Cluster):
+    async def test(client: TestClient) -> None:
+        await call(client, "POST", "/api/topics", {"topic": "ApiPush", "queue_nums": 1})
+        consumer = AsyncPushConsumer("api-push-g", client_config=ClientConfig(
+            cluster.namesrv_addr, "dashboard-push", client_ip="127.0.0.1"))
+        consumer.subscribe("ApiPush", "*")
+        consumer.register_listener(lambda msgs, ctx: ConsumeStatus.CONSUME_SUCCESS)
+        async with consumer:
+            async def both_topics() -> dict[str, Any] | None:  # offsets on the topic and on %RETRY%api-push-g
+                d = await call(client, "GET", "/api/groups/api-push-g")
+                return d if len({q["topic"] for q in d["queues"]}) == 2 and d["members"] else None
+            group = await eventually(both_topics, 30, "the push consumer's offsets and connection")
+            assert sorted(q["topic"] for q in group["queues"]) == ["%RETRY%api-push-g", "ApiPush"]
+            assert group["topics"] == ["ApiPush"]
+            page = await (await client.get("/groups/api-push-g")).text()
+            assert page.count('<input name="topic" required value="ApiPush">') == 2
 
     with_client(cluster, test)
 

@@ -7,6 +7,7 @@ shows against what the test did, and saves a screenshot of each page to a tempor
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,14 @@ def test_main_flows_in_a_browser(cluster: Cluster, dashboard: SkiffProcess, brow
     assert "MASTER" in page.text("#brokers") and cluster.broker_addr() in page.text("#brokers")
     page.wait_text("#tps-chart", lambda t: int(browser.find_element(By.ID, "tps-chart").get_attribute(
         "data-points") or 0) >= 2, "two points on the rates chart")
+    # the broker table as the page's poll redraws it (its cells have no title attribute): the uptime
+    # readable, not RocketMQ's "[ 0 days, 0 hours, ... ]", and the trace messages counted apart
+    page.wait_text("#brokers", lambda t: not browser.find_elements(By.CSS_SELECTOR, "#brokers td[title]"),
+                   "the broker table redrawn by the poll")
+    head = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#brokers thead th")]
+    row = dict(zip(head, (td.text for td in browser.find_elements(By.CSS_SELECTOR, "#brokers tbody tr td"))))
+    assert re.fullmatch(r"\d+ (s|min|h|d)( \d+ (min|s|h))?", row["Up"]), row
+    assert int(row["Trace put"]) > 0 and int(row["Put total"]) > 0, row
     page.shot("cluster")
     page.open("/timer")
     assert "Nothing scheduled." in page.text("main")
