@@ -4,7 +4,8 @@ pages' forms post to and their live parts poll.
 Every read has one function giving a dict; a page renders it with its template,
 ``/api/...`` returns it as JSON. Every change is an API call only (the pages'
 forms post JSON through static/dashboard.js), so each action is written once.
-Errors a user can cause answer 400 (404 for what does not exist) with the reason.
+Errors a user can cause answer 400 (404 for what does not exist) with the reason; a topic
+whose broker group has no master for now (a failover) answers 503.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import jinja2
 import orjson
 from aiohttp import web
 
-from skiff.client.errors import MessageValidationError, NameServerUnavailableError, NoRouteError
+from skiff.client.errors import MessageValidationError, NameServerUnavailableError, NoMasterError, NoRouteError
 from skiff.common.errors import SkiffError
 from skiff.dashboard.form import Form
 from skiff.dashboard.service import Dashboard
@@ -121,6 +122,8 @@ def _status_of(exc: Exception) -> int:
         return 401
     if isinstance(exc, NoPermissionError):
         return 403
+    if isinstance(exc, NoMasterError):  # the topic exists; its group has no master for now (a failover)
+        return 503
     if isinstance(exc, (NoRouteError, TopicNotExistError)):
         return 404
     if isinstance(exc, (RequestTimeout, ConnectionClosed, NameServerUnavailableError)):

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from skiff.client.errors import MessageValidationError
+from skiff.client.errors import MessageValidationError, NoMasterError, NoRouteError
 from skiff.dashboard.form import Form
 from skiff.dashboard.service import topic_kind
-from skiff.dashboard.web import format_time_ms
+from skiff.dashboard.web import _status_of, format_time_ms
 from skiff.testing.dashboard import with_dashboard_client
 from skiff.testing.processes import free_port
 
@@ -109,3 +109,13 @@ def test_form_reads_times_flags_and_defaults():
 def test_times_on_pages_are_utc():
     assert format_time_ms(1714564800123) == "2024-05-01 12:00:00.123Z"
     assert format_time_ms(0) == "-"
+
+
+@pytest.mark.parametrize(("exc", "status"), [
+    (NoMasterError("Orders", {"broker-a": "slaves only"}), 503),
+    (NoRouteError("Orders"), 404),
+    (MessageValidationError("the body is empty"), 400),
+])
+def test_errors_map_to_http_statuses(exc: Exception, status: int) -> None:
+    """A topic whose group has no master now (a failover) is unavailable, not missing."""
+    assert _status_of(exc) == status
