@@ -30,6 +30,7 @@ from skiff.broker.operations import (
     CancelOperation,
     EndTransactionOperation,
     Gate,
+    OffsetsOperation,
     Operations,
     PullOperation,
     SendOperation,
@@ -246,7 +247,7 @@ class BrokerServer:
         ops = self.operations
         self.grpc = GrpcServer(self.config, self.topics, self.groups, grpc_clients, self.pop, ops, self.clock,
                                namesrv_lookup(self._namesrv_client, self.config.namesrv_addrs),
-                               Offsets(self.config, self.store, ops.gate, self.offsets, ops.pull), self.store)
+                               Offsets(self.config, ops.gate, ops.offsets, ops.pull), self.store)
         await self.grpc.start()
 
     def _operations(self) -> Operations:
@@ -258,6 +259,7 @@ class BrokerServer:
             pull=PullOperation(cfg, self.role, store, self.gate, self.clients, self.offsets, self.stats),
             end_transaction=EndTransactionOperation(self.transactions),
             cancel=CancelOperation(lambda: self.timer),
+            offsets=OffsetsOperation(store, self.offsets),
         )
 
     def _handlers(self, client_manage: ClientManageProcessor) -> dict[int, Handler]:
@@ -266,7 +268,7 @@ class BrokerServer:
         processors: list[Processor] = [
             SendProcessor(cfg, ops.send),
             PullProcessor(cfg, self.role, ops.pull, store, self.groups, self.hold),
-            ConsumerProcessor(store, self.offsets, self.clients, self.locks),
+            ConsumerProcessor(store, self.offsets, self.clients, self.locks, ops.offsets),
             client_manage,
             SendBackProcessor(cfg, store, self.topics, self.groups, self.writer, ops.send),
             QueryProcessor(store),

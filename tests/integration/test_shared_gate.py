@@ -20,6 +20,7 @@ from skiff.protocol.bodies.admin import SubscriptionGroupConfig
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.headers.admin import CreateTopicRequestHeader
 from skiff.protocol.v5 import definition_pb2 as pb
+from skiff.protocol.v5 import service_pb2 as rpc
 from skiff.testing.cluster import Cluster
 from skiff.testing.grpc_wire import GrpcWire, first_status
 from skiff.testing.processes import free_port
@@ -132,4 +133,24 @@ def test_sending_is_refused_alike_by_every_door(endpoint: tuple[str, str], topic
         grpc_sent = await doors.grpc.send(topic, [b"x"])
         assert (sent.code, grpc_sent.status.code) == (code, grpc_code), (sent.remark, grpc_sent.status.message)
         assert sent.remark == grpc_sent.status.message and words in sent.remark
+    through_both(endpoint, test)
+
+
+def test_a_group_offset_is_read_alike_by_every_door(endpoint: tuple[str, str]) -> None:
+    """One rule for where a group starts: no committed offset on a queue whose first message
+    is still stored is offset 0 over remoting QUERY_CONSUMER_OFFSET and gRPC GetOffset alike;
+    a commit through one door is read through the other."""
+    async def test(doors: Doors) -> None:
+        ext = {"consumerGroup": "gate-offsets", "topic": READ_WRITE, "queueId": "0"}
+        queried = await doors.remoting.call(RequestCode.QUERY_CONSUMER_OFFSET, ext)
+        mq = pb.MessageQueue(topic=pb.Resource(name=READ_WRITE), id=0)
+        got = await doors.grpc.unary("GetOffset", rpc.GetOffsetRequest(group=pb.Resource(name="gate-offsets"),
+                                                                       message_queue=mq), rpc.GetOffsetResponse)
+        assert (queried.code, queried.ext("offset")) == (ResponseCode.SUCCESS, "0")
+        assert (got.status.code, got.offset) == (pb.OK, 0)
+        updated = await doors.grpc.unary("UpdateOffset", rpc.UpdateOffsetRequest(
+            group=pb.Resource(name="gate-offsets"), message_queue=mq, offset=1), rpc.UpdateOffsetResponse)
+        assert updated.status.code == pb.OK
+        queried = await doors.remoting.call(RequestCode.QUERY_CONSUMER_OFFSET, ext)
+        assert queried.ext("offset") == "1"
     through_both(endpoint, test)

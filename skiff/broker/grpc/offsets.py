@@ -18,20 +18,19 @@ from collections.abc import AsyncIterator
 from skiff.broker.config import BrokerConfig
 from skiff.broker.grpc.convert import to_message
 from skiff.broker.grpc.status import refused, status
-from skiff.broker.offsets import ConsumerOffsetManager
 from skiff.broker.operations import Gate, PullOperation, PullRequest, Refusal
+from skiff.broker.operations.offsets import OffsetsOperation, QueueEdge
 from skiff.common.limits import POP_MAX_MSG_NUMS
 from skiff.common.stored_message import decode_records
 from skiff.protocol.v5 import definition_pb2 as pb
 from skiff.protocol.v5 import service_pb2 as rpc
-from skiff.store import MessageStore
+
+_EDGES = {pb.BEGINNING: QueueEdge.FIRST, pb.END: QueueEdge.END, pb.TIMESTAMP: QueueEdge.AT_TIME}
 
 
 class Offsets:
-    def __init__(self, config: BrokerConfig, store: MessageStore, gate: Gate, offsets: ConsumerOffsetManager,
-                 puller: PullOperation) -> None:
+    def __init__(self, config: BrokerConfig, gate: Gate, offsets: OffsetsOperation, puller: PullOperation) -> None:
         self.config = config
-        self.store = store
         self.gate = gate
         self.offsets = offsets
         self.puller = puller
@@ -53,19 +52,15 @@ class Offsets:
         refused = self._queue(mq)
         if refused is not None:
             return rpc.QueryOffsetResponse(status=refused)
-        if req.query_offset_policy == pb.TIMESTAMP:
-            offset = self.store.get_offset_by_time(mq.topic.name, mq.id, req.timestamp.ToMilliseconds())
-        elif req.query_offset_policy == pb.END:
-            offset = self.store.get_max_offset(mq.topic.name, mq.id)
-        else:
-            offset = self.store.get_min_offset(mq.topic.name, mq.id)
+        edge = _EDGES.get(req.query_offset_policy, QueueEdge.FIRST)
+        offset = self.offsets.queue_offset(mq.topic.name, mq.id, edge, req.timestamp.ToMilliseconds())
         return rpc.QueryOffsetResponse(status=status(pb.OK, "OK"), offset=offset)
 
     def get_offset(self, req: rpc.GetOffsetRequest) -> rpc.GetOffsetResponse:
         refused = self._queue(req.message_queue)
         if refused is not None:
             return rpc.GetOffsetResponse(status=refused)
-        found = self.offsets.query(req.group.name, req.message_queue.topic.name, req.message_queue.id)
+        found = self.offsets.consumed(req.group.name, req.message_queue.topic.name, req.message_queue.id)
         if found is None:
             return rpc.GetOffsetResponse(status=status(pb.OFFSET_NOT_FOUND, "the group committed no offset here"))
         return rpc.GetOffsetResponse(status=status(pb.OK, "OK"), offset=found)

@@ -10,6 +10,7 @@ operation and encode the answer. Every check made before an operation is the
 from dataclasses import dataclass
 
 from skiff.broker.operations.gate import ANY_QUEUE, Gate
+from skiff.broker.operations.offsets import OffsetsOperation, QueueEdge
 from skiff.broker.operations.pull import PullOperation, PullRequest, Pulled
 from skiff.broker.operations.refusal import Refusal
 from skiff.broker.operations.send import Outgoing, SendOperation, SendRequest, Sent, born_host
@@ -28,9 +29,10 @@ class Operations:
     pull: PullOperation
     end_transaction: EndTransactionOperation
     cancel: CancelOperation
+    offsets: OffsetsOperation
 
 
 __all__ = [
-    "ANY_QUEUE", "CancelOperation", "EndTransactionOperation", "Operations", "Gate", "Outgoing", "PullOperation", "PullRequest", "Pulled", "Refusal", "SendOperation",
+    "ANY_QUEUE", "CancelOperation", "EndTransactionOperation", "OffsetsOperation", "Operations", "QueueEdge", "Gate", "Outgoing", "PullOperation", "PullRequest", "Pulled", "Refusal", "SendOperation",
     "SendRequest", "Sent", "born_host", "compile_subscription", "properties_of", "record_filter",
 ]

@@ -5,15 +5,9 @@ QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET (15), GET_CONSUMER_LIST_BY_GR
 GET_EARLIEST_MSG_STORETIME (32), LOCK_BATCH_MQ (41), UNLOCK_BATCH_MQ (42),
 GET_ALL_CONSUMER_OFFSET (43: the whole table, which slaves copy).
 
-Where a new group starts (RocketMQ's QUERY_CONSUMER_OFFSET rules): a group with no committed
-offset for a queue whose first message (offset 0) is still stored gets offset 0,
-so it reads a young queue from its start, as Java's broker answers while that
-message is in memory. Otherwise QUERY_NOT_FOUND, and the client's
-consumeFromWhere decides (CONSUME_FROM_LAST_OFFSET asks GET_MAX_OFFSET). A
-stored offset below 0 (UPDATE_CONSUMER_OFFSET stores what it is given, and some
-clients persist -1 for "nothing consumed yet") is answered as no offset, as
-ConsumerManageProcessor does, so a restarted group does not skip what was sent
-while it was down.
+The offsets are `skiff.broker.operations.offsets`' (the gRPC door's too): where a new
+group starts is decided there, and no offset is QUERY_NOT_FOUND, after which the
+client's consumeFromWhere decides (CONSUME_FROM_LAST_OFFSET asks GET_MAX_OFFSET).
 """
 
 from __future__ import annotations
@@ -21,6 +15,7 @@ from __future__ import annotations
 from skiff.broker.clients import ClientManager
 from skiff.broker.locks import RebalanceLockManager
 from skiff.broker.offsets import ConsumerOffsetManager
+from skiff.broker.operations.offsets import OffsetsOperation, QueueEdge
 from skiff.protocol.bodies.consumer import ConsumerIdList
 from skiff.protocol.bodies.lock import LockBatchRequestBody, LockBatchResponseBody
 from skiff.protocol.codes import RequestCode, ResponseCode
@@ -32,9 +27,10 @@ from skiff.transport.connection import Connection, Handler
 
 class ConsumerProcessor:
     def __init__(self, store: MessageStore, offsets: ConsumerOffsetManager, clients: ClientManager,
-                 locks: RebalanceLockManager) -> None:
+                 locks: RebalanceLockManager, operation: OffsetsOperation) -> None:
         self.store = store
         self.offsets = offsets
+        self.operation = operation
         self.clients = clients
         self.locks = locks
 
@@ -57,22 +53,15 @@ class ConsumerProcessor:
 
     def query_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         q = h.QueryConsumerOffsetRequestHeader.from_ext(req.ext_fields)
-        offset = self.offsets.query(q.consumer_group, q.topic, q.queue_id)
-        if offset is not None and offset < 0:  # a client's "nothing consumed yet" (-1): no offset, as in Java
-            offset = None
-        if offset is None and self._first_message_kept(q.topic, q.queue_id):
-            offset = 0
+        offset = self.operation.consumed(q.consumer_group, q.topic, q.queue_id)
         if offset is None:
             return req.response(ResponseCode.QUERY_NOT_FOUND,
                                 f"group {q.consumer_group} has no offset for {q.topic} queue {q.queue_id}")
         return req.response(ext_fields={"offset": str(offset)})
 
-    def _first_message_kept(self, topic: str, queue_id: int) -> bool:
-        return self.store.get_min_offset(topic, queue_id) == 0
-
     def update_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         u = h.UpdateConsumerOffsetRequestHeader.from_ext(req.ext_fields)
-        self.offsets.commit(u.consumer_group, u.topic, u.queue_id, u.commit_offset)
+        self.operation.commit(u.consumer_group, u.topic, u.queue_id, u.commit_offset)
         return req.response()
 
     def consumer_list(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
@@ -84,15 +73,15 @@ class ConsumerProcessor:
 
     def max_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         q = h.QueueRequestHeader.from_ext(req.ext_fields)
-        return _offset(req, self.store.get_max_offset(q.topic, q.queue_id))
+        return _offset(req, self.operation.queue_offset(q.topic, q.queue_id, QueueEdge.END))
 
     def min_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         q = h.QueueRequestHeader.from_ext(req.ext_fields)
-        return _offset(req, self.store.get_min_offset(q.topic, q.queue_id))
+        return _offset(req, self.operation.queue_offset(q.topic, q.queue_id, QueueEdge.FIRST))
 
     def search_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         q = h.SearchOffsetRequestHeader.from_ext(req.ext_fields)
-        return _offset(req, self.store.get_offset_by_time(q.topic, q.queue_id, q.timestamp))
+        return _offset(req, self.operation.queue_offset(q.topic, q.queue_id, QueueEdge.AT_TIME, q.timestamp))
 
     def earliest_store_time(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         q = h.QueueRequestHeader.from_ext(req.ext_fields)

@@ -1,0 +1,50 @@
+"""Offsets: a group's consumed offset (query, commit) and a queue's own offsets (first, end,
+first at or after a time), for remoting's QUERY/UPDATE_CONSUMER_OFFSET, GET_MIN/MAX_OFFSET,
+SEARCH_OFFSET_BY_TIMESTAMP and gRPC's GetOffset, UpdateOffset, QueryOffset.
+
+Where a group starts (RocketMQ's ConsumerManageProcessor rules, the same for both doors):
+a stored offset below 0 (some clients persist -1 for "nothing consumed yet") is no
+offset; a group with no offset for a queue whose first message (offset 0) is still
+stored starts at 0, so it reads a young queue from its start; otherwise there is none
+and the client's consumeFromWhere decides.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from skiff.broker.offsets import ConsumerOffsetManager
+from skiff.store import MessageStore
+
+
+class QueueEdge(enum.Enum):
+    """Which of a queue's own offsets is asked for."""
+
+    FIRST = "first"
+    END = "end"
+    AT_TIME = "at time"
+
+
+class OffsetsOperation:
+    def __init__(self, store: MessageStore, offsets: ConsumerOffsetManager) -> None:
+        self.store = store
+        self.offsets = offsets
+
+    def consumed(self, group: str, topic: str, queue_id: int) -> int | None:
+        """Where ``group`` goes on in the queue, or None (the client then decides)."""
+        offset = self.offsets.query(group, topic, queue_id)
+        if offset is not None and offset < 0:
+            offset = None
+        if offset is None and self.store.get_min_offset(topic, queue_id) == 0:
+            offset = 0
+        return offset
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        self.offsets.commit(group, topic, queue_id, offset)
+
+    def queue_offset(self, topic: str, queue_id: int, edge: QueueEdge, timestamp_ms: int = 0) -> int:
+        if edge is QueueEdge.END:
+            return self.store.get_max_offset(topic, queue_id)
+        if edge is QueueEdge.AT_TIME:
+            return self.store.get_offset_by_time(topic, queue_id, timestamp_ms)
+        return self.store.get_min_offset(topic, queue_id)
