@@ -130,8 +130,8 @@ class Producing:
         if code != ResponseCode.SUCCESS:
             return rpc.SendResultEntry(status=from_code(code, sent.result.reason or sent.result.status.name))
         msg_id = msg.system_properties.message_id
-        offset = sent.result.queue_offset
-        offset_msg_id = sent.result.offset_msg_ids[0]
+        offset = sent.queue_offset
+        offset_msg_id = sent.msg_ids[0]
         if transactional:
             remember(self.clients.halves, msg_id, HalfRef(topic, offset,
                                                           decode_offset_msg_id(offset_msg_id).physical_offset,
@@ -164,7 +164,7 @@ class Producing:
         if code != ResponseCode.SUCCESS:
             failed = from_code(code, sent.result.reason or sent.result.status.name)
             return [rpc.SendResultEntry(status=failed) for _ in messages]
-        first = sent.result.queue_offset
+        first = sent.queue_offset
         ok = status(pb.OK, "OK")
         return [rpc.SendResultEntry(status=ok, message_id=m.system_properties.message_id,
                                     transaction_id=m.system_properties.message_id, offset=first + i)

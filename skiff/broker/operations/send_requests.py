@@ -28,7 +28,7 @@ from typing import TypeVar
 from skiff.broker.operations.refusal import Refusal
 from skiff.broker.operations.send import SendOperation, SendRequest, Sent
 from skiff.common.limits import BATCH_MAX_MESSAGES, COALESCED_MAX_BYTES
-from skiff.store import MessageInput, PutResult, PutStatus
+from skiff.store import MessageInput, PutStatus
 from skiff.store.dispatcher import NOT_CONSUMABLE
 from skiff.transport.late import LateAnswer
 
@@ -115,14 +115,8 @@ def _append_run(op: SendOperation, run: list[_Member], answers: Sequence[Callabl
         for m in run:
             _append_run(op, [m], answers, out)
         return
+    shared = result.ok  # a failed run's result is every request's, as it is
     for k, m in enumerate(run):
-        out[m.index] = op.settle(Sent(_share(result, k), m.queue_id), m.wait, answers[m.index])
-
-
-def _share(result: PutResult, k: int) -> PutResult:
-    """The ``k``-th message's part of a run's result: its id and queue offset; the run's
-    physical extent, so a sender waiting for a flush or a slave waits for the whole run's."""
-    if not result.ok:
-        return result
-    return PutResult(result.status, result.reason, result.physical_offset, (result.offset_msg_ids[k],),
-                     result.queue_offset + k, 1, result.store_timestamp, result.wrote_bytes, result.flushed)
+        # the k-th message's id and offset; the run's extent, so a sender waiting for a flush
+        # or a slave waits for the whole run's
+        out[m.index] = op.settle(Sent(result, m.queue_id, k if shared else None), m.wait, answers[m.index])

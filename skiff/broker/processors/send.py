@@ -23,7 +23,7 @@ from skiff.broker.operations import Refusal, SendOperation, SendRequest, Sent, b
 from skiff.broker.operations.send_requests import send_requests
 from skiff.common.errors import SkiffError
 from skiff.protocol.codes import RequestCode, ResponseCode
-from skiff.protocol.command import RemotingCommand
+from skiff.protocol.command import RPC_TYPE_RESPONSE, RemotingCommand
 from skiff.protocol.headers.send import SendMessageRequestHeader, decode_send_request
 from skiff.store import PutStatus
 from skiff.transport.connection import Batched, Connection, Handler, HandlerResult
@@ -105,16 +105,18 @@ def send_request(h: SendMessageRequestHeader, body: bytes, host: bytes) -> SendR
 
 
 def put_response(req: RemotingCommand, sent: Sent, extra: dict[str, str] | None = None) -> RemotingCommand:
-    """The response to a send (or send-back) from what the store made of it."""
+    """The response to a send (or send-back) from what the store made of it; built as the
+    command itself (its fields are strings already), one per send on the hot path."""
     result = sent.result
     code = STATUS_CODES[result.status]
     if code not in _WITH_RESULT:
         return req.response(code, result.reason or result.status.name)
     ext = {
-        "msgId": ",".join(result.offset_msg_ids),
+        "msgId": ",".join(sent.msg_ids),
         "queueId": str(sent.queue_id),
-        "queueOffset": str(result.queue_offset),
+        "queueOffset": str(sent.queue_offset),
     }
     if extra:
         ext.update(extra)
-    return req.response(code, result.reason or None, ext)
+    return RemotingCommand(code=code, opaque=req.opaque, flag=RPC_TYPE_RESPONSE, ext_fields=ext,
+                           remark=result.reason or None, serialize_type=req.serialize_type)
