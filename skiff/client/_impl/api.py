@@ -12,7 +12,7 @@ which extends this class.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Iterable, Sequence
 from typing import NamedTuple
 
 from skiff.client.credentials import Credentials
@@ -193,12 +193,21 @@ class MQClientAPI:
     async def send(self, addr: str, code: int, header: SendMessageRequestHeader, body: bytes,
                    timeout_ms: int | None = None) -> SendResponse:
         """SEND_MESSAGE(_V2) or SEND_BATCH_MESSAGE; the header's class decides the key names."""
-        cmd = RemotingCommand.request(code, None, body)
-        cmd.ext_fields = header.to_ext()
-        resp = await self.invoke(addr, cmd, timeout_ms, SEND_RESULT_CODES)
+        resp = raise_for_response(await self.send_request(addr, code, header.to_ext(), body, timeout_ms),
+                                  SEND_RESULT_CODES)
         ext = resp.ext_fields or {}
         return SendResponse(resp.code, SendMessageResponseHeader.from_ext(ext), ext.get("MSG_REGION"),
                             ext.get("TRACE_ON"))
+
+    def send_request(self, addr: str, code: int, ext: dict[str, str], body: bytes,
+                     timeout_ms: int | None = None) -> Awaitable[RemotingCommand]:
+        """`send` without reading the answer: awaiting what it returns sends the request
+        (``ext``: the send header's extFields, every value a string) and gives the broker's
+        answer as it came, error codes too (`send` checks and decodes it; the producer's hot
+        path does that itself, a coroutine fewer per send)."""
+        cmd = RemotingCommand(int(code), ext_fields=ext, body=body)
+        self._prepare(cmd)
+        return self.remoting.invoke(addr, cmd, timeout_ms or self.request_timeout_ms)
 
     async def send_oneway(self, addr: str, code: int, header: SendMessageRequestHeader, body: bytes) -> None:
         cmd = RemotingCommand.request(code, None, body, oneway=True)

@@ -31,8 +31,14 @@ FAILURE_LATENCY_MS = 30_000
 """What a failed send counts as (RocketMQ isolates the broker as if it took 30 s)."""
 
 
+_AVOIDED_FROM_MS = min(limit for limit, duration in zip(LATENCY_MAX_MS, NOT_AVAILABLE_DURATION_MS) if duration)
+"""The least latency that gets a broker avoided (below it, every send's case, the answer is 0)."""
+
+
 def not_available_duration_ms(latency_ms: float) -> int:
     """How long to avoid a broker after a send that took ``latency_ms``."""
+    if latency_ms < _AVOIDED_FROM_MS:
+        return 0
     for limit, duration in zip(reversed(LATENCY_MAX_MS), reversed(NOT_AVAILABLE_DURATION_MS)):
         if latency_ms >= limit:
             return duration
@@ -55,7 +61,13 @@ class LatencyFaultTolerance:
         self._items: dict[str, FaultItem] = {}
 
     def update(self, name: str, latency_ms: float, not_available_ms: int) -> None:
-        self._items[name] = FaultItem(name, latency_ms, self._clock.monotonic() + not_available_ms / 1000)
+        available_at_s = self._clock.monotonic() + not_available_ms / 1000
+        item = self._items.get(name)
+        if item is None:
+            self._items[name] = FaultItem(name, latency_ms, available_at_s)
+        else:  # updated in place: a send's report allocates nothing
+            item.latency_ms = latency_ms
+            item.available_at_s = available_at_s
 
     def is_available(self, name: str) -> bool:
         item = self._items.get(name)

@@ -26,11 +26,11 @@ is the §3.4 batch encoding (every message with its own UNIQ_KEY).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from skiff.client._impl.api import UNREACHABLE, SendResponse
+from skiff.client._impl.api import SEND_RESULT_CODES, UNREACHABLE, SendResponse
 from skiff.client._impl.fault import FaultStrategy
 from skiff.client._impl.instance import ClientInstance
 from skiff.client._impl.route import DEFAULT_TOPIC_QUEUE_NUMS, TopicPublishInfo
@@ -52,8 +52,9 @@ from skiff.common.names import SYSTEM_TOPICS, TBW102, group_error, is_retry_topi
 from skiff.common.properties import Prop
 from skiff.common.sysflag import MessageSysFlag
 from skiff.protocol.codes import RequestCode, ResponseCode
-from skiff.protocol.errors import ConnectionClosed, MessageIllegalError, RequestTimeout, ResponseError
-from skiff.protocol.headers.send import SendMessageRequestHeaderV2
+from skiff.protocol.command import RemotingCommand
+from skiff.protocol.errors import ConnectionClosed, MessageIllegalError, RequestTimeout, ResponseError, error_for
+from skiff.protocol.headers.send import SendMessageRequestHeaderV2, SendMessageResponseHeader
 from skiff.protocol.message_codec import compress_body, encode_batch, send_properties
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,17 @@ _COMPRESSED = int(MessageSysFlag.COMPRESSED)
 _PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED)
 _DELAY_PROP_SET = frozenset({Prop.DELAY, Prop.DELIVER_TIME_MS, Prop.DELAY_MS, Prop.TIMER_DELIVER_MS,
                              Prop.TIMER_DELAY_SEC, Prop.TIMER_DELAY_MS})
+_SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
+_SEND_BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
+_WIRE = SendMessageRequestHeaderV2.WIRE_NAMES
+"""The send header's extFields keys, which `ProducerCore._send_ext` writes without the header class."""
+_SYS_FLAG, _BORN, _FLAG, _PROPERTIES = (_WIRE[n] for n in ("sys_flag", "born_timestamp", "flag", "properties"))
+_RECONSUME_TIMES, _UNIT_MODE, _BATCH, _MAX_RECONSUME_TIMES = (
+    _WIRE[n] for n in ("reconsume_times", "unit_mode", "batch", "max_reconsume_times"))
+_TOPICS_REMEMBERED = 4096
+"""Checked topic names a producer keeps (a producer that sends to more checks some again)."""
+_EXT_HEADS_REMEMBERED = 16384
+"""(topic, queue id) pairs whose fixed part of the send header a producer keeps."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +155,10 @@ class ProducerCore:
         self.clock = clock
         self.fault = fault or FaultStrategy(options.latency_fault_enabled, clock)
         self._uniq_id = uniq_id
+        self._topics: set[str] = set()
+        """Topic names that passed `check_topic`."""
+        self._ext_heads: dict[tuple[str, int], dict[str, str]] = {}
+        """Per topic and queue id, the send header's extFields that every send to them repeats."""
 
     # ------------------------------------------------------------ preparing
 
@@ -150,7 +166,7 @@ class ProducerCore:
         """Refuse what no broker would store, with the reason (RocketMQ's Validators.checkMessage)."""
         if not isinstance(msg, Message):
             raise MessageValidationError(f"expected a Message, got {type(msg).__name__}")
-        check_topic(msg.topic)
+        self._check_topic(msg.topic)
         if not msg.body and not msg.keys:
             raise MessageValidationError("the message body is empty (only a tombstone, a message with KEYS "
                                          "for a compacted topic, may be empty)")
@@ -159,12 +175,21 @@ class ProducerCore:
                 f"the message body is {len(msg.body)} bytes, more than max_message_size "
                 f"{self.options.max_message_size}")
 
+    def _check_topic(self, topic: str) -> None:
+        """`check_topic`, remembered per name."""
+        if type(topic) is not str or topic not in self._topics:
+            check_topic(topic)
+            if len(self._topics) >= _TOPICS_REMEMBERED:
+                self._topics.clear()
+            self._topics.add(topic)
+
     def prepare(self, msg: Message) -> Prepared:
         self.check_message(msg)
-        uniq = msg.properties.get(Prop.UNIQ_KEY) or self._uniq_id()
+        own = msg.properties
+        uniq = own.get(Prop.UNIQ_KEY) or self._uniq_id()
         props = _properties(msg, uniq)
         body, sys_flag = compress_body(msg.body, 0, over_bytes=self.options.compress_body_over_bytes)
-        if msg.properties.get(Prop.TRAN_MSG) == "true":
+        if own and own.get(Prop.TRAN_MSG) == "true":
             sys_flag |= _PREPARED
         retry = is_retry_topic(msg.topic)
         return Prepared(
@@ -254,22 +279,28 @@ class ProducerCore:
 
     # -------------------------------------------------------------- sending
 
-    async def send(self, prepared: Prepared, *, msg: Message | None = None, queue: MessageQueue | None = None,
-                   selector: QueueSelector | None = None, arg: Any = None, timeout_ms: int | None = None,
-                   retries: int | None = None) -> SendResult:
+    def send(self, prepared: Prepared, *, msg: Message | None = None, queue: MessageQueue | None = None,
+             selector: QueueSelector | None = None, arg: Any = None, timeout_ms: int | None = None,
+             retries: int | None = None) -> Coroutine[Any, Any, SendResult]:
         """Send with retries on another broker, or once to a pinned or selected queue; either
-        waits within the timeout while the topic's (or the queue's) group has no master."""
+        waits within the timeout while the topic's (or the queue's) group has no master.
+
+        Returns the send to await; its timeout counts from this call."""
         timeout_ms = timeout_ms or self.options.send_timeout_ms
         deadline = self.clock.monotonic() + timeout_ms / 1000
         if queue is not None or selector is not None:
-            routes = self.instance.routes
-            info = await routes.wait_while_masterless(prepared.topic, lambda: routes.publish_info(prepared.topic),
-                                                      self._left_s(deadline))
-            mq = queue if queue is not None else self._select(info, selector, msg, arg)  # type: ignore[arg-type]
-            await routes.master_for(prepared.topic, mq.broker_name, self._left_s(deadline))
-            return await self._attempt(prepared, mq, max(int(self._left_s(deadline) * 1000), 1))
+            return self._send_once(prepared, deadline, msg, queue, selector, arg)
         retries = self.options.retry_times_when_send_failed if retries is None else retries
-        return await self._send_with_retries(prepared, deadline, timeout_ms, retries)
+        return self._send_with_retries(prepared, deadline, timeout_ms, retries)
+
+    async def _send_once(self, prepared: Prepared, deadline: float, msg: Message | None,
+                         queue: MessageQueue | None, selector: QueueSelector | None, arg: Any) -> SendResult:
+        routes = self.instance.routes
+        info = await routes.wait_while_masterless(prepared.topic, lambda: routes.publish_info(prepared.topic),
+                                                  self._left_s(deadline))
+        mq = queue if queue is not None else self._select(info, selector, msg, arg)  # type: ignore[arg-type]
+        await routes.master_for(prepared.topic, mq.broker_name, self._left_s(deadline))
+        return await self._attempt(prepared, mq, max(int(self._left_s(deadline) * 1000), 1))
 
     def _left_s(self, deadline: float) -> float:
         return max(deadline - self.clock.monotonic(), 0.0)
@@ -283,6 +314,8 @@ class ProducerCore:
     async def _send_with_retries(self, prepared: Prepared, deadline: float, timeout_ms: int,
                                  retries: int) -> SendResult:
         routes = self.instance.routes
+        monotonic = self.clock.monotonic
+        topic = prepared.topic
         attempts: list[tuple[str, Exception]] = []
         last_broker: str | None = None
         result: SendResult | None = None
@@ -291,29 +324,35 @@ class ProducerCore:
         backoff_s = RETRY_BACKOFF_FIRST_S
         attempt = 0
         while attempt <= retries:
-            remaining_s = deadline - self.clock.monotonic()
+            remaining_s = deadline - monotonic()
             if attempt and remaining_s <= 0:
                 attempts.append(("-", ClientTimeoutError(f"the send timeout of {timeout_ms} ms passed")))
                 break
-            try:
-                info = await routes.writable_publish_info(prepared.topic, max(remaining_s, 0.0))
-            except NoMasterError as exc:
-                if not attempts:
-                    raise
-                attempts.append(("-", exc))
-                break
+            info = routes.writable_now(topic)  # the usual case: nothing to fetch or wait for
+            if info is None:
+                try:
+                    info = await routes.writable_publish_info(topic, max(remaining_s, 0.0))
+                except NoMasterError as exc:
+                    if not attempts:
+                        raise
+                    attempts.append(("-", exc))
+                    break
             mq = self.fault.select(info, last_broker)
             addr = routes.master_addr(mq.broker_name)
             if addr is not None and lost.pop(mq.broker_name, None) == addr:
                 # back to the master that just failed (no other group to go to): let the route catch up
-                await routes.wait_route_change(prepared.topic, min(backoff_s, self._left_s(deadline)))
+                await routes.wait_route_change(topic, min(backoff_s, self._left_s(deadline)))
                 backoff_s = min(backoff_s * 2, RETRY_BACKOFF_MAX_S)
                 continue
             last_broker = mq.broker_name
             attempt += 1
+            # the attempt, as `_attempt` makes it, inline: a coroutine fewer per send
+            started = monotonic()
             try:
-                result = await self._attempt(prepared, mq, max(int(self._left_s(deadline) * 1000), 1))
+                request = self._request(prepared, mq, max(int((deadline - started) * 1000), 1), addr)
+                result = _send_result(await request, mq, prepared.msg_id)
             except (ResponseError, NoBrokerError, *UNREACHABLE) as exc:
+                self._attempt_failed(topic, mq, started, exc)
                 if isinstance(exc, ResponseError) and exc.code not in RETRY_ON_ANOTHER_BROKER:
                     raise
                 attempts.append((mq.broker_name, exc))
@@ -321,27 +360,38 @@ class ProducerCore:
                     lost[mq.broker_name] = addr
                 log.info("send to %s failed (attempt %d of %d): %s", mq, attempt, retries + 1, exc)
                 continue
+            self.fault.update(mq.broker_name, (monotonic() - started) * 1000, failed=False)
             if result.send_status is SendStatus.SEND_OK or not self.options.retry_another_broker_when_not_store_ok:
                 return result
         if result is not None:
             return result
-        raise SendFailedError(prepared.topic, attempts) from attempts[-1][1]
+        raise SendFailedError(topic, attempts) from attempts[-1][1]
 
     async def _attempt(self, prepared: Prepared, mq: MessageQueue, timeout_ms: int) -> SendResult:
-        routes = self.instance.routes
         started = self.clock.monotonic()
         try:
-            addr = routes.require_master(mq.broker_name)
-            code = RequestCode.SEND_BATCH_MESSAGE if prepared.batch else RequestCode.SEND_MESSAGE_V2
-            resp = await self.instance.api.send(addr, code, self._header(prepared, mq), prepared.body,
-                                                timeout_ms)
+            result = _send_result(await self._request(prepared, mq, timeout_ms), mq, prepared.msg_id)
         except (ResponseError, NoBrokerError, *UNREACHABLE) as exc:
-            self.fault.update(mq.broker_name, (self.clock.monotonic() - started) * 1000, failed=True)
-            if not isinstance(exc, ResponseError) or exc.code in STALE_ROUTE_CODES:
-                routes.mark_stale(prepared.topic)
+            self._attempt_failed(prepared.topic, mq, started, exc)
             raise
         self.fault.update(mq.broker_name, (self.clock.monotonic() - started) * 1000, failed=False)
-        return make_result(resp, mq, prepared.msg_id)
+        return result
+
+    def _request(self, prepared: Prepared, mq: MessageQueue, timeout_ms: int,
+                 addr: str | None = None) -> Awaitable[RemotingCommand]:
+        """The attempt's request to the master of ``mq``'s group (``addr`` when the caller has
+        just looked it up), to await for the raw answer."""
+        if addr is None:
+            addr = self.instance.routes.require_master(mq.broker_name)
+        return self.instance.api.send_request(addr, _SEND_BATCH if prepared.batch else _SEND_V2,
+                                              self._send_ext(prepared, mq), prepared.body, timeout_ms)
+
+    def _attempt_failed(self, topic: str, mq: MessageQueue, started: float, exc: Exception) -> None:
+        """Count a failed attempt against its broker; fetch the route again unless the broker
+        answered with an error that says nothing about the route."""
+        self.fault.update(mq.broker_name, (self.clock.monotonic() - started) * 1000, failed=True)
+        if not isinstance(exc, ResponseError) or exc.code in STALE_ROUTE_CODES:
+            self.instance.routes.mark_stale(topic)
 
     def _header(self, prepared: Prepared, mq: MessageQueue) -> SendMessageRequestHeaderV2:
         return SendMessageRequestHeaderV2(
@@ -349,6 +399,34 @@ class ProducerCore:
             prepared.sys_flag, self.clock.now_ms(), prepared.flag, prepared.properties, prepared.reconsume_times,
             False, prepared.batch, prepared.max_reconsume_times, None,
         )
+
+    def _send_ext(self, prepared: Prepared, mq: MessageQueue) -> dict[str, str]:
+        """``_header(prepared, mq).to_ext()``, the same keys in the same order, built from a
+        copy of the part that is the same for every send of the topic to the queue id."""
+        key = (prepared.topic, mq.queue_id)
+        head = self._ext_heads.get(key)
+        if head is None:
+            if len(self._ext_heads) >= _EXT_HEADS_REMEMBERED:
+                self._ext_heads.clear()
+            head = self._ext_heads[key] = {
+                _WIRE["producer_group"]: self.options.group,
+                _WIRE["topic"]: prepared.topic,
+                _WIRE["default_topic"]: TBW102,
+                _WIRE["default_topic_queue_nums"]: str(self.options.default_topic_queue_nums),
+                _WIRE["queue_id"]: str(mq.queue_id),
+            }
+        ext = head.copy()
+        ext[_SYS_FLAG] = str(prepared.sys_flag)
+        ext[_BORN] = str(self.clock.now_ms())
+        ext[_FLAG] = str(prepared.flag)
+        ext[_PROPERTIES] = prepared.properties
+        if prepared.reconsume_times is not None:
+            ext[_RECONSUME_TIMES] = str(prepared.reconsume_times)
+        ext[_UNIT_MODE] = "false"
+        ext[_BATCH] = "true" if prepared.batch else "false"
+        if prepared.max_reconsume_times is not None:
+            ext[_MAX_RECONSUME_TIMES] = str(prepared.max_reconsume_times)
+        return ext
 
     async def send_oneway(self, prepared: Prepared, *, msg: Message | None = None, queue: MessageQueue | None = None,
                           selector: QueueSelector | None = None, arg: Any = None) -> None:
@@ -378,6 +456,22 @@ def make_result(resp: SendResponse, mq: MessageQueue, msg_id: str) -> SendResult
     return SendResult(
         STATUS_BY_CODE[resp.code], msg_id, h.msg_id, MessageQueue(mq.topic, mq.broker_name, h.queue_id),
         h.queue_offset, h.transaction_id, resp.region_id or "DefaultRegion", resp.trace_on != "false",
+    )
+
+
+def _send_result(resp: RemotingCommand, mq: MessageQueue, msg_id: str) -> SendResult:
+    """The broker's raw answer to a send as its result (`MQClientAPI.send` and `make_result`
+    in one step): an error code raises its error, as `raise_for_response` does."""
+    code = resp.code
+    if code not in SEND_RESULT_CODES:
+        raise error_for(code, resp.remark)
+    ext = resp.ext_fields or {}
+    h = SendMessageResponseHeader.from_ext(ext)
+    queue_id = h.queue_id
+    return SendResult(
+        STATUS_BY_CODE[code], msg_id, h.msg_id, mq if queue_id == mq.queue_id and type(mq) is MessageQueue
+        else MessageQueue(mq.topic, mq.broker_name, queue_id),
+        h.queue_offset, h.transaction_id, ext.get("MSG_REGION") or "DefaultRegion", ext.get("TRACE_ON") != "false",
     )
 
 

@@ -202,8 +202,8 @@ class RouteCache:
         """`publish_info` with only the queues whose group has a master now (an order topic
         lists its queues whatever their group's state). While there are none (a failover),
         wait for a master as the module says; `NoMasterError` once ``timeout_s`` has passed."""
-        info = self._publish.get(topic)
-        if info is not None and info.queues and topic not in self._stale and not self._masterless:
+        info = self.writable_now(topic)
+        if info is not None:
             return info  # the usual case, without the coroutines below
 
         async def writable() -> TopicPublishInfo:
@@ -219,6 +219,15 @@ class RouteCache:
             return dataclasses.replace(info, queues=queues)
 
         return await self.wait_while_masterless(topic, writable, timeout_s)
+
+    def writable_now(self, topic: str) -> TopicPublishInfo | None:
+        """`writable_publish_info`'s answer when it has nothing to fetch or wait for (the usual
+        case: a fresh route and a master in every group), else None: then await that method.
+        Lets a send take its queue without awaiting a coroutine."""
+        info = self._publish.get(topic)
+        if info is not None and info.queues and topic not in self._stale and not self._masterless:
+            return info
+        return None
 
     async def master_for(self, topic: str, broker_name: str, timeout_s: float) -> str:
         """The address of ``broker_name``'s master, waiting (as `writable_publish_info` does)

@@ -17,7 +17,7 @@ Messages of the trace topic itself, and messages whose TRACE_ON property is
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 from skiff.client._impl.config import ClientConfig
@@ -74,8 +74,13 @@ class SendTracer(_Hook):
                  clock: Clock = SYSTEM_CLOCK) -> None:
         super().__init__("PRODUCER", group, settings, config, clock)
 
-    async def timed(self, msg: Message, send: Awaitable[SendResult]) -> SendResult:
-        """Await ``send`` and trace its result."""
+    def timed(self, msg: Message, send: Coroutine[Any, Any, SendResult]) -> Coroutine[Any, Any, SendResult]:
+        """``send``, to await, tracing its result (``send`` itself when tracing is off)."""
+        if self.dispatcher is None:
+            return send
+        return self._timed(msg, send)
+
+    async def _timed(self, msg: Message, send: Awaitable[SendResult]) -> SendResult:
         start_ms, t0 = self.clock.now_ms(), self.clock.monotonic()
         result = await send
         dispatcher = self._traced(msg.topic)
