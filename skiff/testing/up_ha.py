@@ -133,11 +133,12 @@ class UpHa:
             if exc_type is None:
                 raise
         finally:
-            if self.etcd_pid and _alive(self.etcd_pid):
+            if self.etcd_pid and alive(self.etcd_pid):
                 os.kill(self.etcd_pid, signal.SIGKILL)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether a process with this pid exists (signal 0 probes it)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

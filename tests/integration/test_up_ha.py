@@ -15,7 +15,7 @@ import pytest
 
 from skiff.testing.etcd import etcd_binary
 from skiff.testing.processes import run_skiff
-from skiff.testing.up_ha import UpHa
+from skiff.testing.up_ha import UpHa, alive
 from skiff.testing.waits import wait_for
 
 pytestmark = [pytest.mark.timeout(240),
@@ -33,7 +33,7 @@ def test_kill_the_master_by_its_printed_pid_and_sends_resume_on_the_other(tmp_pa
         assert sorted(up.brokers) == [1, 2]
         pids = {b.pid for b in up.brokers.values()}
         assert len(pids) == 2 and up.proc is not None and up.proc.pid not in pids and up.etcd_pid not in pids
-        assert all(_alive(pid) for pid in pids)
+        assert all(alive(pid) for pid in pids)
         first = up.master_id
         other = 2 if first == 1 else 1
         assert up.brokers[other].role == "slave" and up.brokers[other].epoch == up.brokers[first].epoch
@@ -60,7 +60,7 @@ def test_kill_the_master_by_its_printed_pid_and_sends_resume_on_the_other(tmp_pa
         wait_for(resumed, 30, "a send answered SEND_OK by the new master")
 
         restarted = up.wait_line(rf"id {first} restarted: pid (\d+)", 60, mark)
-        assert int(restarted[1]) != killed and _alive(int(restarted[1]))
+        assert int(restarted[1]) != killed and alive(int(restarted[1]))
         up.wait_line(rf"id {first} \(pid {restarted[1]}\) is a slave of id {other}, epoch {elected[1]}, in sync", 30,
                      mark)
 
@@ -85,21 +85,13 @@ def test_kill_the_master_by_its_printed_pid_and_sends_resume_on_the_other(tmp_pa
 
         children = [*pids, int(restarted[1]), up.etcd_pid]
         assert up.stop() == 0
-    assert not [pid for pid in children if _alive(pid)]
+    assert not [pid for pid in children if alive(pid)]
 
 
 def _cluster(ns: list[str]) -> list[dict]:
     listed = run_skiff(["cluster", "list", "--json", *ns])
     assert listed.returncode == 0, listed.stdout
     return json.loads(listed.stdout)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _disk_bytes(root: Path) -> int:
