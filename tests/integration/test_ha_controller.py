@@ -30,6 +30,7 @@ from skiff.testing.ha import ControllerGroup
 from skiff.testing.processes import free_port, run_skiff, start_skiff
 from skiff.testing.waits import eventually, wait_for
 from skiff.testing.wire import BrokerWire
+from skiff.testing.up_ha import free_ports_apart
 
 pytestmark = [pytest.mark.timeout(180),
               pytest.mark.skipif(etcd_binary() is None, reason="etcd is not installed (make etcd)")]
@@ -115,6 +116,7 @@ def test_a_demoted_master_cuts_the_tail_its_successor_never_had(tmp_path: Path) 
 
 def test_skiff_up_ha_runs_etcd_and_an_elected_pair(tmp_path: Path) -> None:
     ports = [free_port() for _ in range(4)]  # etcd's peer port too: client port + 1 may be taken
+    ports[1] = free_ports_apart((0, 1, 10, 11))  # each broker's listen and HA ports, broker 2's 10 above
     proc = start_skiff(["up", "--ha", "--dir", str(tmp_path), "--namesrv-port", str(ports[0]),
                         "--broker-port", str(ports[1]), "--etcd-port", str(ports[2]),
                         "--etcd-peer-port", str(ports[3]), "--grpc-port", "0", "--metrics-port", "0",
