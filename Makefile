@@ -14,7 +14,7 @@ RMQ5_VENV := $(BUILD)/venv-rocketmq5
 RMQ5_STAMP := $(RMQ5_VENV)/.installed
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 
-EXTRAS := spark,dev,bench,ha
+EXTRAS := spark,dev,bench,ha,tier,chaos
 LATEST := $(BUILD)/latest
 LOCK_VENV := $(BUILD)/venv-lock
 PIP_COMPILE := CUSTOM_COMPILE_COMMAND='make lock' $(LOCK_VENV)/bin/pip-compile --quiet --generate-hashes --allow-unsafe --strip-extras \
