@@ -1,0 +1,6 @@
+"""An OpenChaos-style chaos run of a controller-mode broker group (`skiff chaos`, docs/reliability.md).
+
+A history of every client operation and every injected fault (`history`), checkers over it that
+know nothing of how it was made (`checkers`), the cluster in network namespaces (`lab`,
+`cluster`), the faults (`faults`), the clients (`workers`), the run (`run`) and its plot
+(`plot`)."""
