@@ -85,3 +85,46 @@ COALESCED_MAX_BYTES = 1024 * 1024
 """Bodies appended in one write when single-message sends that arrived together are
 coalesced (skiff.broker.operations.send_requests): past this a new run starts, so one
 run never nears a CommitLog file's end-of-file margin or holds the append lock long."""
+
+TIER_SEGMENT_MAX_MESSAGES = 100_000
+"""Messages in one tiered Parquet file (one queue, one offset range): a file stays small
+enough to be fetched whole by a broker that serves a read through the tier."""
+
+TIER_SEGMENT_MAX_BYTES = 64 * 1024 * 1024
+"""Stored bytes of the records one tiered file holds at most (the same reason)."""
+
+TIER_ROW_GROUP_MESSAGES = 4096
+"""Rows per Parquet row group of a tiered file: the unit a read through the tier decodes
+and caches."""
+
+TIER_CACHE_MAX_BYTES = 64 * 1024 * 1024
+"""Bytes of fetched tier files a broker keeps in memory for reads through the tier (least
+recently used first out)."""
+
+TIER_MANIFEST_MAX_BYTES = 64 * 1024 * 1024
+"""A topic's tier manifest: larger is refused as corrupt rather than parsed."""
+
+KAFKA_BATCH_INFLATED_MAX_BYTES = 64 * 1024 * 1024
+"""Largest a compressed Kafka record batch may inflate to: a few bytes of zstd can claim
+gigabytes, and a producer's batch is bounded by its max.request.size (1 MiB by default)."""
+
+KAFKA_FRAME_MAX_BYTES = 100 * 1024 * 1024
+"""Largest Kafka request read (Kafka's socket.request.max.bytes default): a bigger size
+prefix is a client speaking something else, and the connection is closed."""
+
+AUTH_CLOCK_SKEW_MS = 5 * 60 * 1000
+"""How far a gRPC call's signed x-mq-date-time may be from the broker's clock (ACL 2.0): wide
+enough for unsynchronised hosts, narrow enough that a captured call is soon useless.
+RocketMQ itself never checks it."""
+
+TLS_SNIFF_TIMEOUT_S = 10.0
+"""How long a TLS-capable server waits for a new connection's first byte (which tells TLS
+from plaintext) before closing it: a socket that says nothing holds a descriptor and no
+idle timeout covers it yet."""
+
+TLS_HANDSHAKE_TIMEOUT_S = 10.0
+"""How long a server gives a client to finish the TLS handshake."""
+
+TLS_REFUSAL_MAX_BYTES = 64 * 1024
+"""What an enforcing TLS server reads of a plaintext client's first request to answer it
+with the reason it is refused; a larger frame is not read, the connection just closes."""

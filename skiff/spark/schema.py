@@ -4,7 +4,8 @@ themselves are built by `skiff.spark.arrow_decode`).
 Spark checks a `pyarrow.RecordBatch` from ``read()`` against the Arrow form of
 the Spark schema and refuses any difference (``int32`` for a long, a map whose
 entries are named otherwise, a timestamp in ms or without a zone), so
-`ARROW_SCHEMA` is written out by hand and a test compares it with PySpark's own
+`ARROW_SCHEMA` is written out by hand (in `skiff.tier.columns`, whose files hold the same
+columns first) and a test compares it with PySpark's own
 conversion. Timestamps are microseconds in UTC, as Spark keeps them.
 
 ``properties`` holds a message's properties except those with a column of their
@@ -28,7 +29,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from skiff.common.properties import Prop
+from skiff.tier.columns import HIDDEN_PROPERTIES, SOURCE_FIELDS, TIMESTAMP
 
 SCHEMA = StructType([
     StructField("topic", StringType()),
@@ -46,21 +47,6 @@ SCHEMA = StructType([
 ])
 """The read schema, as `DataSource.schema` gives it to Spark."""
 
-TIMESTAMP = pa.timestamp("us", tz="UTC")
-ARROW_SCHEMA = pa.schema([
-    pa.field("topic", pa.string()),
-    pa.field("broker", pa.string()),
-    pa.field("queue_id", pa.int32()),
-    pa.field("queue_offset", pa.int64()),
-    pa.field("msg_id", pa.string()),
-    pa.field("keys", pa.string()),
-    pa.field("tags", pa.string()),
-    pa.field("body", pa.binary()),
-    pa.field("properties", pa.map_(pa.string(), pa.string())),
-    pa.field("born_timestamp", TIMESTAMP),
-    pa.field("store_timestamp", TIMESTAMP),
-    pa.field("reconsume_times", pa.int32()),
-])
-
-HIDDEN_PROPERTIES = frozenset({Prop.TAGS, Prop.KEYS, Prop.UNIQ_KEY, Prop.WAIT, Prop.MIN_OFFSET, Prop.MAX_OFFSET})
-"""Properties left out of the ``properties`` column (see the module docstring)."""
+ARROW_SCHEMA = pa.schema(SOURCE_FIELDS)
+"""The same columns as Arrow, defined with the tier's files (`skiff.tier.columns`), which hold
+them first so that the source hands tiered row groups on as they are."""

@@ -1,0 +1,139 @@
+"""A topic's tier manifest: which tiered file holds which offsets of which queue.
+
+One JSON object per topic, ``<topic>/manifest.json`` in the tier, rewritten whole by
+the one uploader of the topic (its broker group's master) after each file it adds
+or removes. It is the tier's only truth: a file the manifest does not list is not
+data (an upload that crashed before its manifest, collected by the uploader), and
+a reader (a broker serving an old offset, a Spark executor) opens only listed
+files, checking each one's SHA-256.
+
+    {"version": 1, "topic": "Orders", "broker": "broker-a",
+     "segments": [{"queueId": 0, "firstOffset": 0, "lastOffset": 4095,
+                   "firstStoreMs": 1714561200000, "lastStoreMs": 1714561260000,
+                   "file": "Orders/0/00000000000000000000-00000000000000004095.parquet",
+                   "rows": 4096, "bytes": 81234, "sha256": "…"}]}
+
+Offsets of a compacted topic's file have gaps (``rows`` ≤ last − first + 1).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from skiff.common.errors import SkiffError
+
+FORMAT_VERSION = 1
+MANIFEST_NAME = "manifest.json"
+
+
+class ManifestError(SkiffError):
+    """A manifest that does not parse or does not hold together."""
+
+
+@dataclass(frozen=True, slots=True)
+class Segment:
+    """One tiered file: a queue's offsets first..last (both included)."""
+
+    queue_id: int
+    first_offset: int
+    last_offset: int
+    first_store_ms: int
+    last_store_ms: int
+    file: str
+    rows: int
+    size_bytes: int
+    sha256: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"queueId": self.queue_id, "firstOffset": self.first_offset, "lastOffset": self.last_offset,
+                "firstStoreMs": self.first_store_ms, "lastStoreMs": self.last_store_ms, "file": self.file,
+                "rows": self.rows, "bytes": self.size_bytes, "sha256": self.sha256}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Segment:
+        try:
+            return cls(int(d["queueId"]), int(d["firstOffset"]), int(d["lastOffset"]), int(d["firstStoreMs"]),
+                       int(d["lastStoreMs"]), str(d["file"]), int(d["rows"]), int(d["bytes"]), str(d["sha256"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ManifestError(f"manifest segment {dict(d)!r}: {exc!r}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    topic: str
+    broker: str = ""
+    segments: tuple[Segment, ...] = field(default=())
+
+    def queue(self, queue_id: int) -> list[Segment]:
+        """The queue's segments, in offset order."""
+        return sorted((s for s in self.segments if s.queue_id == queue_id), key=lambda s: s.first_offset)
+
+    def queue_ids(self) -> list[int]:
+        return sorted({s.queue_id for s in self.segments})
+
+    def end_offset(self, queue_id: int) -> int:
+        """The first offset of the queue not in the tier (0 when none is)."""
+        segs = self.queue(queue_id)
+        return segs[-1].last_offset + 1 if segs else 0
+
+    def first_offset(self, queue_id: int) -> int | None:
+        segs = self.queue(queue_id)
+        return segs[0].first_offset if segs else None
+
+    def covering(self, queue_id: int, offset: int) -> Segment | None:
+        """The segment holding ``offset``, or the first one after it (a compacted gap), or None."""
+        for s in self.queue(queue_id):
+            if offset <= s.last_offset:
+                return s
+        return None
+
+    def overlapping(self, queue_id: int, first: int, end: int) -> list[Segment]:
+        """Segments with offsets in [first, end)."""
+        return [s for s in self.queue(queue_id) if s.last_offset >= first and s.first_offset < end]
+
+    def with_segment(self, seg: Segment) -> Manifest:
+        """This manifest plus ``seg``, which must start where its queue ends (an idempotent
+        re-add of the same segment is a no-op)."""
+        if seg in self.segments:
+            return self
+        end = self.end_offset(seg.queue_id)
+        if seg.first_offset != end and self.queue(seg.queue_id):
+            raise ManifestError(f"{self.topic} queue {seg.queue_id}: segment from {seg.first_offset} does not "
+                                f"follow the tier's end {end}")
+        return Manifest(self.topic, self.broker, self.segments + (seg,))
+
+    def without(self, gone: Iterable[Segment]) -> Manifest:
+        drop = set(gone)
+        return Manifest(self.topic, self.broker, tuple(s for s in self.segments if s not in drop))
+
+    def remote_bytes(self, queue_id: int | None = None) -> int:
+        return sum(s.size_bytes for s in self.segments if queue_id is None or s.queue_id == queue_id)
+
+    def to_bytes(self) -> bytes:
+        body = {"version": FORMAT_VERSION, "topic": self.topic, "broker": self.broker,
+                "segments": [s.to_json() for s in self.segments]}
+        return json.dumps(body, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Manifest:
+        try:
+            d = json.loads(data)
+        except ValueError as exc:
+            raise ManifestError(f"manifest is not JSON: {exc}") from None
+        if not isinstance(d, dict) or d.get("version") != FORMAT_VERSION or not isinstance(d.get("segments"), list):
+            raise ManifestError(f"manifest of an unknown format (version {d.get('version') if isinstance(d, dict) else None!r}, "
+                                f"this build reads {FORMAT_VERSION})")
+        return cls(str(d.get("topic", "")), str(d.get("broker", "")),
+                   tuple(Segment.from_json(s) for s in d["segments"]))
+
+
+def segment_file(topic: str, queue_id: int, first: int, last: int) -> str:
+    """Where a segment's file goes: named by its range, so a retried upload writes the same key."""
+    return f"{topic}/{queue_id}/{first:020d}-{last:020d}.parquet"
+
+
+def manifest_file(topic: str) -> str:
+    return f"{topic}/{MANIFEST_NAME}"

@@ -1,0 +1,182 @@
+"""A topic's tier: its manifest and its Parquet files in one backend.
+
+`Tier.upload` is the one way data gets in: the file first (named by its queue and
+range, so a retry writes the same key), then the manifest listing it. A crash
+between the two leaves a file no manifest lists: not data, re-uploaded over by the
+next attempt, or removed by `collect_orphans`. `Tier.read` is how data gets out:
+the file the manifest names, its SHA-256 checked against the manifest's, decoded
+row group by row group through a bounded cache (`FileCache`), so a consumer reading
+a tiered queue from its start fetches each file once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import threading
+from collections import OrderedDict
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from skiff.common.limits import TIER_CACHE_MAX_BYTES, TIER_MANIFEST_MAX_BYTES, TIER_ROW_GROUP_MESSAGES
+from skiff.tier.backends import TierBackend, TierError
+from skiff.tier.columns import TIER_SCHEMA
+from skiff.tier.manifest import Manifest, ManifestError, Segment, manifest_file, segment_file
+
+log = logging.getLogger(__name__)
+
+
+def parquet_bytes(table: pa.Table) -> bytes:
+    """A tiered file's bytes: zstd-compressed Parquet in row groups a read decodes alone."""
+    sink = io.BytesIO()
+    pq.write_table(table.cast(TIER_SCHEMA), sink, compression="zstd", row_group_size=TIER_ROW_GROUP_MESSAGES)
+    return sink.getvalue()
+
+
+def checked(seg: Segment, data: bytes) -> bytes:
+    """``data`` if it is the file ``seg`` describes, else `TierError` (a damaged or replaced object)."""
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != seg.sha256 or len(data) != seg.size_bytes:
+        raise TierError(f"tier file {seg.file}: checksum {digest[:16]}… ({len(data)} bytes) is not the manifest's "
+                        f"{seg.sha256[:16]}… ({seg.size_bytes} bytes): the object is damaged or was replaced")
+    return data
+
+
+class FileCache:
+    """Fetched tier files by name, least recently used out past ``max_bytes`` (thread-safe: a
+    broker reads on worker threads)."""
+
+    def __init__(self, max_bytes: int = TIER_CACHE_MAX_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._files: OrderedDict[str, pq.ParquetFile] = OrderedDict()
+        self._sizes: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, name: str) -> pq.ParquetFile | None:
+        with self._lock:
+            f = self._files.get(name)
+            if f is None:
+                self.misses += 1
+                return None
+            self.hits += 1
+            self._files.move_to_end(name)
+            return f
+
+    def put(self, name: str, data: bytes) -> pq.ParquetFile:
+        f = pq.ParquetFile(io.BytesIO(data))
+        with self._lock:
+            self._files[name] = f
+            self._sizes[name] = len(data)
+            while sum(self._sizes.values()) > self.max_bytes and len(self._files) > 1:
+                old, _ = self._files.popitem(last=False)
+                del self._sizes[old]
+        return f
+
+    @property
+    def size_bytes(self) -> int:
+        with self._lock:
+            return sum(self._sizes.values())
+
+
+class Tier:
+    """The tier of every topic in one backend (the backend's keys start with the topic)."""
+
+    def __init__(self, backend: TierBackend, cache: FileCache | None = None) -> None:
+        self.backend = backend
+        self.cache = cache or FileCache()
+
+    # -- the manifest --------------------------------------------------------------
+
+    def manifest(self, topic: str) -> Manifest:
+        """The topic's manifest (empty when nothing was tiered yet)."""
+        key = manifest_file(topic)
+        if not self.backend.exists(key):
+            return Manifest(topic)
+        data = self.backend.get(key)
+        if len(data) > TIER_MANIFEST_MAX_BYTES:
+            raise ManifestError(f"{self.backend.url}/{key}: {len(data)} bytes, more than a manifest may be")
+        m = Manifest.from_bytes(data)
+        if m.topic != topic:
+            raise ManifestError(f"{self.backend.url}/{key} names topic {m.topic!r}, not {topic!r}")
+        return m
+
+    def write_manifest(self, manifest: Manifest) -> None:
+        self.backend.put(manifest_file(manifest.topic), manifest.to_bytes())
+
+    # -- writing -------------------------------------------------------------------
+
+    def upload(self, manifest: Manifest, table: pa.Table) -> tuple[Manifest, Segment]:
+        """Put one queue's rows (consecutive offsets from the queue's tier end) in a file, then
+        in the manifest; the new manifest and segment. Idempotent: the same rows give the same
+        key and the same segment."""
+        if not table.num_rows:
+            raise ValueError("an empty table is not a segment")
+        queue_ids = set(table.column("queue_id").to_pylist())
+        if len(queue_ids) != 1:
+            raise ValueError(f"a segment holds one queue's rows, not queues {sorted(queue_ids)}")
+        offsets = table.column("queue_offset").to_pylist()
+        times = table.column("store_timestamp").cast(pa.int64()).to_pylist()
+        queue_id, first, last = queue_ids.pop(), offsets[0], offsets[-1]
+        data = parquet_bytes(table)
+        name = segment_file(manifest.topic, queue_id, first, last)
+        self.backend.put(name, data)
+        seg = Segment(queue_id, first, last, min(times) // 1000, max(times) // 1000, name, table.num_rows, len(data),
+                      hashlib.sha256(data).hexdigest())
+        grown = manifest.with_segment(seg)
+        if grown is not manifest:
+            self.write_manifest(grown)
+        return grown, seg
+
+    def collect_orphans(self, manifest: Manifest) -> list[str]:
+        """Delete the topic's files the manifest does not list (uploads a crash cut off before
+        their manifest); the keys deleted."""
+        listed = {s.file for s in manifest.segments} | {manifest_file(manifest.topic)}
+        gone = [k for k in self.backend.list(f"{manifest.topic}/") if k not in listed and k.endswith(".parquet")]
+        for key in gone:
+            log.info("tier %s: removing %s, which no manifest lists (an upload cut off before its manifest)",
+                     self.backend.url, key)
+            self.backend.delete(key)
+        return gone
+
+    # -- reading -------------------------------------------------------------------
+
+    def open(self, seg: Segment) -> pq.ParquetFile:
+        f = self.cache.get(seg.file)
+        if f is None:
+            f = self.cache.put(seg.file, checked(seg, self.backend.get(seg.file)))
+        return f
+
+    def read(self, manifest: Manifest, queue_id: int, offset: int, max_count: int) -> pa.Table:
+        """Up to ``max_count`` rows of the queue from ``offset`` (the first offset at or after it
+        the tier holds), across files; empty when the tier holds nothing from there."""
+        parts: list[pa.Table] = []
+        left = max_count
+        for seg in manifest.queue(queue_id):
+            if seg.last_offset < offset:
+                continue
+            rows = self._rows_from(seg, offset, left)
+            parts.append(rows)
+            left -= rows.num_rows
+            if left <= 0:
+                break
+        return pa.concat_tables(parts) if parts else TIER_SCHEMA.empty_table()
+
+    def _rows_from(self, seg: Segment, offset: int, max_count: int) -> pa.Table:
+        f = self.open(seg)
+        parts, left = [], max_count
+        for i in range(f.num_row_groups):
+            stats = f.metadata.row_group(i).column(TIER_SCHEMA.get_field_index("queue_offset")).statistics
+            if stats is not None and stats.has_min_max and stats.max < offset:
+                continue
+            group = f.read_row_group(i)
+            offsets = group.column("queue_offset").to_numpy()
+            start = int((offsets < offset).sum())
+            part = group.slice(start, left)
+            parts.append(part)
+            left -= part.num_rows
+            if left <= 0:
+                break
+        return pa.concat_tables(parts) if parts else TIER_SCHEMA.empty_table()
