@@ -9,6 +9,7 @@ Python work unless a ``record_filter`` asks for it.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections.abc import Callable
 
@@ -155,12 +156,15 @@ class Reader:
         """The unfiltered pull: every entry is wanted, so only the limits cut the run, and
         when the records span exactly their total size they are one slice."""
         count = min(len(phys), max_count)
-        total = int(sizes[:count].sum())
+        # Python ints, not numpy reductions: at RocketMQ's 32 per pull a numpy sum and two
+        # scalar reads cost more than the list (4.0 -> 2.6 us per 32-entry run, in process).
+        lengths = sizes[:count].tolist()
+        total = sum(lengths)
         if total > max_bytes and count > 1:
-            count = max(1, int(np.searchsorted(np.cumsum(sizes[:count]), max_bytes, side="right")))
-            total = int(sizes[:count].sum())
+            count = max(1, bisect.bisect_right(list(itertools.accumulate(lengths)), max_bytes))
+            total = sum(lengths[:count])
         start = int(phys[0])
-        end = int(phys[count - 1] + sizes[count - 1])
+        end = int(phys[count - 1]) + lengths[count - 1]
         if end - start == total:
             buffers = self.commitlog.views(start, end)
         else:

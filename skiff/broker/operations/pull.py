@@ -9,7 +9,7 @@ adapter holds a pull that found nothing, then runs `read` again).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from skiff.broker.clients import ClientManager
 from skiff.broker.config import BrokerConfig
@@ -24,8 +24,11 @@ from skiff.protocol.codes import ResponseCode
 from skiff.store import GetResult, MessageStore
 
 
-@dataclass(frozen=True, slots=True)
-class PullRequest:
+class PullRequest(NamedTuple):
+    """One pull, as either door asks it. A NamedTuple, not a frozen dataclass: the remoting
+    door makes one per PULL_MESSAGE, and at 32 messages per pull its construction was a
+    tenth of the operation's cost (1.5 vs 0.4 us)."""
+
     group: str
     topic: str
     queue_id: int
@@ -38,8 +41,7 @@ class PullRequest:
     """The group's consumed offset to store with the pull (remoting's COMMIT_OFFSET flag)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Pulled:
+class Pulled(NamedTuple):
     """What a read found: the store's result (its status, the records' slices, the next
     offset) and the filter a held pull reads again with."""
 

@@ -32,7 +32,7 @@ from skiff.common.record import PHYSICAL_OFFSET_AT
 from skiff.common.sysflag import PullSysFlag
 from skiff.filter import MessageFilter
 from skiff.protocol.codes import RequestCode, ResponseCode
-from skiff.protocol.command import RemotingCommand
+from skiff.protocol.command import RPC_TYPE_RESPONSE, RemotingCommand
 from skiff.protocol.headers.pull import PullMessageRequestHeader
 from skiff.store import GetResult, GetStatus, MessageStore
 from skiff.transport.connection import Connection, Handler
@@ -42,15 +42,18 @@ _COMMIT_OFFSET = int(PullSysFlag.COMMIT_OFFSET)
 _SUSPEND = int(PullSysFlag.SUSPEND)
 _SUBSCRIPTION = int(PullSysFlag.SUBSCRIPTION)
 
-_NOT_FOUND = ResponseCode.PULL_NOT_FOUND
-_STATUS = {
-    GetStatus.FOUND: ResponseCode.SUCCESS,
-    GetStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
-    GetStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+_NOT_FOUND = int(ResponseCode.PULL_NOT_FOUND)
+_SUCCESS = int(ResponseCode.SUCCESS)
+_OFFSET_MOVED = int(ResponseCode.PULL_OFFSET_MOVED)
+_RETRY = int(ResponseCode.PULL_RETRY_IMMEDIATELY)
+_STATUS: dict[GetStatus, int] = {  # plain ints: the response is built with them as they are
+    GetStatus.FOUND: _SUCCESS,
+    GetStatus.NO_MATCHED_MESSAGE: _RETRY,
+    GetStatus.MESSAGE_WAS_REMOVING: _RETRY,
     GetStatus.OFFSET_FOUND_NULL: _NOT_FOUND,
     GetStatus.OFFSET_OVERFLOW_ONE: _NOT_FOUND,
-    GetStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
-    GetStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+    GetStatus.OFFSET_OVERFLOW_BADLY: _OFFSET_MOVED,
+    GetStatus.OFFSET_TOO_SMALL: _OFFSET_MOVED,
 }
 _EMPTY_QUEUE = frozenset({GetStatus.NO_MATCHED_LOGIC_QUEUE, GetStatus.NO_MESSAGE_IN_QUEUE})
 
@@ -112,9 +115,13 @@ class PullProcessor:
         code, next_offset = _outcome(result, request.offset)
         ext = {"suggestWhichBrokerId": self._suggest(request.group, result), "nextBeginOffset": str(next_offset),
                "minOffset": str(result.min_offset), "maxOffset": str(result.max_offset)}
-        if code == ResponseCode.SUCCESS:
-            return req.response(code, None, ext, body_parts=result.buffers)
-        return req.response(code, _REMARKS.get(code), ext)
+        # Built directly, not by `req.response`: every value is a string already, and the
+        # generic path's per-value conversion was a tenth of a pull's broker CPU at 32 per pull.
+        if code == _SUCCESS:
+            return RemotingCommand(code, req.opaque, RPC_TYPE_RESPONSE, ext, None,
+                                   serialize_type=req.serialize_type, body_parts=result.buffers)
+        return RemotingCommand(code, req.opaque, RPC_TYPE_RESPONSE, ext, _REMARKS.get(code),
+                               serialize_type=req.serialize_type)
 
     def _suggest(self, group: str, result: GetResult) -> str:
         """suggestWhichBrokerId as RocketMQ's: 0 (the master) unless this master has
@@ -133,11 +140,14 @@ class PullProcessor:
 def pull_request(h: PullMessageRequestHeader) -> PullRequest:
     """The operation's request from a PULL_MESSAGE header: the subscription only when the
     SUBSCRIPTION flag says the header carries it, the offset to commit only with COMMIT_OFFSET."""
-    carries = bool(h.sys_flag & _SUBSCRIPTION)
-    return PullRequest(
-        group=h.consumer_group, topic=h.topic, queue_id=h.queue_id, offset=h.queue_offset, max_count=h.max_msg_nums,
-        expression=(h.subscription or "*") if carries else None, expression_type=h.expression_type if carries else None,
-        commit_offset=h.commit_offset if h.sys_flag & _COMMIT_OFFSET else None)
+    flags = h.sys_flag
+    expression: str | None = None
+    kind: str | None = None
+    if flags & _SUBSCRIPTION:
+        expression, kind = (h.subscription or "*"), h.expression_type
+    # positional: one per PULL_MESSAGE, and keywords cost a NamedTuple twice its construction
+    return PullRequest(h.consumer_group, h.topic, h.queue_id, h.queue_offset, h.max_msg_nums, expression, kind,
+                       h.commit_offset if flags & _COMMIT_OFFSET else None)
 
 
 def _physical_memory() -> int:
@@ -157,5 +167,5 @@ _REMARKS: dict[int, str] = {
 def _outcome(result: GetResult, offset: int) -> tuple[int, int]:
     """Response code and nextBeginOffset of a store read (as RocketMQ's PullMessageProcessor)."""
     if result.status in _EMPTY_QUEUE:
-        return (ResponseCode.PULL_OFFSET_MOVED if offset else _NOT_FOUND), 0
+        return (_OFFSET_MOVED if offset else _NOT_FOUND), 0
     return _STATUS[result.status], result.next_begin_offset
