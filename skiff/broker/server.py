@@ -32,6 +32,7 @@ from skiff.broker.operations import (
     Gate,
     OffsetsOperation,
     Operations,
+    PopOperation,
     PullOperation,
     SendOperation,
 )
@@ -165,7 +166,6 @@ class BrokerServer:
                               self.clock, self.store_config.root)
         self.pop.start()
         self.gate = Gate(self.config, self.role, self.topics, self.groups)
-        self._pop_processor = PopProcessor(self.config, self.gate, self.pop)
         self.compaction = CompactionService(self.store, self.topics, self.store_config, self.clock)
         client_manage = ClientManageProcessor(self.config, self.clients, self.groups, self.topics)
         self.replication = Replication(self.config, self.role, self.store, self.registration, self.topics,
@@ -245,7 +245,7 @@ class BrokerServer:
             return
         grpc_clients = GrpcClients(self.config, self.clients, self.groups, self.store_config.max_message_size)
         ops = self.operations
-        self.grpc = GrpcServer(self.config, self.topics, self.groups, grpc_clients, self.pop, ops, self.clock,
+        self.grpc = GrpcServer(self.config, self.topics, self.groups, grpc_clients, ops, self.clock,
                                namesrv_lookup(self._namesrv_client, self.config.namesrv_addrs),
                                Offsets(self.config, ops.gate, ops.offsets, ops.pull), self.store)
         await self.grpc.start()
@@ -260,6 +260,7 @@ class BrokerServer:
             end_transaction=EndTransactionOperation(self.transactions),
             cancel=CancelOperation(lambda: self.timer),
             offsets=OffsetsOperation(store, self.offsets),
+            pop=PopOperation(cfg, self.gate, self.pop),
         )
 
     def _handlers(self, client_manage: ClientManageProcessor) -> dict[int, Handler]:
@@ -277,7 +278,7 @@ class BrokerServer:
             GroupAdminProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients),
             EndTransactionProcessor(ops.end_transaction),
             TimerAdminProcessor(self.store_config, lambda: self.timer, self.config.delay_levels_ms, ops.cancel),
-            self._pop_processor,
+            PopProcessor(ops.pop),
             CompactionAdminProcessor(self.topics, self.compaction),
         ]
         handlers: dict[int, Handler] = {}

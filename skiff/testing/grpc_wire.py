@@ -59,6 +59,17 @@ class GrpcWire:
         request.long_polling_timeout.FromMilliseconds(wait_ms)
         return await self.stream("ReceiveMessage", request, rpc.ReceiveMessageResponse)
 
+    async def ack(self, group: str, topic: str, receipt_handle: str) -> Any:
+        entry = rpc.AckMessageEntry(message_id="0" * 32, receipt_handle=receipt_handle)
+        return await self.unary("AckMessage", rpc.AckMessageRequest(
+            group=pb.Resource(name=group), topic=pb.Resource(name=topic), entries=[entry]), rpc.AckMessageResponse)
+
+    async def change_invisible(self, group: str, topic: str, receipt_handle: str, invisible_ms: int) -> Any:
+        request = rpc.ChangeInvisibleDurationRequest(group=pb.Resource(name=group), topic=pb.Resource(name=topic),
+                                                     receipt_handle=receipt_handle, message_id="0" * 32)
+        request.invisible_duration.FromMilliseconds(invisible_ms)
+        return await self.unary("ChangeInvisibleDuration", request, rpc.ChangeInvisibleDurationResponse)
+
 
 def first_status(responses: Sequence[Any]) -> pb.Status:
     """The status a streamed answer opens with."""

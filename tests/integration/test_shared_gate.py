@@ -9,6 +9,7 @@ messages over gRPC PullMessage while remoting refused them.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -17,8 +18,9 @@ import pytest
 
 from skiff.common.message import Message
 from skiff.protocol.bodies.admin import SubscriptionGroupConfig
-from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.codes import PopResponseCode, RequestCode, ResponseCode
 from skiff.protocol.headers.admin import CreateTopicRequestHeader
+from skiff.protocol.headers.pop import NORMAL_TOPIC, ExtraInfo
 from skiff.protocol.v5 import definition_pb2 as pb
 from skiff.protocol.v5 import service_pb2 as rpc
 from skiff.testing.cluster import Cluster
@@ -133,6 +135,58 @@ def test_sending_is_refused_alike_by_every_door(endpoint: tuple[str, str], topic
         grpc_sent = await doors.grpc.send(topic, [b"x"])
         assert (sent.code, grpc_sent.status.code) == (code, grpc_code), (sent.remark, grpc_sent.status.message)
         assert sent.remark == grpc_sent.status.message and words in sent.remark
+    through_both(endpoint, test)
+
+
+# (topic, queue id, broker name, remoting code, gRPC code, words of the reason)
+SETTLE_CASES = [
+    (NO_TOPIC, 0, "broker-a", ResponseCode.TOPIC_NOT_EXIST, pb.TOPIC_NOT_FOUND, f"topic {NO_TOPIC} does not exist"),
+    (READ_WRITE, 9, "broker-a", ResponseCode.MESSAGE_ILLEGAL, pb.BAD_REQUEST, "queue 9 of topic GateRW is not readable"),
+    (READ_WRITE, 0, "broker-z", ResponseCode.MESSAGE_ILLEGAL, pb.BAD_REQUEST, "from broker broker-z"),
+    (READ_WRITE, 0, "broker-a", PopResponseCode.NO_MESSAGE, pb.INVALID_RECEIPT_HANDLE, "not in flight"),
+]
+
+
+@pytest.mark.parametrize(("topic", "queue_id", "broker", "code", "grpc_code", "words"), SETTLE_CASES)
+def test_settling_a_popped_message_is_refused_alike_by_every_door(endpoint: tuple[str, str], topic: str,
+                                                                  queue_id: int, broker: str, code: int,
+                                                                  grpc_code: int, words: str) -> None:
+    """Ack and change of invisible time (one operation, `PopOperation`) of a handle that names no
+    message in flight here: remoting ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME, gRPC
+    AckMessage and ChangeInvisibleDuration give the same refusal."""
+    handle = ExtraInfo(0, int(time.time() * 1000), 60_000, 0, NORMAL_TOPIC, broker, queue_id, 0, 0)
+
+    async def test(doors: Doors) -> None:
+        acked = await doors.remoting.ack(OK_GROUP, topic, handle)
+        changed = await doors.remoting.change_invisible(OK_GROUP, topic, handle, 5_000)
+        grpc_acked = await doors.grpc.ack(OK_GROUP, topic, handle.encode_receipt())
+        grpc_changed = await doors.grpc.change_invisible(OK_GROUP, topic, handle.encode_receipt(), 5_000)
+        answers = [(acked.code, acked.remark), (changed.code, changed.remark),
+                   (grpc_acked.status.code, grpc_acked.status.message),
+                   (grpc_acked.entries[0].status.code, grpc_acked.entries[0].status.message),
+                   (grpc_changed.status.code, grpc_changed.status.message)]
+        assert [c for c, _ in answers] == [code, code, grpc_code, grpc_code, grpc_code], answers
+        reasons = {reason for _, reason in answers}
+        assert len(reasons) == 1 and words in reasons.pop(), answers
+    through_both(endpoint, test)
+
+
+def test_a_popped_message_is_settled_through_either_door(endpoint: tuple[str, str]) -> None:
+    """What one door pops the other settles: a gRPC receive's handle acknowledged over remoting
+    is gone for gRPC too, and the message is not received again."""
+    async def test(doors: Doors) -> None:
+        group = "gate-settle"
+        create = await doors.remoting.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None,
+                                           SubscriptionGroupConfig(group).to_json())
+        assert create.code == ResponseCode.SUCCESS, create.remark
+        received = await doors.grpc.receive(group, READ_WRITE)
+        [message] = [r.message for r in received if r.HasField("message")]
+        assert message.body == b"held"
+        handle = ExtraInfo.parse(message.system_properties.receipt_handle)
+        assert (await doors.remoting.ack(group, READ_WRITE, handle)).code == ResponseCode.SUCCESS
+        again = await doors.grpc.ack(group, READ_WRITE, message.system_properties.receipt_handle)
+        assert again.status.code == pb.INVALID_RECEIPT_HANDLE, again.status.message
+        assert first_status(await doors.grpc.receive(group, READ_WRITE)).code == pb.MESSAGE_NOT_FOUND
     through_both(endpoint, test)
 
 

@@ -1,16 +1,18 @@
 """The consumer side of the gRPC endpoint: assignments, receive (POP), ack, change of
-invisible duration, dead-lettering; over `skiff.broker.pop.PopService`.
+invisible duration, dead-lettering; adapters over `skiff.broker.operations.pop.PopOperation`,
+the operation remoting's POP processor calls too.
 
 As RocketMQ's proxy (`ReceiveMessageActivity`, `AckMessageActivity`):
 
-- receive pops every queue of the topic (and the group's retry topic), at most 32
-  messages, long-polling up to the request's ``long_polling_timeout`` (clamped to
-  the time the client's deadline leaves). A group with ``consumeMessageOrderly``
-  is assigned each queue on its own and pops it orderly (blocked until acked).
+- receive pops every queue of the topic, whatever queue the request names (the proxy
+  pops the broker's acting queue -1), at most 32 messages, long-polling up to the
+  request's ``long_polling_timeout`` (clamped to the time the client's deadline leaves).
+  A group with ``consumeMessageOrderly`` pops orderly (the operation reads the group):
+  every queue not blocked by an un-acknowledged batch, never the retry topic; its
+  assignments list each queue on its own, as the proxy's do.
   ``auto_renew`` (push consumers) hides messages for ``defaultInvisibleTimeMills``
   (60 s) and renews that while the client holds them (`skiff.broker.grpc.renewal`);
-  otherwise
-  ``invisible_duration`` must lie in [``minInvisibleTimeMillsForRecv``, 12 h]
+  otherwise ``invisible_duration`` must lie in [``minInvisibleTimeMillsForRecv``, 12 h]
   (ILLEGAL_INVISIBLE_TIME). The stream is: a status (OK or MESSAGE_NOT_FOUND), the
   messages, the delivery timestamp; then it ends;
 - a receipt handle that does not parse, has expired, or names nothing in flight
@@ -28,13 +30,14 @@ from skiff.broker.grpc.convert import now_timestamp, to_message
 from skiff.broker.grpc.status import refused, status
 from skiff.broker.grpc.renewal import Renewals
 from skiff.broker.grpc.routes import BrokerQueues, Routes
-from skiff.broker.pop.service import PopRefused, PopRequest, PopService
-from skiff.broker.operations import ANY_QUEUE, Gate, Refusal, compile_subscription
+from skiff.broker.operations import ANY_QUEUE, Refusal
+from skiff.broker.operations.pop import AckRequest, ChangeInvisibleRequest, PopOperation, PopRequest
 from skiff.common.clock import Clock
 from skiff.common.errors import DecodeError
 from skiff.common.limits import LONG_POLL_DEFAULT_MS, POP_MAX_MSG_NUMS
 from skiff.common.stored_message import decode_record
 from skiff.protocol.bodies.topic import Perm
+from skiff.protocol.codes import PopResponseCode
 from skiff.protocol.headers.pop import ExtraInfo
 from skiff.protocol.v5 import definition_pb2 as pb
 from skiff.protocol.v5 import service_pb2 as rpc
@@ -43,16 +46,14 @@ MAX_INVISIBLE_MS = 12 * 3_600_000
 
 
 class Consuming:
-    def __init__(self, config: BrokerConfig, groups: SubscriptionGroupManager, pop: PopService,
-                 gate: Gate, clock: Clock, routes: Routes,
-                 broker_of: Callable[[BrokerQueues], pb.Broker]) -> None:
-        self.renewals = Renewals(config, pop, clock)
+    def __init__(self, config: BrokerConfig, groups: SubscriptionGroupManager, pop: PopOperation,
+                 clock: Clock, routes: Routes, broker_of: Callable[[BrokerQueues], pb.Broker]) -> None:
+        self.renewals = Renewals(config, pop.service, clock)
         self.routes = routes
         self.broker_of = broker_of
         self.config = config
         self.groups = groups
         self.pop = pop
-        self.gate = gate
         self.clock = clock
 
     async def query_assignment(self, req: rpc.QueryAssignmentRequest) -> rpc.QueryAssignmentResponse:
@@ -74,42 +75,31 @@ class Consuming:
 
     async def receive(self, conn: GrpcClientConn, req: rpc.ReceiveMessageRequest,
                       time_left_s: float | None) -> AsyncIterator[rpc.ReceiveMessageResponse]:
-        made = self._pop_request(req)
-        if isinstance(made, pb.Status):
-            yield rpc.ReceiveMessageResponse(status=made)
-            yield rpc.ReceiveMessageResponse(delivery_timestamp=now_timestamp())
-            return
-        poll_ms = (req.long_polling_timeout.ToMilliseconds() if req.HasField("long_polling_timeout")
-                   else LONG_POLL_DEFAULT_MS)
-        if time_left_s is not None:
-            poll_ms = min(poll_ms, int(time_left_s * 1000) - 1000)
-        try:
-            found = await self.pop.pop(made, max(0, poll_ms))
-        except PopRefused as refused:
-            yield rpc.ReceiveMessageResponse(status=status(
-                pb.TOO_MANY_REQUESTS if refused.full else pb.INTERNAL_SERVER_ERROR, str(refused)))
-            yield rpc.ReceiveMessageResponse(delivery_timestamp=now_timestamp())
-            return
-        if not found:
+        made = self._pop_request(req, time_left_s)
+        outcome = made if isinstance(made, pb.Status) else await self.pop.pop(made)
+        if isinstance(outcome, (pb.Status, Refusal)):
+            yield rpc.ReceiveMessageResponse(status=outcome if isinstance(outcome, pb.Status) else refused(outcome))
+        elif not outcome.messages:
             yield rpc.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "no new message"))
         else:
+            assert isinstance(made, PopRequest)
             yield rpc.ReceiveMessageResponse(status=status(pb.OK, "OK"))
-            for p in found:
+            for p in outcome.messages:
                 receipt = p.handle.encode_receipt()
                 if req.auto_renew:
-                    self.renewals.hold(conn, receipt, made.group, req.message_queue.topic.name, p.handle)
+                    self.renewals.hold(conn, receipt, made.group, made.topic, p.handle)
                 message = to_message(decode_record(p.record), receipt_handle=receipt,
                                      delivery_attempt=p.delivery_attempt, invisible_ms=made.invisible_ms)
                 yield rpc.ReceiveMessageResponse(message=message)
         yield rpc.ReceiveMessageResponse(delivery_timestamp=now_timestamp())
 
-    def _pop_request(self, req: rpc.ReceiveMessageRequest) -> PopRequest | pb.Status:
+    def _pop_request(self, req: rpc.ReceiveMessageRequest, time_left_s: float | None) -> PopRequest | pb.Status:
+        """The pop a receive asks for, or the proxy's own refusal of its parameters. The
+        request's queue id is not read (the proxy pops queue -1), nor is the FIFO flag the
+        client set: the operation reads the group's consumeMessageOrderly."""
         group, topic = req.group.name, req.message_queue.topic.name
         if not group:
             return status(pb.ILLEGAL_CONSUMER_GROUP, "no consumer group")
-        allowed = self.gate.consumable(group, topic, ANY_QUEUE)
-        if isinstance(allowed, Refusal):
-            return refused(allowed)
         if req.auto_renew or not req.HasField("invisible_duration"):
             invisible = self.config.default_invisible_time_ms
         else:
@@ -117,15 +107,14 @@ class Consuming:
             if not self.config.min_invisible_time_for_recv_ms <= invisible <= MAX_INVISIBLE_MS:
                 return status(pb.ILLEGAL_INVISIBLE_TIME, f"the invisible duration must be from "
                               f"{self.config.min_invisible_time_for_recv_ms} ms to 12 h, not {invisible} ms")
+        poll_ms = (req.long_polling_timeout.ToMilliseconds() if req.HasField("long_polling_timeout")
+                   else LONG_POLL_DEFAULT_MS)
+        if time_left_s is not None:
+            poll_ms = min(poll_ms, int(time_left_s * 1000) - 1000)
         expr = req.filter_expression
-        kind = "SQL92" if expr.type == pb.SQL else "TAG"
-        flt = compile_subscription(expr.expression or "*", kind, self.config.enable_property_filter)
-        if isinstance(flt, Refusal):
-            return status(pb.ILLEGAL_FILTER_EXPRESSION, flt.reason)
-        batch = min(req.batch_size or POP_MAX_MSG_NUMS, POP_MAX_MSG_NUMS)
-        orderly = self._orderly(group)
-        queue_id = req.message_queue.id if orderly and req.message_queue.id >= 0 else -1
-        return PopRequest(group, topic, queue_id, batch, invisible, flt, orderly, req.attempt_id)
+        return PopRequest(group, topic, ANY_QUEUE, min(req.batch_size or POP_MAX_MSG_NUMS, POP_MAX_MSG_NUMS),
+                          invisible, max(0, poll_ms), expr.expression or "*",
+                          "SQL92" if expr.type == pb.SQL else "TAG", None, req.attempt_id)
 
     def _handle(self, text: str) -> ExtraInfo | pb.Status:
         """The handle a client's receipt stands for (the renewed one for a push consumer's), and
@@ -144,8 +133,7 @@ class Consuming:
         for entry in req.entries:
             handle = self._handle(entry.receipt_handle)
             if isinstance(handle, ExtraInfo):
-                done = self.pop.ack(req.group.name, req.topic.name, handle)
-                handle = status(pb.OK, "OK") if done else status(pb.INVALID_RECEIPT_HANDLE, _GONE)
+                handle = _settled(self.pop.ack(AckRequest(req.group.name, req.topic.name, handle)))
             entries.append(rpc.AckMessageResultEntry(message_id=entry.message_id,
                                                      receipt_handle=entry.receipt_handle, status=handle))
         codes = {e.status.code for e in entries}
@@ -162,18 +150,24 @@ class Consuming:
         if not 0 <= invisible <= MAX_INVISIBLE_MS:
             return rpc.ChangeInvisibleDurationResponse(status=status(pb.ILLEGAL_INVISIBLE_TIME,
                                                                      f"{invisible} ms is not from 0 to 12 h"))
-        new = self.pop.change_invisible(req.group.name, req.topic.name, handle, invisible)
-        if new is None:
-            return rpc.ChangeInvisibleDurationResponse(status=status(pb.INVALID_RECEIPT_HANDLE, _GONE))
+        new = self.pop.change_invisible(ChangeInvisibleRequest(req.group.name, req.topic.name, handle, invisible))
+        if isinstance(new, Refusal):
+            return rpc.ChangeInvisibleDurationResponse(status=_settled(new))
         return rpc.ChangeInvisibleDurationResponse(status=status(pb.OK, "OK"), receipt_handle=new.encode_receipt())
 
     def dead_letter(self, req: rpc.ForwardMessageToDeadLetterQueueRequest) -> \
             rpc.ForwardMessageToDeadLetterQueueResponse:
         handle = self._handle(req.receipt_handle)
         if isinstance(handle, ExtraInfo):
-            done = self.pop.dead_letter(req.group.name, req.topic.name, handle)
-            handle = status(pb.OK, "OK") if done else status(pb.INVALID_RECEIPT_HANDLE, _GONE)
+            handle = _settled(self.pop.dead_letter(AckRequest(req.group.name, req.topic.name, handle)))
         return rpc.ForwardMessageToDeadLetterQueueResponse(status=handle)
 
 
-_GONE = "the message is not in flight: acknowledged already, redelivered, or its handle was replaced"
+def _settled(refusal: Refusal | None) -> pb.Status:
+    """An ack's, change's or dead-lettering's status: a handle naming nothing in flight is an
+    invalid receipt handle to a 5.x client (the push consumer stops retrying on it)."""
+    if refusal is None:
+        return status(pb.OK, "OK")
+    if refusal.code == PopResponseCode.NO_MESSAGE:
+        return status(pb.INVALID_RECEIPT_HANDLE, refusal.reason)
+    return refused(refusal)

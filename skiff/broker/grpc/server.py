@@ -33,7 +33,6 @@ from skiff.broker.grpc.producing import Producing
 from skiff.broker.grpc.status import status
 from skiff.broker.grpc.routes import RouteLookup, Routes
 from skiff.broker.operations import Operations
-from skiff.broker.pop.service import PopService
 from skiff.broker.topics import TopicConfigManager
 from skiff.common.clock import Clock
 from skiff.common.limits import TELEMETRY_QUEUED_MAX
@@ -52,7 +51,7 @@ MAX_INBOUND_BYTES = 130 * 1024 * 1024
 
 class GrpcServer:
     def __init__(self, config: BrokerConfig, topics: TopicConfigManager, groups: SubscriptionGroupManager,
-                 clients: GrpcClients, pop: PopService, ops: Operations, clock: Clock, lookup: RouteLookup,
+                 clients: GrpcClients, ops: Operations, clock: Clock, lookup: RouteLookup,
                  offsets: Offsets, store: MessageStore) -> None:
         self.offsets = offsets
         self.config = config
@@ -61,7 +60,7 @@ class GrpcServer:
         routes = Routes(topics, config.broker_name, config.advertised_ip, lookup)
         self.producing = Producing(config, topics, clients, clock, self.endpoints, routes, ops.send,
                                    ops.end_transaction, ops.cancel, store)
-        self.consuming = Consuming(config, groups, pop, ops.gate, clock, routes, self.producing.broker_of)
+        self.consuming = Consuming(config, groups, ops.pop, clock, routes, self.producing.broker_of)
         self._server: grpc.aio.Server | None = None
         self._renewer = Periodic("grpc-renew-invisible", config.renew_schedule_period_ms / 1000.0,
                                  self.consuming.renewals.renew_tick)

@@ -10,12 +10,13 @@ from __future__ import annotations
 from typing import cast
 
 from skiff.broker.operations import Refusal
-from skiff.protocol.codes import ResponseCode
+from skiff.protocol.codes import PopResponseCode, ResponseCode
 from skiff.protocol.v5 import definition_pb2 as pb
 
 CODES: dict[int, int] = {
     ResponseCode.SUCCESS: pb.OK,
     ResponseCode.SYSTEM_BUSY: pb.TOO_MANY_REQUESTS,
+    PopResponseCode.POLLING_FULL: pb.TOO_MANY_REQUESTS,
     ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: pb.CONSUMER_GROUP_NOT_FOUND,
     ResponseCode.TOPIC_NOT_EXIST: pb.TOPIC_NOT_FOUND,
     ResponseCode.FLUSH_DISK_TIMEOUT: pb.MASTER_PERSISTENCE_TIMEOUT,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from skiff.broker.operations.gate import ANY_QUEUE, Gate
 from skiff.broker.operations.offsets import OffsetsOperation, QueueEdge
+from skiff.broker.operations.pop import AckRequest, ChangeInvisibleRequest, PopOperation, PopOutcome, PopRequest
 from skiff.broker.operations.pull import PullOperation, PullRequest, Pulled
 from skiff.broker.operations.refusal import Refusal
 from skiff.broker.operations.send import Outgoing, SendOperation, SendRequest, Sent, born_host
@@ -30,9 +31,10 @@ class Operations:
     end_transaction: EndTransactionOperation
     cancel: CancelOperation
     offsets: OffsetsOperation
+    pop: PopOperation
 
 
 __all__ = [
-    "ANY_QUEUE", "CancelOperation", "EndTransactionOperation", "OffsetsOperation", "Operations", "QueueEdge", "Gate", "Outgoing", "PullOperation", "PullRequest", "Pulled", "Refusal", "SendOperation",
+    "ANY_QUEUE", "AckRequest", "ChangeInvisibleRequest", "PopOperation", "PopOutcome", "PopRequest", "CancelOperation", "EndTransactionOperation", "OffsetsOperation", "Operations", "QueueEdge", "Gate", "Outgoing", "PullOperation", "PullRequest", "Pulled", "Refusal", "SendOperation",
     "SendRequest", "Sent", "born_host", "compile_subscription", "properties_of", "record_filter",
 ]

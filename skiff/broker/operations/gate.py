@@ -6,6 +6,9 @@ existence (auto-created through the template when the door allows it), the topic
 write permission, the queue id (negative: any write queue; at or past the larger
 queue count: SYSTEM_ERROR, as RocketMQ's msgCheck).
 
+Settling a popped message (ack, change of invisible time, dead-lettering): the topic
+(TOPIC_NOT_EXIST) and the queue id (MESSAGE_ILLEGAL), as RocketMQ's ack processors.
+
 Consumption (pull, pop, gRPC receive and pull): the group (SUBSCRIPTION_GROUP_NOT_EXIST,
 auto-created when ``autoCreateSubscriptionGroup``), its ``consumeEnable`` and the
 broker's read permission (NO_PERMISSION), the topic (TOPIC_NOT_EXIST), its read
@@ -96,15 +99,25 @@ class Gate:
                                                       f"it has {tc.read_queue_nums} read queues", bad_request=True)
         return group
 
+    def settleable(self, group_name: str, topic: str, queue_id: int) -> TopicConfig | Refusal:
+        """The topic, if a popped message of its queue ``queue_id`` may be acknowledged, hidden
+        again or dead-lettered here (``topic``: the one the message was popped from, the group's
+        retry topic for a retried one). As RocketMQ's ack processors, the group is not checked:
+        a handle of a group that is gone names nothing in flight; ACL's check needs it."""
+        return self._read_queue(topic, queue_id, ResponseCode.MESSAGE_ILLEGAL)
+
     def readable_queue(self, topic: str, queue_id: int) -> TopicConfig | Refusal:
         """The topic, if its queue ``queue_id`` exists here: for reads of offsets, which need
         no group (QUERY_OFFSET's and GetOffset's bounds)."""
+        return self._read_queue(topic, queue_id, ResponseCode.SYSTEM_ERROR)
+
+    def _read_queue(self, topic: str, queue_id: int, bad_queue_code: int) -> TopicConfig | Refusal:
         tc = self.topics.get(topic)
         if tc is None:
             return Refusal(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} does not exist on this broker")
         if not 0 <= queue_id < tc.read_queue_nums:
-            return Refusal(ResponseCode.SYSTEM_ERROR, f"queue {queue_id} of topic {topic} is not readable: "
-                                                      f"it has {tc.read_queue_nums} read queues", bad_request=True)
+            return Refusal(bad_queue_code, f"queue {queue_id} of topic {topic} is not readable: "
+                                           f"it has {tc.read_queue_nums} read queues", bad_request=True)
         return tc
 
     def _broker_writable(self) -> Refusal | None:

@@ -55,7 +55,11 @@ INIT_MAX = 1
 _SIZE = struct.Struct(">i")
 
 
-class PopRequest(NamedTuple):
+class PopQuery(NamedTuple):
+    """A checked pop (`skiff.broker.operations.pop` makes it): its filter compiled, orderly
+    decided."""
+
+
     group: str
     topic: str
     queue_id: int
@@ -127,7 +131,7 @@ class PopService:
 
     # -- pop ------------------------------------------------------------------------
 
-    async def pop(self, req: PopRequest, poll_ms: int) -> list[Popped]:
+    async def pop(self, req: PopQuery, poll_ms: int) -> list[Popped]:
         """Pop now, or wait up to ``poll_ms`` for something to pop; `PopRefused` when it found
         nothing and may not wait."""
         deadline = self.clock.monotonic() + poll_ms / 1000.0
@@ -170,7 +174,7 @@ class PopService:
                 if not future.done():
                     future.set_result(None)
 
-    def pop_once(self, req: PopRequest) -> list[Popped]:
+    def pop_once(self, req: PopQuery) -> list[Popped]:
         tc = self.topics.get(req.topic)
         if tc is None:
             return []
@@ -203,7 +207,7 @@ class PopService:
                 total += max(0, self.store.get_max_offset(topic, queue_id) - cursor)
         return total
 
-    def _pop_queue(self, req: PopRequest, key: QueueKey, kind: int, now: int, n: int) -> list[Popped]:
+    def _pop_queue(self, req: PopQuery, key: QueueKey, kind: int, now: int, n: int) -> list[Popped]:
         records, offsets, next_offset = self._read(req, key, n)
         if next_offset is None:
             return []
@@ -219,7 +223,7 @@ class PopService:
             out.append(Popped(record, key[1], key[2], offset, handle, head.reconsume_times + 1))
         return out
 
-    def _pop_orderly(self, req: PopRequest, key: QueueKey, kind: int, now: int, n: int) -> list[Popped]:
+    def _pop_orderly(self, req: PopQuery, key: QueueKey, kind: int, now: int, n: int) -> list[Popped]:
         batch = self.state.batches.get(key)
         if batch is not None:
             if batch.blocked(now, req.attempt_id):
@@ -243,7 +247,7 @@ class PopService:
         self.state.changed()
         return out
 
-    def _serve_again(self, req: PopRequest, key: QueueKey, batch: OrderBatch, kind: int, now: int) -> list[Popped]:
+    def _serve_again(self, req: PopQuery, key: QueueKey, batch: OrderBatch, kind: int, now: int) -> list[Popped]:
         """The batch's un-acknowledged messages once more (the same attempt, or after their
         invisible time); those past their last attempt go to the DLQ instead."""
         out = []
@@ -272,7 +276,7 @@ class PopService:
                            self.config.broker_name, key[2], offset, entry.commit_log_offset)
         return Popped(record, key[1], key[2], offset, handle, count)
 
-    def _read(self, req: PopRequest, key: QueueKey, n: int) -> tuple[list[memoryview], list[int], int | None]:
+    def _read(self, req: PopQuery, key: QueueKey, n: int) -> tuple[list[memoryview], list[int], int | None]:
         """Up to ``n`` matching records from the queue's cursor, their offsets and the next
         cursor (None when there is nothing new to look at)."""
         _, topic, queue_id = key
@@ -290,7 +294,7 @@ class PopService:
             return [], [], result.next_begin_offset
         return [], [], None
 
-    def _cursor(self, req: PopRequest, key: QueueKey) -> int:
+    def _cursor(self, req: PopQuery, key: QueueKey) -> int:
         cursor = self.state.cursors.get(key)
         if cursor is not None:
             return cursor
@@ -305,7 +309,11 @@ class PopService:
     # -- ack, change, dead letters -------------------------------------------------------
 
     def real_key(self, group: str, topic: str, handle: ExtraInfo) -> QueueKey:
-        real = pop_retry_topic(group, topic) if handle.topic_type == RETRY_TOPIC else topic
+        """The queue a handle's message was popped from; ``topic`` may name the original topic
+        (as gRPC clients do) or, for a retried message, the retry topic itself (as the 4.x
+        remoting client's acks do)."""
+        retried = handle.topic_type == RETRY_TOPIC and not topic.startswith(pop_retry_topic(group, ""))
+        real = pop_retry_topic(group, topic) if retried else topic
         return (group, real, handle.queue_id)
 
     def ack(self, group: str, topic: str, handle: ExtraInfo) -> bool:
