@@ -197,8 +197,38 @@ class BrokerConfig:
     working directory."""
     acl_reload_interval_ms: int = 1_000
     """How often the ACL file is checked for changes."""
+    authentication_enabled: bool = False
+    """ACL 2.0 (RocketMQ 5.3's key): every remoting request and gRPC call must be signed by a user
+    of this broker (docs/acl.md). Not together with aclEnable."""
+    authorization_enabled: bool = False
+    """ACL 2.0: every request is checked against its user's policies (RocketMQ 5.3's key)."""
+    authentication_whitelist: str = ""
+    """Comma list of request codes (remoting: the number; gRPC: the request's protobuf full name,
+    e.g. apache.rocketmq.v2.QueryRouteRequest) that need no signature."""
+    authorization_whitelist: str = ""
+    """Comma list of request codes, as authenticationWhitelist, that need no policy."""
+    init_authentication_user: str = ""
+    """JSON {"username": .., "password": ..}: created as a Super user at start when absent."""
+    inner_client_authentication_credentials: str = ""
+    """JSON {"accessKey": .., "secretKey": ..}: a Super user created at start when absent, for the
+    broker's own calls to other brokers (a slave's metadata sync signs with it)."""
+    migrate_auth_from_v1_enabled: bool = False
+    """At start, turn plainAclFile's accounts into ACL 2.0 users and policies (users that exist
+    are left alone), as RocketMQ 5.3's AuthMigrator."""
     metrics_port: int = 0
     """Serve Prometheus metrics at http://listenHost:metricsPort/metrics; 0 is off (docs/metrics.md)."""
+    tier_storage_url: str = ""
+    """Where topics with tiered.storage=true keep their old messages: file:///a/directory or
+    s3://bucket/prefix (docs/tiered-storage.md); empty: no tier."""
+    tier_s3_endpoint: str = ""
+    """An S3-compatible server that is not AWS (MinIO, moto): its URL. Credentials come from
+    boto3's usual chain (environment, ~/.aws, instance role), never from this file."""
+    tier_s3_region: str = ""
+    tier_upload_interval_ms: int = 10_000
+    """How often the master looks for sealed messages of tiered topics to upload."""
+    tier_seal_ms: int = 60_000
+    """A message is uploaded once it is flushed and this much older than now: the tail a
+    consumer is still reading stays out of the tier's small files."""
 
     def validate(self) -> None:
         for name in ("listen_port", "ha_listen_port", "metrics_port", "grpc_server_port"):
@@ -232,6 +262,10 @@ class BrokerConfig:
             _fail("default_topic_queue_nums", self.default_topic_queue_nums, f"must be from 1 to {QUEUES_PER_TOPIC_MAX}")
         if not 0 <= self.broker_permission <= 15:
             _fail("broker_permission", self.broker_permission, "must be perm bits from 0 to 15 (2 write, 4 read)")
+        if self.acl_enable and (self.authentication_enabled or self.authorization_enabled):
+            _fail("acl_enable", self.acl_enable, "is RocketMQ 4.x's plain ACL and cannot run with ACL 2.0 "
+                  "(authenticationEnabled/authorizationEnabled): pick one; `skiff acl migrate` turns a "
+                  "plain_acl.yml into ACL 2.0 users and policies")
         for f in dataclasses.fields(self):
             if f.name.endswith("_ms") or f.name in _POSITIVE:
                 if getattr(self, f.name) <= 0:

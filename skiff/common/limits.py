@@ -128,3 +128,12 @@ TLS_HANDSHAKE_TIMEOUT_S = 10.0
 TLS_REFUSAL_MAX_BYTES = 64 * 1024
 """What an enforcing TLS server reads of a plaintext client's first request to answer it
 with the reason it is refused; a larger frame is not read, the connection just closes."""
+
+KAFKA_PRODUCER_BATCHES_KEPT = 5
+"""The batches of an idempotent producer remembered per partition to recognise a retry:
+Kafka's NUM_BATCHES_TO_RETAIN, the most a client keeps in flight (max.in.flight 5)."""
+
+KAFKA_PRODUCER_STATES_MAX = 100_000
+"""Most (topic, partition, producer id) sequence states a broker holds; past it the oldest
+is forgotten (its producer is then treated as new, as Kafka does after
+producer.id.expiration.ms)."""

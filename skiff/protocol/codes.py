@@ -123,6 +123,25 @@ class SkiffRequestCode(IntEnum):
     """A topic's cleanup policy and each queue's compaction state (`skiff topic compact-status`)."""
     COMPACT_TOPIC = 10011
     """Compact every queue of a compacted topic now (`skiff topic compact`)."""
+    GET_TIER_STATUS = 10020
+    """A tiered topic's state per queue: uploaded up to, bytes local and remote, lag (`skiff topic tier status`)."""
+    TIER_UPLOAD_NOW = 10021
+    """Run the tier's uploader over a topic now and answer its state (`skiff topic tier upload`)."""
+
+
+class AuthRequestCode(IntEnum):
+    """RocketMQ 5.3's ACL 2.0 admin requests (users and ACLs; docs/acl.md)."""
+
+    AUTH_CREATE_USER = 3001
+    AUTH_UPDATE_USER = 3002
+    AUTH_DELETE_USER = 3003
+    AUTH_GET_USER = 3004
+    AUTH_LIST_USER = 3005
+    AUTH_CREATE_ACL = 3006
+    AUTH_UPDATE_ACL = 3007
+    AUTH_DELETE_ACL = 3008
+    AUTH_GET_ACL = 3009
+    AUTH_LIST_ACL = 3010
 
 
 class PopRequestCode(IntEnum):
