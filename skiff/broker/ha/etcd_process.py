@@ -39,6 +39,8 @@ class EtcdProcess:
         self.client_port = client_port
         self.peer_port = peer_port
         self.initial_cluster = f"{name}={self.peer_url}"
+        self.wrapper: list[str] = []
+        """A command the member runs under (``ip netns exec NAME``: a chaos run's namespace)."""
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -67,7 +69,7 @@ class EtcdProcess:
         client = f"http://{self.host}:{self.client_port}"
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the process
         self.proc = subprocess.Popen(
-            [binary, "--name", self.name, "--data-dir", str(self.data_dir / "data"),
+            [*self.wrapper, binary, "--name", self.name, "--data-dir", str(self.data_dir / "data"),
              "--listen-client-urls", client, "--advertise-client-urls", client,
              "--listen-peer-urls", self.peer_url, "--initial-advertise-peer-urls", self.peer_url,
              "--initial-cluster", self.initial_cluster, "--heartbeat-interval", str(HEARTBEAT_MS),
