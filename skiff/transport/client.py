@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Mapping
 
 from skiff.common.errors import ConfigError
@@ -13,6 +14,7 @@ from skiff.protocol.command import RemotingCommand
 from skiff.transport.connection import CloseListener, CloseReason, Connection, Handler
 from skiff.protocol.errors import ConnectionClosed, RequestTimeout
 from skiff.transport.errors import ConnectFailed
+from skiff.transport.tls import TlsClientConfig, client_context
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +49,11 @@ class RemotingClient:
         *,
         connect_timeout_ms: int = DEFAULT_CONNECT_TIMEOUT_MS,
         on_connection_close: CloseListener | None = None,
+        tls: TlsClientConfig | None = None,
     ) -> None:
         self._handlers = dict(handlers or {})
+        self._ssl = client_context(tls) if tls is not None else None
+        """None dials plaintext; else every connection starts with a TLS handshake (docs/tls.md)."""
         self._connect_timeout_ms = connect_timeout_ms
         self._on_connection_close = on_connection_close
         self._connections: dict[str, Connection] = {}
@@ -118,11 +123,18 @@ class RemotingClient:
         try:
             async with asyncio.timeout(self._connect_timeout_ms / 1000.0):
                 _, conn = await loop.create_connection(
-                    lambda: Connection(self._handlers, serving=False), host, port
+                    lambda: Connection(self._handlers, serving=False), host, port, ssl=self._ssl,
+                    ssl_handshake_timeout=self._connect_timeout_ms / 1000.0 if self._ssl else None,
                 )
         except TimeoutError:
             raise ConnectFailed(addr, f"no connection within {self._connect_timeout_ms} ms") from None
+        except ConnectionRefusedError as exc:
+            raise ConnectFailed(addr, exc.strerror or str(exc)) from None
         except OSError as exc:
+            if self._ssl is not None and isinstance(exc, (ssl.SSLError, ConnectionError)):  # the server closed or garbled the handshake, or refused our certificate
+                detail = getattr(exc, "reason", None) or exc.strerror or "the server closed the connection"
+                raise ConnectFailed(addr, f"TLS handshake failed: {detail} (does the server serve TLS? "
+                                          f"tls.server.mode)") from None
             raise ConnectFailed(addr, exc.strerror or str(exc)) from None
         if self._closed:
             conn.close(CloseReason.LOCAL_CLOSE)

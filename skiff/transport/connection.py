@@ -188,6 +188,12 @@ class Connection(asyncio.Protocol):
         return bool(self._read_paused)
 
     @property
+    def tls_version(self) -> str | None:
+        """The TLS version the connection speaks ("TLSv1.3"); None for plaintext."""
+        ssl_object = self._transport.get_extra_info("ssl_object") if self._transport is not None else None
+        return ssl_object.version() if ssl_object is not None else None
+
+    @property
     def write_buffer_bytes(self) -> int:
         return self._transport.get_write_buffer_size() if self._transport is not None else 0
 

@@ -15,6 +15,7 @@ from skiff.common.limits import CONNECTION_WRITE_HIGH_BYTES
 from skiff.common.service import Periodic
 from skiff.transport.connection import CloseListener, CloseReason, Connection, Handler
 from skiff.transport.errors import ListenError
+from skiff.transport.tls import ServerTls, SniffingListener, listen_socket
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ class RemotingServer:
         on_connection_close: CloseListener | None = None,
         idle_timeout_s: float | None = None,
         write_high_bytes: int = CONNECTION_WRITE_HIGH_BYTES,
+        tls: ServerTls | None = None,
     ) -> None:
         self._host = host
         self._port = port
@@ -50,7 +52,9 @@ class RemotingServer:
         self._on_connection_close = on_connection_close
         self._idle_timeout_s = idle_timeout_s
         self._write_high_bytes = write_high_bytes
-        self._server: asyncio.Server | None = None
+        self._tls = tls
+        """None serves plaintext only; else TLS by its mode (docs/tls.md)."""
+        self._server: asyncio.Server | SniffingListener | None = None
         self._connections: set[Connection] = set()
         self._idle_scan: Periodic | None = None
 
@@ -73,9 +77,13 @@ class RemotingServer:
         """Listen; raises `ListenError` saying why when the address cannot be bound."""
         loop = asyncio.get_running_loop()
         try:
-            self._server = await loop.create_server(
-                self._new_connection, self._host, self._port, reuse_address=True, backlog=1024
-            )
+            if self._tls is None:
+                self._server = await loop.create_server(
+                    self._new_connection, self._host, self._port, reuse_address=True, backlog=1024
+                )
+            else:
+                self._server = SniffingListener(listen_socket(self._host, self._port, 1024), self._tls,
+                                                self._make_connection, self._track)
         except OSError as exc:
             why = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
             raise ListenError(f"cannot listen on {self._host}:{self._port}: {why}") from exc
@@ -112,10 +120,17 @@ class RemotingServer:
         self._server = None
 
     def _new_connection(self) -> Connection:
-        conn = Connection(self._handlers, serving=True, write_high_bytes=self._write_high_bytes)
+        conn = self._make_connection()
+        self._track(conn)
+        return conn
+
+    def _make_connection(self) -> Connection:
+        return Connection(self._handlers, serving=True, write_high_bytes=self._write_high_bytes)
+
+    def _track(self, conn: asyncio.Protocol) -> None:
+        assert isinstance(conn, Connection)
         self._connections.add(conn)
         conn.add_close_listener(self._closed)
-        return conn
 
     def _closed(self, conn: Connection, reason: CloseReason) -> None:
         self._connections.discard(conn)
