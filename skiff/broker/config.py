@@ -26,6 +26,7 @@ from skiff.common.limits import QUEUES_PER_TOPIC_MAX
 from skiff.common.names import topic_error
 from skiff.common.record import parse_host_port
 from skiff.store import StoreConfig
+from skiff.transport.tls import TlsSettings
 
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 _UNIT_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -46,10 +47,11 @@ def _default_broker_name() -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerConfig:
-    """A broker's settings (the store's are `skiff.store.StoreConfig`)."""
+class BrokerConfig(TlsSettings):
+    """A broker's settings (the store's are `skiff.store.StoreConfig`; the ``tls.*`` keys `TlsSettings`')."""
 
     ALIASES: ClassVar[dict[str, str]] = {
+        **TlsSettings.TLS_KEYS,
         "brokerIP1": "broker_ip1",
         "brokerIP2": "broker_ip2",
         "registerNameServerPeriod": "register_name_server_period_ms",
@@ -274,6 +276,7 @@ class BrokerConfig:
             _fail("max_reconsume_times", self.max_reconsume_times, "must not be negative")
         if not 0 <= self.pop_from_retry_probability <= 100:
             _fail("pop_from_retry_probability", self.pop_from_retry_probability, "must be a percentage (0-100)")
+        self.validate_tls()
 
     def _validate_controller(self) -> None:
         if self.broker_id < 1:
@@ -365,6 +368,8 @@ def key_of(name: str) -> str:
 def config_properties(broker: BrokerConfig, store: StoreConfig) -> dict[str, str]:
     """Both configs as broker.conf would spell them (GET_BROKER_CONFIG's answer)."""
     values = to_properties(broker)
+    for name in TlsSettings.TLS_SECRETS:
+        values[snake_to_camel(name)] = "******" if getattr(broker, name) else ""
     return {**to_properties(store), **{key_of(f.name): values[snake_to_camel(f.name)] for f in dataclasses.fields(broker)}}
 
 

@@ -22,6 +22,8 @@ import socket
 from prometheus_client import CollectorRegistry
 
 from skiff.broker.acl import AclService
+from skiff.broker.auth import AuthService
+from skiff.broker.auth.remoting import guard as auth_guard
 from skiff.broker.clients import ClientManager
 from skiff.broker.compaction import CompactionService
 from skiff.broker.config import BrokerConfig
@@ -42,6 +44,7 @@ from skiff.broker.grpc.clients import GrpcClients
 from skiff.broker.grpc.offsets import Offsets
 from skiff.broker.grpc.routes import namesrv_lookup
 from skiff.broker.grpc.server import GrpcServer
+from skiff.broker.grpc.tls import grpc_credentials
 from skiff.broker.locks import RebalanceLockManager
 from skiff.broker.long_polling import PullHoldService
 from skiff.broker.metrics import BrokerCollector
@@ -53,6 +56,7 @@ from skiff.broker.processors.admin_compaction import CompactionAdminProcessor
 from skiff.broker.processors.admin_groups import GroupAdminProcessor
 from skiff.broker.processors.admin_timer import TimerAdminProcessor
 from skiff.broker.processors.admin_topics import TopicAdminProcessor
+from skiff.broker.processors.auth_admin import AuthAdminProcessor
 from skiff.broker.processors.client_manage import ClientManageProcessor
 from skiff.broker.processors.consumer import ConsumerProcessor
 from skiff.broker.processors.end_transaction import EndTransactionProcessor
@@ -100,7 +104,7 @@ class BrokerServer:
         self.offsets = ConsumerOffsetManager(store_config.root)
         self.hold = PullHoldService(config.long_polling_recheck_interval_ms)
         self.writer = MessageWriter(self.delay, clock, reject_transactions=config.reject_transaction_message)
-        self._namesrv_client = RemotingClient()
+        self._namesrv_client = RemotingClient(tls=config.client_tls())
         self.store: MessageStore
         self.stats: BrokerStats
         self.compaction: CompactionService
@@ -121,6 +125,9 @@ class BrokerServer:
         if config.acl_enable:
             self.acl = AclService(config.plain_acl_file, config.acl_reload_interval_ms)
             self.acl.load()
+        self.auth = AuthService(config, store_config.root, clock)
+        """ACL 2.0 (docs/acl.md): its users and ACLs are served and replicated even while it is off."""
+        self.auth.load()
 
     @property
     def addr(self) -> str:
@@ -166,6 +173,8 @@ class BrokerServer:
                               self.clock, self.store_config.root)
         self.pop.start()
         self.gate = Gate(self.config, self.role, self.topics, self.groups)
+        if self.auth.enabled:
+            self.gate.auth = self.auth
         self.compaction = CompactionService(self.store, self.topics, self.store_config, self.clock)
         client_manage = ClientManageProcessor(self.config, self.clients, self.groups, self.topics)
         self.replication = Replication(self.config, self.role, self.store, self.registration, self.topics,
@@ -177,7 +186,8 @@ class BrokerServer:
         self._prepare_metrics()
         handlers = self._handlers(client_manage)
         self._remoting = RemotingServer(self.config.listen_host, self.port, handlers,
-                                        on_connection_close=client_manage.connection_closed)
+                                        on_connection_close=client_manage.connection_closed,
+                                        tls=self.config.server_tls())
         await self._remoting.start()
         if self.metrics is not None:
             await self.metrics.start()
@@ -248,7 +258,7 @@ class BrokerServer:
         self.grpc = GrpcServer(self.config, self.topics, self.groups, grpc_clients, ops, self.clock,
                                namesrv_lookup(self._namesrv_client, self.config.namesrv_addrs),
                                Offsets(self.config, ops.gate, ops.offsets, ops.pull), self.store)
-        await self.grpc.start()
+        await self.grpc.start(grpc_credentials(self.config))
 
     def _operations(self) -> Operations:
         cfg, store = self.config, self.store
@@ -280,12 +290,15 @@ class BrokerServer:
             TimerAdminProcessor(self.store_config, lambda: self.timer, self.config.delay_levels_ms, ops.cancel),
             PopProcessor(ops.pop),
             CompactionAdminProcessor(self.topics, self.compaction),
+            AuthAdminProcessor(self.auth.store),
         ]
         handlers: dict[int, Handler] = {}
         for processor in processors:
             handlers.update(processor.handlers())
         if self.acl is not None:
             handlers = self.acl.guard(handlers)
+        elif self.auth.enabled:
+            handlers = auth_guard(handlers, self.auth, self.gate, self.config.broker_cluster_name)
         return handlers if self.rpc_latency is None else self.rpc_latency.wrap(handlers)
 
     def _prepare_metrics(self) -> None:

@@ -6,17 +6,19 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from skiff.common.errors import ConfigError
+from skiff.transport.tls import TlsSettings
 
 
 @dataclass(frozen=True, slots=True)
-class NamesrvConfig:
-    """A NameServer's settings; keys are RocketMQ's camelCase names.
+class NamesrvConfig(TlsSettings):
+    """A NameServer's settings; keys are RocketMQ's camelCase names (and its ``tls.*`` keys).
 
     The two broker-expiry intervals take RocketMQ's key names (which carry no
     unit) and are milliseconds.
     """
 
     ALIASES: ClassVar[dict[str, str]] = {
+        **TlsSettings.TLS_KEYS,
         "scanNotActiveBrokerInterval": "scan_not_active_broker_interval_ms",
         "brokerChannelExpiredTime": "broker_channel_expired_time_ms",
     }
@@ -45,3 +47,4 @@ class NamesrvConfig:
             raise ConfigError("brokerChannelExpiredTime: must be more than 0 ms")
         if self.server_channel_max_idle_time_seconds < 0:
             raise ConfigError("serverChannelMaxIdleTimeSeconds: must be 0 (never) or more")
+        self.validate_tls()

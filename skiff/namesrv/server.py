@@ -48,6 +48,7 @@ class NamesrvServer:
             handlers,
             on_connection_close=self._connection_closed,
             idle_timeout_s=config.server_channel_max_idle_time_seconds or None,
+            tls=config.server_tls(),
         )
         self._scan = Periodic("scan-not-active-brokers", config.scan_not_active_broker_interval_ms / 1000.0,
                               self._scan_tick)

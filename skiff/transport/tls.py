@@ -103,6 +103,8 @@ class TlsSettings:
         "tls.client.trustCertPath": "tls_client_trust_cert_path",
     }
     """RocketMQ's key → field (the configs' ALIASES include these)."""
+    TLS_SECRETS: ClassVar[frozenset[str]] = frozenset({"tls_server_key_password", "tls_client_key_password"})
+    """Fields never shown (GET_BROKER_CONFIG answers "******" for a password that is set)."""
 
     tls_server_mode: TlsMode = TlsMode.DISABLED
     """disabled: plaintext only; permissive: TLS and plaintext on one port; enforcing: TLS only."""

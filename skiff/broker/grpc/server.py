@@ -70,19 +70,23 @@ class GrpcServer:
         scheme = pb.IPv6 if ipaddress.ip_address(host).version == 6 else pb.IPv4
         return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=self.port)])
 
-    async def start(self) -> None:
+    async def start(self, credentials: grpc.ServerCredentials | None = None) -> None:
+        """Listen on grpcServerPort: over TLS with ``credentials`` (skiff.broker.grpc.tls), else plaintext."""
         server = grpc.aio.server(options=[("grpc.max_receive_message_length", MAX_INBOUND_BYTES),
                                           ("grpc.so_reuseport", 0)])
         server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, self._methods())])
         try:
-            self.port = server.add_insecure_port(_target(self.config.listen_host, self.port))
+            target = _target(self.config.listen_host, self.port)
+            self.port = (server.add_insecure_port(target) if credentials is None
+                         else server.add_secure_port(target, credentials))
         except RuntimeError as exc:
             raise ListenError(f"the gRPC endpoint cannot listen on {self.config.listen_host}:{self.port} "
                               f"(grpcServerPort): {exc}") from None
         await server.start()
         self._server = server
         self._renewer.start()
-        log.info("gRPC endpoint (RocketMQ 5.x clients) listening on %s:%d", self.config.listen_host, self.port)
+        log.info("gRPC endpoint (RocketMQ 5.x clients) listening on %s:%d%s", self.config.listen_host, self.port,
+                 " over TLS" if credentials is not None else "")
 
     async def stop(self, grace_s: float) -> None:
         await self._renewer.stop()
