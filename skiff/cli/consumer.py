@@ -1,5 +1,7 @@
-"""``skiff consumer create|delete|progress|connections|reset-offset``.
+"""``skiff consumer create|update|delete|progress|connections|reset-offset``.
 
+    skiff consumer create -g orders-consumer --orderly true --retry-max-times 5
+    skiff consumer update -g orders-consumer --consume-enable false
     skiff consumer progress -g orders-consumer [-t Orders]
     skiff consumer reset-offset -g orders-consumer -t Orders --timestamp 2024-05-01T12:00:00
 """
@@ -7,12 +9,15 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from skiff.cli.admin import bounded, command, emit, family, print_table, with_admin
 from skiff.cli.topic import format_time_ms
 from skiff.client.errors import ClientError
 from skiff.common.times import parse_time_ms
+from skiff.protocol.bodies.admin import SubscriptionGroupConfig
 
 LATEST = -1
 """The timestamp that resets to the end of every queue."""
@@ -20,14 +25,12 @@ LATEST = -1
 
 def register(sub: Any) -> None:
     groups = family(sub, "consumer", "consumer groups: settings, progress, members, offsets")
-    cmd = command(groups, "create", "create or change a consumer group on every master (of a cluster)",
-                  consumer_create)
-    cmd.add_argument("-g", "--group", required=True)
-    cmd.add_argument("--retry-max-times", type=bounded(0), default=16, help="deliveries before the DLQ (default 16)")
-    cmd.add_argument("--no-broadcast", action="store_true", help="refuse broadcasting consumers")
-    where = cmd.add_mutually_exclusive_group()
-    where.add_argument("-c", "--cluster")
-    where.add_argument("-b", "--broker", metavar="HOST:PORT")
+    cmd = command(groups, "create", "create a consumer group on every master (of a cluster), or replace its "
+                  "settings: RocketMQ's defaults for those not given", consumer_create)
+    _group_settings(cmd, create=True)
+    cmd = command(groups, "update", "change only the settings given of a consumer group on every master "
+                  "(of a cluster), keeping the others", consumer_update)
+    _group_settings(cmd, create=False)
     cmd = command(groups, "delete", "delete a consumer group, its offsets and its retry and DLQ topics",
                   consumer_delete)
     cmd.add_argument("-g", "--group", required=True)
@@ -46,6 +49,14 @@ def register(sub: Any) -> None:
     cmd.add_argument("--no-force", action="store_true", help="only move offsets backwards")
 
 
+def parse_bool(text: str) -> bool:
+    """``true`` or ``false``, as mqadmin's options take them."""
+    value = text.strip().lower()
+    if value not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not true or false")
+    return value == "true"
+
+
 def parse_timestamp_ms(text: str) -> int:
     """``1714560000000``, ``-1``, ``now`` or an ISO-8601 time (local time unless it has an offset)."""
     try:
@@ -55,10 +66,56 @@ def parse_timestamp_ms(text: str) -> int:
 
 
 def consumer_create(args: argparse.Namespace) -> int:
-    addrs = with_admin(args, lambda a: a.create_consumer_group(
-        args.group, cluster=args.cluster, broker_addr=args.broker, retry_max_times=args.retry_max_times,
-        consume_broadcast_enable=not args.no_broadcast))
+    settings = _chosen(args)
+    addrs = with_admin(args, lambda a: a.create_consumer_group(args.group, cluster=args.cluster,
+                                                               broker_addr=args.broker, **settings))
     return emit(args, {"group": args.group, "brokers": addrs}, ("GROUP", "BROKER"), [(args.group, a) for a in addrs])
+
+
+def consumer_update(args: argparse.Namespace) -> int:
+    settings = _chosen(args)
+    if not settings:
+        raise ClientError("give at least one setting to change (see skiff consumer update --help)")
+    addrs = with_admin(args, lambda a: a.update_consumer_group(args.group, cluster=args.cluster,
+                                                               broker_addr=args.broker, **settings))
+    return emit(args, {"group": args.group, "brokers": addrs, "changed": settings}, ("GROUP", "BROKER"),
+                [(args.group, a) for a in addrs])
+
+
+# (option, short option as mqadmin updateSubGroup's, setting, value type, help)
+GROUP_SETTINGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
+    ("--consume-enable", "-s", "consume_enable", parse_bool, "may the group consume"),
+    ("--consume-from-min", "-m", "consume_from_min_enable", parse_bool,
+     "a new group starts from a queue's first message"),
+    ("--broadcast", "-d", "consume_broadcast_enable", parse_bool, "may broadcasting consumers join"),
+    ("--orderly", "-o", "consume_message_orderly", parse_bool,
+     "consumeMessageOrderly: POP and 5.x (gRPC) consumers get each queue in order, one batch at a time"),
+    ("--retry-queue-nums", "-q", "retry_queue_nums", bounded(0), "queues of the group's retry topic"),
+    ("--retry-max-times", "-r", "retry_max_times", bounded(0), "redeliveries before the DLQ"),
+    ("--broker-id", "-i", "broker_id", bounded(0), "the broker id consumers read from"),
+    ("--which-broker-when-consume-slowly", "-w", "which_broker_when_consume_slowly", bounded(0),
+     "the broker id consumers read from when they fall behind"),
+    ("--notify-consumer-ids-changed", "-a", "notify_consumer_ids_changed_enable", parse_bool,
+     "tell members when the group's members change"),
+)
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(SubscriptionGroupConfig)}
+"""RocketMQ's defaults, what a created group gets for the settings not given."""
+
+
+def _group_settings(cmd: Any, *, create: bool) -> None:
+    cmd.add_argument("-g", "--group", required=True)
+    for option, short, dest, kind, help_text in GROUP_SETTINGS:
+        shown = f"default {str(_DEFAULTS[dest]).lower()}" if create else "unchanged if not given"
+        metavar = "true|false" if kind is parse_bool else "N"
+        cmd.add_argument(option, short, dest=dest, type=kind, metavar=metavar, help=f"{help_text} ({shown})")
+    where = cmd.add_mutually_exclusive_group()
+    where.add_argument("-c", "--cluster")
+    where.add_argument("-b", "--broker", metavar="HOST:PORT")
+
+
+def _chosen(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings given on the command line."""
+    return {dest: getattr(args, dest) for _, _, dest, _, _ in GROUP_SETTINGS if getattr(args, dest) is not None}
 
 
 def consumer_delete(args: argparse.Namespace) -> int:

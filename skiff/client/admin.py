@@ -13,6 +13,7 @@ when none is named); topic operations go to the masters its route names.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -262,14 +263,50 @@ class AsyncAdmin(AsyncClient):
     async def create_consumer_group(self, group: str, *, cluster: str | None = None, broker_addr: str | None = None,
                                     retry_max_times: int = 16, retry_queue_nums: int = 1,
                                     consume_broadcast_enable: bool = True, consume_enable: bool = True,
-                                    consume_from_min_enable: bool = True) -> list[str]:
-        """Create or update the subscription group on one broker or every master (of ``cluster``)."""
+                                    consume_from_min_enable: bool = True, consume_message_orderly: bool = False,
+                                    broker_id: int = 0, which_broker_when_consume_slowly: int = 1,
+                                    notify_consumer_ids_changed_enable: bool = True) -> list[str]:
+        """Create the subscription group on one broker or every master (of ``cluster``), or replace
+        its settings there: each setting of ``mqadmin updateSubGroup``, RocketMQ's defaults for
+        those not given. ``consume_message_orderly`` makes POP and 5.x (gRPC) consumers of the
+        group receive each queue in order, one batch at a time."""
         _check_group(group)
-        config = SubscriptionGroupConfig(group, consume_enable, consume_from_min_enable, consume_broadcast_enable,
-                                         retry_queue_nums, retry_max_times)
+        config = SubscriptionGroupConfig(
+            group, consume_enable=consume_enable, consume_from_min_enable=consume_from_min_enable,
+            consume_broadcast_enable=consume_broadcast_enable, retry_queue_nums=retry_queue_nums,
+            retry_max_times=retry_max_times, broker_id=broker_id,
+            which_broker_when_consume_slowly=which_broker_when_consume_slowly,
+            notify_consumer_ids_changed_enable=notify_consumer_ids_changed_enable,
+            consume_message_orderly=consume_message_orderly)
         masters = await self._masters(cluster, broker_addr)
         await asyncio.gather(*(self._inst.api.create_subscription_group(a, config) for a in masters.values()))
         return list(masters.values())
+
+    async def update_consumer_group(self, group: str, *, cluster: str | None = None, broker_addr: str | None = None,
+                                    **changes: Any) -> list[str]:
+        """Change only the settings named (the keyword arguments of `create_consumer_group`),
+        keeping each master's others (a master without the group starts from the defaults)."""
+        _check_group(group)
+        unknown = set(changes) - _GROUP_SETTINGS
+        if unknown:
+            raise MessageValidationError(f"not a consumer group setting: {', '.join(sorted(unknown))} "
+                                         f"(settings: {', '.join(sorted(_GROUP_SETTINGS))})")
+        masters = await self._masters(cluster, broker_addr)
+
+        async def one(addr: str) -> None:
+            table = (await self._inst.api.get_all_subscription_groups(addr)).subscription_group_table
+            current = table.get(group) or SubscriptionGroupConfig(group)
+            await self._inst.api.create_subscription_group(addr, dataclasses.replace(current, **changes))
+        await asyncio.gather(*(one(a) for a in masters.values()))
+        return list(masters.values())
+
+    async def consumer_group_configs(self, group: str, cluster: str | None = None) -> dict[str, SubscriptionGroupConfig]:
+        """The group's settings on each master (of ``cluster``) that has it, by broker address."""
+        _check_group(group)
+        masters = await self._masters(cluster)
+        wrappers = await asyncio.gather(*(self._inst.api.get_all_subscription_groups(a) for a in masters.values()))
+        return {addr: w.subscription_group_table[group] for addr, w in zip(masters.values(), wrappers)
+                if group in w.subscription_group_table}
 
     async def delete_consumer_group(self, group: str, *, cluster: str | None = None,
                                     remove_offset: bool = True) -> list[str]:
@@ -484,6 +521,9 @@ class AsyncAdmin(AsyncClient):
         return CancelScheduledResult(msg_id, overall_status([b.status for b in bodies.values()]), outcomes, failures)
 
 
+_GROUP_SETTINGS = frozenset(f.name for f in dataclasses.fields(SubscriptionGroupConfig)) - {"group_name"}
+
+
 def _check_group(group: str) -> None:
     problem = group_error(group)
     if problem:
@@ -492,7 +532,7 @@ def _check_group(group: str) -> None:
 
 @mirror(AsyncAdmin, "cluster_info", "brokers", "broker_runtime_info", "create_topic", "delete_topic",
         "topic_list", "topic_route", "writable_queues", "topic_status", "create_consumer_group",
-        "delete_consumer_group", "consumer_groups", "consumer_progress", "consumer_connections", "reset_offset_by_time", "max_offset",
+        "update_consumer_group", "consumer_group_configs", "delete_consumer_group", "consumer_groups", "consumer_progress", "consumer_connections", "reset_offset_by_time", "max_offset",
         "min_offset", "search_offset", "earliest_msg_store_time", "update_consumer_offset", "fetch_consumer_offset",
         "message_by_id", "messages_by_key", "message_at", "timer_slots", "cancel_scheduled", "compaction")
 class Admin(BlockingClient[AsyncAdmin]):

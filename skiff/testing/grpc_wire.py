@@ -51,11 +51,12 @@ class GrpcWire:
                                                                                                  expression="*"))
         return await self.stream("PullMessage", request, rpc.PullMessageResponse)
 
-    async def receive(self, group: str, topic: str, *, batch: int = 32, wait_ms: int = 0) -> list[Any]:
+    async def receive(self, group: str, topic: str, *, batch: int = 32, wait_ms: int = 0, queue_id: int = -1,
+                      invisible_ms: int = 30_000) -> list[Any]:
         request = rpc.ReceiveMessageRequest(
-            group=pb.Resource(name=group), message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=-1),
+            group=pb.Resource(name=group), message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=queue_id),
             batch_size=batch, filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"))
-        request.invisible_duration.FromMilliseconds(30_000)
+        request.invisible_duration.FromMilliseconds(invisible_ms)
         request.long_polling_timeout.FromMilliseconds(wait_ms)
         return await self.stream("ReceiveMessage", request, rpc.ReceiveMessageResponse)
 
@@ -74,3 +75,8 @@ class GrpcWire:
 def first_status(responses: Sequence[Any]) -> pb.Status:
     """The status a streamed answer opens with."""
     return next(r.status for r in responses if r.HasField("status"))
+
+
+def messages(responses: Sequence[Any]) -> list[Any]:
+    """The messages of a streamed answer (ReceiveMessage's, PullMessage's)."""
+    return [r.message for r in responses if r.HasField("message")]

@@ -1,0 +1,103 @@
+"""FIFO groups over gRPC, in process (skiff.testing.grpc_wire), against a real broker.
+
+A consumeMessageOrderly group is made with the admin API and the CLI (every setting of
+``mqadmin updateSubGroup``); a gRPC receive of such a group pops every queue of the topic
+orderly, whatever queue it names (as RocketMQ 5's proxy pops the broker's queue -1): the
+official Node.js client always names queue 0, and messages of queue 3 reached it never.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from skiff.client.admin import AsyncAdmin
+from skiff.common.message import Message
+from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.headers.admin import CreateTopicRequestHeader
+from skiff.protocol.v5 import definition_pb2 as pb
+from skiff.testing.cluster import Cluster
+from skiff.testing.grpc_wire import GrpcWire, first_status, messages
+from skiff.testing.processes import free_port
+from skiff.testing.wire import BrokerWire
+
+TOPIC, ORDERLY, PLAIN = "FifoQ", "G-fifo-orderly", "G-fifo-plain"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    port = free_port()
+    with Cluster(tmp_path_factory.mktemp("fifo"), broker_args=[f"--grpcServerPort={port}"]) as c:
+        c.grpc_endpoint = f"127.0.0.1:{port}"  # type: ignore[attr-defined]
+        yield c
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+async def _admin(cluster: Cluster, work: Any) -> Any:
+    admin = AsyncAdmin(cluster.namesrv_addr)
+    await admin.start()
+    try:
+        return await work(admin)
+    finally:
+        await admin.shutdown()
+
+
+def test_an_orderly_group_is_made_and_changed_by_the_admin_api_and_the_cli(cluster: Cluster):
+    async def made(admin: AsyncAdmin) -> Any:
+        await admin.create_consumer_group(ORDERLY, consume_message_orderly=True, retry_max_times=3)
+        await admin.update_consumer_group(ORDERLY, consume_broadcast_enable=False)
+        return await admin.consumer_group_configs(ORDERLY)
+    [config] = run(_admin(cluster, made)).values()
+    assert (config.consume_message_orderly, config.retry_max_times, config.consume_broadcast_enable) == (True, 3, False)
+
+    def skiff(*args: str) -> Any:
+        proc = subprocess.run([sys.executable, "-m", "skiff", *args, "-n", cluster.namesrv_addr, "--json"],
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+    assert skiff("consumer", "create", "-g", "G-cli-fifo", "--orderly", "true", "-r", "2")["group"] == "G-cli-fifo"
+    assert skiff("consumer", "update", "-g", "G-cli-fifo", "--consume-enable", "false")["changed"] == {
+        "consume_enable": False}
+    [cli] = run(_admin(cluster, lambda admin: admin.consumer_group_configs("G-cli-fifo"))).values()
+    assert (cli.consume_message_orderly, cli.retry_max_times, cli.consume_enable) == (True, 2, False)
+    bad = subprocess.run([sys.executable, "-m", "skiff", "consumer", "update", "-g", "G-cli-fifo", "--orderly", "yes",
+                          "-n", cluster.namesrv_addr], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "'yes' is not true or false" in bad.stderr
+
+
+def test_an_orderly_receive_pops_every_queue_whatever_queue_it_names(cluster: Cluster):
+    """20 messages in queue 3; the receive names queue 0 (as the Node.js client does). The
+    orderly group gets them all, in order, and the queue stays blocked until they are acked."""
+    async def test() -> None:
+        wire, grpc = BrokerWire(cluster.broker_addr()), GrpcWire(cluster.grpc_endpoint)  # type: ignore[attr-defined]
+        try:
+            header = CreateTopicRequestHeader(TOPIC, "TBW102", 4, 4, 6, "SINGLE_TAG")
+            assert (await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())).code == ResponseCode.SUCCESS
+            for i in range(20):
+                sent = await wire.send(Message.of(TOPIC, f"m{i}".encode()), queue_id=3)
+                assert sent.code == ResponseCode.SUCCESS, sent.remark
+            await _admin(cluster, lambda admin: admin.create_consumer_group(ORDERLY, consume_message_orderly=True))
+            first = messages(await grpc.receive(ORDERLY, TOPIC, queue_id=0, batch=32))
+            assert [m.body for m in first] == [f"m{i}".encode() for i in range(20)]
+            assert {m.system_properties.queue_id for m in first} == {3}
+            blocked = await grpc.receive(ORDERLY, TOPIC, queue_id=3)
+            assert first_status(blocked).code == pb.MESSAGE_NOT_FOUND  # the batch is not acked yet
+            for m in first[:-1]:
+                assert (await grpc.ack(ORDERLY, TOPIC, m.system_properties.receipt_handle)).status.code == pb.OK
+            assert first_status(await grpc.receive(ORDERLY, TOPIC, queue_id=0)).code == pb.MESSAGE_NOT_FOUND
+            assert (await grpc.ack(ORDERLY, TOPIC, first[-1].system_properties.receipt_handle)).status.code == pb.OK
+            more = await wire.send(Message.of(TOPIC, b"m20"), queue_id=3)
+            assert more.code == ResponseCode.SUCCESS
+            assert [m.body for m in messages(await grpc.receive(ORDERLY, TOPIC, queue_id=1))] == [b"m20"]
+        finally:
+            await wire.close()
+            await grpc.close()
+    run(test())
