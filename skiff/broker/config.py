@@ -219,6 +219,8 @@ class BrokerConfig(TlsSettings):
     are left alone), as RocketMQ 5.3's AuthMigrator."""
     metrics_port: int = 0
     """Serve Prometheus metrics at http://listenHost:metricsPort/metrics; 0 is off (docs/metrics.md)."""
+    kafka_listen_port: int = 0
+    """Port of the Kafka protocol listener, for Kafka clients (docs/kafka.md); 0 is off."""
     tier_storage_url: str = ""
     """Where topics with tiered.storage=true keep their old messages: file:///a/directory or
     s3://bucket/prefix (docs/tiered-storage.md); empty: no tier."""
@@ -233,7 +235,7 @@ class BrokerConfig(TlsSettings):
     consumer is still reading stays out of the tier's small files."""
 
     def validate(self) -> None:
-        for name in ("listen_port", "ha_listen_port", "metrics_port", "grpc_server_port"):
+        for name in ("listen_port", "ha_listen_port", "metrics_port", "grpc_server_port", "kafka_listen_port"):
             if not 0 <= getattr(self, name) <= 65535:
                 _fail(name, getattr(self, name), "is not a port (0-65535)")
         if self.broker_id < 0:

@@ -40,11 +40,15 @@ from skiff.broker.operations import (
 )
 from skiff.broker.ha.service import Replication
 from skiff.broker.groups import SubscriptionGroupManager
+from skiff.broker.grpc.auth import GrpcAuth
 from skiff.broker.grpc.clients import GrpcClients
 from skiff.broker.grpc.offsets import Offsets
 from skiff.broker.grpc.routes import namesrv_lookup
 from skiff.broker.grpc.server import GrpcServer
 from skiff.broker.grpc.tls import grpc_credentials
+from skiff.broker.kafka.fetch import FetchWaiters
+from skiff.broker.kafka.listener import KafkaListener
+from skiff.broker.kafka.service import KafkaService
 from skiff.broker.locks import RebalanceLockManager
 from skiff.broker.long_polling import PullHoldService
 from skiff.broker.metrics import BrokerCollector
@@ -117,6 +121,7 @@ class BrokerServer:
         self.role = Role.of(config)
         self.replication: Replication
         self.grpc: GrpcServer | None = None
+        self.kafka: KafkaListener | None = None
         self.gate: Gate
         self.operations: Operations
         self.metrics: MetricsHttpServer | None = None
@@ -192,6 +197,7 @@ class BrokerServer:
         if self.metrics is not None:
             await self.metrics.start()
         await self._start_grpc()
+        await self._start_kafka()
         self.hold.start()
         self._services = [
             Periodic("persist-consumer-offsets", self.config.flush_consumer_offset_interval_ms / 1000.0,
@@ -250,7 +256,8 @@ class BrokerServer:
         if not self.config.grpc_server_port:
             return
         if self.acl is not None:
-            log.warning("the gRPC endpoint stays off: it does not check ACLs yet and aclEnable is true "
+            log.warning("the gRPC endpoint stays off: RocketMQ 4.x plain ACL (aclEnable) checks remoting only; "
+                        "ACL 2.0 (authenticationEnabled/authorizationEnabled, `skiff acl migrate`) checks both "
                         "(set grpcServerPort=0 to silence this)")
             return
         grpc_clients = GrpcClients(self.config, self.clients, self.groups, self.store_config.max_message_size)
@@ -258,7 +265,21 @@ class BrokerServer:
         self.grpc = GrpcServer(self.config, self.topics, self.groups, grpc_clients, ops, self.clock,
                                namesrv_lookup(self._namesrv_client, self.config.namesrv_addrs),
                                Offsets(self.config, ops.gate, ops.offsets, ops.pull), self.store)
+        if self.auth.enabled:
+            self.grpc.auth = GrpcAuth(self.auth, self.gate)
         await self.grpc.start(grpc_credentials(self.config))
+
+    async def _start_kafka(self) -> None:
+        """The Kafka protocol listener (docs/kafka.md), unless kafkaListenPort is 0."""
+        if not self.config.kafka_listen_port:
+            return
+        waiters = FetchWaiters()
+        waiters.start()
+        self.store.add_dispatch_listener(waiters.notify)
+        service = KafkaService(self.config, self.role, self.operations, self.topics, waiters,
+                               lambda: self.kafka.port if self.kafka is not None else 0)
+        self.kafka = KafkaListener(self.config.listen_host, self.config.kafka_listen_port, service)
+        await self.kafka.start()
 
     def _operations(self) -> Operations:
         cfg, store = self.config, self.store
@@ -325,6 +346,8 @@ class BrokerServer:
         self.pop.release()
         if self.grpc is not None:
             await self.grpc.stop(self.config.shutdown_drain_timeout_ms / 1000.0)
+        if self.kafka is not None:
+            await self.kafka.stop()
         await remoting.stop(self.config.shutdown_drain_timeout_ms / 1000.0)
         await self.replication.stop()
         for service in self._services:

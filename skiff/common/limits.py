@@ -137,3 +137,14 @@ KAFKA_PRODUCER_STATES_MAX = 100_000
 """Most (topic, partition, producer id) sequence states a broker holds; past it the oldest
 is forgotten (its producer is then treated as new, as Kafka does after
 producer.id.expiration.ms)."""
+
+KAFKA_GROUP_SESSION_MIN_MS = 6_000
+KAFKA_GROUP_SESSION_MAX_MS = 1_800_000
+"""The session timeouts a Kafka consumer group member may ask for (Kafka's
+group.min/max.session.timeout.ms defaults); others are INVALID_SESSION_TIMEOUT."""
+
+KAFKA_INITIAL_REBALANCE_DELAY_MS = 500
+"""How long a Kafka group leaving Empty waits for more members before its first generation
+(Kafka's group.initial.rebalance.delay.ms is 3 s): consumers started together then join one
+generation instead of rebalancing once per arrival; shorter than Kafka's so a lone consumer
+starts reading sooner."""

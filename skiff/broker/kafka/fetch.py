@@ -1,0 +1,181 @@
+"""Fetch: each partition's queue read from the fetch offset through `PullOperation.read`,
+the stored messages served as one record batch v2, with Kafka's long polling.
+
+Long polling: a Fetch that finds fewer than ``min_bytes`` is held until the store
+dispatches a message to one of its partitions, or ``max_wait_ms`` passes (librdkafka
+fetches again at once after an empty answer, so an answer without waiting is a busy loop).
+The waiters are woken by the store's dispatch listener (`FetchWaiters.notify`, on any
+thread) and read their partitions again.
+
+What an answer holds (what the three clients need, docs/kafka.md): records are never
+null (an empty set instead); the first partition that has messages gets at least one
+whole record even past the byte limits (KIP-74), a later partition that does not fit gets
+none, never part of a batch. Offsets a compaction removed are gaps inside a batch (its
+records' offset deltas); a read that finds only removed entries answers an empty batch
+spanning them, so the client moves past them instead of asking again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from skiff.broker.kafka.errors import refusal_error
+from skiff.broker.kafka.mapping import message_record
+from skiff.broker.ha.role import Role
+from skiff.broker.operations import Gate, PullOperation, PullRequest, Refusal, compile_subscription
+from skiff.common.errors import DecodeError
+from skiff.common.limits import PULL_MAX_MESSAGES
+from skiff.common.stored_message import decode_records
+from skiff.filter import MessageFilter
+from skiff.protocol.kafka.errors import ErrorCode
+from skiff.protocol.kafka.records import Record, encode_batch
+
+READER_GROUP = "KAFKA_FETCH"
+"""The group a Kafka Fetch reads as in the broker's statistics (a Fetch names none)."""
+_RECORD_OVERHEAD = 24
+"""Bytes a record takes beyond its key, value and headers (varints), for the size limits."""
+
+Key = tuple[str, int]
+
+
+class FetchWaiters:
+    """Held fetches, woken by the store's dispatch listener when one of their queues grows."""
+
+    def __init__(self) -> None:
+        self._waiting: dict[Key, set[asyncio.Event]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread = 0
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
+
+    def notify(self, touched: Sequence[tuple[str, int, int]]) -> None:
+        if not self._waiting or self._loop is None:
+            return
+        if threading.get_ident() == self._thread:
+            self._wake(touched)
+        else:
+            try:
+                self._loop.call_soon_threadsafe(self._wake, touched)
+            except RuntimeError:  # the loop is closed: shutting down
+                pass
+
+    def _wake(self, touched: Sequence[tuple[str, int, int]]) -> None:
+        for topic, queue_id, _ in touched:
+            for event in self._waiting.get((topic, queue_id), ()):
+                event.set()
+
+    def register(self, keys: Sequence[Key], event: asyncio.Event) -> None:
+        for key in keys:
+            self._waiting.setdefault(key, set()).add(event)
+
+    def unregister(self, keys: Sequence[Key], event: asyncio.Event) -> None:
+        for key in keys:
+            events = self._waiting.get(key)
+            if events is not None:
+                events.discard(event)
+                if not events:
+                    del self._waiting[key]
+
+
+class Fetch:
+    def __init__(self, gate: Gate, role: Role, pull: PullOperation, waiters: FetchWaiters) -> None:
+        self.gate = gate
+        self.role = role
+        self.pull = pull
+        self.store = pull.store
+        self.waiters = waiters
+        flt = compile_subscription("*", "TAG", False)
+        assert isinstance(flt, MessageFilter)
+        self._all = flt
+
+    async def fetch(self, req: dict[str, Any]) -> dict[str, Any]:
+        keys = [(t["topic"], p["partition"]) for t in req["topics"] for p in t["partitions"]]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0, req["max_wait_ms"]) / 1000.0
+        event = asyncio.Event()
+        self.waiters.register(keys, event)
+        try:
+            while True:
+                event.clear()
+                responses, size, failed = self._read(req)
+                left = deadline - loop.time()
+                if size >= max(1, req["min_bytes"]) or failed or left <= 0 or not keys:
+                    break
+                try:
+                    await asyncio.wait_for(event.wait(), left)
+                except asyncio.TimeoutError:
+                    pass
+        finally:
+            self.waiters.unregister(keys, event)
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+
+    def _read(self, req: dict[str, Any]) -> tuple[list[dict[str, Any]], int, bool]:
+        budget = req.get("max_bytes", 0) or 0x7FFFFFFF
+        total = 0
+        failed = False
+        out = []
+        for t in req["topics"]:
+            parts = []
+            for p in t["partitions"]:
+                answer, size = self._partition(t["topic"], p["partition"], p["fetch_offset"],
+                                               min(p["partition_max_bytes"], budget - total), first=total == 0)
+                failed = failed or answer["error_code"] != 0
+                total += size
+                parts.append(answer)
+            out.append({"topic": t["topic"], "partitions": parts})
+        return out, total, failed
+
+    def _partition(self, topic: str, partition: int, offset: int, max_bytes: int,
+                   first: bool) -> tuple[dict[str, Any], int]:
+        answer: dict[str, Any] = {"partition_index": partition, "error_code": 0, "high_watermark": -1,
+                                  "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
+                                  "preferred_read_replica": -1, "records": b""}
+        if self.role.is_slave:
+            answer["error_code"] = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return answer, 0
+        tc = self.gate.readable_queue(topic, partition)
+        if isinstance(tc, Refusal):
+            answer["error_code"] = int(refusal_error(tc))
+            return answer, 0
+        lo, hi = self.store.get_min_offset(topic, partition), self.store.get_max_offset(topic, partition)
+        answer.update(high_watermark=hi, last_stable_offset=hi, log_start_offset=lo)
+        if offset < lo or offset > hi:
+            answer["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
+            return answer, 0
+        if offset == hi or (max_bytes <= 0 and not first):
+            return answer, 0
+        pulled = self.pull.read(PullRequest(READER_GROUP, topic, partition, offset, PULL_MAX_MESSAGES), self._all)
+        result = pulled.result
+        if not result.found:
+            if offset < result.next_begin_offset <= hi:  # only removed entries: step over them
+                answer["records"] = encode_batch(offset, [], last_offset_delta=result.next_begin_offset - offset - 1)
+            return answer, 0
+        try:
+            messages = decode_records(b"".join(result.buffers))
+        except DecodeError:
+            answer["error_code"] = int(ErrorCode.CORRUPT_MESSAGE)
+            return answer, 0
+        base = messages[0].queue_offset
+        records: list[Record] = []
+        size = 0
+        for msg in messages:
+            rec = message_record(msg, msg.queue_offset - base)
+            rec_size = _size(rec)
+            if records and size + rec_size > max_bytes:
+                break
+            if not records and not first and rec_size > max_bytes:
+                return answer, 0  # a later partition gets nothing rather than part of a batch
+            records.append(rec)
+            size += rec_size
+        answer["records"] = encode_batch(base, records)
+        return answer, len(answer["records"])
+
+
+def _size(rec: Record) -> int:
+    return (_RECORD_OVERHEAD + len(rec.key or b"") + len(rec.value or b"")
+            + sum(len(k) + len(v or b"") + 4 for k, v in rec.headers))

@@ -1,0 +1,81 @@
+"""The Kafka listener: an asyncio server on ``kafkaListenPort`` that reads Kafka frames
+and hands each request to the `KafkaService`.
+
+Requests of one connection are served one at a time, in order, as Kafka's own broker
+does (it mutes a connection while one of its requests is in progress): kafka-python and
+aiokafka match each answer to their oldest request in flight and close the connection
+on a mismatch, and a long-polled Fetch or a held JoinGroup may take seconds. Clients open
+more connections where they need parallelism (librdkafka: one per broker and purpose).
+A request that answers nothing (Produce with acks=0) writes nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+
+from skiff.broker.kafka.service import KafkaService
+from skiff.common.errors import DecodeError
+from skiff.common.limits import KAFKA_FRAME_MAX_BYTES
+from skiff.transport.errors import ListenError
+
+log = logging.getLogger(__name__)
+_SIZE = struct.Struct(">i")
+
+
+class KafkaListener:
+    def __init__(self, host: str, port: int, service: KafkaService) -> None:
+        self.host = host
+        self.port = port
+        self.service = service
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        try:
+            self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+        except OSError as exc:
+            raise ListenError(f"the Kafka listener cannot listen on {self.host}:{self.port} "
+                              f"(kafkaListenPort): {exc}") from None
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is None:
+            return
+        self._server.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._server.wait_closed()
+        self._server = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        peer = writer.get_extra_info("peername") or ("?", 0)
+        try:
+            while True:
+                head = await reader.readexactly(4)
+                (size,) = _SIZE.unpack(head)
+                if not 0 < size <= KAFKA_FRAME_MAX_BYTES:
+                    log.warning("Kafka client %s sent a frame of %d bytes (at most %d): closing", peer, size,
+                                KAFKA_FRAME_MAX_BYTES)
+                    return
+                frame = await reader.readexactly(size)
+                try:
+                    answer = await self.service.handle(frame, peer)
+                except DecodeError as exc:
+                    log.warning("Kafka client %s sent a request that does not decode (%s): closing", peer, exc)
+                    return
+                if answer is not None:
+                    writer.write(answer)
+                    await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self._tasks.discard(task)
+            writer.close()

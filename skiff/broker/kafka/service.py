@@ -1,0 +1,218 @@
+"""The Kafka door: each Kafka request decoded, served through the broker's operations
+(`skiff.broker.operations`), and answered in Kafka's terms.
+
+| Kafka | Skiff |
+|---|---|
+| topic, partition, offset | topic, queue id, ConsumeQueue offset |
+| leader of every partition | this broker while it is a master (a slave answers NOT_LEADER_OR_FOLLOWER) |
+| Produce | `SendOperation` (gate, writer, store) — `produce.py` |
+| Fetch | `PullOperation.read`, long-polled — `fetch.py` |
+| ListOffsets, OffsetCommit, OffsetFetch | `OffsetsOperation` (the groups' offsets RocketMQ consumers use) |
+| consumer groups | `groups.py`, this broker as the coordinator |
+
+Requests and versions Skiff does not serve are answered with UNSUPPORTED_VERSION
+(`skiff.protocol.kafka.frames.unsupported_response`); a body that does not decode is
+answered with INVALID_REQUEST; neither closes the connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from skiff.broker.config import BrokerConfig
+from skiff.broker.ha.role import Role
+from skiff.broker.kafka.fetch import Fetch, FetchWaiters
+from skiff.broker.kafka.groups import GroupCoordinator
+from skiff.broker.kafka.idempotence import ProducerIds, ProducerStates
+from skiff.broker.kafka.produce import Produce
+from skiff.broker.operations.send import DEFAULT_TEMPLATE
+from skiff.broker.operations import Operations, QueueEdge, Refusal, born_host
+from skiff.broker.topics import TopicConfigManager
+from skiff.common.errors import DecodeError
+from skiff.common.names import DLQ_PREFIX, RETRY_PREFIX, SYSTEM_TOPICS
+from skiff.protocol.kafka.apis import ApiKey
+from skiff.protocol.kafka.errors import ErrorCode
+from skiff.protocol.kafka.frames import (
+    RequestHeader,
+    api_versions_body,
+    decode_request,
+    encode_response,
+    error_response,
+    read_header,
+    unsupported_response,
+)
+from skiff.broker.kafka.errors import refusal_error
+
+log = logging.getLogger(__name__)
+
+Body = dict[str, Any]
+Handler = Callable[[Body, RequestHeader, tuple[str, int]], Awaitable[Body | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    node_id: int
+    host: str
+    port: int
+
+
+def node_id(broker_name: str) -> int:
+    """A broker group's Kafka node id: stable across restarts and failovers (the group's
+    name, not its master's address), the same on every broker of the cluster."""
+    return zlib.crc32(broker_name.encode()) & 0x7FFFFFFF
+
+
+class KafkaService:
+    def __init__(self, config: BrokerConfig, role: Role, ops: Operations, topics: TopicConfigManager,
+                 waiters: FetchWaiters, advertised_port: Callable[[], int]) -> None:
+        self.config = config
+        self.role = role
+        self.ops = ops
+        self.topics = topics
+        self.advertised_port = advertised_port
+        self.producers = ProducerStates()
+        self.producer_ids = ProducerIds()
+        self.produce_ = Produce(ops.send, self.producers, config.default_topic_queue_nums)
+        self.fetch_ = Fetch(ops.gate, role, ops.pull, waiters)
+        self.groups = GroupCoordinator(ops.offsets)
+        self._handlers: dict[int, Handler] = {
+            ApiKey.API_VERSIONS: self.api_versions,
+            ApiKey.METADATA: self.metadata,
+            ApiKey.PRODUCE: self.produce,
+            ApiKey.FETCH: self.fetch,
+            ApiKey.LIST_OFFSETS: self.list_offsets,
+            ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
+            ApiKey.FIND_COORDINATOR: self.find_coordinator,
+            **self.groups.handlers(),
+        }
+
+    @property
+    def node(self) -> Node:
+        return Node(node_id(self.config.broker_name), self.config.advertised_ip, self.advertised_port())
+
+    async def handle(self, frame: bytes, peer: tuple[str, int]) -> bytes | None:
+        """The answer frame to one request frame (None: the request takes no answer)."""
+        header, body = read_header(frame)
+        handler = self._handlers.get(header.api_key)
+        if handler is None or not header.supported:
+            log.info("Kafka client %s (%s) asked for %s v%d, which Skiff does not serve", peer, header.client_id,
+                     _api_name(header.api_key), header.api_version)
+            return unsupported_response(header)
+        try:
+            req = decode_request(header, body)
+        except DecodeError as exc:
+            log.warning("Kafka client %s sent a %s v%d that does not decode: %s", peer, _api_name(header.api_key),
+                        header.api_version, exc)
+            return error_response(header, ErrorCode.INVALID_REQUEST)
+        answer = await handler(req, header, peer)
+        return None if answer is None else encode_response(header, answer)
+
+    # -- ApiVersions, Metadata -----------------------------------------------------
+
+    async def api_versions(self, req: Body, header: RequestHeader, peer: tuple[str, int]) -> Body:
+        return api_versions_body()
+
+    async def metadata(self, req: Body, header: RequestHeader, peer: tuple[str, int]) -> Body:
+        node = self.node
+        wanted = req["topics"]
+        if wanted is None:
+            names = [t for t in self.topics.topics() if not _internal(t)]
+        else:
+            names = [t["name"] for t in wanted]
+        auto = req.get("allow_auto_topic_creation", True) and self.config.auto_create_topic_enable
+        topics = [self._topic_metadata(name, node, auto and wanted is not None) for name in names]
+        return {"throttle_time_ms": 0, "brokers": [{"node_id": node.node_id, "host": node.host, "port": node.port,
+                                                    "rack": None}],
+                "cluster_id": self.config.broker_cluster_name, "controller_id": node.node_id, "topics": topics}
+
+    def _topic_metadata(self, name: str, node: Node, create: bool) -> Body:
+        tc = self.topics.get(name)
+        if tc is None and create and not self.role.is_slave:
+            tc = self.topics.create_from_template(name, DEFAULT_TEMPLATE, self.config.default_topic_queue_nums, 0)
+        if tc is None:
+            return {"error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "name": name, "partitions": []}
+        leader = -1 if self.role.is_slave else node.node_id
+        error = int(ErrorCode.LEADER_NOT_AVAILABLE) if leader < 0 else 0
+        parts = [{"error_code": error, "partition_index": q, "leader_id": leader, "leader_epoch": -1,
+                  "replica_nodes": [node.node_id], "isr_nodes": [node.node_id], "offline_replicas": []}
+                 for q in range(tc.read_queue_nums)]
+        return {"error_code": 0, "name": name, "is_internal": False, "partitions": parts}
+
+    # -- Produce, Fetch, ListOffsets, InitProducerId ------------------------------------
+
+    async def produce(self, req: Body, header: RequestHeader, peer: tuple[str, int]) -> Body | None:
+        acks = req["acks"]
+        host = born_host(peer)
+        responses = []
+        for t in req["topic_data"]:
+            parts = [await self.produce_.partition(t["name"], p["index"], p["records"], acks, host)
+                     for p in t["partition_data"]]
+            responses.append({"name": t["name"], "partition_responses": parts})
+        if acks == 0:
+            return None  # Kafka's rule: no answer at all, or the client reads it as the next request's
+        return {"responses": responses, "throttle_time_ms": 0}
+
+    async def fetch(self, req: Body, header: RequestHeader, peer: tuple[str, int]) -> Body:
+        return await self.fetch_.fetch(req)
+
+    async def list_offsets(self, req: Body, header: RequestHeader, peer: tuple[str, int]) -> Body:
+        offsets = self.ops.offsets
+        topics = []
+        for t in req["topics"]:
+            parts = []
+            for p in t["partitions"]:
+                q, ts = p["partition_index"], p["timestamp"]
+                answer: Body = {"partition_index": q, "error_code": 0, "timestamp": -1, "offset": -1,
+                                "leader_epoch": -1}
+                tc = self.ops.gate.readable_queue(t["name"], q)
+                if self.role.is_slave:
+                    answer["error_code"] = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                elif isinstance(tc, Refusal):
+                    answer["error_code"] = int(refusal_error(tc))
+                elif ts == -1:
+                    answer["offset"] = offsets.queue_offset(t["name"], q, QueueEdge.END)
+                elif ts == -2:
+                    answer["offset"] = offsets.queue_offset(t["name"], q, QueueEdge.FIRST)
+                elif ts >= 0:
+                    at = offsets.queue_offset(t["name"], q, QueueEdge.AT_TIME, ts)
+                    if at < offsets.queue_offset(t["name"], q, QueueEdge.END):
+                        stored = offsets.store.get_store_time(t["name"], q, at)
+                        answer.update(offset=at, timestamp=-1 if stored is None else stored)
+                else:
+                    answer["error_code"] = int(ErrorCode.UNSUPPORTED_VERSION)
+                parts.append(answer)
+            topics.append({"name": t["name"], "partitions": parts})
+        return {"throttle_time_ms": 0, "topics": topics}
+
+    async def init_producer_id(self, req: Body, header: RequestHeader, peer: tuple[str, int]) -> Body:
+        if req["transactional_id"] is not None:
+            return {"throttle_time_ms": 0, "error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                    "producer_id": -1, "producer_epoch": -1}
+        return {"throttle_time_ms": 0, "error_code": 0, "producer_id": self.producer_ids.next(), "producer_epoch": 0}
+
+    async def find_coordinator(self, req: Body, header: RequestHeader, peer: tuple[str, int]) -> Body:
+        node = self.node
+        if req.get("key_type", 0) != 0:
+            return {"throttle_time_ms": 0, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                    "error_message": "Skiff coordinates consumer groups only, not transactions",
+                    "node_id": -1, "host": "", "port": -1}
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "node_id": node.node_id,
+                "host": node.host, "port": node.port}
+
+
+def _internal(topic: str) -> bool:
+    """RocketMQ's own topics (retry, DLQ, system, the template) are not listed to Kafka clients."""
+    return topic in SYSTEM_TOPICS or topic.startswith((RETRY_PREFIX, DLQ_PREFIX)) or topic == DEFAULT_TEMPLATE
+
+
+def _api_name(key: int) -> str:
+    try:
+        return ApiKey(key).name
+    except ValueError:
+        return f"API key {key}"
+
+

@@ -1,0 +1,115 @@
+"""Kafka frames: an int32 size, a request header, a body; the response header rule.
+
+A request header is v1 (api_key, api_version, correlation_id, client_id with an int16
+length) and, at a flexible version of its API, v2 (the same plus a tagged-field section).
+A response header is v0 (the correlation id) or v1 (plus tags) at a flexible version, with
+one exception from KIP-511: ApiVersions answers always with header v0, so a client that
+does not know the broker's versions yet can read the answer. A tag byte there shifts the
+whole parse of librdkafka and kafka-python.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from skiff.common.errors import DecodeError
+from skiff.protocol.kafka.apis import APIS, Api, ApiKey
+from skiff.protocol.kafka.errors import ErrorCode
+from skiff.protocol.kafka.schema import Array, decode, encode
+from skiff.protocol.kafka.wire import Reader, Writer
+
+_HEAD = struct.Struct(">hhi")
+_SIZE = struct.Struct(">i")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str
+
+    @property
+    def api(self) -> Api | None:
+        return APIS.get(self.api_key)
+
+    @property
+    def supported(self) -> bool:
+        api = self.api
+        return api is not None and api.min_version <= self.api_version <= api.max_version
+
+
+def read_header(frame: bytes | memoryview) -> tuple[RequestHeader, Reader]:
+    """The header of a frame (without its size prefix), and a reader at the body. The
+    tagged section of a v2 header is skipped when the API and version are known to be
+    flexible; for anything else the body is not read."""
+    if len(frame) < _HEAD.size + 2:
+        raise DecodeError(f"a request of {len(frame)} bytes is shorter than a request header")
+    key, version, correlation = _HEAD.unpack_from(frame, 0)
+    r = Reader(frame, _HEAD.size)
+    client_id = r.string(nullable=True) or ""
+    header = RequestHeader(key, version, correlation, client_id)
+    api = header.api
+    if api is not None and header.supported and api.flexible(version):
+        r.skip_tags()
+    return header, r
+
+
+def decode_request(header: RequestHeader, body: Reader) -> dict[str, Any]:
+    api = header.api
+    assert api is not None and header.supported, "decode_request of an unsupported request"
+    return decode(body, api.request, header.api_version, api.flexible(header.api_version))
+
+
+def encode_response(header: RequestHeader, body: Mapping[str, Any], version: int | None = None) -> bytes:
+    """The whole response frame (size prefix included) for ``header``'s request. ``version``
+    overrides the request's (an ApiVersions error answers in v0)."""
+    api = header.api
+    assert api is not None
+    v = header.api_version if version is None else version
+    flexible = api.flexible(v)
+    w = Writer()
+    w.int32(0)
+    w.int32(header.correlation_id)
+    if flexible and api.key != ApiKey.API_VERSIONS:
+        w.empty_tags()
+    encode(w, api.response, v, body, flexible)
+    _SIZE.pack_into(w.buf, 0, len(w.buf) - 4)
+    return bytes(w.buf)
+
+
+def api_versions_body(error: ErrorCode = ErrorCode.NONE) -> dict[str, Any]:
+    """What ApiVersions answers: every API and its range (only ApiVersions' own range with
+    UNSUPPORTED_VERSION, as Kafka's broker does, so a client retries at a version it has)."""
+    apis = list(APIS.values()) if error is ErrorCode.NONE else [APIS[ApiKey.API_VERSIONS]]
+    return {"error_code": int(error), "throttle_time_ms": 0,
+            "api_keys": [{"api_key": int(a.key), "min_version": a.min_version, "max_version": a.max_version}
+                         for a in apis]}
+
+
+def unsupported_response(header: RequestHeader) -> bytes:
+    """The answer to a request Skiff does not serve, instead of closing the connection.
+
+    An unsupported ApiVersions gets a v0 body with UNSUPPORTED_VERSION (KIP-511: every
+    client retries from it). A known API at an unknown version gets its response at that
+    version as far as the schema knows it, with UNSUPPORTED_VERSION in every error field.
+    An unknown API key gets the correlation id and the int16 error code: the layout of the
+    many responses that open with their error code."""
+    api = header.api
+    if api is not None and api.key == ApiKey.API_VERSIONS:
+        return encode_response(header, api_versions_body(ErrorCode.UNSUPPORTED_VERSION), version=0)
+    if api is not None:
+        return error_response(header, ErrorCode.UNSUPPORTED_VERSION)
+    return _SIZE.pack(6) + struct.pack(">ih", header.correlation_id, int(ErrorCode.UNSUPPORTED_VERSION))
+
+
+def error_response(header: RequestHeader, error: ErrorCode) -> bytes:
+    """``header``'s response with ``error`` in its top-level error fields and every array empty."""
+    api = header.api
+    assert api is not None
+    body: dict[str, Any] = {f.name: int(error) for f in api.response if f.name == "error_code"} | {
+        f.name: [] for f in api.response if isinstance(f.type, Array)}
+    return encode_response(header, body)

@@ -1,0 +1,226 @@
+"""Kafka record batches, format v2 (magic 2): the only format Skiff reads and writes.
+
+A batch is a 61-byte header (base offset, length, leader epoch, magic, CRC-32C of
+everything after the CRC field, attributes, last offset delta, first and max timestamps,
+producer id, epoch and base sequence, record count) and its records, compressed as one
+block when the attributes name a codec. Each record holds varint deltas against the
+header, its key, value and headers.
+
+Codecs come from cramjam (gzip, snappy, lz4 frames, zstd), the CRC from crc32c: both
+compiled, both well kept. Snappy has two framings on the wire: the Java client and the
+Python clients write xerial's (a magic, then length-prefixed raw blocks), librdkafka
+writes a raw block; both are read, told apart by xerial's magic.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import cramjam
+import crc32c
+
+from skiff.common.errors import DecodeError
+from skiff.common.limits import KAFKA_BATCH_INFLATED_MAX_BYTES
+from skiff.protocol.kafka.wire import Reader, varint_bytes
+
+HEADER_BYTES = 61
+MAGIC = 2
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+"""base offset, batch length, leader epoch, magic, crc, attributes, last offset delta,
+base timestamp, max timestamp, producer id, producer epoch, base sequence, record count."""
+_CRC_FROM = 21
+CODEC_MASK = 0x07
+TIMESTAMP_LOG_APPEND = 0x08
+TRANSACTIONAL = 0x10
+CONTROL = 0x20
+CODECS = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    offset_delta: int
+    timestamp: int
+    """Absolute: the batch's base timestamp plus the record's delta."""
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class RecordBatch:
+    base_offset: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+    base_sequence: int = -1
+    records: tuple[Record, ...] = field(default=())
+    partition_leader_epoch: int = -1
+
+    @property
+    def codec(self) -> int:
+        return self.attributes & CODEC_MASK
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL)
+
+
+def decode_batches(data: bytes | memoryview) -> list[RecordBatch]:
+    """Every batch of a records field, CRCs checked; `DecodeError` names what is wrong
+    (a cut batch, another magic, a bad CRC, an unknown codec, records that overrun)."""
+    out = []
+    pos = 0
+    while pos < len(data):
+        if len(data) - pos < HEADER_BYTES:
+            raise DecodeError(f"a record batch at {pos} is cut short: {len(data) - pos} of {HEADER_BYTES} header bytes")
+        (base_offset, length, epoch, magic, crc, attributes, last_delta, base_ts, max_ts, pid, pepoch, base_seq,
+         count) = _HEADER.unpack_from(data, pos)
+        end = pos + 12 + length
+        if magic != MAGIC:
+            raise DecodeError(f"a record batch at {pos} has magic {magic}: only format v2 (magic 2) is served")
+        if length < HEADER_BYTES - 12 or end > len(data):
+            raise DecodeError(f"a record batch at {pos} says {length} bytes, {len(data) - pos - 12} are there")
+        body = bytes(data[pos + _CRC_FROM:end])
+        if crc32c.crc32c(body) != crc:
+            raise DecodeError(f"the record batch at {pos} fails its CRC-32C check")
+        records_raw = body[HEADER_BYTES - _CRC_FROM:]
+        codec = attributes & CODEC_MASK
+        if codec:
+            records_raw = decompress(codec, records_raw)
+        records = _decode_records(records_raw, count, base_ts)
+        out.append(RecordBatch(base_offset, attributes, last_delta, base_ts, max_ts, pid, pepoch, base_seq,
+                               tuple(records), epoch))
+        pos = end
+    return out
+
+
+def _decode_records(raw: bytes, count: int, base_ts: int) -> list[Record]:
+    if count < 0 or count > len(raw):
+        raise DecodeError(f"a batch claims {count} records in {len(raw)} bytes")
+    r = Reader(raw)
+    out = []
+    for _ in range(count):
+        length = r.varint()
+        if length < 0 or length > r.remaining:
+            raise DecodeError(f"a record of {length} bytes at {r.pos} overruns its batch")
+        rr = Reader(raw, r.pos, r.pos + length)
+        r.pos += length
+        rr.int8()  # attributes: unused
+        ts_delta = rr.varint()
+        offset_delta = rr.varint()
+        key = _varbytes(rr)
+        value = _varbytes(rr)
+        headers = []
+        for _ in range(rr.varint()):
+            hk = _varbytes(rr)
+            if hk is None:
+                raise DecodeError("a record header has a null key")
+            try:
+                name = hk.decode("utf-8")
+            except UnicodeDecodeError:
+                raise DecodeError(f"a record header key is not UTF-8: {hk!r}") from None
+            headers.append((name, _varbytes(rr)))
+        out.append(Record(offset_delta, base_ts + ts_delta, key, value, tuple(headers)))
+    if r.remaining:
+        raise DecodeError(f"{r.remaining} bytes follow the last of {count} records")
+    return out
+
+
+def _varbytes(r: Reader) -> bytes | None:
+    n = r.varint()
+    return None if n < 0 else r.take(n)
+
+
+def encode_batch(base_offset: int, records: Sequence[Record], *, codec: int = 0, attributes: int = 0,
+                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                 last_offset_delta: int | None = None) -> bytes:
+    """One batch of ``records`` (offset deltas and absolute timestamps as given).
+    ``last_offset_delta``: when records were removed after the last one kept (a compacted
+    range), the batch still spans to its last original offset, so a reader continues after it."""
+    base_ts = records[0].timestamp if records else -1
+    max_ts = max((r.timestamp for r in records), default=-1)
+    body = bytearray()
+    for rec in records:
+        body += _encode_record(rec, base_ts)
+    raw = bytes(body) if not codec else compress(codec, bytes(body))
+    last = (records[-1].offset_delta if records else 0) if last_offset_delta is None else last_offset_delta
+    attrs = (attributes & ~CODEC_MASK) | codec
+    head = _HEADER.pack(base_offset, HEADER_BYTES - 12 + len(raw), -1, MAGIC, 0, attrs, last, base_ts, max_ts,
+                        producer_id, producer_epoch, base_sequence, len(records))
+    crc = crc32c.crc32c(head[_CRC_FROM:] + raw)
+    return head[:17] + struct.pack(">I", crc) + head[_CRC_FROM:] + raw
+
+
+def _encode_record(rec: Record, base_ts: int) -> bytes:
+    body = bytearray(b"\x00")
+    body += varint_bytes(rec.timestamp - base_ts)
+    body += varint_bytes(rec.offset_delta)
+    _put_varbytes(body, rec.key)
+    _put_varbytes(body, rec.value)
+    body += varint_bytes(len(rec.headers))
+    for name, value in rec.headers:
+        _put_varbytes(body, name.encode("utf-8"))
+        _put_varbytes(body, value)
+    return varint_bytes(len(body)) + bytes(body)
+
+
+def _put_varbytes(buf: bytearray, v: bytes | None) -> None:
+    if v is None:
+        buf += varint_bytes(-1)
+    else:
+        buf += varint_bytes(len(v))
+        buf += v
+
+
+def decompress(codec: int, data: bytes) -> bytes:
+    try:
+        if codec == 1:
+            out = bytes(cramjam.gzip.decompress(data))
+        elif codec == 2:
+            out = _snappy(data)
+        elif codec == 3:
+            out = bytes(cramjam.lz4.decompress(data))
+        elif codec == 4:
+            out = bytes(cramjam.zstd.decompress(data))
+        else:
+            raise DecodeError(f"unknown compression codec {codec} (Kafka's are 1 gzip, 2 snappy, 3 lz4, 4 zstd)")
+    except cramjam.DecompressionError as exc:
+        raise DecodeError(f"the {CODECS[codec]} records do not decompress: {exc}") from None
+    if len(out) > KAFKA_BATCH_INFLATED_MAX_BYTES:
+        raise DecodeError(f"a batch inflates to {len(out)} bytes, over {KAFKA_BATCH_INFLATED_MAX_BYTES}")
+    return out
+
+
+def _snappy(data: bytes) -> bytes:
+    if not data.startswith(_XERIAL_MAGIC):
+        return bytes(cramjam.snappy.decompress_raw(data))
+    r = Reader(data, len(_XERIAL_MAGIC) + 8)  # magic, version, compatible version
+    out = bytearray()
+    while r.remaining:
+        out += cramjam.snappy.decompress_raw(r.take(r.int32()))
+        if len(out) > KAFKA_BATCH_INFLATED_MAX_BYTES:
+            break
+    return bytes(out)
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    """``data`` compressed as Kafka clients write it (snappy raw, as librdkafka does)."""
+    if codec == 1:
+        return bytes(cramjam.gzip.compress(data))
+    if codec == 2:
+        return bytes(cramjam.snappy.compress_raw(data))
+    if codec == 3:
+        return bytes(cramjam.lz4.compress(data))
+    if codec == 4:
+        return bytes(cramjam.zstd.compress(data))
+    raise ValueError(f"unknown compression codec {codec}")
