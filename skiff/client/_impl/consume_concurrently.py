@@ -54,21 +54,20 @@ class ConsumeConcurrentlyService:
         size = self._batch
         if len(msgs) <= size:
             self._start(list(msgs), pq, mq)
-            return
-        for i in range(0, len(msgs), size):
-            self._start(list(msgs[i : i + size]), pq, mq)
+        elif size == 1:  # RocketMQ's default consumeMessageBatchMaxSize: a call per message
+            for msg in msgs:
+                self._start([msg], pq, mq)
+        else:
+            for i in range(0, len(msgs), size):
+                self._start(list(msgs[i : i + size]), pq, mq)
 
     def _start(self, batch: list[StoredMessage], pq: ProcessQueue, mq: MessageQueue) -> None:
         ctx = ConsumeConcurrentlyContext(mq)
         started = time.monotonic()
-        fut = self._runner.call(batch, ctx)
-        fut.add_done_callback(lambda f: self._finished(f, batch, ctx, pq, started))
+        self._runner.submit(batch, ctx, lambda outcome: self._finished(outcome, batch, ctx, pq, started))
 
-    def _finished(self, fut: asyncio.Future[object], batch: list[StoredMessage], ctx: ConsumeConcurrentlyContext,
+    def _finished(self, outcome: object, batch: list[StoredMessage], ctx: ConsumeConcurrentlyContext,
                   pq: ProcessQueue, started: float) -> None:
-        if fut.cancelled():
-            return
-        outcome = fut.result()
         if outcome is SKIPPED:
             return  # shutting down: the messages stay uncommitted for the next owner
         counters = self._core.counters

@@ -4,8 +4,12 @@ under a semaphore.
 
 A listener gets a batch (up to ``consume_message_batch_max_size`` messages of
 one queue) and answers for the whole batch. The runner never makes a task per
-message: a plain function costs one job of a `WorkerPool` per batch, a
-coroutine one task.
+message: a plain function costs one job of a `WorkerPool` per batch; a coroutine
+handed over by `submit` is one job of a deque drained by at most ``concurrency``
+worker tasks (made when jobs wait and fewer run, gone when the deque is empty),
+so a backlog consumed one message per call (RocketMQ's default batch of 1) makes
+no task, future or semaphore turn per message; `call` (the orderly service's:
+one batch at a time per queue) makes one task.
 
 At shutdown the runner stops starting batches (`close`): those already queued
 come back as `SKIPPED` without reaching the listener, so their messages stay
@@ -16,6 +20,7 @@ already inside the listener.
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import logging
 from collections.abc import Awaitable, Callable, Sequence
@@ -54,6 +59,8 @@ class ConsumeOrderlyContext:
 
 
 Messages = list[StoredMessage]
+Done = Callable[[Any], None]
+"""Called on the loop with a submitted batch's outcome (the listener's answer, its exception, or SKIPPED)."""
 ConcurrentListener = Callable[
     [Messages, ConsumeConcurrentlyContext], Union[ConsumeStatus, Awaitable[ConsumeStatus]]
 ]
@@ -87,6 +94,9 @@ class ListenerRunner:
         self.is_async = is_async_listener(fn)
         self._semaphore = asyncio.Semaphore(concurrency) if self.is_async else None
         self._pool = None if self.is_async else WorkerPool(concurrency, name=name)
+        self._concurrency = concurrency
+        self._jobs: collections.deque[tuple[Sequence[StoredMessage], object, Done]] = collections.deque()
+        self._workers: set[asyncio.Task[None]] = set()
         self._closing = False
         self._inflight = 0
         self._idle = asyncio.Event()
@@ -107,7 +117,43 @@ class ListenerRunner:
         fut.add_done_callback(self._finished)
         return fut
 
-    def _finished(self, _: asyncio.Future[Any]) -> None:
+    def submit(self, msgs: Sequence[StoredMessage], ctx: object, done: Done) -> None:
+        """Run the listener on ``msgs`` and call ``done(outcome)`` on the loop: `call`'s outcomes
+        without a future per batch (a coroutine listener's batch is a job for the worker tasks)."""
+        if self._pool is not None:
+            self.call(msgs, ctx).add_done_callback(lambda f: None if f.cancelled() else done(f.result()))
+            return
+        self._inflight += 1
+        self._idle.clear()
+        self._jobs.append((msgs, ctx, done))
+        if len(self._workers) < self._concurrency:
+            task = asyncio.get_running_loop().create_task(self._work())
+            self._workers.add(task)
+            task.add_done_callback(self._workers.discard)
+
+    async def _work(self) -> None:
+        """Take submitted jobs until none waits: at most ``concurrency`` of these run at once."""
+        jobs = self._jobs
+        while jobs:
+            msgs, ctx, done = jobs.popleft()
+            try:
+                outcome = SKIPPED if self._closing else await self._outcome(msgs, ctx)
+            finally:
+                self._finished(None)
+            try:
+                done(outcome)
+            except Exception:  # a bookkeeping bug must not stop the jobs queued behind it
+                log.exception("handling a listener's outcome failed")
+
+    async def _outcome(self, msgs: Sequence[StoredMessage], ctx: object) -> Any:
+        try:
+            return await self._fn(msgs, ctx)
+        except Exception as exc:  # noqa: BLE001 - a failing listener means "retry these"
+            log.warning("the listener raised on %d message(s) of %s: %r", len(msgs),
+                        getattr(ctx, "message_queue", "?"), exc, exc_info=True)
+            return exc
+
+    def _finished(self, _: asyncio.Future[Any] | None) -> None:
         self._inflight -= 1
         if self._inflight == 0:
             self._idle.set()
@@ -127,12 +173,7 @@ class ListenerRunner:
         async with self._semaphore:
             if self._closing:
                 return SKIPPED
-            try:
-                return await self._fn(msgs, ctx)
-            except Exception as exc:  # noqa: BLE001
-                log.warning("the listener raised on %d message(s) of %s: %r", len(msgs),
-                            getattr(ctx, "message_queue", "?"), exc, exc_info=True)
-                return exc
+            return await self._outcome(msgs, ctx)
 
     def close(self) -> None:
         """Start no more batches."""

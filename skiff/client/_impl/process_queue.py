@@ -96,6 +96,13 @@ class ProcessQueue:
         held = self._msgs
         if not held:
             return -1
+        if len(msgs) == 1:  # a listener called per message (RocketMQ's default batch of 1)
+            gone_one = held.pop(msgs[0].queue_offset, None)
+            if gone_one is not None:
+                self.count -= 1
+                self.size_bytes -= len(gone_one.body)
+            self.last_consume_ms = self._clock.now_ms()
+            return self.commit_offset()
         before = len(held)
         popped = list(map(held.pop, map(_OFFSET, msgs), itertools.repeat(None)))
         # Every pop that found its offset shrank held by one: when all did, no None is in popped.
