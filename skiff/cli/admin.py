@@ -22,10 +22,13 @@ import orjson
 
 from skiff.client.admin import AsyncAdmin
 from skiff.client.admin_results import BrokerInfo
+from skiff.client import ClientConfig
 from skiff.client.credentials import Credentials, resolve_credentials
+from skiff.client.errors import ClientConfigError
 from skiff.common.message import MessageQueue
 from skiff.protocol.bodies.base import JsonBody
 from skiff.transport.loop import run_coroutine
+from skiff.transport.tls import TlsClientConfig
 
 T = TypeVar("T")
 
@@ -47,6 +50,12 @@ def common_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     acl.add_argument("--secret-key", metavar="SECRET", help="secret key (default $SKIFF_SECRET_KEY)")
     acl.add_argument("--credentials", metavar="FILE",
                      help="YAML file with accessKey and secretKey (default $SKIFF_CREDENTIALS_FILE)")
+    tls = parser.add_argument_group("TLS (servers with tls.server.mode enforcing or permissive; docs/tls.md)")
+    tls.add_argument("--tls", action="store_true", help="connect with TLS (implied by the options below)")
+    tls.add_argument("--tls-trust", metavar="PEM", help="verify the servers' certificates against these "
+                     "certificates (without it the connection is encrypted but the server not verified)")
+    tls.add_argument("--tls-cert", metavar="PEM", help="this client's certificate, for mutual TLS (with --tls-key)")
+    tls.add_argument("--tls-key", metavar="PEM", help="its private key (unencrypted PEM)")
     return parser
 
 
@@ -54,6 +63,21 @@ def credentials(args: argparse.Namespace) -> Credentials | None:
     """The keys the command signs with: flags, else the file, else the environment."""
     return resolve_credentials(getattr(args, "access_key", None), getattr(args, "secret_key", None),
                                getattr(args, "credentials", None))
+
+
+def tls_config(args: argparse.Namespace) -> TlsClientConfig | None:
+    """The TLS the command connects with: None unless --tls or one of its options is given."""
+    trust, cert, key = (getattr(args, name, None) for name in ("tls_trust", "tls_cert", "tls_key"))
+    if not (getattr(args, "tls", False) or trust or cert or key):
+        return None
+    if bool(cert) != bool(key):
+        raise ClientConfigError("--tls-cert and --tls-key go together (mutual TLS)")
+    return TlsClientConfig(cert or "", key or "", auth_server=bool(trust), trust_cert_path=trust or "")
+
+
+def client_config(args: argparse.Namespace) -> ClientConfig:
+    """What the command's clients share: the NameServers, its instance name, credentials and TLS."""
+    return ClientConfig(args.namesrv, CLI_INSTANCE, credentials=credentials(args), tls=tls_config(args))
 
 
 N = TypeVar("N", int, float)
@@ -103,7 +127,7 @@ def run_client(coro: Coroutine[Any, Any, T]) -> T:
 def with_admin(args: argparse.Namespace, work: Callable[[AsyncAdmin], Awaitable[T]]) -> T:
     """Run ``work(admin)`` against the NameServers of ``args``."""
     async def main() -> T:
-        async with AsyncAdmin(args.namesrv, instance_name=CLI_INSTANCE, credentials=credentials(args)) as admin:
+        async with AsyncAdmin(client_config=client_config(args)) as admin:
             return await work(admin)
 
     return run_client(main())

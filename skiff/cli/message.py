@@ -17,11 +17,10 @@ import time
 from typing import Any
 
 from skiff.cli.admin import (
-    CLI_INSTANCE,
     bounded,
+    client_config,
     command,
     common_args,
-    credentials,
     emit,
     family,
     print_json_line,
@@ -175,8 +174,7 @@ def _pair(text: str) -> tuple[str, str]:
 
 
 async def _send(args: argparse.Namespace, msg: Message) -> list[SendResult]:
-    async with AsyncProducer(args.group, args.namesrv, instance_name=CLI_INSTANCE,
-                             credentials=credentials(args)) as producer:
+    async with AsyncProducer(args.group, client_config=client_config(args)) as producer:
         if args.order_key is None:
             return [await producer.send(msg) for _ in range(args.count)]
         return [await producer.send(msg, selector=SelectByHash(), arg=args.order_key) for _ in range(args.count)]
@@ -227,13 +225,12 @@ class _Consume:
         self.next_offsets.update(offsets)
 
     async def run(self) -> int:
-        creds = credentials(self.args)
+        config = client_config(self.args)
         group = self.args.group
         # the pulls, the heartbeats and the trace all name the user's group; without one the pulls
         # name PULL_CLIENT_GROUP (brokers require a group) and nothing joins or traces
-        async with AsyncAdmin(self.args.namesrv, instance_name=CLI_INSTANCE, credentials=creds) as admin, \
-                AsyncPullClient(self.args.namesrv, instance_name=CLI_INSTANCE, credentials=creds,
-                                **({"group": group, "trace": True} if group else {})) as client:
+        async with AsyncAdmin(client_config=config) as admin, \
+                AsyncPullClient(client_config=config, **({"group": group, "trace": True} if group else {})) as client:
             queues = await client.fetch_subscribe_queues(self.args.topic)
             if group:
                 await client.join(self.args.topic, self.selector, on_reset=self._reset)

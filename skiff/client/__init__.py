@@ -61,6 +61,7 @@ _EXPORTS: dict[str, str] = {
     "ConsumeFromWhere": "skiff.protocol.bodies.heartbeat",
     "ClientConfig": "skiff.client._impl.config",
     "Credentials": "skiff.client.credentials",
+    "TlsClientConfig": "skiff.transport.tls",
     # errors
     "SkiffError": "skiff.common.errors",
     "ClientError": "skiff.client.errors",

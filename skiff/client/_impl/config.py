@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from skiff.client.credentials import Credentials
 from skiff.client.errors import ClientConfigError
+from skiff.transport.tls import TlsClientConfig
 
 DEFAULT_INSTANCE_NAME = "DEFAULT"
 NAMESRV_ENV_VARS = ("SKIFF_NAMESRV", "NAMESRV_ADDR")
@@ -65,6 +66,9 @@ class ClientConfig:
     credentials: Credentials | None = None
     """Keys every request is signed with (brokers with ``aclEnable=true`` need them);
     None reads ``$SKIFF_ACCESS_KEY``/``$SKIFF_SECRET_KEY`` (`Credentials.from_env`)."""
+    tls: TlsClientConfig | None = None
+    """Connect to NameServers and brokers with TLS (servers with ``tls.server.mode`` enforcing or
+    permissive; docs/tls.md); None connects in plaintext."""
 
     def __post_init__(self) -> None:
         if not self.namesrv_addr:

@@ -132,7 +132,7 @@ class _Triggered(Service):
         await super().stop(timeout_s)
 
 
-InstanceKey = tuple[int, tuple[str, ...], str, object]
+InstanceKey = tuple[int, tuple[str, ...], str, object, object]
 
 
 class ClientInstance:
@@ -144,7 +144,7 @@ class ClientInstance:
         self.config = config
         self.client_id = client_id
         self.loop = asyncio.get_running_loop()
-        self.remoting = RemotingClient(self._handlers())
+        self.remoting = RemotingClient(self._handlers(), tls=config.tls)
         self.api = AdminAPI(self.remoting, NameServers(config.namesrv_addrs), config.request_timeout_ms,
                             config.language, config.credentials)
         self.routes = RouteCache(self.api)
@@ -172,7 +172,7 @@ class ClientInstance:
     def get(cls, config: ClientConfig) -> ClientInstance:
         """The instance of this loop for ``config``'s NameServers and instance name (made if new)."""
         loop = asyncio.get_running_loop()
-        key = (id(loop), config.namesrv_addrs, config.instance_name, config.credentials)
+        key = (id(loop), config.namesrv_addrs, config.instance_name, config.credentials, config.tls)
         inst = cls._registry.get(key)
         if inst is not None and inst.loop is loop and not inst._closed:
             return inst
