@@ -38,7 +38,7 @@ SCRIPT = Path(__file__).resolve().parent / "grpc" / "client.py"
 DEFAULT_PYTHON = REPO / "build" / "venv-rocketmq5" / "bin" / "python"
 MAX_RETRIES = 2
 TOPICS = ("GNormal", "GFifo", "GDelay", "GTx", "GInv", "GFilter", "GShare", "GRestart", "GPush", "GPushFifo", "GCrossIn",
-          "GCrossOut")
+          "GCrossOut", "GFifoGroups")
 
 
 def rmq5_python() -> str:
@@ -66,9 +66,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
                 header = CreateTopicRequestHeader(topic, "TBW102", 4, 4, 6, "SINGLE_TAG")
                 resp = await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
                 assert resp.code == ResponseCode.SUCCESS, resp.remark
-            orderly = SubscriptionGroupConfig("G-push-fifo", retry_max_times=MAX_RETRIES, consume_message_orderly=True)
-            resp = await wire.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, orderly.to_json())
-            assert resp.code == ResponseCode.SUCCESS, resp.remark
+            for group in ("G-push-fifo", "G-fifo-groups"):
+                orderly = SubscriptionGroupConfig(group, retry_max_times=MAX_RETRIES, consume_message_orderly=True)
+                resp = await wire.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, orderly.to_json())
+                assert resp.code == ResponseCode.SUCCESS, resp.remark
         with_wire(c.broker_addr(), create)
         yield c
 
@@ -167,6 +168,36 @@ def test_push_consumers_concurrent_redelivery_dead_letters_and_fifo(cluster: Clu
     async def dead_fifo(wire: BrokerWire):
         return await wire.pull_messages("G-watch", dlq_topic("G-push-fifo"), 0)
     assert [m.body for m in with_wire_result(cluster, dead_fifo)] == [b"fail-fifo"]
+
+
+def test_fifo_message_groups_keep_their_order_across_a_consumer_restart(cluster: Cluster, tmp_path: Path):
+    """20 message groups x 50 messages, a consumeMessageOrderly group's SimpleConsumer: each
+    group's messages are received and acked in send order; the consumer stops with messages
+    received and not acked, and its successor gets those again before anything after them."""
+    r = run_client(cluster, tmp_path, "fifo_groups", topic="GFifoGroups", group="G-fifo-groups")["fifo_groups"]
+    log, left = r["log"], set(r["left"])
+    expected = {f"q{g:02d}": [f"q{g:02d}-{i:02d}" for i in range(50)] for g in range(20)}
+    acks = [body for kind, body, _ in log if kind == "ack"]
+    firsts = list(dict.fromkeys(body for kind, body, _ in log if kind == "recv"))
+    for group, bodies in expected.items():
+        assert [b for b in acks if b.startswith(group)] == bodies, group
+        assert [b for b in firsts if b.startswith(group)] == bodies, group
+    seen, done, again = set(), set(), []
+    for kind, body, attempt in log:
+        if kind == "ack":
+            done.add(body)
+            continue
+        assert body not in done, f"{body} received after it was acked"
+        if body in seen:
+            again.append((body, attempt))
+        seen.add(body)
+    assert left and {b for b, _ in again} == left and all(a >= 2 for _, a in again)
+    # the successor's first receipts of each group that was left blocked are its un-acked messages, in order
+    after = [body for kind, body, _ in log[r["restart_at"]:] if kind == "recv"]
+    for group in {b[:3] for b in left}:
+        mine = [b for b in after if b.startswith(group)]
+        held = sorted(b for b in left if b.startswith(group))
+        assert mine[:len(held)] == held, group
 
 
 def test_restart_under_a_simple_consumer_loses_nothing(cluster: Cluster, tmp_path: Path):

@@ -272,6 +272,55 @@ def push_fifo():
     return {"calls": listener.calls}
 
 
+def fifo_groups():
+    """20 message groups x 50 messages to an orderly group's topic; consumer A acks in order,
+    then stops with half of its last batch un-acked (a consumer restart); consumer B, new,
+    takes the rest. Every receipt and ack is logged in order."""
+    topic, group, groups, per_group = SPEC["topic"], SPEC["group"], 20, 50
+    p = Producer(CFG, (topic,))
+    p.startup()
+    for i in range(per_group):
+        for g in range(groups):
+            p.send(message(topic, f"q{g:02d}-{i:02d}".encode(), group=f"q{g:02d}"))
+    p.shutdown()
+    log, acked, total = [], set(), groups * per_group
+
+    def consume(consumer, until, invisible_s):
+        end = time.time() + DEADLINE_S * 2
+        while not until() and time.time() < end:
+            batch = consumer.receive(32, invisible_s)
+            for m in batch:
+                log.append(("recv", m.body.decode(), m.delivery_attempt))
+            yield batch
+
+    a = simple(group, topic)
+    for batch in consume(a, lambda: len(acked) >= total * 2 // 5, 2):
+        for m in batch:
+            a.ack(m)
+            acked.add(m.body)
+            log.append(("ack", m.body.decode(), 0))
+    left = []
+    while not left:
+        last = a.receive(32, 2)
+        for m in last:
+            log.append(("recv", m.body.decode(), m.delivery_attempt))
+        for m in last[:len(last) // 2]:
+            a.ack(m)
+            acked.add(m.body)
+            log.append(("ack", m.body.decode(), 0))
+        left = [m.body.decode() for m in last[len(last) // 2:]]
+    a.shutdown()
+    restart_at = len(log)
+    b = simple(group, topic)
+    for batch in consume(b, lambda: len(acked) >= total, 10):
+        for m in batch:
+            b.ack(m)
+            acked.add(m.body)
+            log.append(("ack", m.body.decode(), 0))
+    b.shutdown()
+    return {"log": log, "left": left, "restart_at": restart_at}
+
+
 def cross():
     """Receive what the C++ client sent (GCrossIn); send for it to pull (GCrossOut)."""
     c = simple("G-cross", "GCrossIn")
@@ -380,7 +429,8 @@ def offsets():
 
 
 SCENARIOS = {f.__name__: f for f in (send_receive, fifo, delay, transaction, invisible, filters, share,
-                                      restart_before, restart_after, push, push_fifo, cross, spread, errors)}
+                                      restart_before, restart_after, push, push_fifo, cross, spread, errors,
+                                      fifo_groups)}
 
 if __name__ == "__main__":
     results = {}
