@@ -29,7 +29,9 @@ from typing import TYPE_CHECKING, Any
 from skiff.cli import up_ha
 from skiff.cli.namesrv import metrics_note
 from skiff.common import kernels
-from skiff.common.config import parse_overrides, read_properties_file
+from skiff.cli.up_tls import log_tls_note, up_tls_keys, up_tls_pair
+from skiff.common.config import build_config, parse_overrides, read_properties_file
+from skiff.common.errors import ConfigError
 from skiff.dashboard import DEFAULT_PORT
 from skiff.transport.errors import ListenError
 from skiff.transport.loop import run
@@ -83,6 +85,9 @@ def register(sub: Any) -> None:
     up.add_argument("--dashboard-port", type=int, default=DEFAULT_PORT,
                     help=f"web dashboard port on --host (default {DEFAULT_PORT}; 0 picks one)")
     up.add_argument("--no-dashboard", action="store_true", help="do not run the web dashboard")
+    up.add_argument("--tls", action="store_true",
+                    help="serve both doors over TLS only, with a self-signed pair made in the store directory "
+                         "(docs/tls.md)")
     up_ha.add_arguments(up)
     up.set_defaults(handler=run_up, accepts_extra=True)
 
@@ -104,21 +109,28 @@ def run_broker(args: argparse.Namespace, extra: list[str]) -> int:
 
 def run_up(args: argparse.Namespace, extra: list[str]) -> int:
     from skiff.broker import load_configs
+    from skiff.broker.config import default_broker_ip
     from skiff.namesrv import NamesrvConfig
 
     if args.ha:
+        if args.tls:
+            raise ConfigError("skiff up --ha does not take --tls yet: give the brokers tls.* keys (docs/tls.md)")
         from skiff.cli.up_ha import run_up_ha
         return run_up_ha(args, extra)
 
-    namesrv_config = NamesrvConfig(listen_host=args.host, listen_port=args.namesrv_port,
-                                   metrics_port=args.namesrv_metrics_port)
-    namesrv_config.validate()
+    store_dir = args.dir or UP_STORE_DIR
+    pair = up_tls_pair(store_dir, args.host, default_broker_ip(args.host)) if args.tls else None
+    tls_keys = up_tls_keys(pair) if pair is not None else {}
+    namesrv_config = build_config(NamesrvConfig, {"listenHost": args.host, "listenPort": str(args.namesrv_port),
+                                                  "metricsPort": str(args.namesrv_metrics_port)}, tls_keys)
     broker_config, store_config = load_configs(
-        {**TRY_OUT_STORE, "storePathRootDir": args.dir or UP_STORE_DIR, "listenPort": str(args.broker_port),
-         "listenHost": args.host, "metricsPort": str(args.metrics_port)},
+        {**TRY_OUT_STORE, "storePathRootDir": store_dir, "listenPort": str(args.broker_port),
+         "listenHost": args.host, "metricsPort": str(args.metrics_port), **tls_keys},
         parse_overrides(extra),
     )
     dashboard = None if args.no_dashboard else (args.host, args.dashboard_port)
+    if pair is not None:
+        log_tls_note(pair)
     try:
         return run(lambda stop: serve_up(namesrv_config, broker_config, store_config, stop, dashboard))
     except ListenError as exc:
@@ -179,7 +191,8 @@ async def serve_up(namesrv_config: NamesrvConfig, config: BrokerConfig, store_co
                  namesrv.port, metrics_note(namesrv))
         local = f"127.0.0.1:{namesrv.port}"
         namesrvs = ";".join(dict.fromkeys([local, *config.namesrv_addrs]))
-        dashboard = None if dashboard_at is None else DashboardServer(DashboardConfig(local), *dashboard_at)
+        dashboard = None if dashboard_at is None else DashboardServer(
+            DashboardConfig(local, tls=config.client_tls()), *dashboard_at)
         await serve_broker(dataclasses.replace(config, namesrv_addr=namesrvs), store_config, stop, dashboard)
     finally:
         await namesrv.stop()

@@ -13,7 +13,7 @@ import dataclasses
 import re
 from typing import Any
 
-from skiff.client import ClientConfig
+from skiff.client import ClientConfig, TlsClientConfig
 from skiff.client.admin import ADMIN_GROUP, AsyncAdmin
 from skiff.client.admin_results import BrokerInfo, ConsumerConnections, ConsumerProgress
 from skiff.client.credentials import Credentials
@@ -59,6 +59,8 @@ class DashboardConfig:
     """A login (brokers with ACL on) ends after this long without a request."""
     sessions_max: int = 64
     """Logins kept at once; past that the least recently used one is signed out."""
+    tls: TlsClientConfig | None = None
+    """Connect to the NameServers and brokers with TLS (docs/tls.md); None: plaintext."""
 
 
 SYSTEM_TOPIC_NAMES = frozenset({*SYSTEM_TOPICS, TRACE_TOPIC, SELF_TEST_TOPIC, OFFSET_MOVED_EVENT})
@@ -122,7 +124,7 @@ class Dashboard:
                  instance_name: str = DASHBOARD_INSTANCE) -> None:
         self.config = config
         self.credentials = credentials
-        client = ClientConfig(config.namesrv_addr, instance_name, credentials=credentials)
+        client = ClientConfig(config.namesrv_addr, instance_name, credentials=credentials, tls=config.tls)
         self.admin = AsyncAdmin(client_config=client)
         self.producer = AsyncProducer(DASHBOARD_PRODUCER_GROUP, client_config=client)
         self.puller = AsyncPullClient(group=DASHBOARD_PULL_GROUP, client_config=client)
