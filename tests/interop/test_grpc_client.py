@@ -38,7 +38,7 @@ SCRIPT = Path(__file__).resolve().parent / "grpc" / "client.py"
 DEFAULT_PYTHON = REPO / "build" / "venv-rocketmq5" / "bin" / "python"
 MAX_RETRIES = 2
 TOPICS = ("GNormal", "GFifo", "GDelay", "GTx", "GInv", "GFilter", "GShare", "GRestart", "GPush", "GPushFifo", "GCrossIn",
-          "GCrossOut", "GFifoGroups")
+          "GCrossOut", "GFifoGroups", "GPushMany")
 
 
 def rmq5_python() -> str:
@@ -198,6 +198,21 @@ def test_fifo_message_groups_keep_their_order_across_a_consumer_restart(cluster:
         mine = [b for b in after if b.startswith(group)]
         held = sorted(b for b in left if b.startswith(group))
         assert mine[:len(held)] == held, group
+
+
+def test_a_push_consumer_takes_a_thousand_messages_retrying_failures(cluster: Cluster, tmp_path: Path):
+    """1,000 messages, the listener fails the first delivery of every tenth: each message ends
+    consumed, the failed ones on a second delivery (their retry after the group's backoff)."""
+    calls = run_client(cluster, tmp_path, "push_many", topic="GPushMany", group="G-push-many")["push_many"]["calls"]
+    bodies = [f"m{i:04d}" for i in range(1000)]
+    failing = set(bodies[::10])
+    first = {}
+    for body, attempt in calls:
+        first.setdefault(body, attempt)
+    assert sorted(first) == bodies and set(first.values()) == {1}
+    retried = {body for body, attempt in calls if attempt >= 2}
+    assert failing <= retried, sorted(failing - retried)[:10]
+    assert len([c for c in calls if c[0] in failing and c[1] == 1]) == len(failing)  # each failed once
 
 
 def test_restart_under_a_simple_consumer_loses_nothing(cluster: Cluster, tmp_path: Path):

@@ -253,6 +253,43 @@ def push():
     return {"calls": listener.calls}
 
 
+class FailingFirst(MessageListener):
+    """Fails the first delivery of every tenth message; succeeds otherwise."""
+
+    def __init__(self):
+        self.calls = []
+        self.lock = threading.Lock()
+
+    def consume(self, m):
+        body = m.body.decode()
+        with self.lock:
+            self.calls.append((body, m.delivery_attempt))
+        failing = int(body[1:]) % 10 == 0 and m.delivery_attempt == 1
+        return ConsumeResult.FAILURE if failing else ConsumeResult.SUCCESS
+
+
+def push_many():
+    """A PushConsumer of 1,000 messages whose listener fails 100 of them once."""
+    topic, n = SPEC["topic"], SPEC.get("count", 1000)
+    p = Producer(CFG, (topic,))
+    p.startup()
+    for future in [p.send_async(message(topic, f"m{i:04d}".encode())) for i in range(n)]:
+        future.result(timeout=30)
+    p.shutdown()
+    listener = FailingFirst()
+    c = PushConsumer(CFG, SPEC["group"], listener, {topic: FilterExpression()})
+    c.startup()
+    end = time.time() + DEADLINE_S * 2
+
+    def succeeded():
+        with listener.lock:
+            return {b for b, a in listener.calls if int(b[1:]) % 10 or a > 1}
+    while time.time() < end and len(succeeded()) < n:
+        time.sleep(0.2)
+    c.shutdown()
+    return {"calls": listener.calls}
+
+
 def push_fifo():
     p = Producer(CFG, ("GPushFifo",))
     p.startup()
@@ -430,7 +467,7 @@ def offsets():
 
 SCENARIOS = {f.__name__: f for f in (send_receive, fifo, delay, transaction, invisible, filters, share,
                                       restart_before, restart_after, push, push_fifo, cross, spread, errors,
-                                      fifo_groups)}
+                                      fifo_groups, push_many)}
 
 if __name__ == "__main__":
     results = {}
