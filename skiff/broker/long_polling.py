@@ -17,6 +17,12 @@ consumers; ``shortPollingTimeMills`` when long polling is off). It is answered:
 
 At most `limits.LONG_POLL_MAX_SUSPENDED` pulls are held; past that a pull is
 answered at once.
+
+A held pull is a `LateAnswer` (`HeldPull`), not a future: the connection registers
+where its answer goes, and the wake-up writes it from its own callback, in the same
+loop step, without a future, its done callbacks and the step they wait for (a push
+consumer's pull is held whenever it has caught up, so every message delivered at a
+steady rate costs a wake-up).
 """
 
 from __future__ import annotations
@@ -28,7 +34,9 @@ from collections.abc import Callable, Sequence
 
 from skiff.common.limits import LONG_POLL_MAX_SUSPENDED
 from skiff.common.service import Periodic
+from skiff.protocol.codes import ResponseCode
 from skiff.protocol.command import RemotingCommand
+from skiff.transport.late import LateAnswer
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +46,16 @@ Rerun = Callable[[bool], RemotingCommand | None]
 waiting (never None when ``final``)."""
 
 
-class HeldPull:
-    __slots__ = ("key", "offset", "rerun", "future", "timer")
+class HeldPull(LateAnswer[RemotingCommand]):
+    """A held pull: what it re-reads, its timer, and (as a `LateAnswer`) its answer."""
 
-    def __init__(self, key: QueueKey, offset: int, rerun: Rerun, future: asyncio.Future[RemotingCommand]) -> None:
+    __slots__ = ("key", "offset", "rerun", "timer")
+
+    def __init__(self, key: QueueKey, offset: int, rerun: Rerun) -> None:
+        super().__init__()
         self.key = key
         self.offset = offset
         self.rerun = rerun
-        self.future = future
         self.timer: asyncio.TimerHandle | None = None
 
 
@@ -82,15 +92,15 @@ class PullHoldService:
             for held in list(pulls):
                 self._answer(held, held.rerun(True))
 
-    def hold(self, key: QueueKey, offset: int, rerun: Rerun, timeout_ms: int) -> asyncio.Future[RemotingCommand] | None:
+    def hold(self, key: QueueKey, offset: int, rerun: Rerun, timeout_ms: int) -> HeldPull | None:
         """Hold a pull at ``offset`` of queue ``key``; None when it must be answered now."""
         if self._closed or self._loop is None or self._count >= self.max_suspended:
             return None
-        held = HeldPull(key, offset, rerun, self._loop.create_future())
+        held = HeldPull(key, offset, rerun)
         held.timer = self._loop.call_later(max(0, timeout_ms) / 1000.0, self._expire, held)
         self._held.setdefault(key, []).append(held)
         self._count += 1
-        return held.future
+        return held
 
     def notify(self, touched: Sequence[tuple[str, int, int]]) -> None:
         """The store's dispatch listener: (topic, queue id, new max offset) per queue grown."""
@@ -136,17 +146,15 @@ class PullHoldService:
             answer = held.rerun(final)
         except Exception as exc:
             log.exception("a held pull of %s failed", held.key)
-            self._remove(held)
-            if not held.future.done():
-                held.future.set_exception(exc)
+            self._answer(held, RemotingCommand(code=ResponseCode.SYSTEM_ERROR, remark=f"the pull failed: {exc!r}"))
             return
         if answer is not None:
             self._answer(held, answer)
 
     def _answer(self, held: HeldPull, answer: RemotingCommand | None) -> None:
         self._remove(held)
-        if not held.future.done() and answer is not None:
-            held.future.set_result(answer)
+        if answer is not None:
+            held.give(answer)
 
     def _remove(self, held: HeldPull) -> None:
         pulls = self._held.get(held.key)

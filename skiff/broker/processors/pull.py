@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Awaitable
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.ha.role import Role
-from skiff.broker.long_polling import PullHoldService
+from skiff.broker.long_polling import HeldPull, PullHoldService
 from skiff.broker.operations import PullOperation, PullRequest, Pulled, Refusal
 from skiff.common.record import PHYSICAL_OFFSET_AT
 from skiff.common.sysflag import PullSysFlag
@@ -76,7 +75,7 @@ class PullProcessor:
     def handlers(self) -> dict[int, Handler]:
         return {RequestCode.PULL_MESSAGE: self.pull}
 
-    def pull(self, conn: Connection, req: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+    def pull(self, conn: Connection, req: RemotingCommand) -> RemotingCommand | HeldPull:
         h = PullMessageRequestHeader.from_ext(req.ext_fields)
         request = pull_request(h)
         pulled = self.operation.pull(request)

@@ -40,9 +40,10 @@ def test_a_dispatch_from_another_thread_wakes_only_pulls_behind_the_new_end():
         answer = await asyncio.wait_for(waiting, 2)
         assert answer.remark == "found 1" and time.monotonic() - started < 1
         await asyncio.sleep(0.05)
-        assert not ahead.done() and not other.done() and hold.held_count == 2
+        assert not ahead.given and not other.given and hold.held_count == 2
         await hold.stop()
-        assert (ahead.result().remark, other.result().remark) == ("timeout", "found 1")
+        assert ahead.given and other.given
+        assert ((await ahead).remark, (await other).remark) == ("timeout", "found 1")
         assert hold.hold(("T", 0), 0, q.rerun(0), 1000) is None
     run_coroutine(main())
 
@@ -89,5 +90,24 @@ def test_one_wake_up_per_batch_and_a_bound_on_held_pulls():
         hold.notify([("T", 0, 10)])
         await asyncio.wait_for(asyncio.gather(*futures[:2]), 2)
         assert q.reruns == 2  # one re-run per held pull for the two notifications
+        await hold.stop()
+    run_coroutine(main())
+
+
+def test_a_held_pull_whose_rerun_fails_is_answered_with_a_system_error():
+    async def main():
+        hold = PullHoldService(recheck_interval_ms=60_000)
+        hold.start()
+
+        def broken(final: bool) -> RemotingCommand | None:
+            raise OSError("disk gone")
+
+        held = hold.hold(("T", 0), 0, broken, timeout_ms=15_000)
+        delivered = []
+        held.then(lambda request, answer: delivered.append((request, answer)), "the request")
+        hold.notify([("T", 0, 1)])
+        answer = await asyncio.wait_for(held, 2)
+        assert answer.code == 1 and "disk gone" in answer.remark  # SYSTEM_ERROR, with the reason
+        assert delivered == [("the request", answer)] and hold.held_count == 0
         await hold.stop()
     run_coroutine(main())
