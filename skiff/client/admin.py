@@ -18,6 +18,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from skiff.client.admin_users import USER_ADMIN_METHODS, UserAdmin
 from skiff.client._impl.config import DEFAULT_INSTANCE_NAME, ClientConfig, client_config_for
 from skiff.client.credentials import Credentials
 from skiff.client._impl.instance import ClientInstance
@@ -78,7 +79,7 @@ ROUTE_POLL_S = 0.05
 TIME_MAX_MS = 2**63 - 1
 
 
-class AsyncAdmin(AsyncClient):
+class AsyncAdmin(UserAdmin, AsyncClient):
     """Cluster, topic, group, offset and message administration over the remoting protocol."""
 
     def __init__(self, namesrv_addr: str = "", *, instance_name: str = DEFAULT_INSTANCE_NAME,
@@ -534,7 +535,8 @@ def _check_group(group: str) -> None:
         "topic_list", "topic_route", "writable_queues", "topic_status", "create_consumer_group",
         "update_consumer_group", "consumer_group_configs", "delete_consumer_group", "consumer_groups", "consumer_progress", "consumer_connections", "reset_offset_by_time", "max_offset",
         "min_offset", "search_offset", "earliest_msg_store_time", "update_consumer_offset", "fetch_consumer_offset",
-        "message_by_id", "messages_by_key", "message_at", "timer_slots", "cancel_scheduled", "compaction")
+        "message_by_id", "messages_by_key", "message_at", "timer_slots", "cancel_scheduled", "compaction",
+        *USER_ADMIN_METHODS)
 class Admin(BlockingClient[AsyncAdmin]):
     """The blocking `AsyncAdmin`: same constructor, same methods."""
 

@@ -31,16 +31,24 @@ A list of actions means any one suffices. ``Group:g`` is also what ``%RETRY%g`` 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING
 
 from skiff.broker.auth.evaluate import Need
 from skiff.broker.auth.model import Action, Resource
+from skiff.broker.auth.service import AuthService
+from skiff.common.errors import DecodeError
 from skiff.common.names import is_retry_topic
 from skiff.protocol.bodies.admin import SubscriptionGroupConfig
 from skiff.protocol.bodies.heartbeat import CheckClientRequestBody, HeartbeatData
 from skiff.protocol.bodies.lock import LockBatchRequestBody
-from skiff.protocol.codes import AuthRequestCode, PopRequestCode, RequestCode as C, SkiffRequestCode
+from skiff.protocol.codes import AuthRequestCode, PopRequestCode, ResponseCode, SkiffRequestCode
+from skiff.protocol.codes import RequestCode as C
 from skiff.protocol.command import RemotingCommand
+from skiff.transport.connection import Connection, Handler, HandlerResult
+
+if TYPE_CHECKING:
+    from skiff.broker.operations.gate import Gate
 
 Needs = Callable[[dict[str, str], RemotingCommand, str], Iterator[Need]]
 """(ext fields, the request, the cluster name) -> what it needs."""
@@ -161,3 +169,25 @@ def needs_of(cmd: RemotingCommand, cluster: str) -> list[Need]:
     """What ``cmd`` needs; a body that does not decode raises the codec's `DecodeError` (the
     caller refuses the request)."""
     return list(TABLE.get(cmd.code, _UNLISTED)(cmd.ext_fields or {}, cmd, cluster))
+
+
+def guard(handlers: Mapping[int, Handler], auth: AuthService, gate: Gate, cluster: str) -> dict[int, Handler]:
+    """Every handler behind ACL 2.0: the remoting door authenticates (`AuthService`), names what
+    the request touches (`needs_of`) and asks the gate; a refusal answers NO_PERMISSION with the
+    reason, before the handler sees the request."""
+    def wrap(handler: Handler) -> Handler:
+        def checked(conn: Connection, cmd: RemotingCommand) -> HandlerResult:
+            caller = auth.authenticate_remoting(cmd, str(conn.peer[0]))
+            if isinstance(caller, str):
+                return cmd.response(ResponseCode.NO_PERMISSION, caller)
+            try:
+                needs = needs_of(cmd, cluster)
+            except (DecodeError, ValueError) as exc:
+                return cmd.response(ResponseCode.NO_PERMISSION, f"request code {cmd.code}: cannot tell what it "
+                                                                f"touches: {exc}")
+            refusal = gate.access(caller, needs, cmd.code)
+            if refusal is not None:
+                return cmd.response(refusal.code, refusal.reason)
+            return handler(conn, cmd)
+        return checked
+    return {code: wrap(handler) for code, handler in handlers.items()}

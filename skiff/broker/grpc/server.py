@@ -27,6 +27,8 @@ import grpc
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.grpc.clients import GrpcClientConn, GrpcClients, end_stream
+from skiff.broker.auth import Caller
+from skiff.broker.grpc.auth import TELEMETRY, GrpcAuth, settings_needs
 from skiff.broker.grpc.consuming import Consuming
 from skiff.broker.grpc.offsets import Offsets
 from skiff.broker.grpc.producing import Producing
@@ -62,6 +64,8 @@ class GrpcServer:
                                    ops.end_transaction, ops.cancel, store)
         self.consuming = Consuming(config, groups, ops.pop, clock, routes, self.producing.broker_of)
         self._server: grpc.aio.Server | None = None
+        self.auth: GrpcAuth | None = None
+        """ACL 2.0 (`skiff.broker.grpc.auth`): every call authenticated and authorized by the gate."""
         self._renewer = Periodic("grpc-renew-invisible", config.renew_schedule_period_ms / 1000.0,
                                  self.consuming.renewals.renew_tick)
 
@@ -136,7 +140,7 @@ class GrpcServer:
     def _unary(self, fn: Callable[..., Any], out: Any) -> Callable[[Any, grpc.aio.ServicerContext],
                                                                      Awaitable[Any]]:
         async def method(request: Any, context: grpc.aio.ServicerContext) -> Any:
-            conn = self._conn(context)
+            conn = self._conn(context, request)
             if isinstance(conn, pb.Status):
                 return out(status=conn)
             try:
@@ -147,12 +151,19 @@ class GrpcServer:
                 return out(status=status(pb.INTERNAL_SERVER_ERROR, str(exc) or type(exc).__name__))
         return method
 
-    def _conn(self, context: grpc.aio.ServicerContext) -> GrpcClientConn | pb.Status:
+    def _conn(self, context: grpc.aio.ServicerContext, request: Any) -> GrpcClientConn | pb.Status:
+        """The client's connection, once the call passed ACL 2.0 when it is on (a Telemetry
+        stream's ``request`` is None: authenticated here, its settings authorized as they come)."""
         meta = dict(context.invocation_metadata() or ())
         client_id = meta.get("x-mq-client-id", "")
         if not client_id:
             return status(pb.CLIENT_ID_REQUIRED, "the x-mq-client-id header is missing")
-        return self.clients.conn(str(client_id), _peer(context.peer()))
+        peer = _peer(context.peer())
+        if self.auth is not None:
+            denied = self.auth.check(meta, peer[0], request)
+            if denied is not None:
+                return denied
+        return self.clients.conn(str(client_id), peer)
 
     def _heartbeat(self, conn: GrpcClientConn, req: rpc.HeartbeatRequest) -> rpc.HeartbeatResponse:
         self.clients.touch(conn)
@@ -165,7 +176,7 @@ class GrpcServer:
 
     async def _receive(self, request: rpc.ReceiveMessageRequest,
                        context: grpc.aio.ServicerContext) -> AsyncIterator[rpc.ReceiveMessageResponse]:
-        conn = self._conn(context)
+        conn = self._conn(context, request)
         if isinstance(conn, pb.Status):
             yield rpc.ReceiveMessageResponse(status=conn)
             return
@@ -174,7 +185,7 @@ class GrpcServer:
 
     async def _pull(self, request: rpc.PullMessageRequest,
                     context: grpc.aio.ServicerContext) -> AsyncIterator[rpc.PullMessageResponse]:
-        conn = self._conn(context)
+        conn = self._conn(context, request)
         if isinstance(conn, pb.Status):
             yield rpc.PullMessageResponse(status=conn)
             return
@@ -183,13 +194,18 @@ class GrpcServer:
 
     async def _telemetry(self, requests: AsyncIterator[rpc.TelemetryCommand],
                          context: grpc.aio.ServicerContext) -> AsyncIterator[rpc.TelemetryCommand]:
-        conn = self._conn(context)
+        conn = self._conn(context, None)
         if isinstance(conn, pb.Status):
             yield rpc.TelemetryCommand(status=conn)
             return
+        caller = None if self.auth is None else self.auth.caller(dict(context.invocation_metadata() or ()),
+                                                                 TELEMETRY, conn.peer[0])
+        if isinstance(caller, pb.Status):
+            yield rpc.TelemetryCommand(status=caller)
+            return
         out: asyncio.Queue[rpc.TelemetryCommand | None] = asyncio.Queue(TELEMETRY_QUEUED_MAX)
         conn.stream = out
-        reader = asyncio.ensure_future(self._read_telemetry(conn, requests, out))
+        reader = asyncio.ensure_future(self._read_telemetry(conn, requests, out, caller))
         try:
             while (command := await out.get()) is not None:
                 yield command
@@ -199,21 +215,26 @@ class GrpcServer:
                 conn.stream = None
 
     async def _read_telemetry(self, conn: GrpcClientConn, requests: AsyncIterator[rpc.TelemetryCommand],
-                              out: asyncio.Queue[rpc.TelemetryCommand | None]) -> None:
+                              out: asyncio.Queue[rpc.TelemetryCommand | None], caller: Caller | None) -> None:
         try:
             async for command in requests:
-                reply = self._on_telemetry(conn, command)
+                reply = self._on_telemetry(conn, command, caller)
                 if reply is not None:
                     await out.put(reply)  # a client that does not read is not read from
         finally:
             end_stream(out)
 
-    def _on_telemetry(self, conn: GrpcClientConn, command: rpc.TelemetryCommand) -> rpc.TelemetryCommand | None:
+    def _on_telemetry(self, conn: GrpcClientConn, command: rpc.TelemetryCommand,
+                      caller: Caller | None) -> rpc.TelemetryCommand | None:
         which = command.WhichOneof("command")
         if which == "settings":
             if not command.settings.HasField("publishing") and not command.settings.HasField("subscription"):
                 return rpc.TelemetryCommand(status=status(pb.BAD_REQUEST, "settings without publishing or "
                                                                            "subscription"))
+            if self.auth is not None and caller is not None:
+                denied = self.auth.allowed(caller, list(settings_needs(command.settings)), TELEMETRY)
+                if denied is not None:
+                    return rpc.TelemetryCommand(status=denied)
             return self.clients.on_settings(conn, command.settings)
         if which == "print_thread_stack_trace_command":
             nonce = command.print_thread_stack_trace_command.nonce

@@ -15,15 +15,19 @@ broker's read permission (NO_PERMISSION), the topic (TOPIC_NOT_EXIST), its read
 permission (NO_PERMISSION), the queue id against the read queues (SYSTEM_ERROR, as
 RocketMQ's pull and pop processors).
 
-ACL (RocketMQ 4.x plain ACL) is checked before this, on the remoting frames that carry
-its signatures (`skiff.broker.acl`).
+Access (ACL 2.0, `skiff.broker.auth`): `Gate.access` is the one authorization check of every
+request through either door. Each door authenticates its caller (a remoting signature, a gRPC
+authorization header) and names what the request touches; the gate asks the user's policies,
+and refuses with NO_PERMISSION and the reason (gRPC: FORBIDDEN). RocketMQ 4.x plain ACL is
+checked instead on the remoting frames that carry its signatures (`skiff.broker.acl`).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+from skiff.broker.auth import AuthService, Caller, Need
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.ha.role import Role
@@ -54,7 +58,17 @@ class Gate:
         self.role = role
         self.topics = topics
         self.groups = groups
+        self.auth: AuthService | None = None
+        """ACL 2.0 when authentication or authorization is on."""
         self._valid_topics: set[str] = set()
+
+    def access(self, caller: Caller, needs: Sequence[Need], code: int | str) -> Refusal | None:
+        """Whether ``caller`` may make request ``code`` (a remoting code, a gRPC request's name),
+        which touches ``needs``: the one authorization check of both doors."""
+        if self.auth is None:
+            return None
+        why = self.auth.authorize(caller, needs, code)
+        return None if why is None else Refusal(ResponseCode.NO_PERMISSION, why)
 
     def writable(self, topic: str, queue_id: int, create: Create | None,
                  template: str = "") -> tuple[TopicConfig, int] | Refusal:

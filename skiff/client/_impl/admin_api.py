@@ -6,6 +6,8 @@ broker address; topic deletion also goes to each NameServer by address.
 
 from __future__ import annotations
 
+from typing import Any
+
 from skiff.client._impl.api import MQClientAPI
 from skiff.common.message import MessageQueue
 from skiff.common.names import TBW102
@@ -17,7 +19,8 @@ from skiff.protocol.bodies.compaction import TopicCompactionBody
 from skiff.protocol.bodies.timer import CancelScheduledBody, TimerSlotsBody
 from skiff.protocol.bodies.topic import TopicConfig, TopicConfigSerializeWrapper
 from skiff.protocol.bodies.topic_attributes import changes_text
-from skiff.protocol.codes import RequestCode, SkiffRequestCode
+from skiff.protocol import fastjson
+from skiff.protocol.codes import AuthRequestCode, RequestCode, SkiffRequestCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers import admin as ha
 from skiff.protocol.headers.client_calls import GetConsumerRunningInfoRequestHeader, ResetOffsetRequestHeader
@@ -160,3 +163,13 @@ class AdminAPI(MQClientAPI):
         code = SkiffRequestCode.COMPACT_TOPIC if run else SkiffRequestCode.GET_COMPACTION_STATUS
         resp = await self._call(addr, code, CompactionRequestHeader(topic).to_ext(), timeout_ms=timeout_ms)
         return TopicCompactionBody.from_json(resp.body)
+
+    # ------------------------------------------------------- users and ACLs
+
+    async def auth_request(self, addr: str, code: AuthRequestCode, ext: dict[str, str], body: Any = None,
+                           timeout_ms: int | None = None) -> Any:
+        """One of RocketMQ 5.3's user/ACL requests (UserInfo and AclInfo as JSON); the answer's
+        JSON body, or None when it has none."""
+        payload = fastjson.dumps(body) if body is not None else b""
+        resp = await self._call(addr, code, {k: v for k, v in ext.items() if v}, payload, timeout_ms=timeout_ms)
+        return fastjson.loads(bytes(resp.body)) if resp.body else None
