@@ -57,6 +57,7 @@ from skiff.broker.open_files import OpenFileWatch
 from skiff.broker.pop.service import PopService
 from skiff.broker.processors import Processor
 from skiff.broker.processors.admin_compaction import CompactionAdminProcessor
+from skiff.broker.processors.admin_tier import TierAdminProcessor
 from skiff.broker.processors.admin_groups import GroupAdminProcessor
 from skiff.broker.processors.admin_timer import TimerAdminProcessor
 from skiff.broker.processors.admin_topics import TopicAdminProcessor
@@ -72,6 +73,7 @@ from skiff.broker.processors.send_back import SendBackProcessor
 from skiff.broker.redirect import DelayPolicy
 from skiff.broker.registration import NamesrvRegistration
 from skiff.broker.stats import BrokerStats
+from skiff.broker.tier.setup import attach_reads, tier_periodics, tier_service
 from skiff.broker.topics import TopicConfigManager
 from skiff.broker.transactions import TransactionRecovery, TransactionService
 from skiff.broker.writer import MessageWriter
@@ -181,6 +183,7 @@ class BrokerServer:
         if self.auth.enabled:
             self.gate.auth = self.auth
         self.compaction = CompactionService(self.store, self.topics, self.store_config, self.clock)
+        self.tier = tier_service(self.config, self.store, self.topics, self.clock)
         client_manage = ClientManageProcessor(self.config, self.clients, self.groups, self.topics)
         self.replication = Replication(self.config, self.role, self.store, self.registration, self.topics,
                                        self.groups, self.offsets, self._namesrv_client,
@@ -230,7 +233,7 @@ class BrokerServer:
     def _start_master_periodics(self) -> None:
         if not self._master_periodics:
             self._master_periodics = [*self.transactions.services(), *self.pop.periodics(),
-                                      self.compaction.service()]
+                                      self.compaction.service(), *tier_periodics(self.tier)]
             for service in self._master_periodics:
                 service.start()
 
@@ -297,6 +300,7 @@ class BrokerServer:
     def _handlers(self, client_manage: ClientManageProcessor) -> dict[int, Handler]:
         cfg, store = self.config, self.store
         ops = self.operations = self._operations()
+        attach_reads(ops.pull, self.tier)
         processors: list[Processor] = [
             SendProcessor(cfg, ops.send),
             PullProcessor(cfg, self.role, ops.pull, store, self.groups, self.hold),
@@ -311,6 +315,7 @@ class BrokerServer:
             TimerAdminProcessor(self.store_config, lambda: self.timer, self.config.delay_levels_ms, ops.cancel),
             PopProcessor(ops.pop),
             CompactionAdminProcessor(self.topics, self.compaction),
+            TierAdminProcessor(self.topics, self.tier),
             AuthAdminProcessor(self.auth.store),
         ]
         handlers: dict[int, Handler] = {}

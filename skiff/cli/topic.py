@@ -14,6 +14,7 @@ import sys
 from datetime import datetime
 from typing import Any
 
+from skiff.cli import tier
 from skiff.cli.admin import bounded, command, emit, family, print_table, with_admin
 from skiff.client.admin import DEFAULT_QUEUE_NUMS, TOPIC_PERMS
 from skiff.client.admin_results import BrokerCompaction
@@ -60,6 +61,7 @@ def register(sub: Any) -> None:
     cmd.add_argument("-t", "--topic", required=True)
     cmd = command(topics, "compact", "compact every queue of a compacted topic now", topic_compact)
     cmd.add_argument("-t", "--topic", required=True)
+    tier.register(topics)
 
 
 def _where(cmd: argparse.ArgumentParser) -> None:

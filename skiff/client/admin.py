@@ -28,6 +28,7 @@ from skiff.client._impl.pull_api import Puller
 from skiff.client._impl.route import publish_queues
 from skiff.client.admin_results import (
     BrokerCompaction,
+    BrokerTier,
     BrokerInfo,
     BrokerTimer,
     CancelScheduledResult,
@@ -258,6 +259,16 @@ class AsyncAdmin(UserAdmin, AsyncClient):
                 return BrokerCompaction(name, addr, error=str(exc))
 
         return list(await asyncio.gather(*(one(n, a) for n, a in sorted(masters.items()))))
+
+    async def tier(self, topic: str, *, upload: bool = False, timeout_ms: int = 600_000) -> list[BrokerTier]:
+        """The tier state of ``topic`` on each master of its route (Skiff brokers); ``upload``
+        uploads what is sealed first. A broker that cannot answer is listed with ``error``."""
+        route = await self.topic_route(topic)
+        masters = sorted((b.broker_name, b.master_addr) for b in route.broker_datas if b.master_addr)
+        answers = await asyncio.gather(*(self._inst.api.tier(addr, topic, upload=upload, timeout_ms=timeout_ms)
+                                         for _, addr in masters), return_exceptions=True)
+        return [BrokerTier(name, addr, error=str(a)) if isinstance(a, BaseException) else BrokerTier(name, addr, a)
+                for (name, addr), a in zip(masters, answers)]
 
     # ------------------------------------------------------ consumer groups
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from skiff.common.message import MessageQueue
 from skiff.protocol.bodies.compaction import TopicCompactionBody
 from skiff.protocol.bodies.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
+from skiff.protocol.bodies.tier import TopicTierBody
 from skiff.protocol.bodies.timer import CancelStatus, TimerSlot, TimerStatsBody
 
 
@@ -97,6 +98,16 @@ class BrokerCompaction:
     broker_name: str
     addr: str
     state: TopicCompactionBody | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerTier:
+    """One broker's answer about a topic's tier; ``error`` says why it did not answer."""
+
+    broker_name: str
+    addr: str
+    state: TopicTierBody | None = None
     error: str | None = None
 
 

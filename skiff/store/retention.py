@@ -61,6 +61,13 @@ class Retention:
         self._pinned_offset = pinned_offset
         """Where compacted queues' dirty records begin: kept unless the disk forces deletion."""
         self.disk_used = 0.0
+        self.holds: list[Callable[[], int | None]] = []
+        """CommitLog offsets below which files may go, from above the store (the tier's: data
+        not yet uploaded). Unlike the pinned offset, a hold stands even when the disk forces
+        deletion: deleting what exists nowhere else would lose it."""
+
+    def add_hold(self, hold: Callable[[], int | None]) -> None:
+        self.holds.append(hold)
 
     @property
     def disk_full(self) -> bool:
@@ -94,6 +101,10 @@ class Retention:
         pinned = None if forced else self._pinned_offset()
         if pinned is not None:
             safe = min(safe, pinned)
+        for hold in self.holds:
+            held = hold()
+            if held is not None:
+                safe = min(safe, held)
         expiry_ms = self.config.file_reserved_time * _MS_PER_HOUR
         now = self.clock.now_ms()
         count = 0

@@ -95,14 +95,15 @@ class Manifest:
         return [s for s in self.queue(queue_id) if s.last_offset >= first and s.first_offset < end]
 
     def with_segment(self, seg: Segment) -> Manifest:
-        """This manifest plus ``seg``, which must start where its queue ends (an idempotent
-        re-add of the same segment is a no-op)."""
+        """This manifest plus ``seg``, which must start at or after where its queue ends (a gap
+        is offsets compaction removed, or messages gone before the topic was tiered); an
+        idempotent re-add of the same segment is a no-op."""
         if seg in self.segments:
             return self
         end = self.end_offset(seg.queue_id)
-        if seg.first_offset != end and self.queue(seg.queue_id):
-            raise ManifestError(f"{self.topic} queue {seg.queue_id}: segment from {seg.first_offset} does not "
-                                f"follow the tier's end {end}")
+        if seg.first_offset < end:
+            raise ManifestError(f"{self.topic} queue {seg.queue_id}: segment from {seg.first_offset} overlaps "
+                                f"the tier, which holds offsets up to {end - 1}")
         return Manifest(self.topic, self.broker, self.segments + (seg,))
 
     def without(self, gone: Iterable[Segment]) -> Manifest:

@@ -9,6 +9,7 @@ adapter holds a pull that found nothing, then runs `read` again).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 from skiff.broker.clients import ClientManager
@@ -21,7 +22,7 @@ from skiff.broker.operations.subscription import compile_subscription, record_fi
 from skiff.broker.stats import BrokerStats
 from skiff.filter import MessageFilter
 from skiff.protocol.codes import ResponseCode
-from skiff.store import GetResult, MessageStore
+from skiff.store import GetResult, GetStatus, MessageStore
 
 
 class PullRequest(NamedTuple):
@@ -61,6 +62,9 @@ class PullOperation:
         self.stats = stats
         self._max_count = config.max_transfer_count_on_message_in_memory
         self._max_bytes = config.max_transfer_bytes_on_message_in_memory
+        self.tier_read: Callable[[PullRequest, MessageFilter, GetResult], GetResult] | None = None
+        """Set when the broker has a tier: a read below what is kept locally goes there
+        (skiff.broker.tier.reads)."""
 
     def pull(self, req: PullRequest) -> Pulled | Refusal:
         """Check, read once, and commit the offset the request carries."""
@@ -94,6 +98,8 @@ class PullOperation:
             req.topic, req.queue_id, req.offset, min(req.max_count, self._max_count),
             tag_codes=flt.tag_codes, record_filter=record_filter(flt), max_bytes=self._max_bytes,
         )
+        if self.tier_read is not None and result.status is GetStatus.OFFSET_TOO_SMALL:
+            result = self.tier_read(req, flt, result)
         if result.found:
             self.stats.pulled(result.message_count, req.topic, req.group, req.queue_id, result.total_bytes,
                               result.next_begin_offset)

@@ -16,6 +16,7 @@ from skiff.protocol.bodies.client_calls import ConsumerRunningInfo, ResetOffsetB
 from skiff.protocol.bodies.consumer import ConsumeStats, ConsumerConnection
 from skiff.protocol.bodies.route import TopicList
 from skiff.protocol.bodies.compaction import TopicCompactionBody
+from skiff.protocol.bodies.tier import TopicTierBody
 from skiff.protocol.bodies.timer import CancelScheduledBody, TimerSlotsBody
 from skiff.protocol.bodies.topic import TopicConfig, TopicConfigSerializeWrapper
 from skiff.protocol.bodies.topic_attributes import changes_text
@@ -163,6 +164,13 @@ class AdminAPI(MQClientAPI):
         code = SkiffRequestCode.COMPACT_TOPIC if run else SkiffRequestCode.GET_COMPACTION_STATUS
         resp = await self._call(addr, code, CompactionRequestHeader(topic).to_ext(), timeout_ms=timeout_ms)
         return TopicCompactionBody.from_json(resp.body)
+
+    async def tier(self, addr: str, topic: str, *, upload: bool = False,
+                   timeout_ms: int | None = None) -> TopicTierBody:
+        """The topic's tier state on that broker; ``upload`` runs its uploader over the topic first."""
+        code = SkiffRequestCode.TIER_UPLOAD_NOW if upload else SkiffRequestCode.GET_TIER_STATUS
+        resp = await self._call(addr, code, CompactionRequestHeader(topic).to_ext(), timeout_ms=timeout_ms)
+        return TopicTierBody.from_json(resp.body)
 
     # ------------------------------------------------------- users and ACLs
 

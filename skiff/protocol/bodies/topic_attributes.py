@@ -3,9 +3,10 @@
 CREATE_TOPIC header's ``attributes`` field as ``+name=value`` (set) and ``-name``
 (reset to the default), comma-separated (RocketMQ's AttributeParser).
 
-Skiff knows two: ``cleanup.policy`` (DELETE or COMPACTION; RocketMQ 5.1's name) and
+Skiff knows ``cleanup.policy`` (DELETE or COMPACTION; RocketMQ 5.1's name),
 ``delete.retention.ms`` (how long a tombstone of a compacted topic stays, Kafka's
-name). RocketMQ marks cleanup.policy unchangeable after creation; Skiff lets an
+name), and the tier's ``tiered.storage``, ``retention.local.ms`` and
+``retention.tiered.ms`` (docs/tiered-storage.md). RocketMQ marks cleanup.policy unchangeable after creation; Skiff lets an
 update switch it, since compaction only ever reads a topic's existing records.
 Any other name is refused, as RocketMQ refuses unsupported keys.
 """
@@ -13,7 +14,7 @@ Any other name is refused, as RocketMQ refuses unsupported keys.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from skiff.protocol.bodies.base import BodyError
 
@@ -43,7 +44,35 @@ def _check_retention(value: str) -> str:
     return str(int(value))
 
 
-_KNOWN = {CLEANUP_POLICY: _check_policy, DELETE_RETENTION_MS: _check_retention}
+TIERED_STORAGE = "tiered.storage"
+"""true: sealed messages of the topic are uploaded to the broker's tier (docs/tiered-storage.md)."""
+RETENTION_LOCAL_MS = "retention.local.ms"
+"""A tiered topic's messages stay local at least this long after their store time, uploaded or not."""
+RETENTION_TIERED_MS = "retention.tiered.ms"
+"""How long a tiered topic's files stay in the tier (-1: forever)."""
+DEFAULT_RETENTION_LOCAL_MS = 0
+DEFAULT_RETENTION_TIERED_MS = -1
+
+
+def _check_bool(value: str) -> str:
+    if value.strip().lower() not in ("true", "false"):
+        raise BodyError(f"{TIERED_STORAGE}={value!r}: must be true or false")
+    return value.strip().lower()
+
+
+def _check_ms(name: str, allow_forever: bool) -> Callable[[str], str]:
+    def check(value: str) -> str:
+        text = value.strip()
+        if not (text.isdigit() or (allow_forever and text == "-1")):
+            raise BodyError(f"{name}={value!r}: must be a whole number of milliseconds (0 or more"
+                            f"{', or -1 for forever' if allow_forever else ''})")
+        return str(int(text))
+    return check
+
+
+_KNOWN = {CLEANUP_POLICY: _check_policy, DELETE_RETENTION_MS: _check_retention, TIERED_STORAGE: _check_bool,
+          RETENTION_LOCAL_MS: _check_ms(RETENTION_LOCAL_MS, False),
+          RETENTION_TIERED_MS: _check_ms(RETENTION_TIERED_MS, True)}
 
 
 def parse_attribute_changes(text: str) -> dict[str, str | None]:
@@ -89,3 +118,15 @@ def cleanup_policy(attributes: Mapping[str, str]) -> CleanupPolicy:
 
 def delete_retention_ms(attributes: Mapping[str, str]) -> int:
     return int(attributes.get(DELETE_RETENTION_MS, DEFAULT_DELETE_RETENTION_MS))
+
+
+def tiered_storage(attributes: Mapping[str, str]) -> bool:
+    return attributes.get(TIERED_STORAGE, "false") == "true"
+
+
+def retention_local_ms(attributes: Mapping[str, str]) -> int:
+    return int(attributes.get(RETENTION_LOCAL_MS, DEFAULT_RETENTION_LOCAL_MS))
+
+
+def retention_tiered_ms(attributes: Mapping[str, str]) -> int:
+    return int(attributes.get(RETENTION_TIERED_MS, DEFAULT_RETENTION_TIERED_MS))

@@ -1,0 +1,39 @@
+"""The server's hooks into the tier, importable without pyarrow (the ``tier`` extra): a broker
+with no ``tierStorageUrl`` never loads the tier's modules."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from skiff.broker.config import BrokerConfig
+from skiff.broker.operations.pull import PullOperation
+from skiff.broker.topics import TopicConfigManager
+from skiff.common.clock import Clock
+from skiff.common.errors import ConfigError
+from skiff.common.service import Periodic
+from skiff.store import MessageStore
+
+if TYPE_CHECKING:
+    from skiff.broker.tier.service import TierService
+
+
+def tier_service(config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
+                 clock: Clock) -> TierService | None:
+    """The broker's tier, or None without ``tierStorageUrl``."""
+    if not config.tier_storage_url:
+        return None
+    try:
+        from skiff.broker.tier.service import TierService
+    except ImportError as exc:
+        raise ConfigError(f"tierStorageUrl needs the tier extra (pip install 'skiffmq[tier]'): {exc}") from None
+    return TierService(config, store, topics, clock)
+
+
+def tier_periodics(tier: TierService | None) -> list[Periodic]:
+    return [] if tier is None else [tier.periodic()]
+
+
+def attach_reads(pull: PullOperation, tier: TierService | None) -> None:
+    """Pulls below what is kept locally read through the tier."""
+    if tier is not None:
+        pull.tier_read = tier.reads.read

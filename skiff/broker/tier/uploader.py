@@ -1,0 +1,154 @@
+"""The uploader: sealed messages of tiered topics, per queue and offset range, to the tier.
+
+Every ``tierUploadIntervalMs`` the master's uploader looks at each queue of each topic
+with ``tiered.storage=true``: from where the tier's manifest ends (or the queue's local
+minimum, if messages went before the topic was tiered) up to the sealed end (messages
+flushed and older than ``tierSealMs``), it reads the records from the store, makes them
+a table (`skiff.tier.columns`), and `Tier.upload` puts the file and then the manifest.
+It runs on a worker thread, reading the CommitLog as consumers do: appends never wait
+for it.
+
+Only this object writes a topic's manifest, and it keeps the last one it wrote (one
+read from the tier when a topic is first seen, after which files no manifest lists
+are removed: uploads a crash cut off). A new master starts from the manifest in the
+tier, so it continues where the old one stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from skiff.broker.tier.sealed import sealed_run
+from skiff.broker.topics import TopicConfigManager
+from skiff.common.clock import Clock
+from skiff.common.limits import TIER_SEGMENT_MAX_BYTES, TIER_SEGMENT_MAX_MESSAGES
+from skiff.common.record import read_head
+from skiff.protocol.bodies.topic import TopicConfig
+from skiff.protocol.bodies.topic_attributes import tiered_storage
+from skiff.store import MessageStore
+from skiff.tier.columns import records_to_table
+from skiff.tier.manifest import Manifest
+from skiff.tier.tier import Tier
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Uploaded:
+    """What one pass uploaded."""
+
+    files: int = 0
+    rows: int = 0
+    file_bytes: int = 0
+    record_bytes: int = 0
+
+
+class TierUploader:
+    def __init__(self, store: MessageStore, topics: TopicConfigManager, tier: Tier, broker_name: str,
+                 seal_ms: int, clock: Clock) -> None:
+        self.store = store
+        self.topics = topics
+        self.tier = tier
+        self.broker_name = broker_name
+        self.seal_ms = seal_ms
+        self.clock = clock
+        self.manifests: dict[str, Manifest] = {}
+        """The manifest of each topic as last read or written (reads and the hold use it, with
+        no request to the tier)."""
+        self.totals = Uploaded()
+        self.last_error = ""
+        self._lock = threading.Lock()  # one pass at a time: the periodic one and `skiff topic tier upload`
+
+    def tiered_topics(self) -> Iterator[TopicConfig]:
+        for name in self.topics.topics():
+            tc = self.topics.get(name)
+            if tc is not None and self.is_tiered(name):
+                yield tc
+
+    def is_tiered(self, topic: str) -> bool:
+        tc = self.topics.get(topic)
+        return tc is not None and bool(tc.attributes) and tiered_storage(tc.attributes)
+
+    def manifest(self, topic: str) -> Manifest:
+        """The topic's manifest: the one kept, else the tier's (its orphan files then removed)."""
+        m = self.manifests.get(topic)
+        if m is None:
+            m = self.tier.manifest(topic)
+            self.tier.collect_orphans(m)
+            self.manifests[topic] = m
+        return m
+
+    def run(self, topic: str | None = None) -> Uploaded:
+        """Upload what is sealed, of one topic or every tiered topic (on a worker thread)."""
+        with self._lock:
+            done = Uploaded()
+            for tc in self.tiered_topics():
+                if topic is None or tc.topic_name == topic:
+                    for q in self.store.queue_ids(tc.topic_name):
+                        done = _plus(done, self._upload_queue(tc.topic_name, q))
+            self.totals = _plus(self.totals, done)
+            return done
+
+    def sealed_end(self, topic: str, queue_id: int) -> int:
+        """The queue's first offset that may not be uploaded yet (too recent)."""
+        max_offset = self.store.get_max_offset(topic, queue_id)
+        if self.seal_ms <= 0:
+            return max_offset
+        return min(max_offset, self.store.get_offset_by_time(topic, queue_id, self.clock.now_ms() - self.seal_ms))
+
+    def _upload_queue(self, topic: str, queue_id: int) -> Uploaded:
+        done = Uploaded()
+        m = self.manifest(topic)
+        start = max(m.end_offset(queue_id), self.store.get_min_offset(topic, queue_id))
+        end = self.sealed_end(topic, queue_id)
+        while start < end:
+            run, next_offset = self._read(topic, queue_id, start, end)
+            if not run:
+                break
+            m, seg = self.tier.upload(m, records_to_table(run, self.broker_name))
+            self.manifests[topic] = m
+            done = _plus(done, Uploaded(1, seg.rows, seg.size_bytes, len(run)))
+            log.info("tier: %s queue %d offsets %d-%d uploaded (%d rows, %d bytes)", topic, queue_id,
+                     seg.first_offset, seg.last_offset, seg.rows, seg.size_bytes)
+            start = next_offset
+        return done
+
+    def _read(self, topic: str, queue_id: int, start: int, end: int) -> tuple[bytes, int]:
+        """Sealed records of the queue from ``start`` for one file, and the offset after them."""
+        parts: list[bytes] = []
+        rows = size = 0
+        offset = start
+        while offset < end and rows < TIER_SEGMENT_MAX_MESSAGES and size < TIER_SEGMENT_MAX_BYTES:
+            result = self.store.get_messages(topic, queue_id, offset, TIER_SEGMENT_MAX_MESSAGES - rows,
+                                             max_bytes=TIER_SEGMENT_MAX_BYTES - size)
+            if not result.found:
+                break
+            buf = b"".join(result.buffers)
+            run = sealed_run(buf, end, self.store.flushed_offset)
+            if not run:
+                break
+            parts.append(run)
+            size += len(run)
+            if len(run) < len(buf):  # stopped at the sealed end or at unflushed bytes
+                offset = _after(run)
+                break
+            rows += result.message_count
+            offset = result.next_begin_offset
+        return b"".join(parts), offset
+
+
+def _after(run: bytes) -> int:
+    """The queue offset after the last record of ``run``."""
+    pos = last = 0
+    while pos < len(run):
+        head = read_head(run, pos)
+        last = head.queue_offset
+        pos += head.total_size
+    return last + 1
+
+
+def _plus(a: Uploaded, b: Uploaded) -> Uploaded:
+    return Uploaded(a.files + b.files, a.rows + b.rows, a.file_bytes + b.file_bytes, a.record_bytes + b.record_bytes)

@@ -1,0 +1,127 @@
+"""Tiered storage through real processes: a NameServer, a broker whose tier is a bucket of
+moto's S3 server (a real process on a free port), topics with ``tiered.storage=true``.
+
+The broker's background uploader puts the sealed messages in the bucket; CommitLog
+retention (fileReservedTime=0, every hour a delete hour, small files) deletes what is
+expired, but never a tiered topic's messages younger than its ``retention.local.ms``;
+once that is 0, their files go, and a pull of those offsets (our client) is answered
+from the bucket, every message once and in order.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import orjson
+import pytest
+
+from skiff.client import AsyncAdmin, AsyncPullClient, Message, MessageQueue, PullStatus
+from skiff.testing.cluster import Cluster
+from skiff.testing.processes import run_skiff
+from skiff.testing.s3 import S3_ENV, moto_s3
+from skiff.testing.waits import eventually
+from tests.integration.consumer_kit import config, run, send, wait_for_route
+
+BODY = "x" * 1000
+EVERY_HOUR = ";".join(f"{h:02d}" for h in range(24))
+SMALL_FILES = ["--mappedFileSizeCommitLog=65536", "--fileReservedTime=0", f"--deleteWhen={EVERY_HOUR}",
+               "--cleanResourceInterval=200", "--flushIntervalCommitLog=50"]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, object]]:
+    saved = {k: os.environ.get(k) for k in S3_ENV}
+    os.environ.update(S3_ENV)  # the broker's boto3 reads its credentials from the environment
+    try:
+        with moto_s3() as s3:
+            s3.bucket("skiff-tier")
+            args = [f"--tierStorageUrl=s3://skiff-tier/cluster1", f"--tierS3Endpoint={s3.endpoint}",
+                    "--tierSealMs=1", "--tierUploadIntervalMs=300", *SMALL_FILES]
+            with Cluster(tmp_path_factory.mktemp("tier"), broker_args=args) as c:
+                yield c, s3
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def skiff_ok(*args: str) -> str:
+    done = run_skiff(list(args))
+    assert done.returncode == 0, done.stdout
+    return done.stdout
+
+
+async def queue_bounds(admin: AsyncAdmin, topic: str) -> tuple[int, int]:
+    (q,) = await admin.topic_status(topic)
+    return q.min_offset, q.max_offset
+
+
+async def read_from(ns: str, topic: str, first: int, end: int) -> list[tuple[int, str]]:
+    """(offset, body) of every message pulled from ``first`` up to ``end``, following
+    nextBeginOffset (an answer to retry says so by moving nowhere)."""
+    out: list[tuple[int, str]] = []
+    async with AsyncPullClient(client_config=config(ns, f"tier-reader-{topic}")) as puller:
+        offset = first
+
+        async def more() -> bool:
+            nonlocal offset
+            result = await puller.pull(MessageQueue(topic, "broker-a", 0), offset, 64)
+            if result.status is PullStatus.FOUND:
+                out.extend((m.queue_offset, m.body.decode()) for m in result.messages)
+            offset = result.next_begin_offset
+            return offset >= end
+
+        await eventually(more, 60, f"pulls of {topic} from {first} to reach {end}")
+    return out
+
+
+def test_tiered_messages_stay_local_for_retention_local_ms_then_come_from_the_bucket(cluster) -> None:
+    c, s3 = cluster
+    ns = c.namesrv_addr
+    skiff_ok("topic", "create", "-t", "Plain", "-q", "1", "-n", ns)
+    skiff_ok("topic", "create", "-t", "Tiered", "-q", "1", "-n", ns, "--attr", "tiered.storage=true",
+             "--attr", "retention.local.ms=3600000")
+
+    async def scenario() -> None:
+        async with AsyncAdmin(client_config=config(ns, "tier-admin")) as admin:
+            for t in ("Plain", "Tiered"):
+                await wait_for_route(admin, t)
+            await send(ns, [Message.of("Plain", BODY) for _ in range(200)])
+            await send(ns, [Message.of("Tiered", f"t{i}-{BODY}", keys=f"k{i}") for i in range(300)])
+            await send(ns, [Message.of("Plain", BODY) for _ in range(100)])
+
+            async def uploaded() -> bool:
+                (b,) = await admin.tier("Tiered")
+                return b.state is not None and b.state.queues[0].uploaded_to == 300
+
+            await eventually(uploaded, 30, "the uploader to put Tiered's 300 messages in the bucket")
+
+            async def plain_trimmed() -> bool:
+                return (await queue_bounds(admin, "Plain"))[0] > 0
+
+            await eventually(plain_trimmed, 30, "retention to delete Plain's first CommitLog files")
+            # the same pass would have taken Tiered's files: retention.local.ms holds them
+            assert (await queue_bounds(admin, "Tiered")) == (0, 300)
+            assert (await queue_bounds(admin, "Plain"))[0] <= 200
+
+            skiff_ok("topic", "update", "-t", "Tiered", "-q", "1", "-n", ns, "--attr", "retention.local.ms=0")
+
+            async def tiered_trimmed() -> bool:
+                return (await queue_bounds(admin, "Tiered"))[0] > 0
+
+            await eventually(tiered_trimmed, 30, "retention to delete Tiered's uploaded files")
+            local_min, _ = await queue_bounds(admin, "Tiered")
+        got = await read_from(ns, "Tiered", 0, 300)
+        assert got == [(i, f"t{i}-{BODY}") for i in range(300)]
+        assert local_min > 0  # so offsets 0..local_min-1 came from the bucket
+
+    run(scenario())
+    (answer,) = orjson.loads(skiff_ok("topic", "tier", "status", "-t", "Tiered", "-n", ns, "--json"))
+    q = answer["state"]["queues"][0]
+    assert (q["uploadedTo"], q["remoteRows"], q["firstRemoteOffset"], q["lagMessages"]) == (300, 300, 0, 0)
+    assert q["localMinOffset"] > 0 and q["remoteBytes"] > 0
+    keys = [o["Key"] for o in s3.client().list_objects_v2(Bucket="skiff-tier")["Contents"]]
+    assert "cluster1/Tiered/manifest.json" in keys and not any(k.startswith("cluster1/Plain") for k in keys)
