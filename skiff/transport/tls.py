@@ -372,7 +372,8 @@ async def _peek_byte(conn: socket.socket) -> bytes:
 
 
 class _PlaintextRefusal(asyncio.Protocol):
-    """Answers a plaintext client's first request with why it is refused, then closes.
+    """Answers a plaintext client's first requests (those of its first read) with why they are
+    refused, then closes.
 
     A RocketMQ client then reports the reason instead of a bare closed connection; bytes
     that are no remoting frame (or more than `TLS_REFUSAL_MAX_BYTES` of them) just close.
@@ -396,8 +397,8 @@ class _PlaintextRefusal(asyncio.Protocol):
             return
         if not commands:
             return
-        response = commands[0].response(ResponseCode.NO_PERMISSION, ENFORCING_REMARK)
-        self._transport.writelines(encode_frame(response))
+        for request in commands:  # a client may have sent several at once (a heartbeat and a send)
+            self._transport.writelines(encode_frame(request.response(ResponseCode.NO_PERMISSION, ENFORCING_REMARK)))
         self._transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
