@@ -50,6 +50,8 @@ class ChaosCluster:
         self.group: ControllerGroup | None = None
         self.paused: set[int] = set()
         self.mounts: list[Path] = []
+        self.logs: dict[str, list[str]] = {}
+        """Each broker's output, every process it was (kept across kills and restarts)."""
 
     @property
     def nodes(self) -> list[str]:
@@ -118,13 +120,29 @@ class ChaosCluster:
 
     def kill(self, broker_id: int) -> None:
         self.paused.discard(broker_id)
+        proc = self.brokers.proc(broker_id)
         self.brokers.kill_broker(broker_id)
+        self._keep_log(broker_id, proc.output)
 
     def restart(self, broker_id: int) -> None:
         """Start a broker that is down (no-op if it runs)."""
         if broker_id not in self.running():
+            dead = self.brokers.procs.get(broker_id)
+            if dead is not None:
+                self._keep_log(broker_id, dead.output)
             self.brokers.procs[broker_id] = None
             self.brokers.start_broker(broker_id)
+
+    def _keep_log(self, broker_id: int, output: str) -> None:
+        self.logs.setdefault(broker_node(broker_id), []).append(output)
+
+    def broker_logs(self) -> dict[str, str]:
+        """Each broker's output so far, its processes one after another."""
+        out = {name: list(parts) for name, parts in self.logs.items()}
+        for i, proc in self.brokers.procs.items():
+            if proc is not None:
+                out.setdefault(broker_node(i), []).append(proc.output)
+        return {name: "\n--- restarted ---\n".join(parts) for name, parts in out.items()}
 
     def exited(self, broker_id: int) -> int | None:
         """A broker process's exit status if it died by itself (a full disk), else None."""
@@ -193,6 +211,9 @@ class ChaosCluster:
         for i in list(self.paused):
             self.resume(i)
         if self.group is not None:
+            for proc in self.group.procs.values():
+                if proc is not None:
+                    proc.signal(signal.SIGTERM)  # all at once: each drains in parallel, then each is awaited
             try:
                 self.group.stop()
             except AssertionError:
