@@ -8,10 +8,18 @@ defaults (one retry queue, ``retryMaxTimes`` = the broker's
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from skiff.broker.config import BrokerConfig
 from skiff.broker.persist import VersionedTable
 from skiff.common.clock import Clock
-from skiff.protocol.bodies.admin import SubscriptionGroupConfig, SubscriptionGroupWrapper
+from skiff.protocol.bodies.admin import (
+    ExponentialRetryPolicy,
+    GroupRetryPolicy,
+    RetryPolicyType,
+    SubscriptionGroupConfig,
+    SubscriptionGroupWrapper,
+)
 
 FILE_NAME = "subscriptionGroup.json"
 
@@ -67,3 +75,27 @@ class SubscriptionGroupManager(VersionedTable):
 
     def document(self) -> bytes:
         return self.wrapper().to_json()
+
+
+def settings_error(group: SubscriptionGroupConfig) -> str | None:
+    """What makes a group's settings unusable, or None."""
+    if group.retry_queue_nums < 0 or group.retry_max_times < 0:
+        return "retryQueueNums and retryMaxTimes must not be negative"
+    policy = group.group_retry_policy
+    exp = policy.exponential_retry_policy
+    if exp is not None and not 0 < exp.initial <= exp.max or exp is not None and exp.multiplier < 1:
+        return (f"an exponential retry policy needs 0 < initial <= max and multiplier >= 1, not initial "
+                f"{exp.initial}, max {exp.max}, multiplier {exp.multiplier}")
+    custom = policy.customized_retry_policy
+    if custom is not None and any(ms <= 0 for ms in custom.next):
+        return f"a customized retry policy's delays must be positive ms: {list(custom.next)}"
+    return None
+
+
+def backoff_ms(policy: GroupRetryPolicy, delay_levels_ms: Sequence[int]) -> ExponentialRetryPolicy | list[int]:
+    """The backoff a group's 5.x consumers retry with: an exponential policy, or each retry's
+    delay (CUSTOMIZED without a list: the broker's delay levels, as the proxy's default)."""
+    if policy.type is RetryPolicyType.EXPONENTIAL:
+        return policy.exponential_retry_policy or ExponentialRetryPolicy()
+    custom = policy.customized_retry_policy
+    return list(custom.next) if custom is not None and custom.next else list(delay_levels_ms)

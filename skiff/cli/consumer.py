@@ -17,7 +17,8 @@ from skiff.cli.admin import bounded, command, emit, family, print_table, with_ad
 from skiff.cli.topic import format_time_ms
 from skiff.client.errors import ClientError
 from skiff.common.times import parse_time_ms
-from skiff.protocol.bodies.admin import SubscriptionGroupConfig
+from skiff.protocol.bodies.admin import GroupRetryPolicy, SubscriptionGroupConfig
+from skiff.protocol.bodies.base import BodyError
 
 LATEST = -1
 """The timestamp that resets to the end of every queue."""
@@ -57,6 +58,13 @@ def parse_bool(text: str) -> bool:
     return value == "true"
 
 
+def parse_retry_policy(text: str) -> GroupRetryPolicy:
+    try:
+        return GroupRetryPolicy.from_json(text.encode())
+    except BodyError as exc:
+        raise argparse.ArgumentTypeError(f"not a retry policy: {exc}") from None
+
+
 def parse_timestamp_ms(text: str) -> int:
     """``1714560000000``, ``-1``, ``now`` or an ISO-8601 time (local time unless it has an offset)."""
     try:
@@ -92,6 +100,10 @@ GROUP_SETTINGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
      "consumeMessageOrderly: POP and 5.x (gRPC) consumers get each queue in order, one batch at a time"),
     ("--retry-queue-nums", "-q", "retry_queue_nums", bounded(0), "queues of the group's retry topic"),
     ("--retry-max-times", "-r", "retry_max_times", bounded(0), "redeliveries before the DLQ"),
+    ("--retry-policy", "-p", "group_retry_policy", parse_retry_policy,
+     'the backoff of 5.x consumers, JSON as mqadmin\'s: {"type":"EXPONENTIAL","exponentialRetryPolicy":'
+     '{"initial":5000,"max":7200000,"multiplier":2}} or {"type":"CUSTOMIZED","customizedRetryPolicy":'
+     '{"next":[1000,5000,10000]}}'),
     ("--broker-id", "-i", "broker_id", bounded(0), "the broker id consumers read from"),
     ("--which-broker-when-consume-slowly", "-w", "which_broker_when_consume_slowly", bounded(0),
      "the broker id consumers read from when they fall behind"),
@@ -105,8 +117,9 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(SubscriptionGroupConf
 def _group_settings(cmd: Any, *, create: bool) -> None:
     cmd.add_argument("-g", "--group", required=True)
     for option, short, dest, kind, help_text in GROUP_SETTINGS:
-        shown = f"default {str(_DEFAULTS[dest]).lower()}" if create else "unchanged if not given"
-        metavar = "true|false" if kind is parse_bool else "N"
+        default = "the broker's delay levels" if dest == "group_retry_policy" else str(_DEFAULTS[dest]).lower()
+        shown = f"default {default}" if create else "unchanged if not given"
+        metavar = "true|false" if kind is parse_bool else "JSON" if kind is parse_retry_policy else "N"
         cmd.add_argument(option, short, dest=dest, type=kind, metavar=metavar, help=f"{help_text} ({shown})")
     where = cmd.add_mutually_exclusive_group()
     where.add_argument("-c", "--cluster")

@@ -54,7 +54,7 @@ from skiff.common.message import MessageQueue
 from skiff.common.msgid import decode_offset_msg_id
 from skiff.common.names import dlq_topic, group_error, retry_topic
 from skiff.common.stored_message import StoredMessage
-from skiff.protocol.bodies.admin import SubscriptionGroupConfig
+from skiff.protocol.bodies.admin import GroupRetryPolicy, SubscriptionGroupConfig
 from skiff.protocol.bodies.route import ClusterInfo, TopicRouteData
 from skiff.protocol.bodies.timer import CancelScheduledBody, overall_status
 from skiff.protocol.bodies.base import BodyError
@@ -277,11 +277,13 @@ class AsyncAdmin(UserAdmin, AsyncClient):
                                     consume_broadcast_enable: bool = True, consume_enable: bool = True,
                                     consume_from_min_enable: bool = True, consume_message_orderly: bool = False,
                                     broker_id: int = 0, which_broker_when_consume_slowly: int = 1,
-                                    notify_consumer_ids_changed_enable: bool = True) -> list[str]:
+                                    notify_consumer_ids_changed_enable: bool = True,
+                                    group_retry_policy: GroupRetryPolicy | None = None) -> list[str]:
         """Create the subscription group on one broker or every master (of ``cluster``), or replace
         its settings there: each setting of ``mqadmin updateSubGroup``, RocketMQ's defaults for
         those not given. ``consume_message_orderly`` makes POP and 5.x (gRPC) consumers of the
-        group receive each queue in order, one batch at a time."""
+        group receive each queue in order, one batch at a time; ``group_retry_policy`` is the
+        backoff those consumers retry with (default: the broker's delay levels)."""
         _check_group(group)
         config = SubscriptionGroupConfig(
             group, consume_enable=consume_enable, consume_from_min_enable=consume_from_min_enable,
@@ -289,7 +291,8 @@ class AsyncAdmin(UserAdmin, AsyncClient):
             retry_max_times=retry_max_times, broker_id=broker_id,
             which_broker_when_consume_slowly=which_broker_when_consume_slowly,
             notify_consumer_ids_changed_enable=notify_consumer_ids_changed_enable,
-            consume_message_orderly=consume_message_orderly)
+            consume_message_orderly=consume_message_orderly,
+            group_retry_policy=group_retry_policy or GroupRetryPolicy())
         masters = await self._masters(cluster, broker_addr)
         await asyncio.gather(*(self._inst.api.create_subscription_group(a, config) for a in masters.values()))
         return list(masters.values())

@@ -60,6 +60,17 @@ class GrpcWire:
         request.long_polling_timeout.FromMilliseconds(wait_ms)
         return await self.stream("ReceiveMessage", request, rpc.ReceiveMessageResponse)
 
+    async def settings(self, settings: pb.Settings) -> Any:
+        """Open a Telemetry stream, send the client's Settings and hand back the server's reply."""
+        call = self.channel.stream_stream(SERVICE + "Telemetry",
+                                          request_serializer=rpc.TelemetryCommand.SerializeToString,
+                                          response_deserializer=rpc.TelemetryCommand.FromString)
+        stream = call(metadata=self.metadata, timeout=TIMEOUT_S)
+        await stream.write(rpc.TelemetryCommand(settings=settings))
+        reply = await stream.read()
+        stream.cancel()
+        return reply
+
     async def ack(self, group: str, topic: str, receipt_handle: str) -> Any:
         entry = rpc.AckMessageEntry(message_id="0" * 32, receipt_handle=receipt_handle)
         return await self.unary("AckMessage", rpc.AckMessageRequest(

@@ -23,10 +23,11 @@ from typing import NamedTuple
 
 from skiff.broker.clients import ClientChannel, ClientManager
 from skiff.broker.config import BrokerConfig
-from skiff.broker.groups import SubscriptionGroupManager
+from skiff.broker.groups import SubscriptionGroupManager, backoff_ms
 from skiff.broker.grpc.convert import to_message
 from skiff.common.limits import LONG_POLL_DEFAULT_MS, POP_MAX_MSG_NUMS, TELEMETRY_QUEUED_MAX
 from skiff.common.stored_message import decode_record
+from skiff.protocol.bodies.admin import ExponentialRetryPolicy, GroupRetryPolicy
 from skiff.protocol.codes import RequestCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.errors import ConnectionClosed
@@ -143,10 +144,8 @@ class GrpcClients:
             group = self.groups.find_or_create(settings.subscription.group.name)
             sub.fifo = group is not None and group.consume_message_orderly
             merged.backoff_policy.max_attempts = self.groups.retry_max_times(settings.subscription.group.name) + 1
-            levels = self.config.delay_levels_ms
-            merged.backoff_policy.customized_backoff.ClearField("next")
-            for ms in levels:
-                merged.backoff_policy.customized_backoff.next.add().FromMilliseconds(ms)
+            retry = group.group_retry_policy if group is not None else GroupRetryPolicy()
+            _backoff(merged.backoff_policy, backoff_ms(retry, self.config.delay_levels_ms))
         return rpc.TelemetryCommand(status=pb.Status(code=pb.OK, message="OK"), settings=merged)
 
     def touch(self, conn: GrpcClientConn) -> None:
@@ -162,3 +161,16 @@ class GrpcClients:
         if conn is not None:
             self.clients.connection_closed(conn, "NotifyClientTermination")
             conn.close()
+
+
+def _backoff(policy: pb.RetryPolicy, backoff: ExponentialRetryPolicy | list[int]) -> None:
+    """The group's retry policy as the Settings' backoff (the proxy's conversion)."""
+    policy.ClearField("customized_backoff")
+    policy.ClearField("exponential_backoff")
+    if isinstance(backoff, ExponentialRetryPolicy):
+        policy.exponential_backoff.initial.FromMilliseconds(backoff.initial)
+        policy.exponential_backoff.max.FromMilliseconds(backoff.max)
+        policy.exponential_backoff.multiplier = backoff.multiplier
+        return
+    for ms in backoff:
+        policy.customized_backoff.next.add().FromMilliseconds(ms)

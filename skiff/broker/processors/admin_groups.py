@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from skiff.broker.clients import ClientChannel, ClientManager
 from skiff.broker.config import BrokerConfig
-from skiff.broker.groups import SubscriptionGroupManager
+from skiff.broker.groups import SubscriptionGroupManager, settings_error
 from skiff.broker.offsets import ConsumerOffsetManager
 from skiff.broker.topics import TopicConfigManager
 from skiff.common.message import MessageQueue
@@ -60,11 +60,9 @@ class GroupAdminProcessor:
 
     def create_group(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         group = SubscriptionGroupConfig.from_json(req.body)
-        why = group_error(group.group_name)
+        why = group_error(group.group_name) or settings_error(group)
         if why is not None:
             return req.response(ResponseCode.SYSTEM_ERROR, why)
-        if group.retry_queue_nums < 0 or group.retry_max_times < 0:
-            return req.response(ResponseCode.SYSTEM_ERROR, "retryQueueNums and retryMaxTimes must not be negative")
         self.groups.put(group)
         return req.response()
 

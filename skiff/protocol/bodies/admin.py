@@ -8,6 +8,7 @@ GET_TOPIC_STATS_INFO (202) answers `TopicStatsTable`; GET_BROKER_RUNTIME_INFO
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -34,6 +35,37 @@ class KVTable(JsonBody):
     table: Mapping[str, str] = field(default_factory=dict)
 
 
+class RetryPolicyType(str, enum.Enum):
+    CUSTOMIZED = "CUSTOMIZED"
+    EXPONENTIAL = "EXPONENTIAL"
+
+
+@dataclass(frozen=True, slots=True)
+class ExponentialRetryPolicy(JsonBody):
+    """Retry after ``initial`` ms, each next delay ``multiplier`` times longer, at most ``max`` ms."""
+
+    initial: int = 5_000
+    max: int = 7_200_000
+    multiplier: int = 2
+
+
+@dataclass(frozen=True, slots=True)
+class CustomizedRetryPolicy(JsonBody):
+    """The delay before each retry, in ms (the last one repeats)."""
+
+    next: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRetryPolicy(JsonBody):
+    """RocketMQ 5's ``groupRetryPolicy``: the backoff 5.x consumers of the group retry with
+    (handed to them in their Settings). CUSTOMIZED without a list: the broker's delay levels."""
+
+    type: RetryPolicyType = RetryPolicyType.CUSTOMIZED
+    exponential_retry_policy: ExponentialRetryPolicy | None = None
+    customized_retry_policy: CustomizedRetryPolicy | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class SubscriptionGroupConfig(JsonBody):
     """A consumer group's settings on a broker, with Java's defaults."""
@@ -49,6 +81,7 @@ class SubscriptionGroupConfig(JsonBody):
     notify_consumer_ids_changed_enable: bool = True
     consume_message_orderly: bool = False
     """RocketMQ 5's flag: the group consumes in order (POP and gRPC clients get FIFO delivery)."""
+    group_retry_policy: GroupRetryPolicy = GroupRetryPolicy()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,11 @@
-"""FIFO groups over gRPC, in process (skiff.testing.grpc_wire), against a real broker.
+"""Consumer groups' settings as 5.x (gRPC) clients meet them, in process
+(skiff.testing.grpc_wire), against a real broker.
 
 A consumeMessageOrderly group is made with the admin API and the CLI (every setting of
 ``mqadmin updateSubGroup``); a gRPC receive of such a group pops every queue of the topic
 orderly, whatever queue it names (as RocketMQ 5's proxy pops the broker's queue -1): the
 official Node.js client always names queue 0, and messages of queue 3 reached it never.
+A group's retry policy is the backoff its consumers' Settings carry.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import pytest
 
 from skiff.client.admin import AsyncAdmin
 from skiff.common.message import Message
+from skiff.protocol.bodies.admin import CustomizedRetryPolicy, ExponentialRetryPolicy, GroupRetryPolicy, RetryPolicyType
 from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.errors import ResponseError
 from skiff.protocol.headers.admin import CreateTopicRequestHeader
 from skiff.protocol.v5 import definition_pb2 as pb
 from skiff.testing.cluster import Cluster
@@ -66,8 +70,14 @@ def test_an_orderly_group_is_made_and_changed_by_the_admin_api_and_the_cli(clust
     assert skiff("consumer", "create", "-g", "G-cli-fifo", "--orderly", "true", "-r", "2")["group"] == "G-cli-fifo"
     assert skiff("consumer", "update", "-g", "G-cli-fifo", "--consume-enable", "false")["changed"] == {
         "consume_enable": False}
+    skiff("consumer", "update", "-g", "G-cli-fifo", "-p", '{"type":"EXPONENTIAL","exponentialRetryPolicy":'
+          '{"initial":1000,"max":8000,"multiplier":2}}')
     [cli] = run(_admin(cluster, lambda admin: admin.consumer_group_configs("G-cli-fifo"))).values()
     assert (cli.consume_message_orderly, cli.retry_max_times, cli.consume_enable) == (True, 2, False)
+    assert cli.group_retry_policy == GroupRetryPolicy(RetryPolicyType.EXPONENTIAL, ExponentialRetryPolicy(1000, 8000, 2))
+    wrong = GroupRetryPolicy(RetryPolicyType.EXPONENTIAL, ExponentialRetryPolicy(0, 1000, 2))
+    with pytest.raises(ResponseError, match="0 < initial <= max"):
+        run(_admin(cluster, lambda admin: admin.create_consumer_group("G-wrong", group_retry_policy=wrong)))
     bad = subprocess.run([sys.executable, "-m", "skiff", "consumer", "update", "-g", "G-cli-fifo", "--orderly", "yes",
                           "-n", cluster.namesrv_addr], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "'yes' is not true or false" in bad.stderr
@@ -100,4 +110,37 @@ def test_an_orderly_receive_pops_every_queue_whatever_queue_it_names(cluster: Cl
         finally:
             await wire.close()
             await grpc.close()
+    run(test())
+
+
+def test_a_groups_retry_policy_is_its_consumers_backoff(cluster: Cluster):
+    exponential = GroupRetryPolicy(RetryPolicyType.EXPONENTIAL, ExponentialRetryPolicy(2_000, 60_000, 3))
+    custom = GroupRetryPolicy(customized_retry_policy=CustomizedRetryPolicy((1_000, 4_000)))
+
+    async def test() -> None:
+        async def made(admin: AsyncAdmin) -> None:
+            await admin.create_consumer_group("G-exp", group_retry_policy=exponential, retry_max_times=4)
+            await admin.create_consumer_group("G-custom", group_retry_policy=custom)
+            await admin.update_consumer_group("G-custom", retry_max_times=2)
+        await _admin(cluster, made)
+        grpc = GrpcWire(cluster.grpc_endpoint)  # type: ignore[attr-defined]
+        try:
+            replies = {}
+            for group in ("G-exp", "G-custom", "G-default"):
+                settings = pb.Settings(client_type=pb.SIMPLE_CONSUMER, subscription=pb.Subscription(
+                    group=pb.Resource(name=group), subscriptions=[pb.SubscriptionEntry(
+                        topic=pb.Resource(name=TOPIC), expression=pb.FilterExpression(type=pb.TAG, expression="*"))]))
+                reply = await grpc.settings(settings)
+                assert reply.status.code == pb.OK, reply.status.message
+                replies[group] = reply.settings.backoff_policy
+        finally:
+            await grpc.close()
+        exp = replies["G-exp"]
+        assert (exp.max_attempts, exp.WhichOneof("strategy")) == (5, "exponential_backoff")
+        assert (exp.exponential_backoff.initial.ToMilliseconds(), exp.exponential_backoff.max.ToMilliseconds(),
+                exp.exponential_backoff.multiplier) == (2_000, 60_000, 3)
+        got = replies["G-custom"]
+        assert got.max_attempts == 3 and [d.ToMilliseconds() for d in got.customized_backoff.next] == [1_000, 4_000]
+        default = replies["G-default"]  # the broker's delay levels: 1s 5s 10s 30s 1m ... 2h
+        assert [d.ToMilliseconds() for d in default.customized_backoff.next][:4] == [1_000, 5_000, 10_000, 30_000]
     run(test())
