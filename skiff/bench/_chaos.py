@@ -16,10 +16,11 @@ import re
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from skiff.testing.chaos.faults import all_faults
 from skiff.testing.chaos.report import format_text
-from skiff.testing.chaos.run import ChaosOptions, run_chaos
+from skiff.testing.chaos.run import ChaosOptions, recheck, run_chaos
 
 UNITS_S = {"": 1, "s": 1, "m": 60, "h": 3600}
 
@@ -50,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="how long each fault lasts before its recovery (default: half the interval)")
     parser.add_argument("--mode", choices=["SYNC_MASTER", "ASYNC_MASTER"], default="SYNC_MASTER")
     parser.add_argument("--out", type=Path, required=True, help="directory for history, results and plot")
+    parser.add_argument("--recheck", action="store_true",
+                        help="run no cluster: check OUT/history again and rewrite OUT's results and plot")
     parser.add_argument("--faults", type=fault_list, default=list(all_faults()),
                         help=f"comma-separated, from: {', '.join(all_faults())} (default all)")
     parser.add_argument("--keys", type=int, default=8, help="sharding keys, one sender each (default 8)")
@@ -65,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.recheck:
+        return report(recheck(args.out), args.out)
     if os.geteuid() != 0:
         parser.error("network namespaces and tmpfs mounts need root")
     if shutil.which("etcd") is None:
@@ -72,7 +77,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     opts = ChaosOptions(args.out, args.duration, args.fault_interval, args.fault_hold, args.mode, args.faults,
                         args.keys, args.rate, args.lease_ms, args.drain, args.seed)
     logging.getLogger("skiff.client").setLevel(logging.ERROR)  # every failover's warnings: the history has them
-    results = asyncio.run(run_chaos(opts))
+    return report(asyncio.run(run_chaos(opts)), args.out)
+
+
+def report(results: dict[str, Any], out: Path) -> int:
     print(format_text(results), end="")
-    print(f"history, results.json, results.txt, plot.png and logs/ in {args.out}")
+    print(f"history, results.json, results.txt, plot.png and logs/ in {out}")
     return 0 if results["ok"] else 1

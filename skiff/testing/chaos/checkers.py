@@ -18,6 +18,7 @@ made: given the lines, each says what went wrong, with OpenChaos's rules.
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -204,12 +205,47 @@ def rto_by_fault(rtos: Sequence[FaultRTO]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def by_fault(events: Sequence[Event], ordered_groups: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Per fault name, over the windows of its faults (start to the next fault's start): SEND_OK
+    messages invoked there, how many of them any group lost, their extra deliveries, the order
+    violations whose first missing value is theirs, and the RTO figures (`rto_by_fault`).
+    Messages sent before the first fault are under ``(before any fault)``."""
+    starts = [e for e in events if e.is_fault and e.kind == Kind.START]
+    times = [e.t_ms for e in starts]
+
+    def name_at(t_ms: int) -> str:
+        i = bisect.bisect_right(times, t_ms) - 1
+        return starts[i].op if i >= 0 else "(before any fault)"
+    acked = {e.value: name_at(e.invoked_ms) for e in enqueue_responses(events) if e.result == Result.SUCCESS}
+    table: dict[str, dict[str, Any]] = defaultdict(lambda: {"messages": 0, "lost": 0, "duplicated": 0,
+                                                           "order_violations": 0})
+    for name in acked.values():
+        table[name]["messages"] += 1
+    lost: set[str] = set()
+    for group in consumer_groups(events):
+        seen = Counter(e.value for e in dequeues(events, group))
+        lost |= {v for v in acked if v not in seen}
+        for value, n in seen.items():
+            if n > 1 and value in acked:
+                table[acked[value]]["duplicated"] += n - 1
+    for value in lost:
+        table[acked[value]]["lost"] += 1
+    for group in ordered_groups:
+        for v in check_order(events, group).violations:
+            table[acked[v.first_missing]]["order_violations"] += 1
+    for name, rto in rto_by_fault(check_rto(events)).items():
+        table[name].update(rto)
+    return dict(sorted(table.items()))
+
+
 @dataclass
 class Verdict:
     queue: list[QueueResult]
     order: list[OrderResult]
     rto: list[FaultRTO]
     latency: dict[str, Any]
+    faults: dict[str, dict[str, Any]]
+    """`by_fault`'s table."""
 
     @property
     def lost(self) -> int:
@@ -227,7 +263,7 @@ class Verdict:
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "lost": self.lost, "order_violations": self.order_violations,
                 "queue": [asdict(q) for q in self.queue], "order": [asdict(o) for o in self.order],
-                "rto_by_fault": rto_by_fault(self.rto), "rto": [asdict(r) for r in self.rto],
+                "by_fault": self.faults, "rto": [asdict(r) for r in self.rto],
                 "latency": self.latency}
 
 
@@ -237,4 +273,4 @@ def check_all(events: Sequence[Event], ordered_groups: Iterable[str]) -> Verdict
     groups = consumer_groups(events)
     ordered = [g for g in groups if g in set(ordered_groups)]
     return Verdict([check_queue(events, g) for g in groups], [check_order(events, g) for g in ordered],
-                   check_rto(events), check_latency(events))
+                   check_rto(events), check_latency(events), by_fault(events, ordered))

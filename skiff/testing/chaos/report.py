@@ -28,10 +28,12 @@ def format_text(results: dict[str, Any]) -> str:
         lines.append(f"order ({o['group']}): {o['keys']} keys, {len(o['violations'])} violations")
         lines += [f"  key {v['key']}: {v['first_missing']} not in order after {v['acked_before']} acknowledged"
                   for v in o["violations"]]
-    lines.append("fault              runs  unavailable  not recovered  RTO p50   RTO p99   RTO max")
-    for name, r in results["rto_by_fault"].items():
-        lines.append(f"{name:<18} {r['faults']:>4}  {r['unavailable']:>11}  {r['not_recovered']:>13}  "
-                     f"{_ms(r['p50']):>8}  {_ms(r['p99']):>8}  {_ms(r['max']):>8}")
+    lines.append("fault              runs  messages  lost  duplicated  order  unavailable  not recovered"
+                 "  RTO p50   RTO p99   RTO max")
+    for name, r in results["by_fault"].items():
+        lines.append(f"{name:<18} {r.get('faults', 0):>4}  {r['messages']:>8}  {r['lost']:>4}  {r['duplicated']:>10}  "
+                     f"{r['order_violations']:>5}  {r.get('unavailable', 0):>11}  {r.get('not_recovered', 0):>13}  "
+                     f"{_ms(r.get('p50')):>8}  {_ms(r.get('p99')):>8}  {_ms(r.get('max')):>8}")
     for name, lat in results["latency"].items():
         lines.append(f"latency {name}: p50 {_ms(lat['p50'])}, p99 {_ms(lat['p99'])}, max {_ms(lat['max'])} "
                      f"over {lat['count']}")

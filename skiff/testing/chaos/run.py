@@ -25,7 +25,7 @@ from typing import Any
 from skiff.testing.chaos.checkers import Verdict, check_all
 from skiff.testing.chaos.cluster import BROKERS, ChaosCluster
 from skiff.testing.chaos.faults import Fault, all_faults, runnable
-from skiff.testing.chaos.history import HistoryWriter, Kind, Result
+from skiff.testing.chaos.history import HistoryWriter, Kind, Result, read_history
 from skiff.testing.chaos.plot import plot
 from skiff.testing.chaos.report import format_text
 from skiff.testing.chaos.workers import ORDERLY_GROUP, Consumers, Producers, create_topic
@@ -168,6 +168,19 @@ async def recover_all(cluster: ChaosCluster, notes: list[str]) -> None:
         notes.append(f"all brokers in sync {time.monotonic() - begun:.1f} s after the final recovery")
     except AssertionError as exc:
         notes.append(str(exc))
+
+
+def recheck(out: Path) -> dict[str, Any]:
+    """The checkers run again over OUT/history (a run's settings and notes kept from its
+    results.json): results and plot rewritten, as from the run itself."""
+    history = HistoryWriter(None)
+    for event in read_history(out / "history"):
+        history.add(event)
+    previous = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    verdict = check_all(history.events, [ORDERLY_GROUP])
+    results = {**verdict.to_json(), **{k: previous[k] for k in ("settings", "faults_not_run", "notes")}}
+    _write_results(out, results, verdict, history)
+    return results
 
 
 def drained(history: HistoryWriter) -> bool:

@@ -124,3 +124,14 @@ def test_the_history_file_round_trips(tmp_path: Path) -> None:
     assert read_history(tmp_path / "history") == [*CLEAN, fault("kill-master", Kind.START, 5)]
     assert (tmp_path / "history").read_text().splitlines()[0].split("\t")[:4] == ["p0", "enqueue", "RESPONSE",
                                                                                   "SUCCESS"]
+
+
+def test_the_fault_table_puts_each_message_and_finding_under_the_fault_it_was_sent_in() -> None:
+    history = [enq("a-0", 10), fault("kill-master", Kind.START, 100), enq("a-1", 150), enq("a-2", 160),
+               fault("kill-master", Kind.END, 300), fault("pause-slave", Kind.START, 400), enq("a-3", 450),
+               deq("a-0", 500), deq("a-2", 501), deq("a-3", 502), deq("a-3", 503)]
+    table = check_all(history, [G]).faults
+    assert table["(before any fault)"]["messages"] == 1
+    kill = table["kill-master"]
+    assert (kill["messages"], kill["lost"], kill["order_violations"], kill["faults"]) == (2, 1, 1, 1)
+    assert (table["pause-slave"]["messages"], table["pause-slave"]["duplicated"]) == (1, 1)
