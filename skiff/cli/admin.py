@@ -50,6 +50,11 @@ def common_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     acl.add_argument("--secret-key", metavar="SECRET", help="secret key (default $SKIFF_SECRET_KEY)")
     acl.add_argument("--credentials", metavar="FILE",
                      help="YAML file with accessKey and secretKey (default $SKIFF_CREDENTIALS_FILE)")
+    return tls_args(parser)
+
+
+def tls_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The options `tls_config` reads."""
     tls = parser.add_argument_group("TLS (servers with tls.server.mode enforcing or permissive; docs/tls.md)")
     tls.add_argument("--tls", action="store_true", help="connect with TLS (implied by the options below)")
     tls.add_argument("--tls-trust", metavar="PEM", help="verify the servers' certificates against these "

@@ -1,6 +1,6 @@
 """``skiff dashboard``: the web dashboard over the admin API.
 
-    skiff dashboard -n 127.0.0.1:9876 [--host 127.0.0.1] [--port 8080]
+    skiff dashboard -n 127.0.0.1:9876 [--host 127.0.0.1] [--port 8080] [--tls [--tls-trust PEM] ...]
 
 It runs until SIGTERM or SIGINT. ``skiff up`` runs one too (``--no-dashboard``
 turns it off); docs/dashboard.md has the pages and the JSON API.
@@ -12,7 +12,7 @@ import argparse
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from skiff.cli.admin import default_namesrv
+from skiff.cli.admin import default_namesrv, tls_args, tls_config
 from skiff.dashboard import DEFAULT_PORT
 from skiff.transport.loop import run
 
@@ -28,6 +28,7 @@ def register(sub: Any) -> None:
     cmd.add_argument("--host", default="127.0.0.1",
                      help="address to listen on (default 127.0.0.1: only this machine can open it)")
     cmd.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port (default {DEFAULT_PORT}; 0 picks one)")
+    tls_args(cmd)
     cmd.set_defaults(handler=lambda args, extra: run_dashboard(args))
 
 
@@ -35,7 +36,7 @@ def run_dashboard(args: argparse.Namespace) -> int:
     from skiff.dashboard.server import DashboardServer  # imported here: other commands need no web stack
     from skiff.dashboard.service import DashboardConfig
 
-    server = DashboardServer(DashboardConfig(args.namesrv), args.host, args.port)
+    server = DashboardServer(DashboardConfig(args.namesrv, tls=tls_config(args)), args.host, args.port)
     return run(lambda stop: serve_dashboard(server, stop))
 
 

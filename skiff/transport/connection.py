@@ -43,6 +43,7 @@ from skiff.transport.deadlines import Deadlines
 from skiff.transport.errors import TooManyPendingRequests
 from skiff.transport.late import LateAnswer
 from skiff.transport.output import GatheredOutput
+from skiff.transport.tls import TLS_AT_PLAINTEXT_PORT, starts_tls
 
 log = logging.getLogger(__name__)
 
@@ -238,8 +239,9 @@ class Connection(asyncio.Protocol):
         try:
             commands = self._decoder.feed(data)
         except FrameError as exc:
-            log.warning("closing the connection from %s: malformed frame: %s", self.peer_addr, exc)
-            self.close(CloseReason.FRAME_ERROR, str(exc))
+            why = f"{exc}{TLS_AT_PLAINTEXT_PORT if starts_tls(data) else ''}"
+            log.warning("closing the connection from %s: malformed frame: %s", self.peer_addr, why)
+            self.close(CloseReason.FRAME_ERROR, why)
             return
         if self._backlog:
             self._backlog.extend(commands)

@@ -37,6 +37,15 @@ log = logging.getLogger(__name__)
 TLS_HANDSHAKE_RECORD = 0x16
 """The first byte of every TLS connection (record type handshake, the ClientHello)."""
 
+TLS_AT_PLAINTEXT_PORT = " (a TLS handshake: this port serves plaintext, tls.server.mode=disabled; docs/tls.md)"
+"""Added to the reason a plaintext port closes a connection whose first frame is a TLS ClientHello."""
+
+
+def starts_tls(data: bytes) -> bool:
+    """Whether bytes at a frame boundary begin a TLS record rather than a remoting frame."""
+    return data[:1] == bytes((TLS_HANDSHAKE_RECORD,))
+
+
 ACCEPT_RETRY_S = 1.0
 """After an accept fails for want of resources (out of descriptors), the listener waits this
 long before accepting again, as asyncio's own servers do, instead of spinning."""
@@ -315,7 +324,7 @@ class SniffingListener:
         if not first:
             conn.close()
             return
-        await self._hand_over(conn, peer, first[0] == TLS_HANDSHAKE_RECORD)
+        await self._hand_over(conn, peer, starts_tls(first))
 
     async def _hand_over(self, conn: socket.socket, peer: str, is_tls: bool) -> None:
         """Give ``conn`` to the loop: the socket is the loop's from here on, closed by it."""

@@ -117,13 +117,16 @@ def test_permissive_serves_tls_and_plaintext_on_one_port(certs):
     run_coroutine(with_server(settings(certs, TlsMode.PERMISSIVE), work))
 
 
-def test_a_tls_client_against_a_plaintext_server_fails_to_connect(certs):
+def test_a_tls_client_against_a_plaintext_server_fails_to_connect(certs, caplog):
     async def work(server: RemotingServer, addr: str) -> None:
-        with pytest.raises(ConnectFailed, match="TLS handshake failed|cannot connect"):
+        with pytest.raises(ConnectFailed, match=r"TLS handshake failed: .* \(does the server serve TLS"):
             await using(RemotingClient(tls=TlsClientConfig()), addr)
         assert (await using(RemotingClient(), addr)).ext("tls") == "plaintext"
 
-    run_coroutine(with_server(TlsSettings(), work))
+    with caplog.at_level(logging.WARNING, logger="skiff.transport.connection"):
+        run_coroutine(with_server(TlsSettings(), work))
+    assert any("malformed frame" in r.getMessage() and "a TLS handshake: this port serves plaintext" in r.getMessage()
+               for r in caplog.records)
 
 
 def test_mutual_tls_requires_a_trusted_client_certificate(certs, caplog):
