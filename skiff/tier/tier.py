@@ -16,6 +16,7 @@ import io
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -42,6 +43,10 @@ def checked(seg: Segment, data: bytes) -> bytes:
         raise TierError(f"tier file {seg.file}: checksum {digest[:16]}… ({len(data)} bytes) is not the manifest's "
                         f"{seg.sha256[:16]}… ({seg.size_bytes} bytes): the object is damaged or was replaced")
     return data
+
+
+def _no_step(step: str) -> None:
+    pass
 
 
 class FileCache:
@@ -87,6 +92,9 @@ class Tier:
     def __init__(self, backend: TierBackend, cache: FileCache | None = None) -> None:
         self.backend = backend
         self.cache = cache or FileCache()
+        self.steps: Callable[[str], None] = _no_step
+        """Called after each durable step of an upload ("file-written", "manifest-written"): the
+        crash tests kill the process there."""
 
     # -- the manifest --------------------------------------------------------------
 
@@ -123,11 +131,13 @@ class Tier:
         data = parquet_bytes(table)
         name = segment_file(manifest.topic, queue_id, first, last)
         self.backend.put(name, data)
+        self.steps("file-written")
         seg = Segment(queue_id, first, last, min(times) // 1000, max(times) // 1000, name, table.num_rows, len(data),
                       hashlib.sha256(data).hexdigest())
         grown = manifest.with_segment(seg)
         if grown is not manifest:
             self.write_manifest(grown)
+            self.steps("manifest-written")
         return grown, seg
 
     def collect_orphans(self, manifest: Manifest) -> list[str]:

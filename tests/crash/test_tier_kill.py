@@ -1,0 +1,139 @@
+"""SIGKILL a broker's tier at each durable step of an upload and of the local deletion that
+follows it, one crash after another: after a restart that finishes the job, every message of the queue is served
+once, in offset order, from the CommitLog or from the tier, and no file the manifest does
+not list is left in the tier.
+
+The child is this module: ``python -m tests.crash.test_tier_kill --dir D --round R
+[--kill-at STEP]`` opens a store under D (small CommitLog files, nothing kept for its age),
+writes round R's messages to two queues of a tiered topic, runs a retention pass (which
+the tier's hold must keep from everything not uploaded), the broker's uploader (a
+filesystem tier under D) and a retention pass again, and kills itself (SIGKILL)
+right after STEP; it prints ``{"step": STEP}`` first. Without --kill-at it prints what a
+reader sees: ``{"view": {queue: [[offset, body], ...]}, "orphans": N, "local_min": {...}}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+from pathlib import Path
+
+from skiff.broker.config import BrokerConfig
+from skiff.broker.tier.service import TierService
+from skiff.common.clock import SYSTEM_CLOCK
+from skiff.common.stored_message import decode_records
+from skiff.protocol.bodies.topic import TopicConfig
+from skiff.store import MessageStore
+from skiff.tier.columns import rows_to_records
+from tests.crash.conftest import Child
+from tests.crash.store_child import STORE_HOST
+from tests.unit.store.conftest import make_config, message
+
+MODULE = "tests.crash.test_tier_kill"
+STEPS = ["file-written", "manifest-written", "hold-computed", "retention-done"]
+TOPIC = "T"
+QUEUES = 2
+PER_ROUND = 60
+
+
+class _Topics:
+    """The one tiered topic, as the broker's topic manager would answer."""
+
+    def topics(self) -> list[str]:
+        return [TOPIC]
+
+    def get(self, name: str) -> TopicConfig | None:
+        return TopicConfig(TOPIC, QUEUES, QUEUES, attributes={"tiered.storage": "true"}) if name == TOPIC else None
+
+
+def _emit(obj: dict) -> None:
+    print(json.dumps(obj), flush=True)
+
+
+def _view(store: MessageStore, service: TierService) -> dict[int, list]:
+    out: dict[int, list] = {}
+    manifest = service.tier.manifest(TOPIC)
+    for q in range(QUEUES):
+        low = store.get_min_offset(TOPIC, q)
+        rows = [[m.queue_offset, m.body.decode()]
+                for m in decode_records(rows_to_records(service.tier.read(manifest, q, 0, 10_000)))
+                if m.queue_offset < low]
+        offset = low
+        while offset < store.get_max_offset(TOPIC, q):
+            r = store.get_messages(TOPIC, q, offset, 100)
+            assert r.found, r
+            rows += [[m.queue_offset, m.body.decode()] for m in decode_records(b"".join(r.buffers))]
+            offset = r.next_begin_offset
+        out[q] = rows
+    return out
+
+
+def child_main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dir", required=True)
+    parser.add_argument("--round", type=int, required=True)
+    parser.add_argument("--kill-at")
+    args = parser.parse_args()
+
+    def step(name: str) -> None:
+        _emit({"step": name})
+        if name == args.kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    root = Path(args.dir)
+    store = MessageStore(make_config(root / "store", fileReservedTime=0, mappedFileSizeCommitLog=8192),
+                         store_host=STORE_HOST)
+    store.start()
+    for i in range(PER_ROUND):
+        assert store.put_message(message(i, topic=TOPIC, queue_id=i % QUEUES,
+                                         body=f"r{args.round}-{i}-".encode() * 10)).ok
+    store.flush()
+    config = BrokerConfig(broker_name="broker-a", tier_storage_url=f"file://{root / 'tier'}", tier_seal_ms=1)
+    service = TierService(config, store, _Topics(), SYSTEM_CLOCK)  # type: ignore[arg-type]
+    service.tier.steps = step
+    hold = store.retention.holds[-1]
+
+    def held() -> int | None:
+        value = hold()
+        step("hold-computed")
+        return value
+
+    store.retention.holds[-1] = held
+    service.uploader.seal_ms = 0
+    store.run_retention(manual=True)  # before the upload: the tier's hold keeps every file
+    service.uploader.run()
+    store.run_retention(manual=True)
+    step("retention-done")
+    orphans = [k for k in service.tier.backend.list(f"{TOPIC}/")
+               if k.endswith(".parquet") and k not in {s.file for s in service.tier.manifest(TOPIC).segments}]
+    _emit({"view": _view(store, service), "orphans": len(orphans),
+           "local_min": {q: store.get_min_offset(TOPIC, q) for q in range(QUEUES)}})
+    store.shutdown()
+
+
+def _expected(rounds: int) -> dict[str, list]:
+    out: dict[str, list] = {str(q): [] for q in range(QUEUES)}
+    for r in range(rounds):
+        for i in range(PER_ROUND):
+            rows = out[str(i % QUEUES)]
+            rows.append([len(rows), f"r{r}-{i}-" * 10])
+    return out
+
+
+def test_a_kill_at_any_tier_step_loses_nothing_and_serves_nothing_twice(tmp_path: Path) -> None:
+    for r, kill_at in enumerate(STEPS):  # one crash after another, each at the next step
+        killed = Child(tmp_path, "--round", str(r), "--kill-at", kill_at, module=MODULE)
+        assert killed.proc.wait(60) == -signal.SIGKILL, killed.stderr()
+        assert killed.wait_for("step")[-1] == {"step": kill_at}
+    done = Child(tmp_path, "--round", str(len(STEPS)), module=MODULE)
+    (result,) = done.wait_for("view")
+    assert done.proc.wait(60) == 0, done.stderr()
+    assert result["view"] == _expected(len(STEPS) + 1)
+    assert result["orphans"] == 0
+    assert all(low > 0 for low in result["local_min"].values()), result["local_min"]  # the tier served the start
+
+
+if __name__ == "__main__":
+    child_main()
