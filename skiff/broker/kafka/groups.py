@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import logging
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -42,6 +43,7 @@ from skiff.protocol.kafka.apis import ApiKey
 from skiff.protocol.kafka.errors import ErrorCode
 
 Body = dict[str, Any]
+log = logging.getLogger(__name__)
 
 
 class State(enum.Enum):
@@ -134,13 +136,13 @@ class GroupCoordinator:
         group.protocol_type = req["protocol_type"]
         if member.joining is not None and not member.joining.done():
             member.joining.set_result(refuse(ErrorCode.UNKNOWN_MEMBER_ID, member_id))
-        member.joining = asyncio.get_running_loop().create_future()
+        joining = member.joining = asyncio.get_running_loop().create_future()
         self._touch(group, member)
         if group.state is not State.PREPARING:
             self._prepare(group)
         if not group.initial and all(m.joining is not None for m in group.members.values()):
             self._complete_join(group)
-        return await member.joining
+        return await joining
 
     def _common(self, group: Group, names: set[str]) -> set[str]:
         common = set(names)
@@ -150,6 +152,8 @@ class GroupCoordinator:
 
     def _prepare(self, group: Group) -> None:
         """Start a rebalance: members learn of it from their heartbeats and rejoin."""
+        log.info("Kafka group %s: rebalancing from %s (generation %d)", group.group_id, group.state.value,
+                 group.generation)
         from_empty = group.initial = group.state is State.EMPTY
         group.state = State.PREPARING
         for m in group.members.values():
@@ -189,6 +193,8 @@ class GroupCoordinator:
         if group.leader not in group.members:
             group.leader = next(iter(group.members))
         group.state = State.COMPLETING
+        log.info("Kafka group %s: generation %d, protocol %s, leader %s, members %s", group.group_id,
+                 group.generation, group.protocol, group.leader, sorted(group.members))
         everyone = [{"member_id": m.member_id, "group_instance_id": None,
                      "metadata": dict(m.protocols)[group.protocol]} for m in group.members.values()]
         for m in group.members.values():
@@ -211,7 +217,7 @@ class GroupCoordinator:
         self._touch(group, member)
         if group.state is State.STABLE:
             return _sync_answer(ErrorCode.NONE, member.assignment)
-        member.syncing = asyncio.get_running_loop().create_future()
+        syncing = member.syncing = asyncio.get_running_loop().create_future()
         if member.member_id == group.leader:
             given = {a["member_id"]: a["assignment"] for a in req["assignments"]}
             group.state = State.STABLE
@@ -220,7 +226,7 @@ class GroupCoordinator:
                 if m.syncing is not None and not m.syncing.done():
                     m.syncing.set_result(_sync_answer(ErrorCode.NONE, m.assignment))
                 m.syncing = None
-        return await member.syncing
+        return await syncing
 
     async def heartbeat(self, req: Body, header: Any, peer: tuple[str, int]) -> Body:
         group = self.groups.get(req["group_id"])

@@ -108,7 +108,11 @@ class KafkaService:
             log.warning("Kafka client %s sent a %s v%d that does not decode: %s", peer, _api_name(header.api_key),
                         header.api_version, exc)
             return error_response(header, ErrorCode.INVALID_REQUEST)
-        answer = await handler(req, header, peer)
+        try:
+            answer = await handler(req, header, peer)
+        except Exception:
+            log.exception("Kafka %s v%d from %s failed", _api_name(header.api_key), header.api_version, peer)
+            return error_response(header, ErrorCode.UNKNOWN_SERVER_ERROR)
         return None if answer is None else encode_response(header, answer)
 
     # -- ApiVersions, Metadata -----------------------------------------------------
