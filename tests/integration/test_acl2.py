@@ -27,6 +27,8 @@ from skiff.testing.processes import free_port
 from skiff.testing.wire import BrokerWire, send_header
 from skiff.transport.loop import run_coroutine
 
+pytestmark = pytest.mark.xdist_group("acl2")  # one broker for the module, on one worker
+
 ROOT = Credentials("root", "root-secret-1")
 APP = Credentials("app", "app-secret-1")
 FAR = Credentials("far", "far-secret-1")
@@ -133,7 +135,7 @@ def test_right_secret_sends_on_both_doors_and_the_messages_are_there(cluster: Cl
 
 
 @pytest.mark.parametrize(("creds", "how", "reason", "grpc_code"), [
-    (Credentials("app", "wrong-secret"), {}, "check signature failed for", pb.UNAUTHORIZED),
+    (Credentials("app", "wrong-secret"), {}, "check signature failed for User:app", pb.UNAUTHORIZED),
     (Credentials("ghost", "wrong-secret"), {}, "User:ghost is not found", pb.UNAUTHORIZED),
     (None, {}, "username cannot be null", pb.UNAUTHORIZED),
     (APP, {"garble": True}, "", pb.UNAUTHORIZED),

@@ -13,7 +13,7 @@ A list of actions means any one suffices. ``Group:g`` is also what ``%RETRY%g`` 
 | PULL_MESSAGE 11, POP/ACK/PEEK/CHANGE_INVISIBLE 20005x, LOCK/UNLOCK_BATCH_MQ 41/42 | Group Sub + Topic Sub |
 | QUERY_MESSAGE 12, VIEW_MESSAGE_BY_ID 33               | Topic [Sub, Get] (VIEW without a topic: Cluster Get) |
 | HEART_BEAT 34                                         | each consumer's Group Sub + its topics' Sub; producers nothing |
-| UNREGISTER_CLIENT 35, CHECK_CLIENT_CONFIG 46          | Group Sub                                  |
+| UNREGISTER_CLIENT 35 (a consumer's), CHECK_CLIENT_CONFIG 46 | Group Sub                             |
 | GET_CONSUMER_LIST_BY_GROUP 38                         | Group [Sub, Get]                           |
 | QUERY_CONSUMER_OFFSET 14 / UPDATE_CONSUMER_OFFSET 15  | Topic + Group [Sub, Get] / [Sub, Update]   |
 | GET_MAX/MIN_OFFSET 30/31, SEARCH_OFFSET_BY_TIMESTAMP 29, GET_EARLIEST_MSG_STORETIME 32, GET_TOPIC_STATS_INFO 202, GET_COMPACTION_STATUS | Topic [Sub, Get] |
@@ -64,9 +64,11 @@ def _topic(key: str, *actions: Action, optional: bool = False) -> Needs:
     return needs
 
 
-def _group(key: str, *actions: Action) -> Needs:
+def _group(key: str, *actions: Action, optional: bool = False) -> Needs:
     def needs(ext: dict[str, str], _cmd: RemotingCommand, _cluster: str) -> Iterator[Need]:
-        yield Need.of(Resource.group(ext.get(key, "")), *actions)
+        name = ext.get(key, "")
+        if name or not optional:
+            yield Need.of(Resource.group(name), *actions)
     return needs
 
 
@@ -132,7 +134,7 @@ TABLE: dict[int, Needs] = {
     C.QUERY_MESSAGE: _TOPIC_READ,
     C.VIEW_MESSAGE_BY_ID: _view,
     C.HEART_BEAT: _heartbeat,
-    C.UNREGISTER_CLIENT: _group("consumerGroup", SUB),
+    C.UNREGISTER_CLIENT: _group("consumerGroup", SUB, optional=True),
     C.CHECK_CLIENT_CONFIG: _check_client,
     C.GET_CONSUMER_LIST_BY_GROUP: _group("consumerGroup", SUB, GET),
     C.QUERY_CONSUMER_OFFSET: _both(_topic("topic", SUB, GET), _group("consumerGroup", SUB, GET)),

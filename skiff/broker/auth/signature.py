@@ -83,7 +83,7 @@ def check_grpc(credential: GrpcCredential, secret: str, now_ms: int, skew_ms: in
     """`SignatureError` unless the signature is ``secret``'s over a date-time within ``skew_ms``."""
     expected = hmac.new(secret.encode(), credential.date_time.encode(), hashlib.sha1).digest()
     if not hmac.compare_digest(expected, credential.signature):
-        raise SignatureError(f"check signature failed for {credential.access_key!r}")
+        raise SignatureError(f"check signature failed for User:{credential.access_key}")
     try:
         signed_ms = calendar.timegm(time.strptime(credential.date_time, DATE_FORMAT)) * 1000
     except ValueError:
