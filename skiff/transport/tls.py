@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import enum
-import errno
 import logging
 import socket
 import ssl
@@ -47,8 +46,8 @@ def starts_tls(data: bytes) -> bool:
 
 
 ACCEPT_RETRY_S = 1.0
-"""After an accept fails for want of resources (out of descriptors), the listener waits this
-long before accepting again, as asyncio's own servers do, instead of spinning."""
+"""After an accept fails (out of descriptors, say), the listener waits this long before
+accepting again, as asyncio's own servers do, instead of spinning."""
 
 ENFORCING_REMARK = ("this server accepts TLS connections only (tls.server.mode=enforcing): connect with TLS "
                     "(skiff --tls, a Skiff client's tls=, RocketMQ clients -Dtls.enable=true)")
@@ -299,10 +298,11 @@ class SniffingListener:
             except (ConnectionAbortedError, InterruptedError):
                 continue
             except OSError as exc:
-                if exc.errno not in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-                    raise
-                log.error("cannot accept a connection on %s: %s; retrying in %.0f s",
-                          self._sock.getsockname(), exc.strerror, ACCEPT_RETRY_S)
+                if self._sock.fileno() < 0:  # closed
+                    return
+                # out of descriptors or buffers, or anything else: the listener must not die of it
+                log.error("cannot accept a connection on port %d: %s; retrying in %.0f s",
+                          self._sock.getsockname()[1], exc.strerror or exc, ACCEPT_RETRY_S)
                 await asyncio.sleep(ACCEPT_RETRY_S)
                 continue
             task = loop.create_task(self._serve(conn, _peer_text(peer)))
@@ -331,7 +331,10 @@ class SniffingListener:
         loop = asyncio.get_running_loop()
         if not is_tls and self._tls.mode is TlsMode.ENFORCING:
             log.warning("refused a plaintext connection from %s: tls.server.mode is enforcing", peer)
-            await loop.connect_accepted_socket(_PlaintextRefusal, conn)
+            try:
+                await loop.connect_accepted_socket(_PlaintextRefusal, conn)
+            except OSError as exc:
+                log.debug("the refused connection from %s failed: %s", peer, exc)
             return
         protocol = self._make()
         try:

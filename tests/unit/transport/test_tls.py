@@ -198,3 +198,32 @@ def test_an_encrypted_key_with_its_password(tmp_path: Path):
     with pytest.raises(ConfigError, match="tls.server.keyPassword"):
         TlsSettings(tls_server_mode=TlsMode.ENFORCING, tls_server_cert_path=str(pair.cert_path),
                     tls_server_key_path=str(pair.key_path), tls_server_key_password="wrong").server_tls()
+
+
+def test_a_connection_that_says_nothing_is_closed_after_the_sniff_timeout(certs, monkeypatch):
+    import asyncio
+
+    from skiff.transport import tls
+
+    monkeypatch.setattr(tls, "TLS_SNIFF_TIMEOUT_S", 0.2)
+
+    async def work(server: RemotingServer, addr: str) -> None:
+        def silent() -> bytes:
+            with connect(server.port) as sock:  # sends nothing: the server cannot tell TLS from plaintext
+                return wait_peer_close(sock)
+
+        assert await asyncio.to_thread(silent) == b""
+        assert (await using(RemotingClient(tls=TlsClientConfig()), addr)).code == ResponseCode.SUCCESS
+
+    run_coroutine(with_server(settings(certs, TlsMode.PERMISSIVE), work))
+
+
+def test_a_tls_port_in_use_is_a_listen_error(certs):
+    from skiff.transport import ListenError
+
+    async def work(server: RemotingServer, addr: str) -> None:
+        second = RemotingServer("127.0.0.1", server.port, {ECHO: echo}, tls=settings(certs, TlsMode.ENFORCING).server_tls())
+        with pytest.raises(ListenError, match="address already in use"):
+            await second.start()
+
+    run_coroutine(with_server(settings(certs, TlsMode.ENFORCING), work))
