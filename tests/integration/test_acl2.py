@@ -7,12 +7,17 @@ reason that names the user and never the secret; and the refusals are logged wit
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 import pytest
 
 from skiff.broker.auth.signature import authorization_header, date_time_now
+from skiff.cli.main import main as cli_main
 from skiff.client import AsyncAdmin, Credentials
 from skiff.client._impl.config import ClientConfig
 from skiff.protocol.acl_sign import sign_command
@@ -197,3 +202,68 @@ def test_only_a_super_user_manages_users(cluster: Cluster) -> None:
             with pytest.raises(NoPermissionError, match="Cluster:DefaultCluster"):
                 await admin.users()
     run_coroutine(main())
+
+
+# -- the CLI ---------------------------------------------------------------------------
+
+SAMPLE_PLAIN_ACL = """
+globalWhiteRemoteAddresses: [10.10.103.*, 192.168.0.*]
+accounts:
+  - accessKey: RocketMQ
+    secretKey: "12345678"
+    whiteRemoteAddress:
+    admin: false
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms: [topicA=DENY, topicB=PUB|SUB, topicC=SUB]
+    groupPerms: [groupA=DENY, groupB=PUB|SUB, groupC=SUB]
+  - accessKey: rocketmq2
+    secretKey: "12345678"
+    whiteRemoteAddress: 192.168.1.*
+    admin: true
+"""
+
+
+def run_cli(c: Cluster, *args: str, creds: Credentials = ROOT) -> tuple[int, str]:
+    """``skiff ARGS`` in this process (the same parser and handlers as the command; no interpreter
+    start per call): its exit status and what it printed on stdout and stderr."""
+    out = io.StringIO()
+    argv = [*args, "-n", c.namesrv_addr, "--access-key", creds.access_key, "--secret-key", creds.secret_key]
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        code = cli_main(argv)
+    return code, out.getvalue()
+
+
+def skiff(c: Cluster, *args: str, creds: Credentials = ROOT) -> str:
+    code, out = run_cli(c, *args, creds=creds)
+    assert code == 0, out
+    return out
+
+
+def test_cli_users_acls_and_migration(cluster: Cluster, tmp_path: Path) -> None:
+    (tmp_path / "pw").write_text("cli-secret-1\n")
+    (tmp_path / "plain_acl.yml").write_text(SAMPLE_PLAIN_ACL)
+    skiff(cluster, "user", "create", "cli-user", "--password-file", str(tmp_path / "pw"))
+    skiff(cluster, "acl", "create", "User:cli-user", "-r", f"Topic:{OPEN},Group:cli*", "-a", "Pub,Sub", "-d",
+          "Allow", "-i", "127.0.0.1,10.0.0.0/8")
+    migrated = skiff(cluster, "acl", "migrate", str(tmp_path / "plain_acl.yml"))
+    assert "not migrated (no ACL 2.0 form): globalWhiteRemoteAddresses" in migrated and "12345678" not in migrated
+    users = {u["username"]: u for u in json.loads(skiff(cluster, "user", "list", "--json"))}
+    assert {"cli-user", "RocketMQ", "rocketmq2"} <= set(users)
+    assert users["rocketmq2"]["userType"] == "Super" and users["cli-user"]["password"] == "********"
+    acls = {a["subject"]: a for a in json.loads(skiff(cluster, "acl", "list", "--json"))}
+    cli = {e["resource"]: (e["actions"], e["sourceIps"]) for p in acls["User:cli-user"]["policies"]
+           for e in p["entries"]}
+    assert cli == {f"Topic:{OPEN}": (["Pub", "Sub"], ["127.0.0.1/32", "10.0.0.0/8"]),
+                   "Group:cli*": (["Pub", "Sub"], ["127.0.0.1/32", "10.0.0.0/8"])}
+    policies = {p["policyType"]: {e["resource"]: e["decision"] for e in p["entries"]}
+                for p in acls["User:RocketMQ"]["policies"]}
+    assert policies == {"Custom": {"Topic:topicA": "Deny", "Topic:topicB": "Allow", "Topic:topicC": "Allow",
+                                   "Group:groupA": "Deny", "Group:groupB": "Allow", "Group:groupC": "Allow"},
+                        "Default": {"Topic:*": "Deny", "Group:*": "Allow"}}
+    # the migrated user signs with its 4.x keys and gets what plain_acl.yml gave it
+    assert run_coroutine(remoting_send(cluster, OPEN, Credentials("cli-user", "cli-secret-1"))).code == 0
+    code, out = run_cli(cluster, "user", "delete", "rocketmq2", creds=Credentials("cli-user", "cli-secret-1"))
+    assert code == 1 and "User:cli-user has no permission for Update on Cluster:DefaultCluster" in out, out
+    skiff(cluster, "user", "delete", "cli-user")
+    assert "cli-user" not in skiff(cluster, "user", "list")
