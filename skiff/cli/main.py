@@ -19,7 +19,7 @@ from skiff.common.errors import ConfigError, SkiffError
 
 COMMAND_MODULES: tuple[str, ...] = (
     "skiff.cli.namesrv", "skiff.cli.broker", "skiff.cli.admin", "skiff.cli.topic", "skiff.cli.consumer",
-    "skiff.cli.message", "skiff.cli.timer", "skiff.cli.bench", "skiff.cli.chaos",
+    "skiff.cli.message", "skiff.cli.timer", "skiff.cli.acl", "skiff.cli.bench", "skiff.cli.chaos",
     "skiff.cli.dashboard", "skiff.cli.archive", "skiff.cli.version",
 )
 """Modules that register subcommands, in the order `skiff --help` lists them."""
