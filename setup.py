@@ -1,4 +1,4 @@
-"""Builds the optional compiled kernels (`skiff.common._kernels`, Cython); everything
+"""Builds the optional compiled kernels (`skiff.common._kernels`, `skiff.protocol._frames`: Cython); everything
 else is in pyproject.toml.
 
 The extension is optional: without Cython the build skips it, and without a C
@@ -14,12 +14,13 @@ try:
 except ImportError:  # no Cython: pure Python only
     cythonize = None
 
-KERNELS = Extension(
-    "skiff.common._kernels",
-    ["skiff/common/_kernels.pyx"],
-    extra_compile_args=["-O2"],
-    optional=True,
-)
+KERNELS = [
+    Extension(name, [path], extra_compile_args=["-O2"], optional=True)
+    for name, path in [
+        ("skiff.common._kernels", "skiff/common/_kernels.pyx"),
+        ("skiff.protocol._frames", "skiff/protocol/_frames.pyx"),  # the remoting frame codec's
+    ]
+]
 
 
 
@@ -44,7 +45,7 @@ def ext_modules() -> list[Extension]:
     if cythonize is None:
         return []
     try:
-        return cythonize([KERNELS], language_level=3, quiet=True)
+        return cythonize(KERNELS, language_level=3, quiet=True)
     except Exception as exc:  # a Cython too old or too new for the source: pure Python
         print(f"skiff: not building the compiled kernels: {exc}")
         return []

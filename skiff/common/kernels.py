@@ -37,16 +37,20 @@ DISABLED = os.environ.get("SKIFF_NO_EXTENSIONS", "") not in ("", "0")
 """``SKIFF_NO_EXTENSIONS=1``: run the pure-Python references even where the extension is built."""
 
 
-def _load() -> tuple[ModuleType | None, str]:
+def _load(module: str = "skiff.common._kernels") -> tuple[ModuleType | None, str]:
     try:
         # By name: a build without a C compiler has no such module, and there is no
         # stub for the extension (its functions are reached through `compiled`).
-        return importlib.import_module("skiff.common._kernels"), ""
+        return importlib.import_module(module), ""
     except ImportError as exc:
         return None, f"the extension is not built ({exc})"
 
 
 _COMPILED, _MISSING = _load()
+_MODULES: dict[str, ModuleType | None] = {"skiff.common._kernels": _COMPILED}
+"""Kernel modules by name, loaded on first use: a kernel lives beside the package whose
+logic it compiles (``skiff.protocol._frames`` for the frame codec), each module optional."""
+
 
 IMPLEMENTATION = (
     "pure Python (SKIFF_NO_EXTENSIONS is set)" if DISABLED and _COMPILED is not None
@@ -56,14 +60,17 @@ IMPLEMENTATION = (
 """What `skiff version` and the broker's start line report."""
 
 
-def compiled(name: str) -> Callable[..., Any] | None:
-    """The compiled kernel ``name``, whether or not it is in use (None when not built)."""
-    return getattr(_COMPILED, name, None) if _COMPILED is not None else None
+def compiled(name: str, module: str = "skiff.common._kernels") -> Callable[..., Any] | None:
+    """The compiled kernel ``name`` of ``module``, whether or not it is in use (None when not built)."""
+    if module not in _MODULES:
+        _MODULES[module] = _load(module)[0]
+    found = _MODULES[module]
+    return getattr(found, name, None) if found is not None else None
 
 
-def select(name: str, reference: F) -> F:
+def select(name: str, reference: F, module: str = "skiff.common._kernels") -> F:
     """The implementation of kernel ``name`` to use: compiled if built and allowed, else ``reference``."""
-    kernel = None if DISABLED else compiled(name)
+    kernel = None if DISABLED else compiled(name, module)
     # The compiled kernel takes and returns what its reference does.
     return cast(F, kernel) if kernel is not None else reference
 

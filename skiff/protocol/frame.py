@@ -12,6 +12,11 @@ flag int32, remark (int32 length + UTF-8, 0 = none), extFields (int32 total
 length + repeated (int16 key length, key, int32 value length, value)).
 
 Replies use the request's serialization; the C++ client only reads JSON.
+
+The request path's hot part has a compiled twin (`skiff.protocol._frames`, chosen by
+`skiff.common.kernels.select`): `json_frames` decodes the whole JSON frames of a read in
+one pass and `json_head` encodes a JSON header; both leave what they do not read or write
+exactly as orjson would to the references below, one frame at a time.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import struct
 
 import orjson
 
+from skiff.common import kernels
 from skiff.common.errors import DecodeError
 from skiff.common.limits import FRAME_MAX_BYTES
 from skiff.protocol.codes import LanguageCode, SerializeType
@@ -37,21 +43,38 @@ class FrameError(DecodeError):
     """A frame that cannot be decoded; the connection that sent it is closed."""
 
 
-def _json_header(cmd: RemotingCommand) -> bytes:
+def _json_header(code: object, language: object, version: object, opaque: object, flag: object, remark: object,
+                 ext: dict[str, str] | None) -> bytes:
     header: dict[str, object] = {
-        "code": cmd.code,
-        "language": cmd.language,
-        "version": cmd.version,
-        "opaque": cmd.opaque,
-        "flag": cmd.flag,
+        "code": code,
+        "language": language,
+        "version": version,
+        "opaque": opaque,
+        "flag": flag,
     }
-    if cmd.remark is not None:
-        header["remark"] = cmd.remark
-    ext = cmd.ext_fields
+    if remark is not None:
+        header["remark"] = remark
     if ext is not None:
         header["extFields"] = {k: v if type(v) is str else ext_value(v) for k, v in ext.items()}
     header["serializeTypeCurrentRPC"] = "JSON"
     return orjson.dumps(header)
+
+
+def json_head_py(serialize_type: int, code: object, language: object, version: object, opaque: object, flag: object,
+                 remark: object, ext: dict[str, str] | None, body_len: int) -> bytes | None:
+    """A JSON frame's first bytes: its length, header word and header (orjson's compact form)."""
+    header = _json_header(code, language, version, opaque, flag, remark, ext)
+    return _PREFIX.pack(4 + len(header) + body_len, (serialize_type << 24) | len(header)) + header
+
+
+_json_head_kernel = kernels.select("json_head", json_head_py, "skiff.protocol._frames")
+
+
+def _json_head(cmd: RemotingCommand, body_len: int) -> bytes:
+    args = (int(SerializeType.JSON), cmd.code, cmd.language, cmd.version, cmd.opaque, cmd.flag, cmd.remark,
+            cmd.ext_fields, body_len)
+    head = _json_head_kernel(*args)
+    return json_head_py(*args) if head is None else head  # type: ignore[return-value]  # the reference gives bytes
 
 
 def _rocketmq_header(cmd: RemotingCommand) -> bytes:
@@ -72,13 +95,15 @@ def _rocketmq_header(cmd: RemotingCommand) -> bytes:
 
 def encode_frame(cmd: RemotingCommand) -> list[Buffer]:
     """Encode a command as buffers to write in order (prefix and header, then body)."""
-    header = _rocketmq_header(cmd) if cmd.serialize_type == SerializeType.ROCKETMQ else _json_header(cmd)
     body: list[Buffer] = list(cmd.body_parts) if cmd.body_parts is not None else [cmd.body] if cmd.body else []
-    body_len = sum(len(b) for b in body)
-    length = 4 + len(header) + body_len
-    if length + 4 > FRAME_MAX_BYTES:
-        raise FrameError(f"frame of {length + 4} bytes exceeds the {FRAME_MAX_BYTES}-byte limit")
-    prefix = _PREFIX.pack(length, (int(cmd.serialize_type) << 24) | len(header)) + header
+    body_len = sum(len(b) for b in body) if body else 0
+    if cmd.serialize_type == SerializeType.ROCKETMQ:
+        header = _rocketmq_header(cmd)
+        prefix = _PREFIX.pack(4 + len(header) + body_len, (int(SerializeType.ROCKETMQ) << 24) | len(header)) + header
+    else:
+        prefix = _json_head(cmd, body_len)
+    if len(prefix) + body_len > FRAME_MAX_BYTES:
+        raise FrameError(f"frame of {len(prefix) + body_len} bytes exceeds the {FRAME_MAX_BYTES}-byte limit")
     return [prefix, *body]
 
 
@@ -185,6 +210,16 @@ def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
     return cmd
 
 
+def json_frames_py(buf: bytes | bytearray, pos: int, max_frame_bytes: int, cls: type[RemotingCommand],
+                   json_type: SerializeType) -> tuple[list[RemotingCommand], int]:
+    """The reference of the compiled `json_frames` (the whole JSON frames from ``pos`` on, read
+    in one pass) decodes none of them: `FrameDecoder.feed` then reads each with `decode_frame`."""
+    return [], pos
+
+
+_json_frames = kernels.select("json_frames", json_frames_py, "skiff.protocol._frames")
+
+
 class FrameDecoder:
     """Incremental decoder: feed bytes as they arrive, get whole commands back.
 
@@ -208,7 +243,13 @@ class FrameDecoder:
         end = len(buf)
         view = memoryview(buf)
         try:
-            while end - pos >= 4:
+            while True:
+                # the run of JSON frames the kernel reads; the next frame, if whole, by the reference
+                more, pos = _json_frames(buf, pos, self._max, RemotingCommand, SerializeType.JSON)
+                if more:
+                    out += more
+                if end - pos < 4:
+                    break
                 length = _I32.unpack_from(buf, pos)[0]
                 if length < 4 or length + 4 > self._max:
                     raise FrameError(f"frame length {length} is outside 4..{self._max - 4}")

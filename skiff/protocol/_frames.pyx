@@ -1,0 +1,515 @@
+# cython: language_level=3, boundscheck=True, wraparound=False, cdivision=True, initializedcheck=False
+"""Compiled remoting frame codec for the request path (built when a C compiler is there).
+
+Twins of `skiff.protocol.frame`'s references, selected by `skiff.common.kernels.select`
+(``SKIFF_NO_EXTENSIONS=1`` forces the references):
+
+- `json_frames` decodes the run of whole JSON frames at the start of a buffer into
+  RemotingCommands, the way `frame.decode_frame` does (orjson, then the header's fields),
+  but in one pass with no intermediate dict. It decodes only the header shapes it knows
+  for certain it reads as orjson would (integers without fraction or exponent, strings
+  without surrogate escapes, string / integer / boolean / null ext values); at the first
+  frame it does not, it stops, and the caller decodes that one with the reference (which
+  also raises the `FrameError` a bad frame deserves). Its reference decodes nothing.
+- `json_head` encodes a command's length prefix, header word and JSON header: the bytes
+  `frame.json_head_py` gives (orjson's compact form), or None for a command outside what
+  it encodes (a non-str ext value, numbers past 64 bits), which the caller then encodes
+  with the reference.
+
+Everything reads its input with bounds checked first: a frame whose declared lengths
+overrun the buffer is left to the reference.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.dict cimport PyDict_SetItem
+from cpython.long cimport PyLong_FromLongLong
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
+from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdlib cimport free, realloc
+from libc.string cimport memcpy
+
+cdef enum:
+    SER_JSON = 0
+    MAX_DIGITS = 18  # an integer of at most 18 digits fits int64 without overflow checks
+
+
+cdef inline uint32_t _get32(const unsigned char *p) noexcept nogil:
+    return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
+
+
+cdef inline void _put32(unsigned char *p, uint32_t v) noexcept nogil:
+    p[0] = v >> 24
+    p[1] = v >> 16
+    p[2] = v >> 8
+    p[3] = v
+
+
+# -- decoding --------------------------------------------------------------------------
+
+cdef struct _Cur:
+    const unsigned char *p
+    const unsigned char *end
+
+
+cdef inline void _ws(_Cur *c) noexcept nogil:
+    while c.p < c.end and (c.p[0] == 32 or c.p[0] == 10 or c.p[0] == 13 or c.p[0] == 9):
+        c.p += 1
+
+
+cdef inline bint _eat(_Cur *c, unsigned char ch) noexcept nogil:
+    _ws(c)
+    if c.p < c.end and c.p[0] == ch:
+        c.p += 1
+        return True
+    return False
+
+
+cdef inline int _hexval(unsigned char ch) noexcept nogil:
+    if 48 <= ch <= 57:
+        return ch - 48
+    if 97 <= ch <= 102:
+        return ch - 87
+    if 65 <= ch <= 70:
+        return ch - 55
+    return -1
+
+
+cdef object _string(_Cur *c):
+    """A JSON string at the cursor (past its opening quote) as str; None: not one this
+    decoder reads (a surrogate escape, a raw control byte, bad UTF-8, no closing quote)."""
+    cdef const unsigned char *start = c.p
+    cdef const unsigned char *q = c.p
+    cdef bint escaped = False
+    while q < c.end and q[0] != 34:
+        if q[0] < 32:
+            return None
+        if q[0] == 92:
+            escaped = True
+            q += 2
+            continue
+        q += 1
+    if q >= c.end:
+        return None
+    c.p = q + 1
+    if not escaped:
+        try:
+            return PyUnicode_DecodeUTF8(<const char *>start, q - start, NULL)
+        except UnicodeDecodeError:
+            return None
+    return _unescape(start, q)
+
+
+cdef object _unescape(const unsigned char *p, const unsigned char *end):
+    cdef Py_ssize_t cap = end - p
+    cdef unsigned char *out = <unsigned char *>realloc(NULL, cap + 1)
+    cdef Py_ssize_t n = 0
+    cdef int code, k, h
+    if out == NULL:
+        raise MemoryError()
+    try:
+        while p < end:
+            if p[0] != 92:
+                out[n] = p[0]
+                n += 1
+                p += 1
+                continue
+            if p + 1 >= end:
+                return None
+            ch = p[1]
+            p += 2
+            if ch == 34 or ch == 92 or ch == 47:
+                out[n] = ch
+            elif ch == 98:
+                out[n] = 8
+            elif ch == 102:
+                out[n] = 12
+            elif ch == 110:
+                out[n] = 10
+            elif ch == 114:
+                out[n] = 13
+            elif ch == 116:
+                out[n] = 9
+            elif ch == 117:
+                if p + 4 > end:
+                    return None
+                code = 0
+                for k in range(4):
+                    h = _hexval(p[k])
+                    if h < 0:
+                        return None
+                    code = code * 16 + h
+                p += 4
+                if 0xD800 <= code <= 0xDFFF:
+                    return None  # surrogates: the reference's business
+                if code < 0x80:
+                    out[n] = code
+                elif code < 0x800:  # 2 UTF-8 bytes where the escape took 6: fits
+                    out[n] = 0xC0 | (code >> 6)
+                    n += 1
+                    out[n] = 0x80 | (code & 0x3F)
+                else:
+                    out[n] = 0xE0 | (code >> 12)
+                    n += 1
+                    out[n] = 0x80 | ((code >> 6) & 0x3F)
+                    n += 1
+                    out[n] = 0x80 | (code & 0x3F)
+            else:
+                return None
+            n += 1
+        try:
+            return PyUnicode_DecodeUTF8(<const char *>out, n, NULL)
+        except UnicodeDecodeError:
+            return None
+    finally:
+        free(out)
+
+
+cdef bint _integer(_Cur *c, int64_t *value) noexcept nogil:
+    """A JSON integer (no fraction, no exponent, at most 18 digits) followed by a delimiter."""
+    cdef bint neg = False
+    cdef int64_t v = 0
+    cdef Py_ssize_t digits = 0
+    _ws(c)
+    if c.p < c.end and c.p[0] == 45:
+        neg = True
+        c.p += 1
+    if c.p >= c.end or not (48 <= c.p[0] <= 57):
+        return False
+    if c.p[0] == 48 and c.p + 1 < c.end and 48 <= c.p[1] <= 57:
+        return False  # a leading zero: not JSON
+    while c.p < c.end and 48 <= c.p[0] <= 57:
+        v = v * 10 + (c.p[0] - 48)
+        digits += 1
+        c.p += 1
+        if digits > MAX_DIGITS:
+            return False
+    if c.p < c.end and (c.p[0] == 46 or c.p[0] == 101 or c.p[0] == 69):
+        return False
+    value[0] = -v if neg else v
+    return True
+
+
+cdef inline bint _word(_Cur *c, const char *w, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t i
+    if c.end - c.p < n:
+        return False
+    for i in range(n):
+        if c.p[i] != <unsigned char>w[i]:
+            return False
+    c.p += n
+    return True
+
+
+cdef object _ext(_Cur *c):
+    """The extFields object (past its brace) as a dict of str, or None when outside the subset.
+    Values as `frame._ext_from_json` leaves them: str as is, integers as their text, booleans
+    as true/false, null as empty."""
+    cdef dict ext = {}
+    cdef int64_t number
+    if _eat(c, 125):
+        return ext
+    while True:
+        if not _eat(c, 34):
+            return None
+        key = _string(c)
+        if key is None or not _eat(c, 58):
+            return None
+        _ws(c)
+        if c.p >= c.end:
+            return None
+        if c.p[0] == 34:
+            c.p += 1
+            value = _string(c)
+            if value is None:
+                return None
+        elif _word(c, b"true", 4):
+            value = "true"
+        elif _word(c, b"false", 5):
+            value = "false"
+        elif _word(c, b"null", 4):
+            value = ""
+        else:
+            if not _integer(c, &number):
+                return None
+            value = str(number)
+        PyDict_SetItem(ext, key, value)
+        if _eat(c, 44):
+            continue
+        if _eat(c, 125):
+            return ext
+        return None
+
+
+cdef inline int _key(const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    """The top-level header key: 1 code, 2 opaque, 3 flag, 4 version, 5 language, 6 remark,
+    7 extFields, 0 any other (skipped)."""
+    if n == 4 and p[0] == 99 and p[1] == 111 and p[2] == 100 and p[3] == 101:
+        return 1
+    if n == 6 and p[0] == 111 and p[1] == 112 and p[2] == 97:  # opaque
+        return 2 if p[3] == 113 and p[4] == 117 and p[5] == 101 else 0
+    if n == 4 and p[0] == 102 and p[1] == 108 and p[2] == 97 and p[3] == 103:
+        return 3
+    if n == 7 and p[0] == 118 and p[1] == 101 and p[2] == 114 and p[3] == 115 and p[6] == 110:  # version
+        return 4
+    if n == 8 and p[0] == 108 and p[1] == 97 and p[2] == 110 and p[7] == 101:  # language
+        return 5
+    if n == 6 and p[0] == 114 and p[1] == 101 and p[2] == 109 and p[3] == 97:  # remark
+        return 6 if p[4] == 114 and p[5] == 107 else 0
+    if n == 9 and p[0] == 101 and p[1] == 120 and p[2] == 116 and p[3] == 70 and p[8] == 115:  # extFields
+        return 7
+    return 0
+
+
+cdef object _header(const unsigned char *p, Py_ssize_t n, object cls, object body, object json_type):
+    """One JSON header as a command of ``cls``, or None when outside the subset."""
+    cdef _Cur c
+    cdef int64_t code = 0, opaque = 0, flag = 0, version = 0, number
+    cdef bint has_code = False
+    cdef const unsigned char *key_start
+    cdef int which
+    c.p = p
+    c.end = p + n
+    language = "OTHER"
+    remark = None
+    ext = None
+    if not _eat(&c, 123):
+        return None
+    if not _eat(&c, 125):
+        while True:
+            if not _eat(&c, 34):
+                return None
+            key_start = c.p
+            while c.p < c.end and c.p[0] != 34 and c.p[0] != 92 and 32 <= c.p[0] < 128:
+                c.p += 1  # an escape or a byte past ASCII in a top-level key: the reference's
+            if c.p >= c.end or c.p[0] != 34:
+                return None
+            which = _key(key_start, c.p - key_start)
+            c.p += 1
+            if not _eat(&c, 58):
+                return None
+            _ws(&c)
+            if c.p >= c.end:
+                return None
+            if 1 <= which <= 4:
+                if not _integer(&c, &number):
+                    return None
+                if which == 1:
+                    code = number
+                    has_code = True
+                elif which == 2:
+                    opaque = number
+                elif which == 3:
+                    flag = number
+                else:
+                    version = number
+            elif which == 5 or which == 6:
+                if c.p[0] == 34:
+                    c.p += 1
+                    text = _string(&c)
+                    if text is None:
+                        return None
+                elif which == 6 and _word(&c, b"null", 4):
+                    text = None
+                else:
+                    return None  # a language code or a non-string remark: the reference's
+                if which == 5:
+                    language = text
+                else:
+                    remark = text
+            elif which == 7:
+                if _word(&c, b"null", 4):
+                    ext = None
+                elif _eat(&c, 123):
+                    ext = _ext(&c)
+                    if ext is None:
+                        return None
+                else:
+                    return None
+            else:  # another key: a string, number, true, false or null is skipped
+                if c.p[0] == 34:
+                    c.p += 1
+                    if _string(&c) is None:
+                        return None
+                elif not (_word(&c, b"true", 4) or _word(&c, b"false", 5) or _word(&c, b"null", 4)
+                          or _integer(&c, &number)):
+                    return None
+            if _eat(&c, 44):
+                continue
+            if _eat(&c, 125):
+                break
+            return None
+    _ws(&c)
+    if c.p != c.end or not has_code:
+        return None
+    return cls(code, opaque, flag, ext, remark, body, language, version, json_type)
+
+
+def json_frames(buf, Py_ssize_t pos, Py_ssize_t max_frame_bytes, cls, json_type):
+    """The commands of the whole JSON frames from ``pos`` on, and the position after the
+    last: stops at an incomplete frame and at one to leave to the reference."""
+    cdef Py_buffer view
+    cdef const unsigned char *p
+    cdef Py_ssize_t end, length, header_len
+    cdef uint32_t word
+    cdef list out = []
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        p = <const unsigned char *>view.buf
+        end = view.len
+        while end - pos >= 8:
+            length = <Py_ssize_t><int>_get32(p + pos)
+            if length < 4 or length + 4 > max_frame_bytes or end - pos - 4 < length:
+                break
+            word = _get32(p + pos + 4)
+            header_len = word & 0xFFFFFF
+            if (word >> 24) != SER_JSON or header_len <= 0 or 4 + header_len > length:
+                break
+            body = PyBytes_FromStringAndSize(<const char *>p + pos + 8 + header_len, length - 4 - header_len)
+            cmd = _header(p + pos + 8, header_len, cls, body, json_type)
+            if cmd is None:
+                break
+            out.append(cmd)
+            pos += 4 + length
+    finally:
+        PyBuffer_Release(&view)
+    return out, pos
+
+
+# -- encoding --------------------------------------------------------------------------
+
+cdef struct _Out:
+    unsigned char *data
+    Py_ssize_t len
+    Py_ssize_t cap
+
+
+cdef int _grow(_Out *o, Py_ssize_t n) except -1:
+    cdef Py_ssize_t cap
+    cdef unsigned char *data
+    if o.len + n <= o.cap:
+        return 0
+    cap = max(o.cap * 2, o.len + n + 64)
+    data = <unsigned char *>realloc(o.data, cap)
+    if data == NULL:
+        raise MemoryError()
+    o.data, o.cap = data, cap
+    return 0
+
+
+cdef int _raw(_Out *o, const char *s, Py_ssize_t n) except -1:
+    _grow(o, n)
+    memcpy(o.data + o.len, s, n)
+    o.len += n
+    return 0
+
+
+cdef int _int(_Out *o, int64_t v) except -1:
+    cdef char tmp[24]
+    cdef Py_ssize_t i = 24
+    cdef uint64_t u = <uint64_t>(-v) if v < 0 else <uint64_t>v
+    while True:
+        i -= 1
+        tmp[i] = 48 + <char>(u % 10)
+        u //= 10
+        if u == 0:
+            break
+    if v < 0:
+        i -= 1
+        tmp[i] = 45
+    return _raw(o, tmp + i, 24 - i)
+
+
+cdef char *_HEX = b"0123456789abcdef"
+
+
+cdef int _str(_Out *o, str s) except -1:
+    """``s`` as orjson writes it: quoted, with ", \\ and control characters escaped."""
+    cdef Py_ssize_t n, i
+    cdef const unsigned char *p = <const unsigned char *>PyUnicode_AsUTF8AndSize(s, &n)
+    cdef unsigned char ch
+    _grow(o, n * 6 + 2)
+    o.data[o.len] = 34
+    o.len += 1
+    for i in range(n):
+        ch = p[i]
+        if ch >= 32 and ch != 34 and ch != 92:
+            o.data[o.len] = ch
+            o.len += 1
+            continue
+        o.data[o.len] = 92
+        if ch == 34 or ch == 92:
+            o.data[o.len + 1] = ch
+            o.len += 2
+        elif ch == 8 or ch == 12 or ch == 10 or ch == 13 or ch == 9:
+            o.data[o.len + 1] = b"b"[0] if ch == 8 else b"f"[0] if ch == 12 else b"n"[0] if ch == 10 \
+                else b"r"[0] if ch == 13 else b"t"[0]
+            o.len += 2
+        else:
+            memcpy(o.data + o.len + 1, b"u00", 3)
+            o.data[o.len + 4] = _HEX[ch >> 4]
+            o.data[o.len + 5] = _HEX[ch & 15]
+            o.len += 6
+    o.data[o.len] = 34
+    o.len += 1
+    return 0
+
+
+cdef inline bint _fits(object v):
+    """An int (an IntEnum such as ResponseCode too, which orjson writes as its value; not a bool)
+    within 64 bits."""
+    return isinstance(v, int) and type(v) is not bool and -(2 ** 63) <= v < 2 ** 63
+
+
+def json_head(int serialize_type, code, language, version, opaque, flag, remark, ext, Py_ssize_t body_len):
+    """The frame's first bytes (length, header word, JSON header) of a command with these
+    fields and a body of ``body_len`` bytes; None when a field is outside what this encodes."""
+    cdef _Out o
+    if not (_fits(code) and _fits(version) and _fits(opaque) and _fits(flag)):
+        return None
+    if type(language) is not str or (remark is not None and type(remark) is not str):
+        return None
+    if ext is not None:
+        if type(ext) is not dict:
+            return None
+        for k, v in (<dict>ext).items():
+            if type(k) is not str or type(v) is not str:
+                return None
+    o.data = NULL
+    o.len = o.cap = 0
+    try:
+        _grow(&o, 256)
+        o.len = 8
+        _raw(&o, b'{"code":', 8)
+        _int(&o, code)
+        _raw(&o, b',"language":', 12)
+        _str(&o, language)
+        _raw(&o, b',"version":', 11)
+        _int(&o, version)
+        _raw(&o, b',"opaque":', 10)
+        _int(&o, opaque)
+        _raw(&o, b',"flag":', 8)
+        _int(&o, flag)
+        if remark is not None:
+            _raw(&o, b',"remark":', 10)
+            _str(&o, remark)
+        if ext is not None:
+            _raw(&o, b',"extFields":{', 14)
+            first = True
+            for k, v in (<dict>ext).items():
+                if not first:
+                    _raw(&o, b",", 1)
+                first = False
+                _str(&o, k)
+                _raw(&o, b":", 1)
+                _str(&o, v)
+            _raw(&o, b"}", 1)
+        _raw(&o, b',"serializeTypeCurrentRPC":"JSON"}', 34)
+        header_len = o.len - 8
+        _put32(o.data, <uint32_t>(4 + header_len + body_len))
+        _put32(o.data + 4, (<uint32_t>serialize_type << 24) | <uint32_t>header_len)
+        return PyBytes_FromStringAndSize(<const char *>o.data, o.len)
+    except UnicodeEncodeError:  # a lone surrogate: the reference says what it makes of it
+        return None
+    finally:
+        free(o.data)

@@ -1,0 +1,149 @@
+"""The compiled frame codec (skiff.protocol._frames) decodes and encodes exactly as the
+pure-Python reference does, on random request streams: the same commands (fields, ext
+order, body) from the same bytes however they are split into reads, the same FrameError
+for the same bad bytes, and byte-for-byte the same encoded headers."""
+
+from __future__ import annotations
+
+import contextlib
+import struct
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from skiff.common import kernels
+from skiff.common.message import Message
+from skiff.protocol import frame
+from skiff.protocol.codes import RequestCode, ResponseCode, SerializeType
+from skiff.protocol.command import RemotingCommand
+from skiff.protocol.frame import FrameDecoder, FrameError, encode_frame_bytes, json_frames_py, json_head_py
+from skiff.protocol.headers.send import SendMessageRequestHeader, SendMessageRequestHeaderV2
+from skiff.protocol.message_codec import send_properties
+
+SETTINGS = settings(max_examples=80, deadline=None)
+TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=14)
+INT = st.one_of(st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**63 - 1))
+FRAMES = "skiff.protocol._frames"
+
+
+def compiled(name: str) -> Any:
+    kernel = kernels.compiled(name, FRAMES)
+    if kernel is None or kernels.DISABLED:
+        pytest.skip("the compiled kernels are not built here, or switched off")
+    return kernel
+
+
+@contextlib.contextmanager
+def reference_decoder() -> Iterator[None]:
+    """FrameDecoder on the pure-Python path while inside."""
+    saved = frame._json_frames
+    frame._json_frames = json_frames_py
+    try:
+        yield
+    finally:
+        frame._json_frames = saved
+
+
+def send_frame(i: int, topic: str, body: bytes, v2: bool) -> bytes:
+    """A send as our client writes it (V2 one-letter keys, properties with \\x01 \\x02)."""
+    props = send_properties(Message.of(topic or "T", body, keys=f"k{i}", tags="t"), f"{i:032X}")
+    header = SendMessageRequestHeader("PG", topic or "T", "TBW102", 4, i % 4, 0, 1_700_000_000_000 + i, 0, props)
+    code = RequestCode.SEND_MESSAGE_V2 if v2 else RequestCode.SEND_MESSAGE
+    ext = (SendMessageRequestHeaderV2.from_v1(header) if v2 else header).to_ext()
+    cmd = RemotingCommand.request(code, ext, body)
+    cmd.opaque = i
+    return encode_frame_bytes(cmd)
+
+
+json_value = st.one_of(TEXT, INT, st.booleans(), st.none(), st.floats(allow_nan=False, width=32),
+                       st.lists(st.integers(0, 9), max_size=2))
+header_dicts = st.fixed_dictionaries(
+    {"code": st.one_of(INT, st.sampled_from(["310", True, 1.5])), "opaque": INT, "flag": st.integers(0, 3)},
+    optional={"language": st.one_of(TEXT, st.integers(0, 12)), "version": INT, "remark": st.one_of(TEXT, st.none(), INT),
+              "extFields": st.one_of(st.none(), st.dictionaries(TEXT, json_value, max_size=6)),
+              "serializeTypeCurrentRPC": st.just("JSON"), "other": json_value})
+
+
+@st.composite
+def frames(draw: Any) -> bytes:
+    """One frame of any kind a peer may send: our client's sends, any JSON header (numbers,
+    booleans, nulls, floats and lists where strings are expected, whitespace, escapes),
+    ROCKETMQ binary headers, and broken ones."""
+    kind = draw(st.sampled_from(["send", "json", "pretty", "rocketmq", "broken"]))
+    body = draw(st.binary(max_size=40))
+    if kind == "send":
+        return send_frame(draw(st.integers(0, 1000)), draw(TEXT), body, draw(st.booleans()))
+    if kind == "rocketmq":
+        cmd = RemotingCommand(code=draw(st.integers(0, 400)), opaque=draw(st.integers(0, 2**31 - 1)),
+                              ext_fields=draw(st.dictionaries(TEXT, TEXT, max_size=4)), body=body,
+                              serialize_type=SerializeType.ROCKETMQ)
+        return encode_frame_bytes(cmd)
+    header = orjson.dumps(draw(header_dicts), option=orjson.OPT_INDENT_2 if kind == "pretty" else 0)
+    if kind == "pretty":
+        header = b" \r\n\t" + header + b"\n "
+    if kind == "broken":
+        cut = draw(st.integers(0, len(header)))
+        header = header[:cut] + draw(st.binary(max_size=4)) + header[cut + 1:]
+    return struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body
+
+
+def decode(data: bytes, cuts: list[int]) -> tuple[list[tuple[Any, ...]], str | None, int]:
+    """Commands (every field, ext in its order), the FrameError if one, and what stays buffered."""
+    dec = FrameDecoder(1 << 20)
+    out: list[RemotingCommand] = []
+    error = None
+    try:
+        start = 0
+        for cut in sorted(cuts) + [len(data)]:
+            out += dec.feed(data[start:cut])
+            start = max(start, cut)
+    except FrameError as exc:
+        error = str(exc)
+    return [(c.code, c.opaque, c.flag, None if c.ext_fields is None else list(c.ext_fields.items()), c.remark,
+             bytes(c.body), c.language, c.version, c.serialize_type) for c in out], error, dec.buffered
+
+
+@SETTINGS
+@given(st.lists(frames(), min_size=1, max_size=8), st.lists(st.integers(0, 4000), max_size=4))
+def test_decoding_a_stream_equals_the_reference(stream: list[bytes], cuts: list[int]) -> None:
+    compiled("json_frames")
+    data = b"".join(stream)
+    cuts = [c % (len(data) + 1) for c in cuts]
+    fast = decode(data, cuts)
+    with reference_decoder():
+        reference = decode(data, cuts)
+    assert fast == reference
+
+
+def test_a_read_of_sends_is_decoded_by_the_kernel_alone() -> None:
+    kernel = compiled("json_frames")
+    data = b"".join(send_frame(i, "Topic", b"x" * 100, i % 2 == 0) for i in range(64))
+    commands, pos = kernel(data, 0, 1 << 20, RemotingCommand, SerializeType.JSON)
+    assert pos == len(data) and [c.opaque for c in commands] == list(range(64))
+    assert commands[1].ext_fields["topic"] == "Topic" and "\x01" in commands[0].ext_fields["i"]
+
+
+@SETTINGS
+@given(code=INT, language=TEXT, version=INT, opaque=INT, flag=INT, remark=st.one_of(st.none(), TEXT),
+       ext=st.one_of(st.none(), st.dictionaries(TEXT, TEXT, max_size=6)), body_len=st.integers(0, 1 << 20))
+def test_encoded_json_heads_equal_the_reference(code: int, language: str, version: int, opaque: int, flag: int,
+                                                remark: str | None, ext: dict[str, str] | None, body_len: int) -> None:
+    kernel = compiled("json_head")
+    args = (0, code, language, version, opaque, flag, remark, ext, body_len)
+    assert kernel(*args) == json_head_py(*args)
+    answer = (0, ResponseCode.FLUSH_DISK_TIMEOUT, language, version, opaque, 1, remark, ext, body_len)
+    assert kernel(*answer) == json_head_py(*answer)  # a response's code is an IntEnum
+
+
+def test_the_head_kernel_leaves_what_it_does_not_encode_to_the_reference() -> None:
+    kernel = compiled("json_head")
+    assert kernel(0, 10, "JAVA", 1, 2, 1, None, {"queueOffset": 17}, 0) is None  # a non-str ext value
+    assert kernel(0, 10, "JAVA", 1, 2**64, 1, None, None, 0) is None
+    assert kernel(0, True, "JAVA", 1, 2, 1, None, None, 0) is None  # orjson writes a bool as true
+    assert kernel(0, 10, "JAVA", 1, 2, 1, "\ud800", None, 0) is None  # a lone surrogate
+    cmd = RemotingCommand(code=0, opaque=3, flag=1, ext_fields={"queueOffset": 17, "ok": True})  # type: ignore[dict-item]
+    assert orjson.loads(encode_frame_bytes(cmd)[8:])["extFields"] == {"queueOffset": "17", "ok": "true"}
