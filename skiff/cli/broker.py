@@ -4,6 +4,7 @@
     skiff up [--dir PATH] [--host 127.0.0.1] [--namesrv-port 9876] [--broker-port 10911] [--<key>=<value> ...]
              [--dashboard-port 8080 | --no-dashboard]
     skiff up --ha ...   (etcd and two brokers as child processes: skiff.cli.up_ha, docs/replication.md)
+    skiff up --brokers N ...   (N brokers as child processes, one per core: skiff.cli.up_brokers)
 
 Keys are RocketMQ's broker.conf names, for the broker or its store
 (``--listenPort=10911 --storePathRootDir=/data --brokerName=broker-a
@@ -26,7 +27,7 @@ import resource
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from skiff.cli import up_ha
+from skiff.cli import up_brokers, up_ha
 from skiff.cli.namesrv import metrics_note
 from skiff.common import kernels
 from skiff.cli.up_tls import log_tls_note, up_tls_keys, up_tls_pair
@@ -89,6 +90,7 @@ def register(sub: Any) -> None:
                     help="serve both doors over TLS only, with a self-signed pair made in the store directory "
                          "(docs/tls.md)")
     up_ha.add_arguments(up)
+    up_brokers.add_arguments(up)
     up.set_defaults(handler=run_up, accepts_extra=True)
 
 
@@ -117,6 +119,8 @@ def run_up(args: argparse.Namespace, extra: list[str]) -> int:
             raise ConfigError("skiff up --ha does not take --tls yet: give the brokers tls.* keys (docs/tls.md)")
         from skiff.cli.up_ha import run_up_ha
         return run_up_ha(args, extra)
+    if args.brokers != 1:
+        return up_brokers.run_up_brokers(args, extra)
 
     store_dir = args.dir or UP_STORE_DIR
     pair = up_tls_pair(store_dir, args.host, default_broker_ip(args.host)) if args.tls else None
