@@ -164,9 +164,13 @@ class AuthService:
         log.warning("authorization refused request %s from %s (user %s): %s", code, caller.host, caller.name, why)
         return why
 
-    def is_super(self, name: str) -> bool:
-        user = self.store.user(name)
-        return user is not None and user.type is UserType.SUPER
+    def inner_credentials(self) -> tuple[str, str] | None:
+        """The access and secret key the broker signs its own requests to other brokers with."""
+        text = self.config.inner_client_authentication_credentials
+        if not text.strip():
+            return None
+        user = _super_user("innerClientAuthenticationCredentials", text, "accessKey", "secretKey")
+        return user.username, user.password
 
 
 def _super_user(key: str, text: str, name_key: str, secret_key: str) -> User:

@@ -59,10 +59,9 @@ class AuthStore:
         log.info("auth data: %d users, %d ACLs (version %d)", len(self.data.users), len(self.data.acls),
                  self.data.version)
 
-    def replace(self, raw: Any) -> None:
-        """A slave takes its master's whole table."""
-        data = AuthData.from_json(raw, "the master's auth data")
-        self._commit(data.users, data.acls, data.version)
+    def adopt(self, data: AuthData) -> None:
+        """A slave takes its master's whole table, in one swap."""
+        self._commit(data.users, data.acls)
 
     def _commit(self, users: Mapping[str, User], acls: Mapping[str, Acl], version: int | None = None) -> None:
         data = AuthData(dict(users), dict(acls), self.data.version + 1 if version is None else version)

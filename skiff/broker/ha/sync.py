@@ -10,6 +10,10 @@ asks its master's remoting port (the ``masterAddr`` the NameServer answered):
 | 21 | GET_ALL_TOPIC_CONFIG | the whole table, when its dataVersion differs |
 | 43 | GET_ALL_CONSUMER_OFFSET | merged: the master's offsets, except larger ones committed here |
 | 201 | GET_ALL_SUBSCRIPTIONGROUP_CONFIG | the whole table, when its dataVersion differs |
+| 3005, 3010 | AUTH_LIST_USER, AUTH_LIST_ACL | ACL 2.0's users and ACLs, when they differ (`skiff.broker.auth.replica`) |
+
+With ACL 2.0 on, the master checks these requests too: the slave signs them with
+``innerClientAuthenticationCredentials`` (``sign``).
 
 Offsets consumers commit to the slave while the master is down are kept: before
 taking the master's table, the slave sends the master each offset committed here
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
@@ -53,6 +58,10 @@ class SlaveSynchronizer(Service):
         self.groups = groups
         self.offsets = offsets
         self.client = client
+        self.steps: list[Callable[[str], Awaitable[None]]] = []
+        """More of the master's metadata to copy each round (ACL 2.0's users and ACLs)."""
+        self.sign: Callable[[RemotingCommand], None] = lambda cmd: None
+        """Signs each request to the master (the broker's inner credentials under ACL 2.0)."""
         self.master_addr: str | None = None
         self.rounds = 0
         self._soon = asyncio.Event()
@@ -86,6 +95,8 @@ class SlaveSynchronizer(Service):
             await self._sync_topics(addr)
             await self._sync_offsets(addr)
             await self._sync_groups(addr)
+            for step in self.steps:
+                await step(addr)
         except (RemotingError, DecodeError, SyncError) as exc:
             log.debug("metadata sync from %s failed: %s", addr, exc)
             return False
@@ -93,7 +104,9 @@ class SlaveSynchronizer(Service):
         return True
 
     async def _get(self, addr: str, code: int) -> bytes:
-        resp = await self.client.invoke(addr, RemotingCommand.request(code), TIMEOUT_MS)
+        cmd = RemotingCommand.request(code)
+        self.sign(cmd)
+        resp = await self.client.invoke(addr, cmd, TIMEOUT_MS)
         if resp.code != ResponseCode.SUCCESS:
             raise SyncError(f"request {code} answered {resp.code}: {resp.remark}")
         return bytes(resp.body)
@@ -126,8 +139,9 @@ class SlaveSynchronizer(Service):
 
     async def _push(self, addr: str, group: str, topic: str, queue_id: int, offset: int) -> None:
         header = UpdateConsumerOffsetRequestHeader(group, topic, queue_id, offset)
-        resp = await self.client.invoke(
-            addr, RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext()), TIMEOUT_MS)
+        cmd = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext())
+        self.sign(cmd)
+        resp = await self.client.invoke(addr, cmd, TIMEOUT_MS)
         if resp.code != ResponseCode.SUCCESS:
             raise SyncError(f"UPDATE_CONSUMER_OFFSET answered {resp.code}: {resp.remark}")
 

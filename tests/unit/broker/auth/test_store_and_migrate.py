@@ -12,7 +12,7 @@ from skiff.broker.auth.migrate import migrate_plain_acl
 from skiff.broker.auth.model import Acl, Action, AuthDataError, Decision, PolicyType, Resource, User, UserType
 from skiff.broker.auth.signature import SignatureError, authorization_header, check_grpc, date_time_now, \
     parse_authorization
-from skiff.broker.auth.store import AuthStore
+from skiff.broker.auth.store import AuthData, AuthStore
 
 SAMPLE_PLAIN_ACL = """
 globalWhiteRemoteAddresses:
@@ -81,8 +81,8 @@ def test_a_snapshot_is_replaced_whole(tmp_path: Path) -> None:
     store.create_user(User("b", "pb"))
     assert set(before.users) == {"a"} and set(store.data.users) == {"a", "b"}, "readers keep the old one whole"
     slave = AuthStore(str(tmp_path / "slave"))
-    slave.replace(store.data.to_json())
-    assert slave.data == store.data
+    slave.adopt(AuthData.from_json(store.data.to_json(), "master"))
+    assert (slave.data.users, slave.data.acls) == (store.data.users, store.data.acls)
 
 
 def test_a_corrupt_file_stops_the_load(tmp_path: Path) -> None:
