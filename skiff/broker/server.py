@@ -24,6 +24,7 @@ from prometheus_client import CollectorRegistry
 from skiff.broker.acl import AclService
 from skiff.broker.auth import AuthService
 from skiff.broker.auth.remoting import guard as auth_guard
+from skiff.broker.auth.replica import replicate_auth
 from skiff.broker.clients import ClientManager
 from skiff.broker.compaction import CompactionService
 from skiff.broker.config import BrokerConfig
@@ -190,6 +191,8 @@ class BrokerServer:
                                        start_master_services=self._became_master,
                                        stop_master_services=self._stepped_down)
         await self.replication.start(self.port)
+        if self.replication.sync is not None:
+            replicate_auth(self.replication.sync, self.auth, self._namesrv_client)
         self.stats.replication = self.replication.runtime_table
         self._prepare_metrics()
         handlers = self._handlers(client_manage)
