@@ -38,6 +38,7 @@ from skiff.broker.operations import (
     PopOperation,
     PullOperation,
     SendOperation,
+    TopicsOperation,
 )
 from skiff.broker.ha.service import Replication
 from skiff.broker.groups import SubscriptionGroupManager
@@ -190,9 +191,9 @@ class BrokerServer:
                                        self.groups, self.offsets, self._namesrv_client,
                                        start_master_services=self._became_master,
                                        stop_master_services=self._stepped_down)
-        await self.replication.start(self.port)
         if self.replication.sync is not None:
             replicate_auth(self.replication.sync, self.auth, self._namesrv_client)
+        await self.replication.start(self.port)
         self.stats.replication = self.replication.runtime_table
         self._prepare_metrics()
         handlers = self._handlers(client_manage)
@@ -283,7 +284,8 @@ class BrokerServer:
         waiters.start()
         self.store.add_dispatch_listener(waiters.notify)
         service = KafkaService(self.config, self.role, self.operations, self.topics, waiters,
-                               lambda: self.kafka.port if self.kafka is not None else 0)
+                               lambda: self.kafka.port if self.kafka is not None else 0,
+                               self.store_config.file_reserved_time * 3_600_000)
         self.kafka = KafkaListener(self.config.listen_host, self.config.kafka_listen_port, service)
         await self.kafka.start()
 
@@ -297,6 +299,7 @@ class BrokerServer:
             end_transaction=EndTransactionOperation(self.transactions),
             cancel=CancelOperation(lambda: self.timer),
             offsets=OffsetsOperation(store, self.offsets),
+            topics=TopicsOperation(cfg, store, self.topics, self.offsets, self.registration.settled),
             pop=PopOperation(cfg, self.gate, self.pop),
         )
 
@@ -311,8 +314,7 @@ class BrokerServer:
             client_manage,
             SendBackProcessor(cfg, store, self.topics, self.groups, self.writer, ops.send),
             QueryProcessor(store),
-            TopicAdminProcessor(cfg, self.store_config, store, self.topics, self.offsets, self.stats,
-                                self.registration.settled),
+            TopicAdminProcessor(cfg, self.store_config, store, self.topics, self.stats, ops.topics),
             GroupAdminProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients),
             EndTransactionProcessor(ops.end_transaction),
             TimerAdminProcessor(self.store_config, lambda: self.timer, self.config.delay_levels_ms, ops.cancel),

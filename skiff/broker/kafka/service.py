@@ -9,6 +9,7 @@
 | Fetch | `PullOperation.read`, long-polled — `fetch.py` |
 | ListOffsets, OffsetCommit, OffsetFetch | `OffsetsOperation` (the groups' offsets RocketMQ consumers use) |
 | consumer groups | `groups.py`, this broker as the coordinator |
+| CreateTopics, DeleteTopics, CreatePartitions, Describe/AlterConfigs | `TopicsOperation` — `admin.py` |
 
 Requests and versions Skiff does not serve are answered with UNSUPPORTED_VERSION
 (`skiff.protocol.kafka.frames.unsupported_response`); a body that does not decode is
@@ -25,6 +26,7 @@ from typing import Any
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.ha.role import Role
+from skiff.broker.kafka.admin import TopicAdmin
 from skiff.broker.kafka.fetch import Fetch, FetchWaiters
 from skiff.broker.kafka.groups import GroupCoordinator
 from skiff.broker.kafka.idempotence import ProducerIds, ProducerStates
@@ -68,7 +70,7 @@ def node_id(broker_name: str) -> int:
 
 class KafkaService:
     def __init__(self, config: BrokerConfig, role: Role, ops: Operations, topics: TopicConfigManager,
-                 waiters: FetchWaiters, advertised_port: Callable[[], int]) -> None:
+                 waiters: FetchWaiters, advertised_port: Callable[[], int], retention_ms: int) -> None:
         self.config = config
         self.role = role
         self.ops = ops
@@ -79,6 +81,7 @@ class KafkaService:
         self.produce_ = Produce(ops.send, self.producers, config.default_topic_queue_nums)
         self.fetch_ = Fetch(ops.gate, role, ops.pull, waiters)
         self.groups = GroupCoordinator(ops.offsets)
+        admin = TopicAdmin(ops.topics, topics, config.default_topic_queue_nums, retention_ms)
         self._handlers: dict[int, Handler] = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.METADATA: self.metadata,
@@ -87,6 +90,11 @@ class KafkaService:
             ApiKey.LIST_OFFSETS: self.list_offsets,
             ApiKey.INIT_PRODUCER_ID: self.init_producer_id,
             ApiKey.FIND_COORDINATOR: self.find_coordinator,
+            ApiKey.CREATE_TOPICS: admin.create_topics,
+            ApiKey.DELETE_TOPICS: admin.delete_topics,
+            ApiKey.CREATE_PARTITIONS: admin.create_partitions,
+            ApiKey.DESCRIBE_CONFIGS: admin.describe_configs,
+            ApiKey.ALTER_CONFIGS: admin.alter_configs,
             **self.groups.handlers(),
         }
 

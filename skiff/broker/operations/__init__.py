@@ -17,6 +17,7 @@ from skiff.broker.operations.refusal import Refusal
 from skiff.broker.operations.send import Outgoing, SendOperation, SendRequest, Sent, born_host
 from skiff.broker.operations.subscription import compile_subscription, properties_of, record_filter
 from skiff.broker.operations.timer import CancelOperation
+from skiff.broker.operations.topics import TopicChange, TopicsOperation
 from skiff.broker.operations.transaction import EndTransactionOperation
 
 
@@ -31,10 +32,11 @@ class Operations:
     end_transaction: EndTransactionOperation
     cancel: CancelOperation
     offsets: OffsetsOperation
+    topics: TopicsOperation
     pop: PopOperation
 
 
 __all__ = [
     "ANY_QUEUE", "AckRequest", "ChangeInvisibleRequest", "PopOperation", "PopOutcome", "PopRequest", "CancelOperation", "EndTransactionOperation", "OffsetsOperation", "Operations", "QueueEdge", "Gate", "Outgoing", "PullOperation", "PullRequest", "Pulled", "Refusal", "SendOperation",
-    "SendRequest", "Sent", "born_host", "compile_subscription", "properties_of", "record_filter",
+    "SendRequest", "Sent", "TopicChange", "TopicsOperation", "born_host", "compile_subscription", "properties_of", "record_filter",
 ]
