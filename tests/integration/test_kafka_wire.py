@@ -182,3 +182,35 @@ def test_fetch_is_long_polled(kafka: tuple[Cluster, str]) -> None:
         assert elapsed < 10, f"the held Fetch was answered {elapsed:.1f} s after it was sent, not when the message came"
     finally:
         wire.close()
+
+
+def test_idempotent_produce_drops_duplicates_and_refuses_gaps(kafka: tuple[Cluster, str]) -> None:
+    wire = Wire(kafka[1])
+    try:
+        make_topic(wire, "idem")
+        ids = wire.call(ApiKey.INIT_PRODUCER_ID, 0, {"transactional_id": None, "transaction_timeout_ms": 60_000})
+        assert ids["error_code"] == 0 and ids["producer_id"] >= 0
+        pid = ids["producer_id"]
+
+        def produce(base_sequence: int, epoch: int, *values: bytes) -> dict[str, Any]:
+            records = [Record(i, 1_000 + i, None, v) for i, v in enumerate(values)]
+            data = encode_batch(0, records, producer_id=pid, producer_epoch=epoch, base_sequence=base_sequence)
+            answer = wire.call(ApiKey.PRODUCE, 8, produce_body("idem", data, acks=-1))
+            return dict(answer["responses"][0]["partition_responses"][0])
+
+        assert produce(0, 0, b"a", b"b")["base_offset"] == 0
+        assert produce(2, 0, b"c")["base_offset"] == 2
+        retry = produce(0, 0, b"a", b"b")  # a retry of the first batch: answered with its offset, not stored
+        assert (retry["error_code"], retry["base_offset"]) == (0, 0)
+        gap = produce(5, 0, b"f")
+        assert gap["error_code"] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER and "3 was expected" in gap["error_message"]
+        assert produce(3, 0, b"d")["base_offset"] == 3
+        assert produce(1, 1, b"x")["error_code"] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER  # a new epoch starts at 0
+        assert produce(0, 1, b"e")["base_offset"] == 4
+        assert produce(4, 0, b"late")["error_code"] == ErrorCode.INVALID_PRODUCER_EPOCH  # fenced by epoch 1
+        assert end_offset(wire, "idem") == 5
+        fetched = wire.call(ApiKey.FETCH, 11, fetch_body("idem", 0, 0))
+        [got] = decode_batches(fetched["responses"][0]["partitions"][0]["records"])
+        assert [r.value for r in got.records] == [b"a", b"b", b"c", b"d", b"e"]
+    finally:
+        wire.close()
