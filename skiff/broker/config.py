@@ -186,6 +186,8 @@ class BrokerConfig(TlsSettings):
     """How long a gRPC push consumer's messages stay hidden at a time (the proxy's key)."""
     min_invisible_time_for_recv_ms: int = 10_000
     """The shortest invisible duration a gRPC receive may ask for (the proxy's key)."""
+    enable_topic_message_type_check: bool = True
+    """gRPC sends must match their topic's message.type (the proxy's key); false mixes them."""
     renew_schedule_period_ms: int = 5_000
     """How often push consumers' held messages are looked at for renewal (the proxy's key)."""
     renew_ahead_time_ms: int = 10_000

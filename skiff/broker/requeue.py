@@ -36,6 +36,8 @@ class Retry(NamedTuple):
     topic: str
     queue_nums: int = 1
     """The retry topic is created with this many queues; the copy goes to a random one."""
+    queue_id: int | None = None
+    """The copy's queue instead (a priority topic's retry keeps its priority's queue)."""
     delay_level: int | None = None
     """None: due at once; 0: ``FIRST_RETRY_LEVEL`` + reconsumeTimes (RocketMQ's rule when a
     consumer names no level); more: that level."""
@@ -54,7 +56,9 @@ def requeue(writer: MessageWriter, topics: TopicConfigManager, record: bytes | m
         level = retry.delay_level
         if level == 0:
             level = FIRST_RETRY_LEVEL + head.reconsume_times
-    topics.find_or_create(topic, queue_nums, READ_WRITE)
+    made = topics.find_or_create(topic, queue_nums, READ_WRITE)
+    if retry is not None and retry.queue_id is not None and topic == retry.topic:
+        queue_id = max(0, min(retry.queue_id, made.write_queue_nums - 1))
     return _copy(writer, record, head, topic, queue_id, level)
 
 

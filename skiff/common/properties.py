@@ -39,6 +39,8 @@ class Prop:
     MSG_REGION = "MSG_REGION"
     TRACE_ON = "TRACE_ON"
     SHARDING_KEY = "__SHARDINGKEY"
+    PRIORITY = "_SYS_MSG_PRIORITY_"
+    """RocketMQ 5.4's message priority (0 and up); on a PRIORITY topic it picks the queue."""
     TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
     TIMER_DELAY_SEC = "TIMER_DELAY_SEC"
     TIMER_DELAY_MS = "TIMER_DELAY_MS"

@@ -5,7 +5,8 @@ A consumeMessageOrderly group is made with the admin API and the CLI (every sett
 ``mqadmin updateSubGroup``); a gRPC receive of such a group pops every queue of the topic
 orderly, whatever queue it names (as RocketMQ 5's proxy pops the broker's queue -1): the
 official Node.js client always names queue 0, and messages of queue 3 reached it never.
-A group's retry policy is the backoff its consumers' Settings carry.
+A group's retry policy is the backoff its consumers' Settings carry. A topic's message.type
+decides what 5.x producers may send to it, as the proxy's check.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.errors import ResponseError
 from skiff.protocol.headers.admin import CreateTopicRequestHeader
 from skiff.protocol.v5 import definition_pb2 as pb
+from skiff.protocol.v5 import service_pb2 as rpc
 from skiff.testing.cluster import Cluster
 from skiff.testing.grpc_wire import GrpcWire, first_status, messages
 from skiff.testing.processes import free_port
@@ -68,10 +70,9 @@ def test_an_orderly_group_is_made_and_changed_by_the_admin_api_and_the_cli(clust
         assert proc.returncode == 0, proc.stderr
         return json.loads(proc.stdout)
     assert skiff("consumer", "create", "-g", "G-cli-fifo", "--orderly", "true", "-r", "2")["group"] == "G-cli-fifo"
-    assert skiff("consumer", "update", "-g", "G-cli-fifo", "--consume-enable", "false")["changed"] == {
-        "consume_enable": False}
-    skiff("consumer", "update", "-g", "G-cli-fifo", "-p", '{"type":"EXPONENTIAL","exponentialRetryPolicy":'
-          '{"initial":1000,"max":8000,"multiplier":2}}')
+    changed = skiff("consumer", "update", "-g", "G-cli-fifo", "--consume-enable", "false", "-p",
+                    '{"type":"EXPONENTIAL","exponentialRetryPolicy":{"initial":1000,"max":8000,"multiplier":2}}')
+    assert set(changed["changed"]) == {"consume_enable", "group_retry_policy"}
     [cli] = run(_admin(cluster, lambda admin: admin.consumer_group_configs("G-cli-fifo"))).values()
     assert (cli.consume_message_orderly, cli.retry_max_times, cli.consume_enable) == (True, 2, False)
     assert cli.group_retry_policy == GroupRetryPolicy(RetryPolicyType.EXPONENTIAL, ExponentialRetryPolicy(1000, 8000, 2))
@@ -143,4 +144,50 @@ def test_a_groups_retry_policy_is_its_consumers_backoff(cluster: Cluster):
         assert got.max_attempts == 3 and [d.ToMilliseconds() for d in got.customized_backoff.next] == [1_000, 4_000]
         default = replies["G-default"]  # the broker's delay levels: 1s 5s 10s 30s 1m ... 2h
         assert [d.ToMilliseconds() for d in default.customized_backoff.next][:4] == [1_000, 5_000, 10_000, 30_000]
+    run(test())
+
+
+def test_a_topics_message_type_decides_what_grpc_producers_may_send(cluster: Cluster):
+    def message(topic: str, i: int, **sp: Any) -> pb.Message:
+        return pb.Message(topic=pb.Resource(name=topic), body=b"x", system_properties=pb.SystemProperties(
+            message_id=f"{i:032X}", body_encoding=pb.IDENTITY, **sp))
+    fifo = {"message_type": pb.FIFO, "message_group": "g"}
+    priority = {"message_type": pb.PRIORITY, "priority": 2}
+    normal = {"message_type": pb.NORMAL}
+
+    async def test() -> None:
+        wire, grpc = BrokerWire(cluster.broker_addr()), GrpcWire(cluster.grpc_endpoint)  # type: ignore[attr-defined]
+        try:
+            for topic, kind in (("TNormal", "NORMAL"), ("TFifo", "FIFO"), ("TMixed", "MIXED"), ("TPlain", None),
+                                ("TPriority", "PRIORITY")):
+                header = CreateTopicRequestHeader(topic, "TBW102", 4, 4, 6, "SINGLE_TAG",
+                                                  attributes=f"+message.type={kind}" if kind else None)
+                resp = await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
+                assert resp.code == ResponseCode.SUCCESS, resp.remark
+            answers = {}
+            for n, (topic, sp) in enumerate((("TNormal", fifo), ("TFifo", normal), ("TMixed", fifo), ("TPlain", fifo),
+                                             ("TPlain", priority), ("TMixed", priority), ("TPriority", priority))):
+                sent = await grpc.unary("SendMessage", rpc.SendMessageRequest(messages=[message(topic, n, **sp)]),
+                                        rpc.SendMessageResponse)
+                answers[(topic, pb.MessageType.Name(sp["message_type"]))] = (sent.status.code, sent.status.message,
+                                                                             sent.entries[0].offset)
+            conflict = pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE
+            assert answers[("TNormal", "FIFO")][:2] == (conflict, "the topic TNormal takes NORMAL messages "
+                                                                  "(message.type), not FIFO")
+            assert answers[("TFifo", "NORMAL")][0] == conflict
+            assert answers[("TPlain", "PRIORITY")][0] == conflict and answers[("TMixed", "PRIORITY")][0] == conflict
+            assert {answers[k][0] for k in (("TMixed", "FIFO"), ("TPlain", "FIFO"), ("TPriority", "PRIORITY"))} == {
+                pb.OK}
+            routes = {}
+            for topic in ("TNormal", "TMixed", "TPriority"):
+                route = await grpc.unary("QueryRoute", rpc.QueryRouteRequest(topic=pb.Resource(name=topic)),
+                                         rpc.QueryRouteResponse)
+                routes[topic] = sorted(pb.MessageType.Name(t) for t in route.message_queues[0].accept_message_types)
+            assert routes == {"TNormal": ["NORMAL"], "TMixed": ["DELAY", "FIFO", "NORMAL", "TRANSACTION"],
+                              "TPriority": ["PRIORITY"]}
+            stored = await wire.pull_messages("G-look", "TPriority", 2)  # priority 2: queue 2
+            assert [m.properties.get("_SYS_MSG_PRIORITY_") for m in stored] == ["2"]
+        finally:
+            await wire.close()
+            await grpc.close()
     run(test())

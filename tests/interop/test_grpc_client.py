@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from skiff.common.message import Message
-from skiff.common.names import dlq_topic
+from skiff.common.names import dlq_topic, pop_retry_topic
 from skiff.common.properties import Prop
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.bodies.admin import SubscriptionGroupConfig
@@ -66,6 +66,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
                 header = CreateTopicRequestHeader(topic, "TBW102", 4, 4, 6, "SINGLE_TAG")
                 resp = await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
                 assert resp.code == ResponseCode.SUCCESS, resp.remark
+            header = CreateTopicRequestHeader("GPriority", "TBW102", 4, 4, 6, "SINGLE_TAG",
+                                              attributes="+message.type=PRIORITY")
+            resp = await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
             for group in ("G-push-fifo", "G-fifo-groups"):
                 orderly = SubscriptionGroupConfig(group, retry_max_times=MAX_RETRIES, consume_message_orderly=True)
                 resp = await wire.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, orderly.to_json())
@@ -213,6 +217,25 @@ def test_a_push_consumer_takes_a_thousand_messages_retrying_failures(cluster: Cl
     retried = {body for body, attempt in calls if attempt >= 2}
     assert failing <= retried, sorted(failing - retried)[:10]
     assert len([c for c in calls if c[0] in failing and c[1] == 1]) == len(failing)  # each failed once
+
+
+def test_priority_messages_are_received_highest_first_and_keep_it_when_retried(cluster: Cluster, tmp_path: Path):
+    """A PRIORITY topic (+message.type=PRIORITY, 4 queues: priorities 0-3): a backlog of 40 mixed
+    priorities is received highest first, each priority in send order; a message left un-acked
+    comes back as a retry ahead of every message of a lower priority."""
+    spec = {"topic": "GPriority", "group": "G-priority"}
+    first = run_client(cluster, tmp_path, "priority_backlog", **spec)["priority_backlog"]["got"]
+    assert [(b, p, a) for b, p, a in first] == [(f"p3-{i:02d}", 3, 1) for i in (3, 7, 11, 15)]
+    retry = pop_retry_topic("G-priority", "GPriority")
+
+    async def revived(wire: BrokerWire):
+        resp = await wire.call(RequestCode.GET_MAX_OFFSET, {"topic": retry, "queueId": 3})
+        return resp.code == ResponseCode.SUCCESS and int(resp.ext("offset") or 0) > 0
+    with_wire(cluster.broker_addr(), lambda wire: eventually(lambda: revived(wire), 15, "the retry of p3-03"))
+    rest = run_client(cluster, tmp_path, "priority_rest", left=37, **spec)["priority_rest"]["got"]
+    assert tuple(rest[0]) == ("p3-03", 3, 2)  # the retry keeps its priority: before the other priorities' backlog
+    order = [(p, int(b[3:])) for b, p, _ in rest[1:]]
+    assert order == sorted(order, key=lambda po: (-po[0], po[1])) and len(order) == 36
 
 
 def test_restart_under_a_simple_consumer_loses_nothing(cluster: Cluster, tmp_path: Path):

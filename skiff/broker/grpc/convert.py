@@ -64,6 +64,10 @@ def to_properties(msg: pb.Message, now_ms: int) -> dict[str, str]:
         props[Prop.KEYS] = " ".join(sp.keys)
     if sp.HasField("message_group"):
         props[Prop.SHARDING_KEY] = sp.message_group
+    if sp.HasField("priority") or sp.message_type == pb.PRIORITY:
+        if sp.priority < 0:
+            raise Invalid(pb.BAD_REQUEST, f"the priority {sp.priority} is negative")
+        props[Prop.PRIORITY] = str(sp.priority)
     if sp.HasField("delivery_timestamp"):
         at = _ms(sp.delivery_timestamp)
         if at - now_ms > MAX_DELIVERY_AHEAD_MS:
@@ -128,6 +132,8 @@ def message_type(props: Mapping[str, str]) -> pb.MessageType:
         return pb.DELAY
     if Prop.SHARDING_KEY in props:
         return pb.FIFO
+    if Prop.PRIORITY in props:
+        return pb.PRIORITY
     return pb.NORMAL
 
 
@@ -151,6 +157,8 @@ def to_message(m: StoredMessage, *, receipt_handle: str = "", delivery_attempt: 
         sp.invisible_duration.FromMilliseconds(invisible_ms)
     if Prop.SHARDING_KEY in props:
         sp.message_group = props[Prop.SHARDING_KEY]
+    if props.get(Prop.PRIORITY, "").isdigit():
+        sp.priority = int(props[Prop.PRIORITY])
     delivery = props.get(Prop.TIMER_DELIVER_MS) or props.get(DELIVERY_TIMESTAMP, "")
     if delivery.isdigit():
         sp.delivery_timestamp.CopyFrom(timestamp(int(delivery)))

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import base64
 import zlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import cast
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.grpc.clients import GrpcClientConn, GrpcClients, HalfRef, remember
 from skiff.broker.grpc.convert import Invalid, born_ms, to_properties
+from skiff.broker.grpc.convert import message_type as convert_type
 from skiff.broker.grpc.routes import BrokerQueues, Routes
 from skiff.broker.grpc.status import from_code, refused, status
 from skiff.broker.operations import Outgoing, Refusal, SendOperation, SendRequest, Sent, born_host
@@ -38,6 +40,7 @@ from skiff.common.record import read_head, read_tail
 from skiff.common.stored_message import raw_property
 from skiff.common.sysflag import MessageSysFlag
 from skiff.protocol.bodies.topic import Perm
+from skiff.protocol.bodies.topic_attributes import TopicMessageType, message_type
 from skiff.protocol.codes import ResponseCode
 from skiff.protocol.headers.transaction import EndTransactionRequestHeader
 from skiff.protocol.v5 import definition_pb2 as pb
@@ -46,7 +49,17 @@ from skiff.store import MessageStore
 from skiff.store.timer import CancelStatus
 _TRANSACTION_END = {pb.COMMIT: int(MessageSysFlag.TRANSACTION_COMMIT),
                     pb.ROLLBACK: int(MessageSysFlag.TRANSACTION_ROLLBACK)}
-_TYPES = [pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION]
+_MIXED = (TopicMessageType.NORMAL, TopicMessageType.FIFO, TopicMessageType.DELAY, TopicMessageType.TRANSACTION)
+
+
+def _accepted(kind: TopicMessageType | None) -> tuple[TopicMessageType, ...]:
+    """The message types a topic of this message.type takes (none set: as MIXED)."""
+    return _MIXED if kind is None or kind is TopicMessageType.MIXED else (kind,)
+
+
+def accepted_types(attributes: Mapping[str, str]) -> list[pb.MessageType]:
+    """The route's ``accept_message_types`` of a topic (the client checks its sends against them)."""
+    return [cast(pb.MessageType, pb.MessageType.Value(t.value)) for t in _accepted(message_type(attributes))]
 
 
 def resource(name: str) -> pb.Resource:
@@ -82,6 +95,8 @@ class Producing:
         brokers = await self.routes.brokers(req.topic.name)
         if not brokers:
             return rpc.QueryRouteResponse(status=status(pb.TOPIC_NOT_FOUND, f"topic {req.topic.name} not found"))
+        local = self.topics.get(req.topic.name)  # a topic's attributes are known where it lives (here, or as here)
+        types = accepted_types(local.attributes if local is not None else {})
         queues = []
         for b in brokers:
             broker = self.broker_of(b)
@@ -91,7 +106,7 @@ class Producing:
                 perm = pb.READ_WRITE if readable and writable else pb.READ if readable else pb.WRITE if writable \
                     else pb.NONE
                 queues.append(pb.MessageQueue(topic=req.topic, id=i, permission=perm, broker=broker,
-                                              accept_message_types=_TYPES))
+                                              accept_message_types=types))
         return rpc.QueryRouteResponse(status=status(pb.OK, "OK"), message_queues=queues)
 
     async def send(self, conn: GrpcClientConn, req: rpc.SendMessageRequest) -> rpc.SendMessageResponse:
@@ -115,6 +130,7 @@ class Producing:
                 raise Invalid(pb.MESSAGE_BODY_TOO_LARGE, f"the body is {len(msg.body)} bytes, more than "
                                                          f"{self.clients.max_body_bytes} (maxMessageSize)")
             props = to_properties(msg, now)
+            self._check_type(msg.topic.name, props)
         except Invalid as exc:
             return rpc.SendResultEntry(status=status(exc.code, str(exc)))
         topic = msg.topic.name
@@ -149,6 +165,7 @@ class Producing:
         now, topic = self.clock.now_ms(), messages[0].topic.name
         try:
             props = [to_properties(m, now) for m in messages]
+            self._check_type(topic, props[0])
         except Invalid:
             return None
         if any(not m.body or len(m.body) > self.clients.max_body_bytes for m in messages):
@@ -171,12 +188,31 @@ class Producing:
                 for i, m in enumerate(messages)]
 
     def _queue(self, topic: str, msg: pb.Message) -> int:
-        """The queue for a FIFO message (its group's, always the same), else -1 (any)."""
+        """The queue for a FIFO message (its group's, always the same), for a message of a
+        PRIORITY topic (its priority's: min(priority, writeQueueNums - 1), as RocketMQ 5.4),
+        else -1 (any)."""
         tc = self.topics.get(topic)
         group = msg.system_properties.message_group
-        if tc is None or not group or tc.write_queue_nums <= 0:
+        if tc is None or tc.write_queue_nums <= 0:
+            return -1
+        if message_type(tc.attributes) is TopicMessageType.PRIORITY and msg.system_properties.HasField("priority"):
+            return min(msg.system_properties.priority, tc.write_queue_nums - 1)
+        if not group:
             return -1
         return zlib.crc32(group.encode()) % tc.write_queue_nums
+
+    def _check_type(self, topic: str, props: dict[str, str]) -> None:
+        """Refuse a message of another type than its topic's message.type, as the proxy's
+        ``enableTopicMessageTypeCheck``; a topic without the attribute takes every type but
+        PRIORITY (Skiff's topics before the attribute)."""
+        tc = self.topics.get(topic)
+        if tc is None or not self.config.enable_topic_message_type_check:
+            return
+        actual = TopicMessageType(pb.MessageType.Name(convert_type(props)))
+        accepted = _accepted(message_type(tc.attributes))
+        if actual not in accepted:
+            raise Invalid(pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                          f"the topic {topic} takes {'/'.join(accepted)} messages (message.type), not {actual}")
 
     async def end_transaction(self, conn: GrpcClientConn, req: rpc.EndTransactionRequest) -> rpc.EndTransactionResponse:
         if not req.transaction_id:

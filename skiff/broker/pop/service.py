@@ -45,6 +45,7 @@ from skiff.common.names import pop_retry_topic
 from skiff.common.record import read_head
 from skiff.common.service import Periodic
 from skiff.filter import MessageFilter
+from skiff.protocol.bodies.topic_attributes import TopicMessageType, message_type
 from skiff.protocol.headers.pop import NORMAL_TOPIC, ORDERLY_REVIVE_QID, RETRY_TOPIC, ExtraInfo
 from skiff.store import GetStatus, MessageStore
 
@@ -180,7 +181,9 @@ class PopService:
             return []
         queues = [req.queue_id] if req.queue_id >= 0 else _rotated(tc.read_queue_nums)
         sources = [(req.topic, q, NORMAL_TOPIC) for q in queues]
-        if not req.orderly:
+        if not req.orderly and req.queue_id < 0 and message_type(tc.attributes) is TopicMessageType.PRIORITY:
+            sources = self._by_priority(req, tc.read_queue_nums)
+        elif not req.orderly:
             retry = pop_retry_topic(req.group, req.topic)
             if self.topics.get(retry) is not None:
                 first = random.randrange(100) < self.config.pop_from_retry_probability
@@ -196,6 +199,20 @@ class PopService:
             else:
                 out += self._pop_queue(req, key, kind, now, req.max_nums - len(out))
         return out
+
+    def _by_priority(self, req: PopQuery, queue_nums: int) -> list[tuple[str, int, int]]:
+        """A PRIORITY topic's queues from the highest (queue n holds priority n), each after the
+        retries of its priority (RocketMQ 5.4 reads retries only to fill a batch, so a retried
+        message loses its priority; here it keeps it)."""
+        retry = pop_retry_topic(req.group, req.topic)
+        rtc = self.topics.get(retry)
+        retry_queues = rtc.read_queue_nums if rtc is not None else 0
+        sources = []
+        for q in reversed(range(queue_nums)):
+            if q < retry_queues:
+                sources.append((retry, q, RETRY_TOPIC))
+            sources.append((req.topic, q, NORMAL_TOPIC))
+        return sources
 
     def rest(self, group: str, topic: str) -> int:
         """Messages of ``topic`` past the group's cursors (the pop response's restNum)."""
@@ -368,21 +385,26 @@ class PopService:
         """Copy every due in-flight message to its retry topic (or the DLQ); how many moved."""
         moved = 0
         for key, offset, entry in self.state.due(self.clock.now_ms()):
-            group, topic, _ = key
+            group, topic, queue_id = key
             record = self.store.read_record(entry.commit_log_offset)
-            if record is not None and not self._redeliver(group, topic, record):
+            if record is not None and not self._redeliver(group, topic, queue_id, record):
                 continue
             self.state.remove(key, offset)
             self._commit(key)
             moved += 1
         return moved
 
-    def _redeliver(self, group: str, topic: str, record: bytes) -> bool:
+    def _redeliver(self, group: str, topic: str, queue_id: int, record: bytes) -> bool:
         """To the group's retry topic for ``topic`` (popped from that retry topic: the same), or
-        to the DLQ past the group's retries; False when the copy could not be stored."""
+        to the DLQ past the group's retries; False when the copy could not be stored. A PRIORITY
+        topic's retry topic has its queues, and the copy keeps its priority's queue."""
         prefix = pop_retry_topic(group, "")
         retry = topic if topic.startswith(prefix) else pop_retry_topic(group, topic)
-        return self._put(requeue(self.writer, self.topics, record, group, Retry(retry),
+        tc = self.topics.get(topic)
+        where = Retry(retry)
+        if tc is not None and (topic == retry or message_type(tc.attributes) is TopicMessageType.PRIORITY):
+            where = Retry(retry, tc.read_queue_nums, queue_id=queue_id)
+        return self._put(requeue(self.writer, self.topics, record, group, where,
                                  self.groups.retry_max_times(group)))
 
     def _put(self, made: object) -> bool:

@@ -6,7 +6,9 @@ CREATE_TOPIC header's ``attributes`` field as ``+name=value`` (set) and ``-name`
 Skiff knows ``cleanup.policy`` (DELETE or COMPACTION; RocketMQ 5.1's name),
 ``delete.retention.ms`` (how long a tombstone of a compacted topic stays, Kafka's
 name), and the tier's ``tiered.storage``, ``retention.local.ms`` and
-``retention.tiered.ms`` (docs/tiered-storage.md). RocketMQ marks cleanup.policy unchangeable after creation; Skiff lets an
+``retention.tiered.ms`` (docs/tiered-storage.md), and RocketMQ 5's ``message.type`` (what 5.x
+producers may send to the topic: NORMAL, FIFO, DELAY, TRANSACTION, PRIORITY, or MIXED for the
+first four). RocketMQ marks cleanup.policy unchangeable after creation; Skiff lets an
 update switch it, since compaction only ever reads a topic's existing records.
 Any other name is refused, as RocketMQ refuses unsupported keys.
 """
@@ -70,7 +72,38 @@ def _check_ms(name: str, allow_forever: bool) -> Callable[[str], str]:
     return check
 
 
-_KNOWN = {CLEANUP_POLICY: _check_policy, DELETE_RETENTION_MS: _check_retention, TIERED_STORAGE: _check_bool,
+MESSAGE_TYPE = "message.type"
+
+
+class TopicMessageType(enum.StrEnum):
+    """What a topic takes from 5.x producers (RocketMQ's TopicMessageType, with 5.4's PRIORITY)."""
+
+    NORMAL = "NORMAL"
+    FIFO = "FIFO"
+    DELAY = "DELAY"
+    TRANSACTION = "TRANSACTION"
+    PRIORITY = "PRIORITY"
+    """Queue n holds priority n (the highest queue the highest and above); POP reads higher queues first."""
+    MIXED = "MIXED"
+    """NORMAL, FIFO, DELAY and TRANSACTION (not PRIORITY, as RocketMQ's)."""
+
+
+def _check_message_type(value: str) -> str:
+    try:
+        return TopicMessageType(value.strip().upper()).value
+    except ValueError:
+        raise BodyError(f"{MESSAGE_TYPE}={value!r}: must be one of {', '.join(TopicMessageType)}") from None
+
+
+def message_type(attributes: Mapping[str, str]) -> TopicMessageType | None:
+    """The topic's message.type; None when it has none (a Skiff topic then takes every type
+    but PRIORITY; RocketMQ reads the absence as NORMAL)."""
+    value = attributes.get(MESSAGE_TYPE)
+    return None if value is None else TopicMessageType(value)
+
+
+_KNOWN = {MESSAGE_TYPE: _check_message_type, CLEANUP_POLICY: _check_policy, DELETE_RETENTION_MS: _check_retention,
+          TIERED_STORAGE: _check_bool,
           RETENTION_LOCAL_MS: _check_ms(RETENTION_LOCAL_MS, False),
           RETENTION_TIERED_MS: _check_ms(RETENTION_TIERED_MS, True)}
 

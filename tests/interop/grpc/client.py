@@ -358,6 +358,34 @@ def fifo_groups():
     return {"log": log, "left": left, "restart_at": restart_at}
 
 
+def priority_backlog():
+    """40 messages of priorities 0-3 (interleaved) to a PRIORITY topic; take one batch of 4
+    and leave one of it un-acked, to come back as a retry."""
+    topic = SPEC["topic"]
+    p = Producer(CFG, (topic,))
+    p.startup()
+    for i in range(40):
+        m = message(topic, f"p{i % 4}-{i:02d}".encode())
+        m.priority = i % 4
+        p.send(m)
+    p.shutdown()
+    c = simple(SPEC["group"], topic)
+    got, end = [], time.time() + DEADLINE_S
+    while len(got) < 4 and time.time() < end:
+        got += c.receive(4 - len(got), 1)
+    for m in got[1:]:
+        c.ack(m)
+    c.shutdown()
+    return {"got": [(m.body.decode(), m.priority, m.delivery_attempt) for m in got]}
+
+
+def priority_rest():
+    c = simple(SPEC["group"], SPEC["topic"])
+    got = receive(c, SPEC["left"])
+    c.shutdown()
+    return {"got": [(m.body.decode(), m.priority, m.delivery_attempt) for m in got]}
+
+
 def cross():
     """Receive what the C++ client sent (GCrossIn); send for it to pull (GCrossOut)."""
     c = simple("G-cross", "GCrossIn")
@@ -467,7 +495,7 @@ def offsets():
 
 SCENARIOS = {f.__name__: f for f in (send_receive, fifo, delay, transaction, invisible, filters, share,
                                       restart_before, restart_after, push, push_fifo, cross, spread, errors,
-                                      fifo_groups, push_many)}
+                                      fifo_groups, push_many, priority_backlog, priority_rest)}
 
 if __name__ == "__main__":
     results = {}
