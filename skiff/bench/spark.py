@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from skiff.client import Admin, AsyncProducer, Message
+from skiff.spark.options import DEFAULT_PULL_BATCH_SIZE
 
 TOPIC = "SparkBench"
 SINK_TOPIC = "SparkBenchSink"
@@ -185,8 +186,15 @@ def run_stream(step: str, stream: Any, checkpoint: Path, cpu: CpuMeter) -> Figur
 
 
 def skiff_stream(spark: Any, namesrv: str, topic: str, pull_batch_size: int) -> Any:
-    return spark.readStream.format("skiff").option("namesrvAddr", namesrv).option("topic", topic) \
-        .option("startingOffsets", "earliest").option("pullBatchSize", str(pull_batch_size)).load()
+    """The skiff source over ``topic`` from its start; ``pull_batch_size`` 0 leaves the option unset
+    (the source's own default, what a user who never heard of the option gets)."""
+    reader = spark.readStream.format("skiff").option("namesrvAddr", namesrv).option("topic", topic) \
+        .option("startingOffsets", "earliest")
+    return (reader.option("pullBatchSize", str(pull_batch_size)) if pull_batch_size else reader).load()
+
+
+def batch_label(pull_batch_size: int) -> str:
+    return str(pull_batch_size) if pull_batch_size else f"not set (default {DEFAULT_PULL_BATCH_SIZE})"
 
 
 def measure(spark: Any, args: argparse.Namespace, namesrv: str, work: Path,
@@ -196,11 +204,12 @@ def measure(spark: Any, args: argparse.Namespace, namesrv: str, work: Path,
     fill(namesrv, "SparkBenchWarmup", 2, 2000, args.size)
     run_stream("warm-up", skiff_stream(spark, namesrv, "SparkBenchWarmup", 32), work / "warmup", cpu)
     for size in args.pull_batch_size:
-        figures.append(run_stream(f"skiff source, pullBatchSize {size}", skiff_stream(spark, namesrv, TOPIC, size),
+        figures.append(run_stream(f"skiff source, pullBatchSize {batch_label(size)}",
+                                  skiff_stream(spark, namesrv, TOPIC, size),
                                   work / f"read-{size}", cpu))
     parquet = str(work / "parquet")
     spark.read.format("skiff").option("namesrvAddr", namesrv).option("topic", TOPIC) \
-        .option("pullBatchSize", str(max(args.pull_batch_size))).load().write.parquet(parquet)
+        .option("pullBatchSize", str(max(args.pull_batch_size) or DEFAULT_PULL_BATCH_SIZE)).load().write.parquet(parquet)
     schema = spark.read.parquet(parquet).schema
     figures.append(run_stream("parquet source (ceiling)", spark.readStream.schema(schema).parquet(parquet),
                               work / "read-parquet", cpu))
@@ -230,8 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="queues of the topic and of the sink topic (default 8)")
     parser.add_argument("--master", default="local[2]",
                         help="Spark master URL of the local session (default local[2]: two worker threads)")
-    parser.add_argument("--pull-batch-size", type=int, nargs="+", default=[32, 1024], metavar="N",
-                        help="pullBatchSize values to read with, one streaming read each (default 32 1024; 32 "
+    parser.add_argument("--pull-batch-size", type=int, nargs="+", default=[32, 0], metavar="N",
+                        help="pullBatchSize values to read with, one streaming read each; 0 leaves the option "
+                             f"unset, the source's default ({DEFAULT_PULL_BATCH_SIZE}) (default: 32 0; 32 "
                              "is what a broker with RocketMQ's defaults answers per pull)")
     parser.add_argument("--json", action="store_true",
                         help="print the figures as one JSON list only, no table")

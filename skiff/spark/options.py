@@ -26,8 +26,13 @@ from skiff.spark.errors import SparkOptionError
 SPARK_OWN_OPTIONS = frozenset({"path", "checkpointlocation", "queryname"})
 EARLIEST = "earliest"
 LATEST = "latest"
-DEFAULT_PULL_BATCH_SIZE = 32
-"""RocketMQ's pullBatchSize; the broker's maxTransferCountOnMessageInMemory caps it (1024 by default on Skiff, 32 on RocketMQ)."""
+DEFAULT_PULL_BATCH_SIZE = PULL_MAX_MESSAGES
+"""Messages per pull of a read task: 1024, not RocketMQ's pullBatchSize of 32. A task reads
+a known range in bulk, and at 32 per pull it read a third of the Parquet ceiling against
+57-72 % at 1024 (`skiff bench spark`, docs/performance.md): the per-pull cost (request,
+answer, one Arrow run) was most of it. A broker answers fewer when its caps say so
+(maxTransferCountOnMessageInMemory: 1024 on Skiff, 32 on RocketMQ; 1 MiB of records), and
+the task pulls on from where the answer ended, so the default reads everything from either."""
 DEFAULT_PULL_TIMEOUT_MS = 10_000
 """RocketMQ's consumerPullTimeoutMillis."""
 DEFAULT_PRODUCER_GROUP = "SKIFF_SPARK_PRODUCER"
