@@ -550,7 +550,7 @@ def _check_group(group: str) -> None:
         "update_consumer_group", "consumer_group_configs", "delete_consumer_group", "consumer_groups", "consumer_progress", "consumer_connections", "reset_offset_by_time", "max_offset",
         "min_offset", "search_offset", "earliest_msg_store_time", "update_consumer_offset", "fetch_consumer_offset",
         "message_by_id", "messages_by_key", "message_at", "timer_slots", "cancel_scheduled", "compaction",
-        *USER_ADMIN_METHODS)
+        "tier", *USER_ADMIN_METHODS)
 class Admin(BlockingClient[AsyncAdmin]):
     """The blocking `AsyncAdmin`: same constructor, same methods."""
 

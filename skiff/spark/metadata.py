@@ -16,7 +16,7 @@ import re
 from skiff.client import Admin
 from skiff.client.errors import NoRouteError
 from skiff.common.message import MessageQueue
-from skiff.spark import clients
+from skiff.spark import clients, tier_plan
 from skiff.spark.errors import DataLossError, SparkOptionError
 from skiff.spark.offsets import (
     EARLIEST_MARK,
@@ -46,7 +46,7 @@ def bounds(options: SourceOptions, names: list[str] | None = None) -> Bounds:
     """``[min, max)`` of every readable queue of the topics (fresh from the brokers)."""
     names = topics(options) if names is None else names
     tables = clients.pool().map(lambda t: _topic_bounds(options.namesrv_addr, t), names)
-    return {mq: b for table in tables for mq, b in table.items()}
+    return tier_plan.lower_bounds(options, {mq: b for table in tables for mq, b in table.items()})
 
 
 def _topic_bounds(namesrv_addr: str, topic: str) -> Bounds:

@@ -42,7 +42,7 @@ SOURCE_OPTIONS = frozenset({
     "namesrvaddr", "topic", "topicpattern", "subexpression", "expressiontype", "startingoffsets",
     "startingtimestamp", "endingoffsets", "endingtimestamp", "maxmessagespertrigger", "minpartitions",
     "failondataloss", "pullbatchsize", "pulltimeoutms", "includeproperties", "consumergroup",
-    "maxrecordsperpartition",
+    "maxrecordsperpartition", "tierurl", "tiers3endpoint",
 })
 SINK_OPTIONS = frozenset({"namesrvaddr", "topic", "producergroup", "idempotent", "writeid"})
 
@@ -126,6 +126,9 @@ class SourceOptions:
     pull_timeout_ms: int
     include_properties: bool
     consumer_group: str | None
+    tier_url: str | None = None
+    """file:///dir or s3://bucket/prefix: offsets in the tier are read from it directly (docs/tiered-storage.md)."""
+    tier_s3_endpoint: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -157,6 +160,8 @@ class SourceOptions:
             pull_timeout_ms=r.integer("pullTimeoutMs", DEFAULT_PULL_TIMEOUT_MS, low=1) or 1,
             include_properties=r.boolean("includeProperties", True),
             consumer_group=r.group("consumerGroup", None),
+            tier_url=r.text("tierUrl"),
+            tier_s3_endpoint=r.text("tierS3Endpoint"),
         )
 
     def check_streaming(self) -> None:

@@ -22,16 +22,17 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
-from skiff.spark import metadata
+from skiff.spark import metadata, tier_plan
 from skiff.spark.offsets import Offsets, from_spark, plan_ranges, rate_limit, to_spark
 from skiff.spark.options import EARLIEST, LATEST, SourceOptions
-from skiff.spark.pull import QueueRange, read_range
+from skiff.spark.pull import QueueRange
+from skiff.spark.tier_read import read_partition
 
 
-def _partitions(options: SourceOptions, start: Offsets, end: Offsets) -> list[QueueRange]:
+def _partitions(options: SourceOptions, start: Offsets, end: Offsets) -> list[InputPartition]:
     ranges = plan_ranges(start, end, options.min_partitions, options.max_records_per_partition)
     compacted = metadata.compacted_topics(options, sorted({r.mq.topic for r in ranges}))
-    return [QueueRange.of(r, r.mq.topic in compacted) for r in ranges]
+    return tier_plan.split(options, [QueueRange.of(r, r.mq.topic in compacted) for r in ranges])
 
 
 class SkiffBatchReader(DataSourceReader):
@@ -49,8 +50,7 @@ class SkiffBatchReader(DataSourceReader):
         return _partitions(self.options, start, end)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, QueueRange)
-        return read_range(self.options, partition)
+        return read_partition(self.options, partition)
 
 
 class SkiffStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
@@ -102,8 +102,7 @@ class SkiffStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return _partitions(self.options, begin, stop)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, QueueRange)
-        return read_range(self.options, partition)
+        return read_partition(self.options, partition)
 
     def commit(self, end: dict) -> None:
         metadata.commit_group_offsets(self.options, from_spark(end))

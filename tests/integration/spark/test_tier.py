@@ -1,0 +1,82 @@
+"""The skiff source over a tiered topic: old offsets read by the executors straight from the
+tier's Parquet files, recent ones pulled from the broker, and the whole equal row for row to
+what a read through the broker alone gave while everything was still local; the tier's
+directory also reads with plain ``spark.read.parquet``.
+
+The broker keeps 64 KiB CommitLog files and deletes what retention allows at once; the
+topic's retention.local.ms keeps its files until the reference read is done, then is set to
+0, and the uploaded part goes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql.datasource import InputPartition
+
+from skiff.client import Admin, Message
+from skiff.spark.options import SourceOptions
+from skiff.spark.source import SkiffBatchReader
+from skiff.spark.tier_plan import TierRange
+from skiff.testing.cluster import Cluster
+from skiff.testing.processes import run_skiff
+from skiff.testing.waits import wait_for
+from tests.integration.spark.kit import reader, send, topic_name
+
+pytestmark = pytest.mark.spark
+
+EVERY_HOUR = ";".join(f"{h:02d}" for h in range(24))
+ORDER = ["queue_id", "queue_offset"]
+
+
+@pytest.fixture
+def tiered(tmp_path: Path) -> Iterator[tuple[Cluster, Path]]:
+    tier = tmp_path / "tier"
+    args = [f"--tierStorageUrl=file://{tier}", "--tierSealMs=1", "--tierUploadIntervalMs=3600000",
+            "--fileReservedTime=0", f"--deleteWhen={EVERY_HOUR}", "--cleanResourceInterval=100",
+            "--mappedFileSizeCommitLog=65536"]
+    with Cluster(tmp_path / "cluster", broker_args=args) as running:
+        yield running, tier
+
+
+def skiff_ok(*args: str) -> None:
+    done = run_skiff(list(args))
+    assert done.returncode == 0, done.stdout
+
+
+def test_a_read_spanning_tier_and_broker_equals_the_broker_read_row_for_row(spark, tiered) -> None:
+    cluster, tier = tiered
+    ns = cluster.namesrv_addr
+    topic = topic_name("tiered")
+    skiff_ok("topic", "create", "-t", topic, "-q", "2", "-n", ns, "--attr", "tiered.storage=true",
+             "--attr", "retention.local.ms=3600000")
+    old = [Message.of(topic, f"old-{i}-".encode() * 60, keys=f"k{i}", tags=f"t{i % 3}", properties={"n": str(i)})
+           for i in range(240)]
+    send(ns, old)
+    with Admin(ns) as admin:
+        (b,) = admin.tier(topic, upload=True)  # the uploader's pass now, not at its interval
+        assert b.state is not None and sum(q.uploaded_to for q in b.state.queues) == 240, b
+        send(ns, [Message.of(topic, f"new-{i}", keys=f"n{i}") for i in range(30)])  # only on the broker
+        through_broker = reader(spark, ns, topic).orderBy(*ORDER).collect()
+        assert len(through_broker) == 270
+
+        skiff_ok("topic", "update", "-t", topic, "-q", "2", "-n", ns, "--attr", "retention.local.ms=0")
+        mins = wait_for(lambda: (lambda m: m if all(m) else None)(
+            [q.min_offset for q in admin.topic_status(topic)]), 60, "retention to delete the uploaded files")
+
+    options = {"namesrvAddr": ns, "topic": topic, "tierUrl": f"file://{tier}"}
+    plan: list[InputPartition] = list(SkiffBatchReader(SourceOptions.parse(options)).partitions())
+    tier_ends = {}
+    for p in sorted((p for p in plan if isinstance(p, TierRange)), key=lambda p: (p.queue_id, p.start)):
+        assert p.start == tier_ends.get(p.queue_id, 0), plan  # each queue's tier ranges follow on from 0
+        tier_ends[p.queue_id] = p.end
+    assert sorted(tier_ends) == [0, 1] and [tier_ends[q] >= low for q, low in enumerate(mins)] == [True, True], plan
+
+    spanning = reader(spark, ns, topic, tierUrl=f"file://{tier}").orderBy(*ORDER).collect()
+    assert spanning == through_broker
+
+    plain = spark.read.option("recursiveFileLookup", "true").option("pathGlobFilter", "*.parquet")
+    history = plain.parquet(str(tier / topic)).select(*through_broker[0].__fields__).orderBy(*ORDER).collect()
+    assert history == [r for r in through_broker if r.body.startswith(b"old-")]
