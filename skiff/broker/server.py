@@ -278,16 +278,22 @@ class BrokerServer:
 
     async def _start_kafka(self) -> None:
         """The Kafka protocol listener (docs/kafka.md), unless kafkaListenPort is 0."""
-        if not self.config.kafka_listen_port:
-            return
+        if self.config.kafka_listen_port:
+            await self.start_kafka(self.config.kafka_listen_port)
+
+    async def start_kafka(self, port: int) -> None:
+        """Serve Kafka clients on ``port`` (0: a free one); `ListenError` if it is taken.
+        Public for `skiff up`, whose Kafka port is a try-out's convenience: taken, it is
+        skipped with a warning instead of stopping the broker."""
         waiters = FetchWaiters()
         waiters.start()
         self.store.add_dispatch_listener(waiters.notify)
         service = KafkaService(self.config, self.role, self.operations, self.topics, waiters,
                                lambda: self.kafka.port if self.kafka is not None else 0,
                                self.store_config.file_reserved_time * 3_600_000)
-        self.kafka = KafkaListener(self.config.listen_host, self.config.kafka_listen_port, service)
-        await self.kafka.start()
+        listener = KafkaListener(self.config.listen_host, port, service)
+        await listener.start()
+        self.kafka = listener
 
     def _operations(self) -> Operations:
         cfg, store = self.config, self.store

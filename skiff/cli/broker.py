@@ -48,6 +48,8 @@ log = logging.getLogger("skiff.broker")
 UP_STORE_DIR = "./store"
 UP_METRICS_PORT = 5557
 """`skiff up`'s broker metrics port: RocketMQ 5's metricsPromExporterPort default (the NameServer's is the next)."""
+UP_KAFKA_PORT = 9092
+"""Kafka's own default port: a Kafka client's bootstrap.servers default finds `skiff up`."""
 TRY_OUT_STORE = {
     "mappedFileSizeCommitLog": str(64 << 20),
     "mappedFileSizeConsumeQueue": str(30_000 * 20),
@@ -86,6 +88,9 @@ def register(sub: Any) -> None:
     up.add_argument("--dashboard-port", type=int, default=DEFAULT_PORT,
                     help=f"web dashboard port on --host (default {DEFAULT_PORT}; 0 picks one)")
     up.add_argument("--no-dashboard", action="store_true", help="do not run the web dashboard")
+    up.add_argument("--kafka-port", type=int, default=UP_KAFKA_PORT,
+                    help=f"port of the broker's Kafka listener, for Kafka clients (default {UP_KAFKA_PORT}; 0 turns "
+                         f"it off; skipped with a warning when taken; off with --tls; docs/kafka.md)")
     up.add_argument("--tls", action="store_true",
                     help="serve both doors over TLS only, with a self-signed pair made in the store directory "
                          "(docs/tls.md)")
@@ -136,7 +141,8 @@ def run_up(args: argparse.Namespace, extra: list[str]) -> int:
     if pair is not None:
         log_tls_note(pair)
     try:
-        return run(lambda stop: serve_up(namesrv_config, broker_config, store_config, stop, dashboard))
+        kafka_port = 0 if pair is not None else args.kafka_port
+        return run(lambda stop: serve_up(namesrv_config, broker_config, store_config, stop, dashboard, kafka_port))
     except ListenError as exc:
         # Each server binds its own ports (testing a port first and binding later races with
         # other processes): one that is taken stops `skiff up` with the option that moves it.
@@ -163,13 +169,19 @@ def raise_open_file_limit() -> int:
 
 
 async def serve_broker(config: BrokerConfig, store_config: StoreConfig, stop: asyncio.Event,
-                       dashboard: DashboardServer | None = None) -> int:
+                       dashboard: DashboardServer | None = None, kafka_port: int = 0) -> int:
+    """``kafka_port``: `skiff up`'s Kafka listener, started if that port is free."""
     from skiff.broker import BrokerServer
 
     raise_open_file_limit()  # the broker warns if its queues come near the limit (skiff.broker.open_files)
     server = BrokerServer(config, store_config)
     await server.start()
     try:
+        if kafka_port and server.kafka is None:
+            try:
+                await server.start_kafka(kafka_port)
+            except ListenError as exc:
+                log.warning("%s; the broker runs without it (--kafka-port picks another port)", exc)
         _log_listening(server)
         if dashboard is not None:
             await _start_dashboard(dashboard)
@@ -183,7 +195,7 @@ async def serve_broker(config: BrokerConfig, store_config: StoreConfig, stop: as
 
 
 async def serve_up(namesrv_config: NamesrvConfig, config: BrokerConfig, store_config: StoreConfig,
-                   stop: asyncio.Event, dashboard_at: tuple[str, int] | None = None) -> int:
+                   stop: asyncio.Event, dashboard_at: tuple[str, int] | None = None, kafka_port: int = 0) -> int:
     from skiff.dashboard.server import DashboardServer
     from skiff.dashboard.service import DashboardConfig
     from skiff.namesrv import NamesrvServer
@@ -197,7 +209,8 @@ async def serve_up(namesrv_config: NamesrvConfig, config: BrokerConfig, store_co
         namesrvs = ";".join(dict.fromkeys([local, *config.namesrv_addrs]))
         dashboard = None if dashboard_at is None else DashboardServer(
             DashboardConfig(local, tls=config.client_tls()), *dashboard_at)
-        await serve_broker(dataclasses.replace(config, namesrv_addr=namesrvs), store_config, stop, dashboard)
+        await serve_broker(dataclasses.replace(config, namesrv_addr=namesrvs), store_config, stop, dashboard,
+                           kafka_port)
     finally:
         await namesrv.stop()
     return 0
@@ -217,6 +230,8 @@ def _log_listening(server: BrokerServer) -> None:
     c = server.config
     names = ";".join(c.namesrv_addrs) or "no NameServer"
     metrics = f", metrics at {server.metrics.url(c.advertised_ip)}" if server.metrics is not None else ""
+    if server.kafka is not None:
+        metrics += f", Kafka clients at {c.advertised_ip}:{server.kafka.port}"
     log.info("skiff broker listening on %s:%d, store %s (broker %s of cluster %s, advertised as %s, %s, "
              "registered with %s; %s)%s", c.listen_host, server.port, server.store_config.root, c.broker_name,
              c.broker_cluster_name, server.addr, server.store_config.flush_disk_type.name, names,
