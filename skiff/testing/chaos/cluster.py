@@ -17,7 +17,7 @@ from types import TracebackType
 
 from skiff.broker.ha.etcd_process import EtcdProcess
 from skiff.testing.chaos.lab import Lab, Node
-from skiff.testing.failover import all_in_sync, master_of
+from skiff.testing.failover import all_in_sync, info
 from skiff.testing.ha import ControllerGroup
 
 ETCD_CLIENT_PORT = 2379
@@ -107,8 +107,21 @@ class ChaosCluster:
         return self.lab.nodes[broker_node(broker_id)]
 
     def master(self) -> int | None:
-        """The broker that says it is master now (None: none does)."""
-        return asyncio.run(master_of(self.brokers))
+        """The broker that says it is master in the newest epoch (None: none does). An isolated
+        old master still says it is master (fenced, it refuses sends) until it hears of its
+        successor, so the epoch decides."""
+        return asyncio.run(self._newest_master())
+
+    async def _newest_master(self) -> int | None:
+        best: tuple[int, int] | None = None
+        for i in self.running():
+            if i in self.paused:
+                continue
+            table = await info(self.brokers.addr(i))
+            if table is not None and table["brokerRole"] != "SLAVE":
+                epoch = int(table.get("controllerEpoch") or 0)
+                best = max(best or (epoch, i), (epoch, i))
+        return None if best is None else best[1]
 
     def in_sync(self) -> bool:
         """A master whose SyncStateSet names every broker."""
