@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from skiff.common.limits import TIER_CACHE_MAX_BYTES, TIER_MANIFEST_MAX_BYTES, TIER_ROW_GROUP_MESSAGES
 from skiff.tier.backends import TierBackend, TierError
 from skiff.tier.columns import TIER_SCHEMA
-from skiff.tier.manifest import Manifest, ManifestError, Segment, manifest_file, segment_file
+from skiff.tier.manifest import Manifest, ManifestError, Segment, broker_prefix, manifest_file, segment_file
 
 log = logging.getLogger(__name__)
 
@@ -98,21 +98,21 @@ class Tier:
 
     # -- the manifest --------------------------------------------------------------
 
-    def manifest(self, topic: str) -> Manifest:
-        """The topic's manifest (empty when nothing was tiered yet)."""
-        key = manifest_file(topic)
+    def manifest(self, topic: str, broker: str) -> Manifest:
+        """The manifest of the topic's part in broker group ``broker`` (empty when nothing was tiered yet)."""
+        key = manifest_file(topic, broker)
         if not self.backend.exists(key):
-            return Manifest(topic)
+            return Manifest(topic, broker)
         data = self.backend.get(key)
         if len(data) > TIER_MANIFEST_MAX_BYTES:
             raise ManifestError(f"{self.backend.url}/{key}: {len(data)} bytes, more than a manifest may be")
         m = Manifest.from_bytes(data)
-        if m.topic != topic:
-            raise ManifestError(f"{self.backend.url}/{key} names topic {m.topic!r}, not {topic!r}")
+        if (m.topic, m.broker) != (topic, broker):
+            raise ManifestError(f"{self.backend.url}/{key} is the manifest of {m.topic!r} in {m.broker!r}")
         return m
 
     def write_manifest(self, manifest: Manifest) -> None:
-        self.backend.put(manifest_file(manifest.topic), manifest.to_bytes())
+        self.backend.put(manifest_file(manifest.topic, manifest.broker), manifest.to_bytes())
 
     # -- writing -------------------------------------------------------------------
 
@@ -129,7 +129,7 @@ class Tier:
         times = table.column("store_timestamp").cast(pa.int64()).to_pylist()
         queue_id, first, last = queue_ids.pop(), offsets[0], offsets[-1]
         data = parquet_bytes(table)
-        name = segment_file(manifest.topic, queue_id, first, last)
+        name = segment_file(manifest.topic, manifest.broker, queue_id, first, last)
         self.backend.put(name, data)
         self.steps("file-written")
         seg = Segment(queue_id, first, last, min(times) // 1000, max(times) // 1000, name, table.num_rows, len(data),
@@ -140,11 +140,29 @@ class Tier:
             self.steps("manifest-written")
         return grown, seg
 
+    def expire(self, manifest: Manifest, before_ms: int) -> tuple[Manifest, list[Segment]]:
+        """Drop the files whose newest message was stored before ``before_ms`` (retention.tiered.ms),
+        except each queue's newest file, which says where the queue's tier ends. The manifest
+        without them is written first, then the files go: a reader never finds a listed file
+        missing, and a crash in between leaves unlisted files for `collect_orphans`."""
+        newest = {q: manifest.queue(q)[-1] for q in manifest.queue_ids()}
+        gone = [s for s in manifest.segments if s.last_store_ms < before_ms and newest[s.queue_id] != s]
+        if not gone:
+            return manifest, []
+        kept = manifest.without(gone)
+        self.write_manifest(kept)
+        for seg in gone:
+            log.info("tier %s: %s expired (newest message stored at %d)", self.backend.url, seg.file,
+                     seg.last_store_ms)
+            self.backend.delete(seg.file)
+        return kept, gone
+
     def collect_orphans(self, manifest: Manifest) -> list[str]:
         """Delete the topic's files the manifest does not list (uploads a crash cut off before
         their manifest); the keys deleted."""
-        listed = {s.file for s in manifest.segments} | {manifest_file(manifest.topic)}
-        gone = [k for k in self.backend.list(f"{manifest.topic}/") if k not in listed and k.endswith(".parquet")]
+        listed = {s.file for s in manifest.segments}
+        gone = [k for k in self.backend.list(broker_prefix(manifest.topic, manifest.broker))
+                if k not in listed and k.endswith(".parquet")]
         for key in gone:
             log.info("tier %s: removing %s, which no manifest lists (an upload cut off before its manifest)",
                      self.backend.url, key)

@@ -27,7 +27,7 @@ from skiff.common.clock import Clock
 from skiff.common.limits import TIER_SEGMENT_MAX_BYTES, TIER_SEGMENT_MAX_MESSAGES
 from skiff.common.record import read_head
 from skiff.protocol.bodies.topic import TopicConfig
-from skiff.protocol.bodies.topic_attributes import tiered_storage
+from skiff.protocol.bodies.topic_attributes import retention_tiered_ms, tiered_storage
 from skiff.store import MessageStore
 from skiff.tier.columns import records_to_table
 from skiff.tier.manifest import Manifest
@@ -76,7 +76,7 @@ class TierUploader:
         """The topic's manifest: the one kept, else the tier's (its orphan files then removed)."""
         m = self.manifests.get(topic)
         if m is None:
-            m = self.tier.manifest(topic)
+            m = self.tier.manifest(topic, self.broker_name)
             self.tier.collect_orphans(m)
             self.manifests[topic] = m
         return m
@@ -89,8 +89,15 @@ class TierUploader:
                 if topic is None or tc.topic_name == topic:
                     for q in self.store.queue_ids(tc.topic_name):
                         done = _plus(done, self._upload_queue(tc.topic_name, q))
+                    self._expire(tc)
             self.totals = _plus(self.totals, done)
             return done
+
+    def _expire(self, tc: TopicConfig) -> None:
+        keep_ms = retention_tiered_ms(tc.attributes)
+        if keep_ms >= 0:
+            m, _ = self.tier.expire(self.manifest(tc.topic_name), self.clock.now_ms() - keep_ms)
+            self.manifests[tc.topic_name] = m
 
     def sealed_end(self, topic: str, queue_id: int) -> int:
         """The queue's first offset that may not be uploaded yet (too recent)."""

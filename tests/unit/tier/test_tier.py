@@ -38,14 +38,14 @@ def _tier(backend: TierBackend) -> Tier:
 
 
 def _upload_and_read(tier: Tier) -> None:
-    m = tier.manifest("Orders")
+    m = tier.manifest("Orders", "b")
     assert m.segments == ()
     m, seg1 = tier.upload(m, records_to_table(make_records("Orders", 0, 0, 300), "b"))
     m, seg2 = tier.upload(m, records_to_table(make_records("Orders", 0, 300, 200), "b"))
     assert (seg1.first_offset, seg1.last_offset, seg2.first_offset, seg2.last_offset) == (0, 299, 300, 499)
-    assert tier.manifest("Orders") == m and m.end_offset(0) == 500 and m.remote_bytes() == seg1.size_bytes + seg2.size_bytes
+    assert tier.manifest("Orders", "b") == m and m.end_offset(0) == 500 and m.remote_bytes() == seg1.size_bytes + seg2.size_bytes
     # a read across the two files, from an offset inside the first
-    got = tier.read(tier.manifest("Orders"), 0, 250, 100)
+    got = tier.read(tier.manifest("Orders", "b"), 0, 250, 100)
     assert rows_to_records(got) == make_records("Orders", 0, 250, 100)
     assert rows_to_records(tier.read(m, 0, 450, 1000)) == make_records("Orders", 0, 450, 50)
     assert tier.read(m, 0, 500, 10).num_rows == 0 and tier.read(m, 1, 0, 10).num_rows == 0
@@ -84,29 +84,29 @@ class _ManifestFails:
 
 def _idempotent_and_crash(tier: Tier) -> None:
     table = records_to_table(make_records("T", 1, 0, 40), "b")
-    m1, seg = tier.upload(tier.manifest("T"), table)
+    m1, seg = tier.upload(tier.manifest("T", "b"), table)
     m2, again = tier.upload(m1, table)  # a retry of the same upload
-    assert again == seg and m2 == m1 and len(tier.manifest("T").segments) == 1
-    assert sorted(tier.backend.list("T/")) == sorted([seg.file, manifest_file("T")])
+    assert again == seg and m2 == m1 and len(tier.manifest("T", "b").segments) == 1
+    assert sorted(tier.backend.list("T/")) == sorted([seg.file, manifest_file("T", "b")])
     # the next file lands, its manifest does not: the manifest still ends at 40
     with pytest.raises(TierError):
         Tier(_ManifestFails(tier.backend)).upload(m2, records_to_table(make_records("T", 1, 40, 25), "b"))
-    after = tier.manifest("T")
+    after = tier.manifest("T", "b")
     assert after == m1 and after.end_offset(1) == 40
     assert tier.read(after, 1, 40, 10).num_rows == 0  # the unlisted file is not data
-    assert len(list(tier.backend.list("T/1/"))) == 2
-    assert tier.collect_orphans(after) == ["T/1/00000000000000000040-00000000000000000064.parquet"]
+    assert len(list(tier.backend.list("T/b/1/"))) == 2
+    assert tier.collect_orphans(after) == ["T/b/1/00000000000000000040-00000000000000000064.parquet"]
     # the retry after the restart succeeds and reads back
     m3, _ = tier.upload(after, records_to_table(make_records("T", 1, 40, 30), "b"))
-    assert rows_to_records(tier.read(tier.manifest("T"), 1, 0, 100)) == make_records("T", 1, 0, 70)
+    assert rows_to_records(tier.read(tier.manifest("T", "b"), 1, 0, 100)) == make_records("T", 1, 0, 70)
 
 
 def test_checksum_refuses_a_replaced_file(tmp_path):
     backend = FilesystemBackend(str(tmp_path))
     tier = _tier(backend)
-    m, seg = tier.upload(tier.manifest("T"), records_to_table(make_records("T", 0, 0, 20), "b"))
+    m, seg = tier.upload(tier.manifest("T", "b"), records_to_table(make_records("T", 0, 0, 20), "b"))
     other, _ = Tier(FilesystemBackend(str(tmp_path / "x"))).upload(
-        Manifest("T"), records_to_table(make_records("T", 0, 0, 19), "b"))
+        Manifest("T", "b"), records_to_table(make_records("T", 0, 0, 19), "b"))
     backend.put(seg.file, FilesystemBackend(str(tmp_path / "x")).get(other.segments[0].file))
     with pytest.raises(TierError, match="checksum"):
         _tier(backend).read(m, 0, 0, 5)
@@ -114,12 +114,12 @@ def test_checksum_refuses_a_replaced_file(tmp_path):
 
 def test_manifest_refuses_a_gap_and_bad_json(tmp_path):
     tier = _tier(FilesystemBackend(str(tmp_path)))
-    m, _ = tier.upload(tier.manifest("T"), records_to_table(make_records("T", 0, 0, 10), "b"))
+    m, _ = tier.upload(tier.manifest("T", "b"), records_to_table(make_records("T", 0, 0, 10), "b"))
     with pytest.raises(ManifestError, match="overlaps"):
         tier.upload(m, records_to_table(make_records("T", 0, 9, 5), "b"))
-    tier.backend.put(manifest_file("T"), b"{not json")
+    tier.backend.put(manifest_file("T", "b"), b"{not json")
     with pytest.raises(ManifestError, match="not JSON"):
-        tier.manifest("T")
+        tier.manifest("T", "b")
 
 
 def test_backend_urls(tmp_path):
@@ -140,3 +140,16 @@ def test_source_columns_equal_what_the_spark_source_decodes_from_a_pull():
     tiered = records_to_table(records, "broker-a").select(SOURCE_COLUMNS)
     assert tiered.schema == ARROW_SCHEMA
     assert tiered.to_pylist() == pa.Table.from_batches([pulled]).to_pylist()
+
+
+def test_expiry_drops_old_files_but_each_queues_newest(tmp_path):
+    tier = _tier(FilesystemBackend(str(tmp_path)))
+    m = tier.manifest("T", "b")
+    for first, t0 in ((0, 1_000_000), (10, 2_000_000), (20, 3_000_000)):
+        m, _ = tier.upload(m, records_to_table(make_records("T", 0, first, 10, t0_ms=t0 - first), "b"))
+    m, _ = tier.upload(m, records_to_table(make_records("T", 1, 0, 5, t0_ms=1_000_000), "b"))
+    kept, gone = tier.expire(m, 2_500_000)
+    assert [(s.queue_id, s.first_offset) for s in gone] == [(0, 0), (0, 10)]  # queue 1's only file stays
+    assert tier.manifest("T", "b") == kept and kept.end_offset(0) == 30 and kept.first_offset(0) == 20
+    assert sorted(tier.backend.list("T/b/0/")) == [kept.queue(0)[0].file]
+    assert rows_to_records(tier.read(kept, 0, 0, 100)) == make_records("T", 0, 20, 10, t0_ms=3_000_000 - 20)
