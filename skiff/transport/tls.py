@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import os
 import socket
 import ssl
 from collections.abc import Callable
@@ -28,6 +29,7 @@ from typing import ClassVar
 
 from skiff.common.errors import ConfigError
 from skiff.common.limits import TLS_HANDSHAKE_TIMEOUT_S, TLS_REFUSAL_MAX_BYTES, TLS_SNIFF_TIMEOUT_S
+from skiff.common.service import Periodic
 from skiff.protocol.codes import ResponseCode
 from skiff.protocol.frame import FrameDecoder, FrameError, encode_frame
 
@@ -48,6 +50,9 @@ def starts_tls(data: bytes) -> bool:
 ACCEPT_RETRY_S = 1.0
 """After an accept fails (out of descriptors, say), the listener waits this long before
 accepting again, as asyncio's own servers do, instead of spinning."""
+
+CERT_CHECK_INTERVAL_S = 10.0
+"""How often a TLS port looks at its certificate files for a change (a stat of each)."""
 
 ENFORCING_REMARK = ("this server accepts TLS connections only (tls.server.mode=enforcing): connect with TLS "
                     "(skiff --tls, a Skiff client's tls=, RocketMQ clients -Dtls.enable=true)")
@@ -154,7 +159,7 @@ class TlsSettings:
         """What the listening door serves; None when TLS is disabled."""
         if self.tls_server_mode is TlsMode.DISABLED:
             return None
-        return ServerTls(self.tls_server_mode, server_context(self))
+        return ServerTls(self)
 
     def client_tls(self) -> TlsClientConfig | None:
         """How this process dials (``tls.enable``); None for plaintext."""
@@ -164,10 +169,58 @@ class TlsSettings:
                                self.tls_client_auth_server, self.tls_client_trust_cert_path)
 
 
-@dataclass(frozen=True, slots=True)
 class ServerTls:
-    mode: TlsMode
-    context: ssl.SSLContext
+    """What a TLS-capable port serves: its mode, and the context of its certificate, which
+    `reload_if_changed` replaces when the files change (a renewed certificate is served to new
+    connections without a restart, as RocketMQ's servers watch theirs). Files that changed but
+    cannot be used (a half-written pair) are logged and the old certificate stays."""
+
+    def __init__(self, settings: TlsSettings, check_interval_s: float = CERT_CHECK_INTERVAL_S) -> None:
+        self.mode = settings.tls_server_mode
+        self.check_interval_s = check_interval_s
+        self._settings = settings
+        self._files = WatchedFiles(settings)
+        self.context = server_context(settings)
+
+    def reload_if_changed(self) -> None:
+        if not self._files.changed():
+            return
+        try:
+            self.context = server_context(self._settings)
+        except ConfigError as exc:
+            log.error("the TLS files changed but cannot be used; the previous certificate is still served: %s", exc)
+            return
+        log.info("TLS certificate reloaded from %s", self._settings.tls_server_cert_path)
+
+
+
+class WatchedFiles:
+    """A server's certificate, key and trust files, and whether they changed since last asked
+    (by modification time, size and inode: a file replaced by a rename counts)."""
+
+    def __init__(self, settings: TlsSettings) -> None:
+        self._paths = [settings.tls_server_cert_path, settings.tls_server_key_path]
+        if settings.tls_server_need_client_auth is not ClientAuth.NONE:
+            self._paths.append(settings.tls_server_trust_cert_path)
+        self._stamps = self._now()
+
+    def changed(self) -> bool:
+        now = self._now()
+        if now == self._stamps:
+            return False
+        self._stamps = now
+        return True
+
+    def _now(self) -> tuple[tuple[int, int, int] | None, ...]:
+        return tuple(_stamp(p) for p in self._paths)
+
+
+def _stamp(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
 
 
 def server_context(settings: TlsSettings) -> ssl.SSLContext:
@@ -275,6 +328,8 @@ class SniffingListener:
         self._accepted = accepted
         self._tasks: set[asyncio.Task[None]] = set()
         self._accepting = asyncio.get_running_loop().create_task(self._accept_loop())
+        self._watch = Periodic("tls-certificate-watch", tls.check_interval_s, tls.reload_if_changed)
+        self._watch.start()
 
     @property
     def sockets(self) -> tuple[socket.socket, ...]:
@@ -288,6 +343,7 @@ class SniffingListener:
         self._sock.close()
 
     async def wait_closed(self) -> None:
+        await self._watch.stop()
         await asyncio.gather(self._accepting, *self._tasks, return_exceptions=True)
 
     async def _accept_loop(self) -> None:

@@ -20,6 +20,7 @@ from skiff.transport.certificates import CertificatePair, write_self_signed
 from skiff.transport.loop import run_coroutine
 from skiff.transport.tls import ENFORCING_REMARK
 
+pytestmark = pytest.mark.xdist_group("tls")  # one cluster for the module, on one worker
 TOPIC = "TlsTopic"
 
 

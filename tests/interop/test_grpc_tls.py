@@ -23,7 +23,7 @@ from skiff.testing.processes import SkiffProcess, free_port, start_skiff
 from skiff.transport.loop import run_coroutine
 from tests.interop.test_grpc_client import rmq5_python
 
-pytestmark = pytest.mark.interop
+pytestmark = [pytest.mark.interop, pytest.mark.xdist_group("grpc-tls")]  # one `skiff up` for the module
 
 SCRIPT = Path(__file__).resolve().parent / "grpc" / "tls_client.py"
 TOPIC = "GTls"

@@ -3,7 +3,8 @@
 grpcio serves one port either with TLS or without and cannot look at a connection's first
 bytes first, so the gRPC door cannot be ``permissive`` the way the remoting door is: it
 serves TLS when ``tls.server.mode=enforcing`` and plaintext otherwise (permissive keeps the
-plaintext 5.x clients working while remoting clients move to TLS). See docs/tls.md.
+plaintext 5.x clients working while remoting clients move to TLS). A renewed certificate is
+served to new connections without a restart, as on the remoting door. See docs/tls.md.
 """
 
 from __future__ import annotations
@@ -12,18 +13,39 @@ import logging
 
 import grpc
 
-from skiff.transport.tls import ClientAuth, TlsMode, TlsSettings, server_pem
+from skiff.common.errors import ConfigError
+from skiff.transport.tls import ClientAuth, TlsMode, TlsSettings, WatchedFiles, server_pem
 
 log = logging.getLogger(__name__)
 
 
 def grpc_credentials(settings: TlsSettings) -> grpc.ServerCredentials | None:
-    """The gRPC port's credentials; None serves it plaintext."""
+    """The gRPC port's credentials; None serves it plaintext. grpcio asks ``fetch`` at every new
+    connection, which looks at the files' stamps and reads them only when they changed."""
     if settings.tls_server_mode is TlsMode.PERMISSIVE:
         log.info("the gRPC endpoint serves plaintext: grpcio cannot serve TLS and plaintext on one port "
                  "(tls.server.mode=permissive; enforcing serves it over TLS)")
     if settings.tls_server_mode is not TlsMode.ENFORCING:
         return None
+    files = WatchedFiles(settings)
+
+    def fetch() -> grpc.ServerCertificateConfiguration | None:
+        if not files.changed():
+            return None
+        try:
+            configuration = _configuration(settings)
+        except ConfigError as exc:
+            log.error("the TLS files changed but cannot be used; the gRPC endpoint keeps the previous "
+                      "certificate: %s", exc)
+            return None
+        log.info("gRPC endpoint: TLS certificate reloaded from %s", settings.tls_server_cert_path)
+        return configuration
+
+    return grpc.dynamic_ssl_server_credentials(
+        _configuration(settings), fetch,
+        require_client_authentication=settings.tls_server_need_client_auth is ClientAuth.REQUIRE)
+
+
+def _configuration(settings: TlsSettings) -> grpc.ServerCertificateConfiguration:
     chain, key, trust = server_pem(settings)
-    return grpc.ssl_server_credentials([(key, chain)], root_certificates=trust,
-                                       require_client_auth=settings.tls_server_need_client_auth is ClientAuth.REQUIRE)
+    return grpc.ssl_server_certificate_configuration([(key, chain)], root_certificates=trust)

@@ -227,3 +227,46 @@ def test_a_tls_port_in_use_is_a_listen_error(certs):
             await second.start()
 
     run_coroutine(with_server(settings(certs, TlsMode.ENFORCING), work))
+
+
+def test_a_renewed_certificate_is_served_without_a_restart(tmp_path: Path, caplog):
+    import shutil
+
+    from skiff.testing.waits import eventually
+    from skiff.transport.tls import ServerTls
+
+    old, new = write_self_signed(tmp_path / "old", "server"), write_self_signed(tmp_path / "new", "server")
+    live = CertificatePair(tmp_path / "live.crt", tmp_path / "live.key")
+    shutil.copy(old.cert_path, live.cert_path)
+    shutil.copy(old.key_path, live.key_path)
+    settings = TlsSettings(tls_server_mode=TlsMode.ENFORCING, tls_server_cert_path=str(live.cert_path),
+                           tls_server_key_path=str(live.key_path))
+
+    def trusting(pair: CertificatePair) -> RemotingClient:
+        return RemotingClient(tls=TlsClientConfig(auth_server=True, trust_cert_path=str(pair.cert_path)))
+
+    async def accepts(pair: CertificatePair, addr: str) -> bool:
+        try:
+            return (await using(trusting(pair), addr)).code == ResponseCode.SUCCESS
+        except ConnectFailed:
+            return False
+
+    async def main() -> None:
+        server = RemotingServer("127.0.0.1", 0, {ECHO: echo}, tls=ServerTls(settings, check_interval_s=0.05))
+        await server.start()
+        addr = f"127.0.0.1:{server.port}"
+        try:
+            assert await accepts(old, addr) and not await accepts(new, addr)
+            live.cert_path.write_text("half-written")  # unusable: logged, the old pair is still served
+            await eventually(lambda: "cannot be used" in caplog.text, 5, "the unusable files logged")
+            assert await accepts(old, addr)
+            shutil.copy(new.key_path, live.key_path)
+            shutil.copy(new.cert_path, live.cert_path)
+            await eventually(lambda: accepts(new, addr), 5, "the renewed certificate served")
+            assert not await accepts(old, addr)
+        finally:
+            await server.stop(0.5)
+
+    with caplog.at_level(logging.INFO, logger="skiff.transport.tls"):
+        run_coroutine(main())
+    assert "TLS certificate reloaded from" in caplog.text
