@@ -109,7 +109,7 @@ def measured(conn: Connection, chunks: Sequence[bytes]) -> None:
 async def run(args: argparse.Namespace) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="skiff-send-path-") as root:
         flush = FlushDiskType.SYNC_FLUSH if args.sync_flush else FlushDiskType.ASYNC_FLUSH
-        broker = BrokerServer(BrokerConfig(listen_port=0, listen_host="127.0.0.1"),
+        broker = BrokerServer(BrokerConfig(listen_port=0, listen_host="127.0.0.1", grpc_server_port=0),
                               StoreConfig(store_path_root_dir=root, flush_disk_type=flush,
                                           mapped_file_size_commit_log=256 << 20))
         await broker.start()

@@ -28,8 +28,8 @@ import orjson
 from skiff.common import kernels
 from skiff.common.errors import DecodeError
 from skiff.common.limits import FRAME_MAX_BYTES
-from skiff.protocol.codes import LanguageCode, SerializeType
-from skiff.protocol.command import Buffer, RemotingCommand, ext_value
+from skiff.protocol.codes import SKIFF_VERSION, LanguageCode, SerializeType
+from skiff.protocol.command import RPC_TYPE_RESPONSE, Buffer, RemotingCommand, ext_value
 
 _PREFIX = struct.Struct(">ii")
 _RMQ_FIXED = struct.Struct(">hbhii")
@@ -105,6 +105,19 @@ def encode_frame(cmd: RemotingCommand) -> list[Buffer]:
     if len(prefix) + body_len > FRAME_MAX_BYTES:
         raise FrameError(f"frame of {len(prefix) + body_len} bytes exceeds the {FRAME_MAX_BYTES}-byte limit")
     return [prefix, *body]
+
+
+def answer_frame(request: RemotingCommand, code: int, remark: str | None, ext: dict[str, str]) -> bytes:
+    """The whole frame of a body-less response to ``request``, as ``encode_frame`` of the
+    `RemotingCommand` would give it, without making one (a single send's answer: the JSON
+    header in one kernel call)."""
+    if request.serialize_type == SerializeType.JSON:
+        args = (int(SerializeType.JSON), code, "PYTHON", SKIFF_VERSION, request.opaque, RPC_TYPE_RESPONSE, remark, ext, 0)
+        head = _json_head_kernel(*args)
+        if head is not None and len(head) <= FRAME_MAX_BYTES:
+            return head
+    return encode_frame_bytes(RemotingCommand(code=code, opaque=request.opaque, flag=RPC_TYPE_RESPONSE, ext_fields=ext,
+                                              remark=remark, serialize_type=request.serialize_type))
 
 
 def encode_frame_bytes(cmd: RemotingCommand) -> bytes:

@@ -50,8 +50,12 @@ log = logging.getLogger(__name__)
 HandlerResult = Union[RemotingCommand, None, LateAnswer, Awaitable[Union[RemotingCommand, None]]]
 Handler = Callable[["Connection", RemotingCommand], HandlerResult]
 """Answers one request: a response, None for no answer, a late answer, or an awaitable."""
-BatchHandler = Callable[["Connection", list[RemotingCommand]], list[HandlerResult]]
-"""Answers the requests that arrived together (one read), in their order, each as a `Handler` would."""
+Answer = Union[RemotingCommand, bytes]
+"""A response, or its whole frame already encoded for the request (its opaque and serialization)."""
+BatchResult = Union[Answer, None, LateAnswer, Awaitable[Union[Answer, None]]]
+BatchHandler = Callable[["Connection", list[RemotingCommand]], list[BatchResult]]
+"""Answers the requests that arrived together (one read), in their order, each as a `Handler` would,
+or with its answer's frame already encoded (the single sends' path: no command per answer)."""
 
 
 class Batched:
@@ -456,9 +460,9 @@ class Connection(asyncio.Protocol):
         for cmd, result in zip(cmds, results):
             self._settle(cmd, result)
 
-    def _settle(self, cmd: RemotingCommand, result: HandlerResult) -> None:
+    def _settle(self, cmd: RemotingCommand, result: BatchResult) -> None:
         """Where a handler's result goes: written now, owed (a late answer), or awaited."""
-        if result is None or type(result) is RemotingCommand:
+        if result is None or type(result) is RemotingCommand or type(result) is bytes:
             self._reply(cmd, result)
         elif isinstance(result, LateAnswer):
             self._owe(cmd, result)
@@ -471,11 +475,15 @@ class Connection(asyncio.Protocol):
             self._pause_reading(_PAUSED_BY_HANDLERS)
         answer.then(self._late_answered, cmd)
 
-    def _late_answered(self, cmd: RemotingCommand, response: RemotingCommand) -> None:
+    def _late_answered(self, cmd: RemotingCommand, response: Answer) -> None:
         """Written at once when it was the last answer owed here (a producer waiting on each
         send); else with the others the same callback gives, at the end of the loop step."""
         self._late -= 1
-        if not cmd.flag & RPC_ONEWAY:
+        if type(response) is bytes:
+            if not cmd.flag & RPC_ONEWAY and self.close_reason is None:
+                self._output.write([response], not self._late)
+        elif not cmd.flag & RPC_ONEWAY:
+            assert isinstance(response, RemotingCommand)
             response.opaque = cmd.opaque
             response.flag |= RPC_TYPE_RESPONSE
             self.send(response, not self._late)
@@ -526,9 +534,14 @@ class Connection(asyncio.Protocol):
             log.exception("handler of request code %d from %s failed: %s", cmd.code, self.peer_addr, text)
         return cmd.response(ResponseCode.SYSTEM_ERROR, text)
 
-    def _reply(self, request: RemotingCommand, response: RemotingCommand | None) -> None:
+    def _reply(self, request: RemotingCommand, response: Answer | None) -> None:
         if response is None or request.flag & RPC_ONEWAY:
             return
+        if type(response) is bytes:
+            if self.close_reason is None:
+                self._output.write([response])
+            return
+        assert isinstance(response, RemotingCommand)
         response.opaque = request.opaque
         response.flag |= RPC_TYPE_RESPONSE
         self.send(response)

@@ -16,8 +16,10 @@ object and the door's encoding is done where the bytes leave.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
 import functools
+import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol, TypeVar
@@ -129,6 +131,8 @@ class SendOperation:
         self.writer = writer
         self.stats = stats
         self.sync_replicas = sync_replicas
+        self._flush_waiters: dict[concurrent.futures.Future[PutStatus], list[FlushedAnswer[typing.Any]]] = {}
+        """SYNC_FLUSH answers by the flush future they wait for (one per append)."""
 
     def send(self, req: SendRequest, answer: Callable[[Sent], T]) -> T | Refusal | LateAnswer[T] | Awaitable[T]:
         if req.batch:
@@ -213,7 +217,7 @@ class SendOperation:
             return answer(sent)
         replicas = self.sync_replicas if self.role.is_sync_master else None
         if replicas is None:
-            return answer(sent) if result.flushed is None else self._after_flush(sent, None, answer)
+            return answer(sent) if result.flushed is None else self._when_flushed(sent, answer)
         end = result.physical_offset + result.wrote_bytes
         if result.flushed is None:  # ASYNC_FLUSH under SYNC_MASTER: one late answer, no future
             late = ReplicatedAnswer(sent, answer)
@@ -227,6 +231,26 @@ class SendOperation:
         at_once = replicas.replicate(end, settle)
         return self._after_flush(sent, acked if at_once is None else at_once, answer)
 
+    def _when_flushed(self, sent: Sent, answer: Callable[[Sent], T]) -> LateAnswer[T]:
+        """SYNC_FLUSH group commit: a late answer given when the fsync covering ``sent`` is done.
+        The sends of one append share its flush future, and one callback from the flusher's
+        thread answers all of them in one loop step (no task, no future per send)."""
+        late = FlushedAnswer(sent, answer)
+        future = sent.result.flushed
+        assert future is not None
+        waiting = self._flush_waiters.get(future)
+        if waiting is None:
+            waiting = self._flush_waiters[future] = []
+            loop = asyncio.get_running_loop()
+            future.add_done_callback(lambda done: loop.call_soon_threadsafe(self._flushed, done))
+        waiting.append(late)
+        return late
+
+    def _flushed(self, future: concurrent.futures.Future[PutStatus]) -> None:
+        status = PutStatus.FLUSH_DISK_TIMEOUT if future.cancelled() else future.result()
+        for late in self._flush_waiters.pop(future, ()):
+            late.settle(status)
+
     async def _after_flush(self, sent: Sent, acked: PutStatus | asyncio.Future[bool] | None,
                            answer: Callable[[Sent], T]) -> T:
         """The answer once the fsync (SYNC_FLUSH) and a slave (SYNC_MASTER) have the message;
@@ -238,11 +262,7 @@ class SendOperation:
             acked = PutStatus.PUT_OK if await acked else PutStatus.FLUSH_SLAVE_TIMEOUT
         if acked is not None and acked is not PutStatus.PUT_OK:
             return answer(replicated(sent, acked))
-        if flushed is not PutStatus.PUT_OK:
-            sent = Sent(dataclasses.replace(result, status=flushed,
-                                            reason="the fsync did not finish within syncFlushTimeout"), sent.queue_id,
-                        sent.index)
-        return answer(sent)
+        return answer(flush_failed(sent, flushed))
 
     def _create(self, topic: str, template: str, queue_nums: int) -> TopicConfig | None:
         if is_retry_topic(topic):
@@ -262,6 +282,27 @@ class SendOperation:
         flags = req.sys_flag & _CLIENT_FLAGS & ~_COMPRESSED
         return self.writer.batch(req.topic, queue_id, records, flags, req.born_ms, req.born_host,
                                  req.reconsume_times), outer
+
+
+class FlushedAnswer(LateAnswer[T]):
+    """A SYNC_FLUSH send's answer, given once the fsync that covers it is done (`settle`)."""
+
+    __slots__ = ("sent", "answer")
+
+    def __init__(self, sent: Sent, answer: Callable[[Sent], T]) -> None:
+        super().__init__()
+        self.sent, self.answer = sent, answer
+
+    def settle(self, status: PutStatus) -> None:
+        self.give(self.answer(flush_failed(self.sent, status)))
+
+
+def flush_failed(sent: Sent, status: PutStatus) -> Sent:
+    """``sent`` as its fsync's outcome leaves it: stored, and FLUSH_DISK_TIMEOUT if the fsync was late."""
+    if status is PutStatus.PUT_OK:
+        return sent
+    return Sent(dataclasses.replace(sent.result, status=status, reason="the fsync did not finish within syncFlushTimeout"),
+                sent.queue_id, sent.index)
 
 
 class ReplicatedAnswer(LateAnswer[T]):

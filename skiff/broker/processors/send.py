@@ -24,9 +24,10 @@ from skiff.broker.operations.send_requests import send_requests
 from skiff.common.errors import SkiffError
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RPC_TYPE_RESPONSE, RemotingCommand
-from skiff.protocol.headers.send import SendMessageRequestHeader, decode_send_request
+from skiff.protocol.frame import answer_frame
+from skiff.protocol.headers.send import SendMessageRequestHeader, decode_send_request, send_fields
 from skiff.store import PutStatus
-from skiff.transport.connection import Batched, Connection, Handler, HandlerResult
+from skiff.transport.connection import Batched, BatchResult, Connection, Handler
 from skiff.transport.late import LateAnswer
 
 STATUS_CODES = {
@@ -67,34 +68,50 @@ class SendProcessor:
         }
 
     def send(self, conn: Connection, req: RemotingCommand) -> Answered:
-        h = decode_send_request(req.code, req.ext_fields)
-        sent = self.operation.send(send_request(h, bytes(req.body), born_host(conn.peer)), self.answer_to(req))
+        sent = self.operation.send(request_of(req, born_host(conn.peer)), self.answer_to(req))
         return req.response(sent.code, sent.reason) if isinstance(sent, Refusal) else sent
 
-    def send_all(self, conn: Connection, reqs: list[RemotingCommand]) -> list[HandlerResult]:
-        """The sends one read brought, appended together per queue (`send_requests`); a header
-        that does not decode fails its own request only."""
+    def send_all(self, conn: Connection, reqs: list[RemotingCommand]) -> list[BatchResult]:
+        """The sends one read brought, appended together per queue (`send_requests`), each
+        answered with its frame encoded at once (`answer_frame`, no command per answer); a
+        header that does not decode fails its own request only."""
         host = born_host(conn.peer)
-        out: list[HandlerResult] = [None] * len(reqs)
+        out: list[BatchResult] = [None] * len(reqs)
         requests: list[SendRequest] = []
         taken: list[int] = []
         for i, req in enumerate(reqs):
             try:
-                requests.append(send_request(decode_send_request(req.code, req.ext_fields), bytes(req.body), host))
+                requests.append(request_of(req, host))
             except SkiffError as exc:
-                out[i] = req.response(ResponseCode.SYSTEM_ERROR, str(exc) or type(exc).__name__)
+                out[i] = answer_frame(req, ResponseCode.SYSTEM_ERROR, str(exc) or type(exc).__name__, {})
                 continue
             taken.append(i)
-        outcomes = send_requests(self.operation, requests, [self.answer_to(reqs[i]) for i in taken])
+        outcomes = send_requests(self.operation, requests, [self.frame_to(reqs[i]) for i in taken])
         for i, sent in zip(taken, outcomes):
-            req = reqs[i]
-            out[i] = req.response(sent.code, sent.reason) if isinstance(sent, Refusal) else sent
+            out[i] = answer_frame(reqs[i], sent.code, sent.reason, {}) if isinstance(sent, Refusal) else sent
         return out
 
     def answer_to(self, req: RemotingCommand) -> Callable[[Sent], RemotingCommand]:
         """How a stored send of ``req`` is answered (called once, when it is settled)."""
         extra = self._extra
         return lambda sent: put_response(req, sent, extra)
+
+    def frame_to(self, req: RemotingCommand) -> Callable[[Sent], bytes]:
+        """`answer_to`, as the answer's encoded frame (the batched path's)."""
+        extra = self._extra
+        return lambda sent: answer_frame(req, *put_fields(sent, extra))
+
+
+def request_of(req: RemotingCommand, host: bytes) -> SendRequest:
+    """The `SendRequest` of a send: its header read straight (`send_fields`), or decoded as a header
+    object where it is not plain (raises `HeaderError` when it does not decode)."""
+    body = req.body if type(req.body) is bytes else bytes(req.body)
+    f = send_fields(req.code, req.ext_fields)
+    if f is None:
+        return send_request(decode_send_request(req.code, req.ext_fields), body, host)
+    topic, queue_id, properties, flag, sys_flag, born_ms, reconsume_times, batch, template, queue_nums = f
+    return SendRequest(topic, queue_id, body, properties, flag, sys_flag, born_ms, host, reconsume_times, batch,
+                       template, queue_nums)
 
 
 def send_request(h: SendMessageRequestHeader, body: bytes, host: bytes) -> SendRequest:
@@ -104,13 +121,13 @@ def send_request(h: SendMessageRequestHeader, body: bytes, host: bytes) -> SendR
         batch=h.batch, template=h.default_topic, template_queue_nums=h.default_topic_queue_nums)
 
 
-def put_response(req: RemotingCommand, sent: Sent, extra: dict[str, str] | None = None) -> RemotingCommand:
-    """The response to a send (or send-back) from what the store made of it; built as the
-    command itself (its fields are strings already), one per send on the hot path."""
+def put_fields(sent: Sent, extra: dict[str, str] | None = None) -> tuple[int, str | None, dict[str, str]]:
+    """The code, remark and extFields of the answer to a send (or send-back), from what the
+    store made of it."""
     result = sent.result
     code = STATUS_CODES[result.status]
     if code not in _WITH_RESULT:
-        return req.response(code, result.reason or result.status.name)
+        return code, result.reason or result.status.name, {}
     ext = {
         "msgId": ",".join(sent.msg_ids),
         "queueId": str(sent.queue_id),
@@ -118,5 +135,12 @@ def put_response(req: RemotingCommand, sent: Sent, extra: dict[str, str] | None 
     }
     if extra:
         ext.update(extra)
-    return RemotingCommand(code=code, opaque=req.opaque, flag=RPC_TYPE_RESPONSE, ext_fields=ext,
-                           remark=result.reason or None, serialize_type=req.serialize_type)
+    return code, result.reason or None, ext
+
+
+def put_response(req: RemotingCommand, sent: Sent, extra: dict[str, str] | None = None) -> RemotingCommand:
+    """The response to a send (or send-back), built as the command itself (its fields are strings
+    already)."""
+    code, remark, ext = put_fields(sent, extra)
+    return RemotingCommand(code=code, opaque=req.opaque, flag=RPC_TYPE_RESPONSE, ext_fields=ext, remark=remark,
+                           serialize_type=req.serialize_type)

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from typing import NamedTuple
 
+from skiff.common import kernels
+from skiff.common.config import snake_to_camel
 from skiff.protocol.codes import RequestCode
 from skiff.protocol.headers.base import Header, Int32
 
@@ -84,6 +87,71 @@ def decode_send_request(code: int, ext: Mapping[str, str] | None) -> SendMessage
     if code in V2_CODES:
         return SendMessageRequestHeaderV2.from_ext(ext)
     return SendMessageRequestHeader.from_ext(ext)
+
+
+class SendFields(NamedTuple):
+    """What a broker's send takes from a send header, in `send_fields`' order."""
+
+    topic: str
+    queue_id: int
+    properties: str
+    flag: int
+    sys_flag: int
+    born_timestamp: int
+    reconsume_times: int
+    batch: bool
+    default_topic: str
+    default_topic_queue_nums: int
+
+
+_INT32 = (-(2**31), 2**31 - 1)
+_INT64 = (-(2**63), 2**63 - 1)
+_V1_WIRE = tuple(snake_to_camel(name) for name in _FIELDS)
+_V2_WIRE = tuple(SendMessageRequestHeaderV2.WIRE_NAMES[name] for name in _FIELDS)
+
+
+def _number(raw: str | None, bounds: tuple[int, int]) -> int | None:
+    """Plain ASCII digits with an optional minus, at most 18 of them (the compiled twin reads
+    the same), within ``bounds``; anything else is left to the header decode."""
+    if raw is None or not raw.isascii() or not 0 < len(raw.removeprefix("-")) <= 18 \
+            or not raw.removeprefix("-").isdigit():
+        return None
+    v = int(raw)
+    return v if bounds[0] <= v <= bounds[1] else None
+
+
+def _flag(raw: str | None) -> bool | None:
+    if raw is None or raw == "false" or raw == "0" or raw == "":
+        return False
+    return True if raw == "true" or raw == "1" else None
+
+
+def send_fields_py(code: int, ext: Mapping[str, str] | None) -> SendFields | None:
+    """The fields a send needs, read straight from ``ext`` (one dict lookup each, no header
+    object: the single-send path runs this once per request), or None when the header is not
+    one this reads exactly as `decode_send_request` would (a missing field, a fraction, a value
+    out of range, an unusual boolean): the caller then decodes it with `decode_send_request`,
+    which also says what is wrong. Every field `decode_send_request` checks is checked."""
+    if ext is None:
+        return None
+    group, topic, template, queue_nums, queue_id, sys_flag, born, flag, props, reconsume, unit, batch, \
+        max_reconsume, _ = map(ext.get, _V2_WIRE if code in V2_CODES else _V1_WIRE)
+    if group is None or topic is None or template is None:
+        return None
+    nums, qid, sflag, born_ms, fl = (_number(queue_nums, _INT32), _number(queue_id, _INT32),
+                                     _number(sys_flag, _INT32), _number(born, _INT64), _number(flag, _INT32))
+    if nums is None or qid is None or sflag is None or born_ms is None or fl is None:
+        return None
+    reconsume_times = 0 if not reconsume else _number(reconsume, _INT32)
+    unit_mode, is_batch = _flag(unit), _flag(batch)
+    if reconsume_times is None or unit_mode is None or is_batch is None or (
+            max_reconsume and _number(max_reconsume, _INT32) is None):
+        return None
+    return SendFields(topic, qid, props or "", fl, sflag, born_ms, reconsume_times, is_batch, template, nums)
+
+
+send_fields = kernels.select("send_fields", send_fields_py, "skiff.protocol._frames")
+"""`send_fields_py`, compiled where built (a plain tuple of the same fields)."""
 
 
 @dataclass(frozen=True, slots=True)

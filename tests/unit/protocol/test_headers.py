@@ -4,6 +4,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from skiff.common import kernels
+from skiff.common.config import snake_to_camel
 from skiff.protocol.codes import RequestCode, SerializeType
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.frame import FrameDecoder, encode_frame_bytes
@@ -13,6 +15,7 @@ from skiff.protocol.headers.send import (
     SendMessageRequestHeader,
     SendMessageRequestHeaderV2,
     decode_send_request,
+    send_fields_py,
 )
 from tests.unit.protocol.strategies import header_strategy
 
@@ -66,3 +69,37 @@ def test_header_classes_are_frozen_slotted_dataclasses():
     for cls in HEADER_CLASSES:
         assert issubclass(cls, Header) and dataclasses.is_dataclass(cls)
         assert cls.__dataclass_params__.frozen and "__slots__" in cls.__dict__, cls
+
+
+# -- send_fields: the single-send path's direct read of a send header ---------------------------
+
+_SEND_VALUES = st.one_of(st.none(), st.sampled_from(["", "0", "1", "-1", "7", "true", "false", "TRUE", " 3", "1.5",
+                                                     "2147483648", "-2147483649", "9223372036854775808", "x", "nan",
+                                                     "1_0", "\u0663"]), st.text(max_size=6))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE]),
+       st.lists(_SEND_VALUES, min_size=14, max_size=14), st.booleans())
+def test_send_fields_read_what_decode_send_request_reads(code: int, values: list[str | None], plain: bool) -> None:
+    """Equal to the header decode where it answers, None wherever the decode refuses the header;
+    the compiled twin (where built) gives what the reference gives."""
+    names = (SendMessageRequestHeaderV2.WIRE_NAMES.values() if code != RequestCode.SEND_MESSAGE
+             else [snake_to_camel(f.name) for f in dataclasses.fields(SendMessageRequestHeader)])
+    if plain:  # a header as clients send it, with one field at random changed
+        base = ["PG", "T", "TBW102", "4", "1", "0", "1700000000000", "0", "A\x01b\x02", "", "false", "false", None, None]
+        k = len(values[0] or "") % 14
+        values = base[:k] + values[k:k + 1] + base[k + 1:]
+    ext = {name: v for name, v in zip(names, values) if v is not None}
+    fast = send_fields_py(code, ext)
+    twin = kernels.compiled("send_fields", "skiff.protocol._frames")
+    if twin is not None and not kernels.DISABLED:
+        assert twin(code, ext) == fast
+    try:
+        h = decode_send_request(code, ext)
+    except HeaderError:
+        assert fast is None
+        return
+    if fast is not None:
+        assert fast == (h.topic, h.queue_id, h.properties or "", h.flag, h.sys_flag, h.born_timestamp,
+                        h.reconsume_times or 0, h.batch, h.default_topic, h.default_topic_queue_nums)
