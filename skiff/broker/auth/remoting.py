@@ -16,10 +16,10 @@ A list of actions means any one suffices. ``Group:g`` is also what ``%RETRY%g`` 
 | UNREGISTER_CLIENT 35 (a consumer's), CHECK_CLIENT_CONFIG 46 | Group Sub                             |
 | GET_CONSUMER_LIST_BY_GROUP 38                         | Group [Sub, Get]                           |
 | QUERY_CONSUMER_OFFSET 14 / UPDATE_CONSUMER_OFFSET 15  | Topic + Group [Sub, Get] / [Sub, Update]   |
-| GET_MAX/MIN_OFFSET 30/31, SEARCH_OFFSET_BY_TIMESTAMP 29, GET_EARLIEST_MSG_STORETIME 32, GET_TOPIC_STATS_INFO 202, GET_COMPACTION_STATUS | Topic [Sub, Get] |
+| GET_MAX/MIN_OFFSET 30/31, SEARCH_OFFSET_BY_TIMESTAMP 29, GET_EARLIEST_MSG_STORETIME 32, GET_TOPIC_STATS_INFO 202, GET_COMPACTION_STATUS, GET_TIER_STATUS | Topic [Sub, Get] |
 | UPDATE_AND_CREATE_TOPIC 17                            | Topic Create                               |
 | DELETE_TOPIC_IN_BROKER 215                            | Topic Delete                               |
-| COMPACT_TOPIC                                         | Topic Update                               |
+| COMPACT_TOPIC, TIER_UPLOAD_NOW                        | Topic Update                               |
 | UPDATE_AND_CREATE_SUBSCRIPTIONGROUP 200               | Group Create                               |
 | DELETE_SUBSCRIPTIONGROUP 207                          | Group Delete                               |
 | GET_CONSUME_STATS 208, GET_CONSUMER_CONNECTION_LIST 203 | Group Get (and the Topic Get when named) |
@@ -145,6 +145,8 @@ TABLE: dict[int, Needs] = {
     C.GET_EARLIEST_MSG_STORETIME: _TOPIC_READ,
     C.GET_TOPIC_STATS_INFO: _TOPIC_READ,
     SkiffRequestCode.GET_COMPACTION_STATUS: _TOPIC_READ,
+    SkiffRequestCode.GET_TIER_STATUS: _TOPIC_READ,
+    SkiffRequestCode.TIER_UPLOAD_NOW: _topic("topic", UPDATE),
     C.UPDATE_AND_CREATE_TOPIC: _topic("topic", CREATE),
     C.DELETE_TOPIC_IN_BROKER: _topic("topic", DELETE),
     SkiffRequestCode.COMPACT_TOPIC: _topic("topic", UPDATE),
