@@ -513,3 +513,89 @@ def json_head(int serialize_type, code, language, version, opaque, flag, remark,
         return None
     finally:
         free(o.data)
+
+
+# -- the send header (skiff.protocol.headers.send.send_fields_py) -----------------------
+
+cdef tuple _V1_WIRE = ("producerGroup", "topic", "defaultTopic", "defaultTopicQueueNums", "queueId", "sysFlag",
+                       "bornTimestamp", "flag", "properties", "reconsumeTimes", "unitMode", "batch",
+                       "maxReconsumeTimes")
+cdef tuple _V2_WIRE = ("a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "m", "l")
+cdef enum:
+    SEND_MESSAGE_V2 = 310  # RequestCode: the codes whose send header has V2's one-letter keys
+    SEND_BATCH_MESSAGE = 320
+    SEND_REPLY_MESSAGE_V2 = 325
+
+
+cdef bint _digits(object raw, int64_t low, int64_t high, int64_t *out):
+    """``raw``: plain ASCII digits with an optional minus, at most 18, within [low, high]."""
+    cdef Py_ssize_t n, i = 0, digits
+    cdef const char *p
+    cdef int64_t v = 0
+    if type(raw) is not str:
+        return False
+    p = PyUnicode_AsUTF8AndSize(raw, &n)
+    if n and p[0] == 45:
+        i = 1
+    digits = n - i
+    if digits <= 0 or digits > MAX_DIGITS:
+        return False
+    while i < n:
+        if not (48 <= p[i] <= 57):
+            return False
+        v = v * 10 + (p[i] - 48)
+        i += 1
+    if p[0] == 45:
+        v = -v
+    if v < low or v > high:
+        return False
+    out[0] = v
+    return True
+
+
+cdef int _truth(object raw):
+    """0 false, 1 true, -1 neither (as `headers.send._flag`)."""
+    if raw is None:
+        return 0
+    if type(raw) is not str:
+        return -1
+    if raw == "false" or raw == "0" or raw == "":
+        return 0
+    if raw == "true" or raw == "1":
+        return 1
+    return -1
+
+
+def send_fields(code, ext):
+    """`send_fields_py`'s twin: the send's fields as a tuple in `SendFields`' order, or None."""
+    cdef int64_t nums, qid, sflag, born, fl, reconsume = 0, ignored
+    cdef int unit, batch
+    cdef tuple names
+    cdef dict d
+    if type(ext) is not dict:
+        return None if ext is None else _fallback(code, ext)
+    d = <dict>ext
+    names = _V2_WIRE if code == SEND_MESSAGE_V2 or code == SEND_BATCH_MESSAGE or code == SEND_REPLY_MESSAGE_V2 \
+        else _V1_WIRE
+    group, topic, template = d.get(names[0]), d.get(names[1]), d.get(names[2])
+    if group is None or topic is None or template is None:
+        return None
+    if not (_digits(d.get(names[3]), -2147483648, 2147483647, &nums)
+            and _digits(d.get(names[4]), -2147483648, 2147483647, &qid)
+            and _digits(d.get(names[5]), -2147483648, 2147483647, &sflag)
+            and _digits(d.get(names[6]), -999999999999999999, 999999999999999999, &born)
+            and _digits(d.get(names[7]), -2147483648, 2147483647, &fl)):
+        return None
+    raw = d.get(names[9])
+    if raw and not _digits(raw, -2147483648, 2147483647, &reconsume):
+        return None
+    unit, batch = _truth(d.get(names[10])), _truth(d.get(names[11]))
+    raw = d.get(names[12])
+    if unit < 0 or batch < 0 or (raw and not _digits(raw, -2147483648, 2147483647, &ignored)):
+        return None
+    props = d.get(names[8])
+    return (topic, qid, props or "", fl, sflag, born, reconsume, batch == 1, template, nums)
+
+
+cdef object _fallback(code, ext):
+    return None  # a mapping other than a dict: the header decode reads it
