@@ -99,11 +99,18 @@ class BrokerCollector(Collector):
         for group, topic, queue_id, committed in sorted(self.broker.offsets.entries()):
             max_offset = store.get_max_offset(topic, queue_id)
             values = [topic, group, str(queue_id)]
-            self._add(lag, values, max(0, max_offset - committed))
+            popped = self.broker.pop.progress(group, topic, queue_id)
+            if popped is not None:  # a POP group: not yet popped, plus popped and not acknowledged
+                cursor, in_flight = popped
+                self._add(lag, values, max(0, max_offset - cursor) + in_flight)
+                self._add(inflight, values, in_flight)
+                self._add(ready, values, max(0, max_offset - cursor))
+            else:
+                self._add(lag, values, max(0, max_offset - committed))
             stored_ms = store.get_store_time(topic, queue_id, committed) if committed < max_offset else None
             self._add(latency, values, max(0, now_ms - stored_ms) if stored_ms is not None else 0)
             pulled = pulls.get((group, topic, queue_id))
-            if pulled is not None:
+            if pulled is not None and popped is None:
                 reached = pulled[2]
                 self._add(inflight, values, max(0, reached - committed))
                 self._add(ready, values, max(0, max_offset - reached))

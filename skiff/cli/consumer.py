@@ -141,8 +141,8 @@ def consumer_progress(args: argparse.Namespace) -> int:
     progress = with_admin(args, lambda a: a.consumer_progress(args.group, args.topic))  # NoOffsetsError: exit 1
     if args.json:
         return emit(args, progress, (), [])
-    print_table(("TOPIC", "BROKER", "QUEUE", "BROKER OFFSET", "CONSUMER OFFSET", "LAG", "LAST CONSUMED"),
-                [(q.mq.topic, q.mq.broker_name, q.mq.queue_id, q.broker_offset, q.consumer_offset, q.lag,
+    print_table(("TOPIC", "BROKER", "QUEUE", "BROKER OFFSET", "CONSUMER OFFSET", "LAG", "IN FLIGHT", "LAST CONSUMED"),
+                [(q.mq.topic, q.mq.broker_name, q.mq.queue_id, q.broker_offset, q.consumer_offset, q.lag, q.in_flight,
                   format_time_ms(q.last_timestamp)) for q in progress.queues])
     print(f"\nConsume TPS: {progress.consume_tps:.2f}\nTotal lag: {progress.total_lag}")
     return 0

@@ -355,7 +355,7 @@ class AsyncAdmin(UserAdmin, AsyncClient):
                 return None
 
         stats = [s for s in await asyncio.gather(*(one(a) for a in masters.values())) if s is not None]
-        rows = [QueueProgress(mq, w.broker_offset, w.consumer_offset, w.last_timestamp)
+        rows = [QueueProgress(mq, w.broker_offset, w.consumer_offset, w.last_timestamp, w.pull_offset, w.in_flight)
                 for s in stats for mq, w in s.offset_table.items()]
         if not rows:  # as Java's examineConsumeStats: a group nobody knows is not "no lag"
             raise NoOffsetsError(f"consumer group {group} has no offsets" + (f" on {topic}" if topic else "")

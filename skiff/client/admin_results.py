@@ -54,10 +54,21 @@ class QueueProgress:
     consumer_offset: int
     last_timestamp: int
     """Store time of the last consumed message (ms; 0 when none)."""
+    pull_offset: int = 0
+    """Where the group reads next (a POP group's cursor: past what it popped); at least the
+    consumer offset."""
+    in_flight: int = 0
+    """A POP group's messages popped and not yet acknowledged."""
 
     @property
     def lag(self) -> int:
-        return max(self.broker_offset - self.consumer_offset, 0)
+        """Messages the group has not consumed: those not yet read, and for a POP group those
+        popped and not acknowledged (its committed offset, the lowest in flight, would count
+        the acknowledged ones after it too)."""
+        read = max(self.pull_offset, self.consumer_offset)
+        if read == self.consumer_offset:
+            return max(self.broker_offset - self.consumer_offset, 0)
+        return max(self.broker_offset - read, 0) + self.in_flight
 
 
 @dataclass(frozen=True, slots=True)

@@ -191,3 +191,41 @@ def test_a_topics_message_type_decides_what_grpc_producers_may_send(cluster: Clu
             await wire.close()
             await grpc.close()
     run(test())
+
+
+def test_a_grpc_consumer_is_online_with_its_pop_lag(cluster: Cluster):
+    """A 5.x consumer's Settings make it a member of its group (the admin API's connections,
+    what the dashboard and `skiff consumer connections` read); its group's progress counts
+    messages not yet popped plus those popped and not acknowledged."""
+    group, topic = "G-online", "TOnline"
+
+    async def test() -> None:
+        wire, grpc = BrokerWire(cluster.broker_addr()), GrpcWire(cluster.grpc_endpoint)  # type: ignore[attr-defined]
+        admin = AsyncAdmin(cluster.namesrv_addr)
+        await admin.start()
+        try:
+            header = CreateTopicRequestHeader(topic, "TBW102", 1, 1, 6, "SINGLE_TAG")
+            assert (await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())).code == ResponseCode.SUCCESS
+            for i in range(5):
+                assert (await wire.send(Message.of(topic, f"o{i}".encode()))).code == ResponseCode.SUCCESS
+            settings = pb.Settings(client_type=pb.SIMPLE_CONSUMER, user_agent=pb.UA(language=pb.PYTHON, version="5.1.2"),
+                                   subscription=pb.Subscription(group=pb.Resource(name=group), subscriptions=[
+                                       pb.SubscriptionEntry(topic=pb.Resource(name=topic), expression=pb.FilterExpression(
+                                           type=pb.TAG, expression="TagA || TagB"))]))
+            assert (await grpc.settings(settings)).status.code == pb.OK
+            conns = await admin.consumer_connections(group)
+            assert [(c.client_id, c.language) for c in conns.connections] == [("skiff-test-client", "PYTHON")]
+            assert {t: s.sub_string for t, s in conns.subscriptions.items()} == {topic: "TagA || TagB"}
+            taken = messages(await grpc.receive(group, topic, batch=3))
+            assert len(taken) == 3
+            progress = await admin.consumer_progress(group, topic)
+            assert [(q.lag, q.in_flight) for q in progress.queues] == [(5, 3)]
+            for m in taken[:2]:
+                assert (await grpc.ack(group, topic, m.system_properties.receipt_handle)).status.code == pb.OK
+            progress = await admin.consumer_progress(group, topic)
+            assert [(q.lag, q.in_flight, q.pull_offset) for q in progress.queues] == [(3, 1, 3)]
+        finally:
+            await admin.shutdown()
+            await wire.close()
+            await grpc.close()
+    run(test())

@@ -28,6 +28,15 @@ from skiff.broker.grpc.convert import to_message
 from skiff.common.limits import LONG_POLL_DEFAULT_MS, POP_MAX_MSG_NUMS, TELEMETRY_QUEUED_MAX
 from skiff.common.stored_message import decode_record
 from skiff.protocol.bodies.admin import ExponentialRetryPolicy, GroupRetryPolicy
+from skiff.protocol.bodies.heartbeat import (
+    SUB_ALL,
+    ConsumeFromWhere,
+    ConsumerData,
+    ConsumeType,
+    ExpressionType,
+    MessageModel,
+    SubscriptionData,
+)
 from skiff.protocol.codes import RequestCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.errors import ConnectionClosed
@@ -38,6 +47,11 @@ from skiff.protocol.v5 import service_pb2 as rpc
 log = logging.getLogger(__name__)
 
 MAX_REMEMBERED_TRANSACTIONS = 100_000
+GRPC_CLIENT_VERSION = 412
+"""The MQVersion ordinal a gRPC client is listed with (V5_0_0, as the proxy's fallback)."""
+_LANGUAGES = {"JAVA": "JAVA", "CPP": "CPP", "DOT_NET": "DOTNET", "GOLANG": "GO", "RUST": "RUST", "PYTHON": "PYTHON",
+              "PHP": "PHP", "RUBY": "RUBY"}
+"""A 5.x client's language (its Settings' user agent) -> the remoting LanguageCode name; others are OTHER."""
 
 
 class HalfRef(NamedTuple):
@@ -146,6 +160,7 @@ class GrpcClients:
             merged.backoff_policy.max_attempts = self.groups.retry_max_times(settings.subscription.group.name) + 1
             retry = group.group_retry_policy if group is not None else GroupRetryPolicy()
             _backoff(merged.backoff_policy, backoff_ms(retry, self.config.delay_levels_ms))
+            self._register_consumer(conn, settings)
         return rpc.TelemetryCommand(status=pb.Status(code=pb.OK, message="OK"), settings=merged)
 
     def touch(self, conn: GrpcClientConn) -> None:
@@ -153,7 +168,23 @@ class GrpcClients:
         self._channel(conn)
 
     def _channel(self, conn: GrpcClientConn) -> ClientChannel:
-        return self.clients.channel(conn, conn.client_id, "PYTHON", 0)
+        settings = self.settings.get(conn.client_id)
+        language = pb.Language.Name(settings.user_agent.language) if settings is not None else ""
+        return self.clients.channel(conn, conn.client_id, _LANGUAGES.get(language, "OTHER"), GRPC_CLIENT_VERSION)
+
+    def _register_consumer(self, conn: GrpcClientConn, settings: pb.Settings) -> None:
+        """A consumer's Settings make it a member of its group in the broker's client table, as
+        the proxy registers it: online for the admin tools and the dashboard, with its
+        subscriptions (clustering, from the last offset; simple consumers consume actively)."""
+        sub = settings.subscription
+        kind = ConsumeType.CONSUME_ACTIVELY if settings.client_type == pb.SIMPLE_CONSUMER \
+            else ConsumeType.CONSUME_PASSIVELY
+        subscriptions = tuple(SubscriptionData(e.topic.name, e.expression.expression or SUB_ALL,
+                                               expression_type=ExpressionType.SQL92 if e.expression.type == pb.SQL
+                                               else ExpressionType.TAG) for e in sub.subscriptions)
+        data = ConsumerData(sub.group.name, kind, MessageModel.CLUSTERING, ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+                            subscriptions)
+        self.clients.register_consumer(data, self._channel(conn))
 
     def terminate(self, client_id: str) -> None:
         conn = self.conns.pop(client_id, None)

@@ -224,6 +224,17 @@ class PopService:
                 total += max(0, self.store.get_max_offset(topic, queue_id) - cursor)
         return total
 
+    def progress(self, group: str, topic: str, queue_id: int) -> tuple[int, int] | None:
+        """Where ``group`` pops ``topic``'s queue next and how many of its messages are in
+        flight (popped, not acknowledged); None when the group never popped it."""
+        key = (group, topic, queue_id)
+        cursor = self.state.cursors.get(key)
+        if cursor is None:
+            return None
+        batch = self.state.batches.get(key)
+        in_flight = len(self.state.in_flight.get(key, ())) + (len(batch.pending) if batch is not None else 0)
+        return (batch.next_offset if batch is not None else cursor), in_flight
+
     def _pop_queue(self, req: PopQuery, key: QueueKey, kind: int, now: int, n: int) -> list[Popped]:
         records, offsets, next_offset = self._read(req, key, n)
         if next_offset is None:

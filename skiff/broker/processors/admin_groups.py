@@ -14,6 +14,8 @@ form). Without ``isForce`` an offset only ever moves back.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from skiff.broker.clients import ClientChannel, ClientManager
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager, settings_error
@@ -35,11 +37,16 @@ from skiff.transport.connection import Connection, Handler
 
 LATEST = -1
 """A reset timestamp meaning "the end of each queue"."""
+PopProgress = Callable[[str, str, int], "tuple[int, int] | None"]
 
 
 class GroupAdminProcessor:
     def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
-                 groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager, clients: ClientManager) -> None:
+                 groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager, clients: ClientManager,
+                 pop_progress: PopProgress) -> None:
+        """``pop_progress``: a POP group's cursor and in-flight count in a queue
+        (`PopService.progress`), for its pull offset and real lag in the consume stats."""
+        self.pop_progress = pop_progress
         self.config = config
         self.store = store
         self.topics = topics
@@ -88,14 +95,17 @@ class GroupAdminProcessor:
             committed = self.offsets.offsets(q.consumer_group, topic)
             for queue_id in range(tc.read_queue_nums):  # the queues consumers read, as Java's getConsumeStats
                 table[MessageQueue(topic, self.config.broker_name, queue_id)] = self._queue_stats(
-                    topic, queue_id, max(committed.get(queue_id, 0), 0))  # a stored -1 counts as 0, as in Java
+                    q.consumer_group, topic, queue_id, max(committed.get(queue_id, 0), 0))  # -1 counts as 0, as Java
         if not table and q.topic and self.topics.get(q.topic) is None:
             return req.response(ResponseCode.TOPIC_NOT_EXIST, f"topic {q.topic} does not exist on this broker")
         return req.response(body=ConsumeStats(table).to_json())
 
-    def _queue_stats(self, topic: str, queue_id: int, consumed: int) -> OffsetWrapper:
+    def _queue_stats(self, group: str, topic: str, queue_id: int, consumed: int) -> OffsetWrapper:
         last = self.store.get_store_time(topic, queue_id, consumed - 1) if consumed > 0 else None
-        return OffsetWrapper(self.store.get_max_offset(topic, queue_id), consumed, last or 0)
+        popped = self.pop_progress(group, topic, queue_id)
+        pulled, in_flight = popped if popped is not None else (consumed, 0)
+        return OffsetWrapper(self.store.get_max_offset(topic, queue_id), consumed, last or 0, max(pulled, consumed),
+                             in_flight)
 
     def consumer_connections(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         group = h.GetConsumerConnectionListRequestHeader.from_ext(req.ext_fields).consumer_group

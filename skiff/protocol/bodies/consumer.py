@@ -58,6 +58,10 @@ class OffsetWrapper(JsonBody):
     broker_offset: int = 0
     consumer_offset: int = 0
     last_timestamp: int = 0
+    pull_offset: int = 0
+    """RocketMQ 5's: where the group reads next (a POP group's cursor), at least the consumer offset."""
+    in_flight: int = 0
+    """Skiff's: a POP group's messages popped and not yet acknowledged (hidden for their invisible time)."""
 
 
 @dataclass(frozen=True, slots=True)
