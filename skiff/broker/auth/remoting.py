@@ -3,7 +3,8 @@
 in the table, and a code that is not needs ``Cluster`` Update (upstream lets a request that
 yields no resource through: UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, UPDATE_BROKER_CONFIG, ...).
 
-A list of actions means any one suffices. ``Group:g`` is also what ``%RETRY%g`` names.
+A list of actions means any one suffices. A group's retry topic ``%RETRY%g`` is the group
+``Group:g`` wherever a topic is asked for (pulling or committing the retry queue needs the group).
 
 | request (code)                                        | needs                                      |
 |-------------------------------------------------------|--------------------------------------------|
@@ -56,11 +57,16 @@ Needs = Callable[[dict[str, str], RemotingCommand, str], Iterator[Need]]
 PUB, SUB, CREATE, UPDATE, DELETE, GET = Action.PUB, Action.SUB, Action.CREATE, Action.UPDATE, Action.DELETE, Action.GET
 
 
+def _topic_or_retry(name: str, *actions: Action) -> Need:
+    """A topic; a group's retry topic is that group's (as upstream, which asks only the group)."""
+    return Need.of(Resource.group(name) if is_retry_topic(name) else Resource.topic(name), *actions)
+
+
 def _topic(key: str, *actions: Action, optional: bool = False) -> Needs:
     def needs(ext: dict[str, str], _cmd: RemotingCommand, _cluster: str) -> Iterator[Need]:
         name = ext.get(key, "")
         if name or not optional:
-            yield Need.of(Resource.topic(name), *actions)
+            yield _topic_or_retry(name, *actions)
     return needs
 
 
@@ -88,7 +94,7 @@ def _cluster(*actions: Action) -> Needs:
 def _send(key: str) -> Needs:
     def needs(ext: dict[str, str], _cmd: RemotingCommand, _cluster: str) -> Iterator[Need]:
         topic = ext.get(key, "")
-        yield Need.of(Resource.group(topic), SUB) if is_retry_topic(topic) else Need.of(Resource.topic(topic), PUB)
+        yield _topic_or_retry(topic, SUB if is_retry_topic(topic) else PUB)
     return needs
 
 
@@ -104,7 +110,7 @@ def _lock(_ext: dict[str, str], cmd: RemotingCommand, _cluster: str) -> Iterator
     body = LockBatchRequestBody.from_json(cmd.body)
     yield Need.of(Resource.group(body.consumer_group), SUB)
     for topic in sorted({mq.topic for mq in body.mq_set}):
-        yield Need.of(Resource.group(topic), SUB) if is_retry_topic(topic) else Need.of(Resource.topic(topic), SUB)
+        yield _topic_or_retry(topic, SUB)
 
 
 def _check_client(_ext: dict[str, str], cmd: RemotingCommand, _cluster: str) -> Iterator[Need]:
