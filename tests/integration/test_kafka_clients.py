@@ -1,24 +1,50 @@
-"""Kafka's three Python clients against a real broker's Kafka listener: each produces
-and consumes real data; every message, key and header arrives, in order per partition.
+"""Kafka's three Python clients against a real broker's Kafka listener, one cluster for all.
 
-confluent-kafka (librdkafka) produces with acks=all and idempotence, in batches of each
-codec (gzip, snappy, lz4, zstd), and seeks by timestamp; kafka-python produces with its
-default idempotence; aiokafka produces and consumes asynchronously.
+- produce and consume: confluent-kafka (librdkafka) with acks=all and idempotence, in
+  batches of each codec (gzip, snappy, lz4, zstd), seeking by timestamp; kafka-python with
+  its default idempotence; aiokafka asynchronously. Every message, key and header arrives,
+  in order per partition.
+- a confluent-kafka consumer group of two: the partitions split, a rebalance when one
+  leaves, commits that `skiff consumer progress` shows, a later member resuming from them.
+- kafka-python's admin client: topics made, configured, grown, deleted; groups listed and
+  described.
+- one store, two protocols: a Kafka producer's messages read by Skiff's RocketMQ push
+  consumer, a RocketMQ producer's read by a Kafka consumer; the Kafka examples run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions, NewTopic
+from kafka.errors import InvalidConfigurationError, TopicAlreadyExistsError
 
+from skiff.client import ConsumeFromWhere, ConsumeStatus, Message, PushConsumer
+from skiff.client import Producer as RocketProducer
+from skiff.protocol.bodies.topic import TopicConfig, TopicConfigSerializeWrapper
+from skiff.protocol.codes import RequestCode
 from skiff.testing.cluster import Cluster
+from skiff.testing.processes import skiff_command
+from skiff.testing.waits import wait_for
+from skiff.testing.wire import BrokerWire, with_wire
 from tests.integration.kafka_kit import kafka_cluster
 
-PARTITIONS = 3  # topics made through Metadata get defaultTopicQueueNums queues
+PARTITIONS = 4  # topics made through Metadata get defaultTopicQueueNums queues
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+GROUP_TOPIC = "kgroup-topic"
+GROUP = "kgroup"
+DEADLINE_S = 40.0
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +52,8 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, s
     with kafka_cluster(tmp_path_factory.mktemp("kafka"), f"--defaultTopicQueueNums={PARTITIONS}") as c:
         yield c
 
+
+# -- produce and consume --------------------------------------------------------------
 
 def sent_messages(tag: str, n: int) -> list[tuple[int, bytes, bytes, list[tuple[str, bytes]]]]:
     """(partition, key, value, headers): keys and headers differ per message, a binary header too."""
@@ -116,7 +144,6 @@ def test_confluent_seek_by_timestamp_and_watermarks(kafka: tuple[Cluster, str]) 
 
 
 def test_kafka_python_produce_and_consume(kafka: tuple[Cluster, str]) -> None:
-    from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KTP
 
     _, bootstrap = kafka
@@ -175,3 +202,253 @@ def test_aiokafka_produce_and_consume(kafka: tuple[Cluster, str]) -> None:
         return got
 
     assert asyncio.run(run()) == per_partition(msgs)
+
+
+# -- a consumer group -------------------------------------------------------------------
+
+def produce_to_group_topic(bootstrap: str, values: list[str]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for i, v in enumerate(values):
+        producer.produce(GROUP_TOPIC, value=v.encode(), key=str(i).encode(), partition=i % PARTITIONS)
+    assert producer.flush(30) == 0
+
+
+def member(bootstrap: str) -> Consumer:
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": GROUP, "auto.offset.reset": "earliest",
+                     "enable.auto.commit": False, "session.timeout.ms": 6000, "heartbeat.interval.ms": 300,
+                     "fetch.wait.max.ms": 100, "partition.assignment.strategy": "range"})
+
+
+def poll_until(consumers: dict[str, Consumer], done, got: dict[str, list[str]]) -> None:
+    """Poll every consumer in turn (committing what each read) until ``done()``."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not done():
+        assert time.monotonic() < deadline, f"not done within {DEADLINE_S} s; read so far: {got}"
+        for name, c in consumers.items():
+            msg = c.poll(0.05)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            got.setdefault(name, []).append(msg.value().decode())
+            c.commit(message=msg, asynchronous=False)
+
+
+def assigned(c: Consumer) -> set[int]:
+    return {tp.partition for tp in c.assignment()}
+
+
+def test_group_of_two_rebalances_commits_and_resumes(kafka: tuple[Cluster, str]) -> None:
+    cluster, bootstrap = kafka
+    first = [f"first-{i}" for i in range(40)]
+    produce_to_group_topic(bootstrap, first)
+    a, b = member(bootstrap), member(bootstrap)
+    a.subscribe([GROUP_TOPIC])
+    b.subscribe([GROUP_TOPIC])
+    got: dict[str, list[str]] = {}
+    try:
+        poll_until({"a": a, "b": b}, lambda: assigned(a) and assigned(b), got)
+        assert assigned(a) | assigned(b) == set(range(PARTITIONS)) and not assigned(a) & assigned(b)
+        poll_until({"a": a, "b": b}, lambda: sum(map(len, got.values())) >= len(first), got)
+        assert sorted(got["a"] + got["b"]) == sorted(first)  # each message once, split between the two
+        for name in "ab":
+            by_partition: dict[int, list[int]] = {}
+            for v in got[name]:
+                i = int(v.split("-")[1])
+                by_partition.setdefault(i % PARTITIONS, []).append(i)
+            assert all(seq == sorted(seq) for seq in by_partition.values())  # in order per partition
+        b.close()  # LeaveGroup: a rebalance gives every partition to a
+        poll_until({"a": a}, lambda: assigned(a) == set(range(PARTITIONS)), got)
+        second = [f"second-{i}" for i in range(20)]
+        produce_to_group_topic(bootstrap, second)
+        poll_until({"a": a}, lambda: len([v for v in got["a"] if v.startswith("second")]) >= len(second), got)
+        assert sorted(v for v in got["a"] if v.startswith("second")) == sorted(second)
+    finally:
+        a.close()
+    progress = subprocess.run(skiff_command(["consumer", "progress", "-g", GROUP, "--json", "-n",
+                                             cluster.namesrv_addr]), capture_output=True, text=True, timeout=60)
+    assert progress.returncode == 0, progress.stderr
+    queues = json.loads(progress.stdout)["queues"]
+    assert sorted(q["mq"]["queue_id"] for q in queues) == list(range(PARTITIONS))
+    assert all(q["consumer_offset"] == q["broker_offset"] == 15 for q in queues)  # 60 messages, 4 partitions
+
+    third = [f"third-{i}" for i in range(8)]
+    produce_to_group_topic(bootstrap, third)
+    c = member(bootstrap)
+    c.subscribe([GROUP_TOPIC])
+    later: dict[str, list[str]] = {}
+    try:
+        poll_until({"c": c}, lambda: len(later.get("c", [])) >= len(third), later)
+        extra = c.poll(1.0)  # nothing before the committed offsets comes again
+        assert extra is None or extra.error() is not None
+    finally:
+        c.close()
+    assert sorted(later["c"]) == sorted(third)
+
+
+# -- admin ------------------------------------------------------------------------------
+
+def topic_attributes(cluster: Cluster, topic: str) -> tuple[int, dict[str, str]]:
+    """The queue count and attributes the broker holds for ``topic`` (read over remoting)."""
+    found: list[TopicConfig] = []
+
+    async def read(wire: BrokerWire) -> None:
+        answer = await wire.call(RequestCode.GET_ALL_TOPIC_CONFIG)
+        found.append(TopicConfigSerializeWrapper.from_json(answer.body).topic_config_table[topic])
+    with_wire(cluster.broker_addr(0), read)
+    return found[0].read_queue_nums, dict(found[0].attributes)
+
+
+def test_topics_and_configs(kafka: tuple[Cluster, str]) -> None:
+    cluster, bootstrap = kafka
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=10_000)
+    try:
+        admin.create_topics([NewTopic("kadmin-plain", 2, 1),
+                             NewTopic("kadmin-compact", 3, 1, topic_configs={"cleanup.policy": "compact"})])
+        assert topic_attributes(cluster, "kadmin-compact") == (3, {"cleanup.policy": "COMPACTION"})
+        with pytest.raises(TopicAlreadyExistsError):
+            admin.create_topics([NewTopic("kadmin-plain", 2, 1)])
+        with pytest.raises(InvalidConfigurationError):
+            admin.create_topics([NewTopic("kadmin-bad", 1, 1, topic_configs={"segment.bytes": "1"})])
+        assert "kadmin-bad" not in admin.list_topics()
+
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "kadmin-compact")],
+                                           config_filter="all")
+        [(_, topics)] = described.items()
+        configs = {name: c["value"] if isinstance(c, dict) else c for name, c in topics["kadmin-compact"].items()}
+        assert configs["cleanup.policy"] == "compact" and configs["retention.ms"] == str(72 * 3_600_000)
+
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "kadmin-plain",
+                                            configs={"cleanup.policy": "compact", "delete.retention.ms": "1000"})])
+        assert topic_attributes(cluster, "kadmin-plain")[1] == {"cleanup.policy": "COMPACTION",
+                                                               "delete.retention.ms": "1000"}
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "kadmin-plain",
+                                            configs={"cleanup.policy": "delete"})])
+        # kafka-python sends the topic's other configs with the one changed (so the rest stays)
+        assert topic_attributes(cluster, "kadmin-plain")[1] == {"cleanup.policy": "DELETE",
+                                                               "delete.retention.ms": "1000"}
+
+        admin.create_partitions({"kadmin-plain": NewPartitions(5)})
+        assert topic_attributes(cluster, "kadmin-plain")[0] == 5
+        producer = KafkaProducer(bootstrap_servers=bootstrap)
+        producer.send("kadmin-plain", b"to the new partition", partition=4).get(timeout=10)
+        producer.close()
+
+        admin.delete_topics(["kadmin-plain", "kadmin-compact"])
+        remaining = wait_for(lambda: (lambda t: t if "kadmin-plain" not in t else None)(set(admin.list_topics())),
+                             10, "the deleted topics gone from Metadata")
+        assert "kadmin-compact" not in remaining
+    finally:
+        admin.close()
+
+
+def test_groups_listed_and_described(kafka: tuple[Cluster, str]) -> None:
+    _, bootstrap = kafka
+    producer = KafkaProducer(bootstrap_servers=bootstrap)
+    producer.send("kadmin-groups", b"one", partition=0).get(timeout=10)
+    producer.close()
+    consumer = KafkaConsumer("kadmin-groups", bootstrap_servers=bootstrap, group_id="kadmin-group",
+                             auto_offset_reset="earliest", client_id="described-member")
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        deadline = time.monotonic() + 30
+        values = []
+        while not values and time.monotonic() < deadline:
+            values = [r.value for rs in consumer.poll(timeout_ms=500).values() for r in rs]
+        assert values == [b"one"]
+        listed = admin.list_groups()
+        assert any(g["group_id"] == "kadmin-group" and g["protocol_type"] == "consumer" for g in listed), listed
+        group = admin.describe_groups(["kadmin-group"])["kadmin-group"]
+        assert group["error"] is None and group["group_state"] == "Stable" and group["protocol_type"] == "consumer"
+        [described] = group["members"]
+        assert described["client_id"] == "described-member"
+        assert described["member_metadata"]["topics"] == ["kadmin-groups"]  # the subscription the member sent
+    finally:
+        consumer.close()
+        admin.close()
+
+
+# -- one store, two protocols -----------------------------------------------------------
+
+def test_kafka_producer_to_rocketmq_consumer(kafka: tuple[Cluster, str]) -> None:
+    cluster, bootstrap = kafka
+    topic = "xp-kafka-to-rmq"
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    sent = {}
+    for i in range(24):
+        key = f"order-{i}"
+        headers = [("region", f"r{i % 3}"), ("trace", bytes([0, i, 255]))]
+        producer.produce(topic, value=f"payload {i}".encode(), key=key.encode(), partition=i % PARTITIONS,
+                         headers=headers)
+        sent[f"payload {i}"] = (key, f"r{i % 3}", i % PARTITIONS)
+    assert producer.flush(30) == 0
+
+    received: list = []
+    done = threading.Event()
+    lock = threading.Lock()
+
+    def on_messages(msgs, ctx):
+        with lock:
+            received.extend(msgs)
+            if len(received) >= len(sent):
+                done.set()
+        return ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer("xp-rmq-group", cluster.namesrv_addr,
+                            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+    consumer.subscribe(topic, "*")
+    consumer.register_listener(on_messages)
+    with consumer:
+        assert done.wait(40), f"{len(received)} of {len(sent)} messages arrived"
+    assert sorted(m.body.decode() for m in received) == sorted(sent)
+    for m in received:
+        key, region, queue = sent[m.body.decode()]
+        assert m.keys == [key] and m.queue_id == queue
+        assert m.properties["region"] == region  # a text header is a user property
+        i = int(m.body.decode().split()[1])
+        assert base64.b64decode(m.properties["KAFKA_HB64.trace"]) == bytes([0, i, 255])  # binary kept, base64
+    by_queue: dict[int, list[int]] = {}
+    for m in sorted(received, key=lambda m: (m.queue_id, m.queue_offset)):
+        by_queue.setdefault(m.queue_id, []).append(int(m.body.decode().split()[1]))
+    assert all(seq == sorted(seq) for seq in by_queue.values())  # offsets follow the Kafka send order
+
+
+def test_rocketmq_producer_to_kafka_consumer(kafka: tuple[Cluster, str]) -> None:
+    cluster, bootstrap = kafka
+    topic = "xp-rmq-to-kafka"
+    with RocketProducer("xp-producer", cluster.namesrv_addr) as producer:
+        results = [producer.send(Message.of(topic, f"rmq {i}", tags="TagX", keys=[f"k-{i}"],
+                                            properties={"color": "blue", "n": str(i)})) for i in range(20)]
+    expected = {r.message_queue.queue_id: [] for r in results}
+    for i, r in enumerate(results):
+        expected[r.message_queue.queue_id].append((r.queue_offset, f"rmq {i}"))
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "xp-kafka-group", "fetch.wait.max.ms": 100})
+    consumer.assign([TopicPartition(topic, q, 0) for q in range(PARTITIONS)])
+    got: dict[int, list] = {}
+    deadline = time.monotonic() + 30
+    try:
+        while sum(map(len, got.values())) < len(results) and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            got.setdefault(msg.partition(), []).append(msg)
+    finally:
+        consumer.close()
+    assert {q: [(m.offset(), m.value().decode()) for m in ms] for q, ms in got.items()} == expected
+    for ms in got.values():
+        for m in ms:
+            i = m.value().decode().split()[1]
+            headers = dict(m.headers())
+            assert m.key() == f"k-{i}".encode()
+            assert headers == {"TAGS": b"TagX", "color": b"blue", "n": i.encode()}
+            assert m.timestamp()[1] > 0  # the born time as the record's CreateTime
+
+
+@pytest.mark.parametrize("example", ["kafka_produce_consume.py", "kafka_to_rocketmq.py"])
+def test_kafka_examples_run(kafka: tuple[Cluster, str], example: str) -> None:
+    cluster, bootstrap = kafka
+    done = subprocess.run([sys.executable, str(EXAMPLES / example), "--bootstrap", bootstrap,
+                           "--namesrv", cluster.namesrv_addr, "--topic", f"ex-{example[:-3]}"],
+                          capture_output=True, text=True, timeout=90)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "all 10 arrived" in done.stdout, done.stdout

@@ -63,7 +63,7 @@ class Produce:
         if isinstance(rows, str):
             return answer | _error(ErrorCode.INVALID_RECORD, rows)
         body_bytes = sum(len(r.body) for r in rows)
-        outcome = self.send.append(tc, queue_id, rows, body_bytes, acks != 0, _sent)
+        outcome = self.send.append(tc, queue_id, rows, body_bytes, acks == -1, _sent)  # acks=1: the master has it
         if isinstance(outcome, Refusal):
             return answer | _error(refusal_error(outcome), outcome.reason)
         sent = outcome if isinstance(outcome, Sent) else await _settled(outcome)
