@@ -52,6 +52,10 @@ def test_smoke_run_against_redis_fills_rows_docs_and_json(tmp_path: Path) -> Non
     data = json.loads(out.read_text())
     rows = data["rows"]
     assert {(r["mode"], r["workload"]) for r in rows} == EXPECTED_ROWS
+    # both shapes by default: batched, and one message per request with consumers fetching 32
+    assert {(r["shape"], r["mode"], r["workload"]) for r in rows} == \
+        {(shape, mode, workload) for shape in ("batched", "single") for mode, workload in EXPECTED_ROWS}
+    assert data["meta"]["single"]["fetch"] == 32 and data["meta"]["single"]["window"] == 64
     for row in rows:
         assert row["system"] == "redis" and row["ok"], row
         assert row["messages"] == 2000, row
@@ -70,4 +74,6 @@ def test_smoke_run_against_redis_fills_rows_docs_and_json(tmp_path: Path) -> Non
     assert "| redis | e2e | 100 | 2,000 |" in text
     assert "end-to-end ratio Skiff / best peer (100 B): n/a" in proc.stdout
     assert "broker CPU per million: lowest = redis" in proc.stdout
+    assert "### Single messages: one per request, normal mode" in text
+    assert "single messages: normal produce (100 B): Skiff n/a; best peer redis " in proc.stdout
     assert _bench_children(temp_root) == [], "the harness left a child process running"

@@ -32,6 +32,8 @@ class PhaseOptions:
     queues: int
     duration_s: float
     work_dir: Path
+    fetch: int = 0
+    """Messages per consumer fetch; 0: ``batch``."""
 
     @property
     def consume_timeout_s(self) -> float:
@@ -52,7 +54,7 @@ class Worker:
                  opts: PhaseOptions, *, delete_after: bool = False) -> None:
         argv = [sys.executable, "-m", "skiff.bench.compare.worker", "--system", system, "--role", role,
                 "--endpoint", json.dumps(server.endpoint()), "--topic", topic, "--count", str(count),
-                "--size", str(size), "--batch", str(opts.batch), "--window", str(opts.window),
+                "--size", str(size), "--batch", str(opts.batch), "--window", str(opts.window), "--fetch", str(opts.fetch),
                 "--queues", str(opts.queues), "--duration-s", str(opts.duration_s),
                 "--timeout-s", str(opts.consume_timeout_s)]
         if delete_after:

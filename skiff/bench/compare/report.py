@@ -7,7 +7,7 @@ import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from skiff.bench.compare.results import Mode, QueuesPoint, Row, RunResult, Workload
+from skiff.bench.compare.results import Mode, QueuesPoint, Row, RunResult, Shape, Workload
 
 SECTION_TITLE = "## Side by side"
 SKIFF = "skiff"
@@ -63,13 +63,15 @@ def ceilings_table(result: RunResult) -> str:
     ))
 
 
-def _ok_rows(rows: Iterable[Row], mode: Mode, workload: Workload | None = None) -> list[Row]:
-    return [r for r in rows if r.mode == mode and r.ok and (workload is None or r.workload == workload)]
+def _ok_rows(rows: Iterable[Row], mode: Mode, workload: Workload | None = None,
+             shape: Shape = Shape.BATCHED) -> list[Row]:
+    return [r for r in rows if r.mode == mode and r.ok and r.shape == shape
+            and (workload is None or r.workload == workload)]
 
 
-def e2e_ratio(rows: Sequence[Row], size: int) -> tuple[float | None, str]:
+def e2e_ratio(rows: Sequence[Row], size: int, shape: Shape = Shape.BATCHED) -> tuple[float | None, str]:
     """Skiff's end-to-end msg/s over the best peer's, and that peer's name."""
-    e2e = [r for r in _ok_rows(rows, Mode.NORMAL, Workload.E2E) if r.size_bytes == size]
+    e2e = [r for r in _ok_rows(rows, Mode.NORMAL, Workload.E2E, shape) if r.size_bytes == size]
     ours = [r for r in e2e if r.system == SKIFF]
     peers = [r for r in e2e if r.system != SKIFF]
     if not ours or not peers:
@@ -78,10 +80,10 @@ def e2e_ratio(rows: Sequence[Row], size: int) -> tuple[float | None, str]:
     return ours[0].msgs_per_s / best.msgs_per_s, best.system
 
 
-def cpu_per_million_by_system(rows: Sequence[Row]) -> dict[str, float]:
+def cpu_per_million_by_system(rows: Sequence[Row], shape: Shape = Shape.BATCHED) -> dict[str, float]:
     """Broker CPU seconds over all normal-mode workloads, per million messages they moved."""
     totals: dict[str, tuple[float, int]] = {}
-    for r in _ok_rows(rows, Mode.NORMAL):
+    for r in _ok_rows(rows, Mode.NORMAL, shape=shape):
         cpu, msgs = totals.get(r.system, (0.0, 0))
         totals[r.system] = (cpu + r.broker_cpu_s, msgs + r.messages)
     return {s: cpu / msgs * 1e6 for s, (cpu, msgs) in totals.items() if msgs}
@@ -100,7 +102,7 @@ def bar_lines(result: RunResult, sizes: Sequence[int]) -> list[str]:
         ratio, peer = e2e_ratio(result.rows, size)
         label = "100 B" if size == 100 else ("1 KiB" if size == 1024 else f"{size} B")
         shown = f"{ratio:.2f} (best peer: {peer})" if ratio is not None else f"n/a (no complete Skiff/peer e2e row; best peer: {peer})"
-        lines.append(f"end-to-end ratio Skiff / best peer ({label}): {shown}")
+        lines.append(f"end-to-end ratio Skiff / best peer ({label}): {shown}")  # the batched shape
     cpu = cpu_per_million_by_system(result.rows)
     if cpu:
         lowest = min(cpu, key=cpu.__getitem__)
@@ -109,7 +111,38 @@ def bar_lines(result: RunResult, sizes: Sequence[int]) -> list[str]:
     else:
         lines.append("broker CPU per million: lowest = n/a (no complete rows)")
     lines.append(_queues_line(result.many_queues))
+    if any(r.shape == Shape.SINGLE for r in result.rows):
+        lines += single_bar_lines(result.rows, sizes)
     return lines
+
+
+def _label(size: int) -> str:
+    return "100 B" if size == 100 else ("1 KiB" if size == 1024 else f"{size} B")
+
+
+def single_bar_lines(rows: Sequence[Row], sizes: Sequence[int]) -> list[str]:
+    """The single-message shape's lines: e2e ratio, and produce (normal and durable) of Skiff
+    against the best peer, each with msg/s and broker CPU µs per message."""
+    lines = []
+    for size in sizes:
+        ratio, peer = e2e_ratio(rows, size, Shape.SINGLE)
+        shown = f"{ratio:.2f} (best peer: {peer})" if ratio is not None else f"n/a (best peer: {peer})"
+        lines.append(f"single messages: end-to-end ratio Skiff / best peer ({_label(size)}): {shown}")
+        for mode in Mode:
+            produced = [r for r in _ok_rows(rows, mode, Workload.PRODUCE, Shape.SINGLE) if r.size_bytes == size]
+            ours = [r for r in produced if r.system == SKIFF]
+            peers = [r for r in produced if r.system != SKIFF]
+            best = max(peers, key=lambda r: r.msgs_per_s) if peers else None
+            lines.append(f"single messages: {mode.value} produce ({_label(size)}): Skiff "
+                         f"{_produce_text(ours[0] if ours else None)}; best peer "
+                         + (f"{best.system} {_produce_text(best)}" if best is not None else "n/a"))
+    return lines
+
+
+def _produce_text(row: Row | None) -> str:
+    if row is None:
+        return "n/a"
+    return f"{row.msgs_per_s:,.0f} msg/s at {row.cpu_s_per_million:.1f} µs broker CPU per message"
 
 
 def _queues_line(points: Sequence[QueuesPoint]) -> str:
@@ -153,12 +186,13 @@ def render(result: RunResult, sizes: Sequence[int]) -> str:
         "",
         "### Normal mode (acknowledged by the broker, each peer's default flushing)",
         "",
-        rows_table([r for r in result.rows if r.mode == Mode.NORMAL]),
+        rows_table([r for r in result.rows if r.mode == Mode.NORMAL and r.shape == Shape.BATCHED]),
         "",
         "### Durable mode (acknowledged after fsync where the system offers it)",
         "",
-        rows_table([r for r in result.rows if r.mode == Mode.DURABLE]),
+        rows_table([r for r in result.rows if r.mode == Mode.DURABLE and r.shape == Shape.BATCHED]),
         "",
+        *_single_sections(result),
         "### Many queues (Skiff, produce only)",
         "",
         queues_table(result.many_queues) if result.many_queues else "(not measured in this run)",
@@ -174,6 +208,30 @@ def render(result: RunResult, sizes: Sequence[int]) -> str:
     if result.failures:
         parts += ["", "### Failures", "", *[f"- {f}" for f in result.failures]]
     return "\n".join(parts) + "\n"
+
+
+def _single_sections(result: RunResult) -> list[str]:
+    """The single-message shape's tables, when the run measured it."""
+    single = [r for r in result.rows if r.shape == Shape.SINGLE]
+    if not single:
+        return []
+    s = result.meta.get("single", {})
+    return [
+        "### Single messages: one per request, normal mode",
+        "",
+        f"Every producer sends one message per request (Skiff: `AsyncProducer.send`, SEND_MESSAGE_V2; each peer "
+        f"its one-message publish) with up to {s.get('window')} unacknowledged; every consumer fetches "
+        f"{s.get('fetch')} at a time (RocketMQ's pullBatchSize); an e2e run and a durable produce run move "
+        f"{s.get('count', 0):,} messages, the backlog is {s.get('backlog', 0):,}. Broker CPU s / M msgs is µs "
+        "per message.",
+        "",
+        rows_table([r for r in single if r.mode == Mode.NORMAL]),
+        "",
+        "### Single messages: one per request, durable mode",
+        "",
+        rows_table([r for r in single if r.mode == Mode.DURABLE]),
+        "",
+    ]
 
 
 def replace_section(document: str, body: str, title: str = SECTION_TITLE) -> str:

@@ -25,6 +25,14 @@ class Mode(enum.StrEnum):
     DURABLE = "durable"
 
 
+class Shape(enum.StrEnum):
+    """How messages travel: in batches (``--batch`` per request), or one per request as
+    RocketMQ applications send them (``DefaultMQProducer.send``), consumers fetching 32."""
+
+    BATCHED = "batched"
+    SINGLE = "single"
+
+
 @dataclass(frozen=True, slots=True)
 class Row:
     system: str
@@ -39,6 +47,7 @@ class Row:
     p99_ms: float | None = None
     ok: bool = True
     note: str = ""
+    shape: Shape = Shape.BATCHED
 
     @property
     def msgs_per_s(self) -> float:

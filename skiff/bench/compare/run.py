@@ -17,6 +17,7 @@ where --docs and --json say. See docs/benchmarks.md for what each workload means
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import shlex
@@ -30,7 +31,7 @@ from skiff.bench.compare import ceilings, report
 from skiff.bench.compare.install import ensure_installed
 from skiff.bench.compare.phases import PhaseOptions
 from skiff.bench.compare.procs import CHILDREN, install_cleanup, raise_open_files
-from skiff.bench.compare.results import RunResult
+from skiff.bench.compare.results import RunResult, Shape
 from skiff.bench.compare.servers import IMPORT_ROOT, command_output
 from skiff.bench.compare.suite import SuiteOptions, run_all
 from skiff.bench.compare.systems import SYSTEMS, System, parse_systems
@@ -53,6 +54,15 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=256, help="messages per publish/pipeline/fetch")
     p.add_argument("--window", type=int, default=8, help="batches in flight per producer")
     p.add_argument("--queues", type=int, default=8, help="queues per Skiff topic in the main workloads")
+    p.add_argument("--shapes", default=",".join(Shape),
+                   help="batched (--batch per request), single (one message per request, as RocketMQ "
+                        "applications send; consumers fetch --single-fetch), or both (default)")
+    p.add_argument("--single-window", type=int, default=64, help="single shape: messages in flight per producer")
+    p.add_argument("--single-fetch", type=int, default=32,
+                   help="single shape: messages per consumer fetch (RocketMQ's pullBatchSize)")
+    p.add_argument("--single-count", type=int, default=50_000,
+                   help="single shape: messages of an e2e and of a durable produce run")
+    p.add_argument("--single-backlog", type=int, default=100_000, help="single shape: the backlog produced, then drained")
     p.add_argument("--queue-points", default=",".join(map(str, QUEUE_POINTS)),
                    help="Skiff many-queues curve ('' to skip)")
     p.add_argument("--queues-batch", type=int, default=16, help="messages per send in the many-queues curve")
@@ -69,6 +79,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.smoke:
         args.sizes, args.count, args.backlog = args.sizes.split(",")[0], min(args.count, 2000), min(args.backlog, 2000)
+        args.single_count, args.single_backlog = min(args.single_count, 2000), min(args.single_backlog, 2000)
         args.duration_s = min(args.duration_s, 15.0)
         args.queue_points = ",".join(map(str, SMOKE_QUEUE_POINTS)) if args.queue_points else ""
     elif args.json is None or args.docs is None:
@@ -119,12 +130,36 @@ def select_installed(systems: list[System], allow_install: bool) -> tuple[list[S
     return [s for s in systems if s.package not in missing], skipped
 
 
+def shape_options(args: argparse.Namespace, shape: Shape, sizes: tuple[int, ...], work: Path) -> SuiteOptions:
+    """The workloads of one shape: batched as --batch/--window say (with the many-queues curve),
+    single as one message per request, --single-window in flight, consumers fetching --single-fetch."""
+    work.mkdir(parents=True, exist_ok=True)
+    if shape is Shape.SINGLE:
+        phase = PhaseOptions(batch=1, window=args.single_window, queues=args.queues, duration_s=args.duration_s,
+                             work_dir=work, fetch=args.single_fetch)
+        return SuiteOptions(sizes=sizes, count=args.single_count, backlog=args.single_backlog, phase=phase,
+                            queue_points=(), queues_batch=args.queues_batch, work_root=work)
+    phase = PhaseOptions(batch=args.batch, window=args.window, queues=args.queues,
+                         duration_s=args.duration_s, work_dir=work)
+    return SuiteOptions(sizes=sizes, count=args.count, backlog=args.backlog, phase=phase,
+                        queue_points=_ints(args.queue_points), queues_batch=args.queues_batch, work_root=work,
+                        queues_only=args.queues_only)
+
+
+def run_shape(systems: Sequence[System], opts: SuiteOptions, shape: Shape, result: RunResult) -> None:
+    """Run every workload of one shape; its rows are marked with it."""
+    first = len(result.rows)
+    run_all(systems, opts, result)
+    result.rows[first:] = [dataclasses.replace(r, shape=shape) for r in result.rows[first:]]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     install_cleanup()
     open_files = raise_open_files()
     systems, skipped = select_installed(parse_systems(args.systems), not args.no_install)
     sizes = _ints(args.sizes)
+    shapes = [Shape(s.strip()) for s in args.shapes.split(",") if s.strip()]
     result = RunResult(failures=list(skipped))
     started = time.monotonic()
     command = shlex.join([*PROG.split(), *(sys.argv[1:] if argv is None else argv)])
@@ -132,7 +167,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                    "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "load_start": _load(),
                    "versions": versions(systems), "systems": [s.name for s in systems],
                    "smoke": args.smoke, "batch": args.batch,
-                   "window": args.window, "count": args.count, "backlog": args.backlog,
+                   "window": args.window, "count": args.count, "backlog": args.backlog, "shapes": list(shapes),
+                   "single": {"window": args.single_window, "fetch": args.single_fetch, "count": args.single_count,
+                              "backlog": args.single_backlog},
                    "duration_s": args.duration_s, "queues": args.queues, "open_files": open_files}
     print(f"load average at start: {result.meta['load_start']}", flush=True)
     with tempfile.TemporaryDirectory(prefix="skiff-bench-") as tmp:
@@ -142,12 +179,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             sizes_c = ceilings.CeilingSizes.smoke() if args.smoke else ceilings.CeilingSizes.full()
             if not args.queues_only:
                 result.ceilings = ceilings.measure(work / "ceilings", sizes_c)
-            phase = PhaseOptions(batch=args.batch, window=args.window, queues=args.queues,
-                                 duration_s=args.duration_s, work_dir=work)
-            opts = SuiteOptions(sizes=sizes, count=args.count, backlog=args.backlog, phase=phase,
-                                queue_points=_ints(args.queue_points), queues_batch=args.queues_batch, work_root=work,
-                                queues_only=args.queues_only)
-            run_all(systems, opts, result)
+            for shape in shapes if not args.queues_only else [Shape.BATCHED]:
+                print(f"== shape: {shape.value}", flush=True)
+                run_shape(systems, shape_options(args, shape, sizes, work / shape.value), shape, result)
         finally:
             CHILDREN.stop_all()
             if args.keep_dir:

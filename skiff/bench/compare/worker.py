@@ -45,6 +45,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--size", type=int, required=True)
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--window", type=int, default=8, help="batches in flight (producer)")
+    p.add_argument("--fetch", type=int, default=0, help="messages per consumer fetch (default: --batch)")
     p.add_argument("--queues", type=int, default=8, help="queues per topic where that applies")
     p.add_argument("--duration-s", type=float, default=60.0, help="producer stops sending after this")
     p.add_argument("--timeout-s", type=float, default=300.0, help="consumer gives up after this")
@@ -172,7 +173,7 @@ async def _listen_expect(parent: ParentLines, recorder: Recorder) -> None:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    options = DriverOptions(batch=args.batch, size_bytes=args.size, queues=args.queues)
+    options = DriverOptions(batch=args.batch, size_bytes=args.size, queues=args.queues, fetch=args.fetch)
     driver = driver_class(args.system)(json.loads(args.endpoint), options)
     parent = ParentLines()
     await driver.connect()

@@ -45,6 +45,13 @@ class DriverOptions:
     size_bytes: int
     queues: int = 8
     """Queues per topic where the system has that notion (Skiff)."""
+    fetch: int = 0
+    """Messages per consumer fetch / pull / prefetch; 0: ``batch``. The single-message shape
+    publishes one message per request and fetches 32, as RocketMQ's push consumers pull."""
+
+    @property
+    def fetch_count(self) -> int:
+        return self.fetch or self.batch
 
 
 class BodyFactory:

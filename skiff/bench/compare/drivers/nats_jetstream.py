@@ -23,7 +23,7 @@ FETCH_TIMEOUT_S = 1.0
 
 class NatsJetStreamDriver(Driver):
     how = ("nats-py: publish_async per message (PubAck futures, a batch in flight per window slot); "
-           "durable pull consumer, fetch(batch), AckPolicy.ALL with one ack per batch")
+           "durable pull consumer, fetch(fetch), AckPolicy.ALL with one ack per fetch")
 
     async def connect(self) -> None:
         self.nc = await nats.connect(self.endpoint["url"], max_reconnect_attempts=0)
@@ -47,7 +47,7 @@ class NatsJetStreamDriver(Driver):
         recorder.ready.set()
         while not recorder.done.is_set():
             try:
-                msgs = await sub.fetch(self.options.batch, timeout=FETCH_TIMEOUT_S)
+                msgs = await sub.fetch(self.options.fetch_count, timeout=FETCH_TIMEOUT_S)
             except nats.errors.TimeoutError:
                 continue
             recorder.add(m.data for m in msgs)

@@ -33,7 +33,7 @@ class _Batch:
 
 class RabbitQuorumDriver(Driver):
     how = ("pika AsyncioConnection: persistent basic_publish in confirm mode (batch done on its acks); "
-           "basic_consume with prefetch=batch, multiple ack every batch/2")
+           "basic_consume with prefetch=fetch, multiple ack every fetch/2")
 
     async def connect(self) -> None:
         loop = asyncio.get_running_loop()
@@ -88,7 +88,7 @@ class RabbitQuorumDriver(Driver):
         return out
 
     async def consume(self, topic: str, recorder: Recorder) -> None:
-        prefetch = self.options.batch
+        prefetch = self.options.fetch_count
         ack_every, unacked = max(1, prefetch // 2), 0
         await _await_callback(lambda cb: self.channel.basic_qos(prefetch_count=prefetch, callback=cb))
 

@@ -21,7 +21,7 @@ USERNAME, PASSWORD = "guest", "guest"
 
 class RabbitStreamDriver(Driver):
     how = ("rstream: send_batch of raw bodies with publish confirms (a batch done when all are confirmed); "
-           "subscriber from the first offset, default credit, store_offset once per batch")
+           "subscriber from the first offset, default credit, store_offset once per fetch-size run of messages")
 
     async def connect(self) -> None:
         self.producer = Producer(self.endpoint["host"], port=self.endpoint["stream_port"],
@@ -51,7 +51,7 @@ class RabbitStreamDriver(Driver):
         self.consumer = Consumer(self.endpoint["host"], port=self.endpoint["stream_port"],
                                  username=USERNAME, password=PASSWORD)
         await self.consumer.start()
-        every, since_store = self.options.batch, 0
+        every, since_store = self.options.fetch_count, 0
 
         async def on_message(body: bytes, ctx: MessageContext) -> None:
             nonlocal since_store

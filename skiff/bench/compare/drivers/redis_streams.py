@@ -24,7 +24,7 @@ PARSER = "hiredis reply parser" if HIREDIS_AVAILABLE else "pure-Python reply par
 
 
 class RedisStreamsDriver(Driver):
-    how = f"redis-py asyncio, {PARSER}: pipelined XADD per batch; XREADGROUP COUNT=batch with the XACK pipelined"
+    how = f"redis-py asyncio, {PARSER}: pipelined XADD per batch; XREADGROUP COUNT=fetch with the XACK pipelined"
 
     async def connect(self) -> None:
         self.client = aioredis.Redis(host=self.endpoint["host"], port=self.endpoint["port"])
@@ -50,7 +50,7 @@ class RedisStreamsDriver(Driver):
             pipe = self.client.pipeline(transaction=False)
             if acks:
                 pipe.xack(topic, CONSUMER_GROUP, *acks)
-            pipe.xreadgroup(CONSUMER_GROUP, "c1", {topic: ">"}, count=self.options.batch, block=BLOCK_MS)
+            pipe.xreadgroup(CONSUMER_GROUP, "c1", {topic: ">"}, count=self.options.fetch_count, block=BLOCK_MS)
             reply = (await pipe.execute())[-1]
             entries = reply[0][1] if reply else []
             acks = [entry_id for entry_id, _ in entries]

@@ -2,8 +2,10 @@
 
 Producer: `AsyncProducer.send_batch` of one batch per call (one
 SEND_BATCH_MESSAGE frame, one append on the broker), several batches in
-flight. Consumer: an `AsyncLitePullConsumer` in a consumer group from the
-first offset with pull_batch_size = batch, `poll` returning batches; offsets
+flight; a batch of one is `AsyncProducer.send` (SEND_MESSAGE_V2, one message
+per request, what a RocketMQ application sends). Consumer: an
+`AsyncLitePullConsumer` in a consumer group from the first offset with
+pull_batch_size = the fetch size, `poll` returning batches; offsets
 are committed by the client's auto-commit. Message trace (on by default in
 Skiff's client) is off in both: no peer records one, and it would double the
 messages the broker stores.
@@ -29,8 +31,9 @@ ADMIN_TIMEOUT_MS = 60_000
 
 
 class SkiffDriver(Driver):
-    how = ("skiff.client: AsyncProducer.send_batch per batch, a batch in flight per window slot; "
-           "AsyncLitePullConsumer (consumer group, from the first offset, pull_batch_size=batch) polling batches; "
+    how = ("skiff.client: AsyncProducer.send_batch per batch (AsyncProducer.send, SEND_MESSAGE_V2, for a batch "
+           "of one), a batch in flight per window slot; "
+           "AsyncLitePullConsumer (consumer group, from the first offset, pull_batch_size=fetch) polling batches; "
            "message trace off in both (no peer records one)")
 
     async def connect(self) -> None:
@@ -54,11 +57,13 @@ class SkiffDriver(Driver):
                 await asyncio.sleep(0.5)
 
     async def publish(self, topic: str, bodies: list[bytes]) -> Awaitable[Any]:
+        if len(bodies) == 1:  # one message per request: SEND_MESSAGE_V2, as DefaultMQProducer.send(msg)
+            return asyncio.ensure_future(self.producer.send(Message(topic, bodies[0])))
         return asyncio.ensure_future(self.producer.send_batch([Message(topic, body) for body in bodies]))
 
     async def consume(self, topic: str, recorder: Recorder) -> None:
         self.consumer = AsyncLitePullConsumer(
-            CONSUMER_GROUP, self.namesrv, pull_batch_size=self.options.batch,
+            CONSUMER_GROUP, self.namesrv, pull_batch_size=self.options.fetch_count,
             consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, trace=False)
         self.consumer.subscribe(topic, "*")
         await self.consumer.start()
