@@ -221,18 +221,6 @@ class BrokerConfig(TlsSettings):
     are left alone), as RocketMQ 5.3's AuthMigrator."""
     metrics_port: int = 0
     """Serve Prometheus metrics at http://listenHost:metricsPort/metrics; 0 is off (docs/metrics.md)."""
-    tier_storage_url: str = ""
-    """Where topics with tiered.storage=true keep their old messages: file:///a/directory or
-    s3://bucket/prefix (docs/tiered-storage.md); empty: no tier."""
-    tier_s3_endpoint: str = ""
-    """An S3-compatible server that is not AWS (MinIO, moto): its URL. Credentials come from
-    boto3's usual chain (environment, ~/.aws, instance role), never from this file."""
-    tier_s3_region: str = ""
-    tier_upload_interval_ms: int = 10_000
-    """How often the master looks for sealed messages of tiered topics to upload."""
-    tier_seal_ms: int = 60_000
-    """A message is uploaded once it is flushed and this much older than now: the tail a
-    consumer is still reading stays out of the tier's small files."""
     kafka_listen_port: int = 0
     """Port of the Kafka protocol listener, for Kafka clients (docs/kafka.md); 0 is off."""
     tier_storage_url: str = ""

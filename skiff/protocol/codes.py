@@ -127,10 +127,6 @@ class SkiffRequestCode(IntEnum):
     """A tiered topic's state per queue: uploaded up to, bytes local and remote, lag (`skiff topic tier status`)."""
     TIER_UPLOAD_NOW = 10021
     """Run the tier's uploader over a topic now and answer its state (`skiff topic tier upload`)."""
-    GET_TIER_STATUS = 10020
-    """A tiered topic's state per queue: uploaded up to, bytes local and remote, lag (`skiff topic tier status`)."""
-    TIER_UPLOAD_NOW = 10021
-    """Run the tier's uploader over a topic now and answer its state (`skiff topic tier upload`)."""
 
 
 class AuthRequestCode(IntEnum):
