@@ -12,13 +12,14 @@ decides what 5.x producers may send to it, as the proxy's check.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import json
-import subprocess
-import sys
 from typing import Any
 
 import pytest
 
+from skiff.cli.main import main as cli_main
 from skiff.client.admin import AsyncAdmin
 from skiff.common.message import Message
 from skiff.protocol.bodies.admin import CustomizedRetryPolicy, ExponentialRetryPolicy, GroupRetryPolicy, RetryPolicyType
@@ -64,24 +65,32 @@ def test_an_orderly_group_is_made_and_changed_by_the_admin_api_and_the_cli(clust
     [config] = run(_admin(cluster, made)).values()
     assert (config.consume_message_orderly, config.retry_max_times, config.consume_broadcast_enable) == (True, 3, False)
 
+    def cli(*args: str) -> tuple[int, str, str]:
+        """The `skiff` command in this process (its parser, admin calls and output)."""
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli_main([*args, "-n", cluster.namesrv_addr])
+            except SystemExit as exc:  # argparse's refusal of a bad value
+                code = int(exc.code or 0)
+        return code, out.getvalue(), err.getvalue()
+
     def skiff(*args: str) -> Any:
-        proc = subprocess.run([sys.executable, "-m", "skiff", *args, "-n", cluster.namesrv_addr, "--json"],
-                              capture_output=True, text=True, timeout=60)
-        assert proc.returncode == 0, proc.stderr
-        return json.loads(proc.stdout)
+        code, out, err = cli(*args, "--json")
+        assert code == 0, err
+        return json.loads(out)
     assert skiff("consumer", "create", "-g", "G-cli-fifo", "--orderly", "true", "-r", "2")["group"] == "G-cli-fifo"
     changed = skiff("consumer", "update", "-g", "G-cli-fifo", "--consume-enable", "false", "-p",
                     '{"type":"EXPONENTIAL","exponentialRetryPolicy":{"initial":1000,"max":8000,"multiplier":2}}')
     assert set(changed["changed"]) == {"consume_enable", "group_retry_policy"}
-    [cli] = run(_admin(cluster, lambda admin: admin.consumer_group_configs("G-cli-fifo"))).values()
-    assert (cli.consume_message_orderly, cli.retry_max_times, cli.consume_enable) == (True, 2, False)
-    assert cli.group_retry_policy == GroupRetryPolicy(RetryPolicyType.EXPONENTIAL, ExponentialRetryPolicy(1000, 8000, 2))
+    [made] = run(_admin(cluster, lambda admin: admin.consumer_group_configs("G-cli-fifo"))).values()
+    assert (made.consume_message_orderly, made.retry_max_times, made.consume_enable) == (True, 2, False)
+    assert made.group_retry_policy == GroupRetryPolicy(RetryPolicyType.EXPONENTIAL, ExponentialRetryPolicy(1000, 8000, 2))
     wrong = GroupRetryPolicy(RetryPolicyType.EXPONENTIAL, ExponentialRetryPolicy(0, 1000, 2))
     with pytest.raises(ResponseError, match="0 < initial <= max"):
         run(_admin(cluster, lambda admin: admin.create_consumer_group("G-wrong", group_retry_policy=wrong)))
-    bad = subprocess.run([sys.executable, "-m", "skiff", "consumer", "update", "-g", "G-cli-fifo", "--orderly", "yes",
-                          "-n", cluster.namesrv_addr], capture_output=True, text=True, timeout=60)
-    assert bad.returncode == 2 and "'yes' is not true or false" in bad.stderr
+    code, _, err = cli("consumer", "update", "-g", "G-cli-fifo", "--orderly", "yes")
+    assert code == 2 and "'yes' is not true or false" in err
 
 
 def test_an_orderly_receive_pops_every_queue_whatever_queue_it_names(cluster: Cluster):

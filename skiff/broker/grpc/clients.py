@@ -160,12 +160,16 @@ class GrpcClients:
             merged.backoff_policy.max_attempts = self.groups.retry_max_times(settings.subscription.group.name) + 1
             retry = group.group_retry_policy if group is not None else GroupRetryPolicy()
             _backoff(merged.backoff_policy, backoff_ms(retry, self.config.delay_levels_ms))
-            self._register_consumer(conn, settings)
         return rpc.TelemetryCommand(status=pb.Status(code=pb.OK, message="OK"), settings=merged)
 
     def touch(self, conn: GrpcClientConn) -> None:
-        """A sign of life (Heartbeat, Settings): the client is not expired."""
-        self._channel(conn)
+        """A sign of life (Heartbeat, Settings): the client is not expired, and a consumer is a
+        member of its group again (as the proxy's heartbeat: after an expiry too)."""
+        settings = self.settings.get(conn.client_id)
+        if settings is not None and settings.HasField("subscription") and settings.subscription.group.name:
+            self._register_consumer(conn, settings)
+        else:
+            self._channel(conn)
 
     def _channel(self, conn: GrpcClientConn) -> ClientChannel:
         settings = self.settings.get(conn.client_id)
