@@ -90,27 +90,31 @@ def records_to_table(buf: bytes | memoryview, broker: str) -> pa.Table:
 
 def rows_to_records(table: pa.Table) -> bytes:
     """Stored records rebuilt from tier rows, back to back (a pull answer's body)."""
-    cols = {name: table.column(name).to_pylist() for name in (
-        "topic", "queue_id", "queue_offset", "body", "born_timestamp", "store_timestamp", "reconsume_times",
-        "flag", "sys_flag", "born_host", "store_host", "commit_log_offset", "prepared_transaction_offset",
-        "raw_properties")}
-    return b"".join(_record(*row) for row in zip(*cols.values()))
+    return b"".join(rows_to_record_list(table))
 
 
-def _us_to_ms(t: object) -> int:
-    """A timestamp column's value back to ms (pyarrow gives datetimes)."""
-    return int(t.timestamp() * 1000) if hasattr(t, "timestamp") else int(t) // _US_PER_MS  # type: ignore[call-overload]
+_REBUILT = ("topic", "queue_id", "queue_offset", "body", "born_timestamp", "store_timestamp", "reconsume_times",
+            "flag", "sys_flag", "born_host", "store_host", "commit_log_offset", "prepared_transaction_offset",
+            "raw_properties")
+_TIMESTAMPS = frozenset({"born_timestamp", "store_timestamp"})
 
 
-def _record(topic: str, queue_id: int, queue_offset: int, body: bytes, born: object, stored: object,
+def rows_to_record_list(table: pa.Table) -> list[bytes]:
+    """Each tier row's stored record, rebuilt."""
+    cols = [(table.column(n).cast(pa.int64()) if n in _TIMESTAMPS else table.column(n)).to_pylist() for n in _REBUILT]
+    return [_record(*row) for row in zip(*cols)]
+
+
+def _record(topic: str, queue_id: int, queue_offset: int, body: bytes, born_us: int, stored_us: int,
             reconsume_times: int, flag: int, sys_flag: int, born_host: str, store_host: str,
             commit_log_offset: int, prepared: int, raw_props: bytes) -> bytes:
     born_packed = pack_host(*parse_host_port(born_host))
     store_packed = pack_host(*parse_host_port(store_host))
     topic_b = topic.encode()
     buf = bytearray(record_size(len(body), len(topic_b), len(raw_props), len(born_packed), len(store_packed)))
-    write_record(buf, 0, queue_id, flag, queue_offset, commit_log_offset, sys_flag, _us_to_ms(born), born_packed,
-                 _us_to_ms(stored), store_packed, reconsume_times, prepared, body, topic_b, raw_props)
+    write_record(buf, 0, queue_id, flag, queue_offset, commit_log_offset, sys_flag, born_us // _US_PER_MS,
+                 born_packed, stored_us // _US_PER_MS, store_packed, reconsume_times, prepared, body, topic_b,
+                 raw_props)
     return bytes(buf)
 
 

@@ -177,6 +177,20 @@ class Tier:
             f = self.cache.put(seg.file, checked(seg, self.backend.get(seg.file)))
         return f
 
+    def row_group_index(self, seg: Segment, offset: int) -> int | None:
+        """The row group of ``seg``'s file holding ``offset`` or the first offset after it (from
+        the file's statistics; the file must be open), or None."""
+        f = self.open(seg)
+        col = TIER_SCHEMA.get_field_index("queue_offset")
+        for i in range(f.num_row_groups):
+            stats = f.metadata.row_group(i).column(col).statistics
+            if stats is None or not stats.has_min_max or stats.max >= offset:
+                return i
+        return None
+
+    def row_group(self, seg: Segment, index: int) -> pa.Table:
+        return self.open(seg).read_row_group(index)
+
     def read(self, manifest: Manifest, queue_id: int, offset: int, max_count: int) -> pa.Table:
         """Up to ``max_count`` rows of the queue from ``offset`` (the first offset at or after it
         the tier holds), across files; empty when the tier holds nothing from there."""

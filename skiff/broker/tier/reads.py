@@ -2,50 +2,101 @@
 
 The pull operation asks the store first; when the store answers OFFSET_TOO_SMALL (the
 offset is below what is kept locally) and the topic's manifest has the offset, the
-answer comes from the tier: rows of the file that holds it, rebuilt into stored
-records (`skiff.tier.columns.rows_to_records`), so every door and client reads them as
-it reads the CommitLog. The tag and SQL92 filters of the pull apply to them as to local
-records.
+answer comes from the tier: the row group of the file that holds it, rebuilt into stored
+records (`skiff.tier.columns.rows_to_record_list`), so every door and client reads them
+as it reads the CommitLog. The pull's tag and SQL92 filters apply to them as to local
+records. An answer stops at the end of its row group; the client pulls on from there.
 
-Fetching a file is network I/O and the pull runs on the event loop, so a file that is
-not in the cache is fetched on a worker thread and the pull answered "retry at once"
-(MESSAGE_WAS_REMOVING → PULL_RETRY_IMMEDIATELY, same offset); the retry finds it
-cached. At most one fetch per file runs at a time.
+Fetching a file and rebuilding a row group are slow next to a pull, and a pull runs on
+the event loop: both happen on worker threads. A pull whose row group is not ready starts
+that work (at most once per file or row group at a time) and is answered "retry at once"
+(MESSAGE_WAS_REMOVING → PULL_RETRY_IMMEDIATELY, same offset). Rebuilt row groups are kept
+in a cache bounded by bytes (`TIER_CACHE_MAX_BYTES`, least recently used out), so a
+consumer reading a tiered queue from its start has each row group rebuilt once and then
+served as slices of one buffer, as the CommitLog is.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections import OrderedDict
 from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
-import pyarrow as pa
 
 from skiff.broker.operations.pull import PullRequest
 from skiff.broker.operations.subscription import record_filter
 from skiff.broker.tier.uploader import TierUploader
 from skiff.common.hashing import tag_hash
-from skiff.common.record import read_head
+from skiff.common.limits import TIER_CACHE_MAX_BYTES
 from skiff.filter import MessageFilter
 from skiff.store import GetResult
 from skiff.store.results import GetStatus
-from skiff.tier.columns import rows_to_records
+from skiff.tier.columns import rows_to_record_list
 from skiff.tier.manifest import Manifest, Segment
 from skiff.tier.tier import Tier
 
 log = logging.getLogger(__name__)
 
 FETCH_THREADS = 2
-"""Files fetched at once for reads through the tier."""
+"""Files fetched and row groups rebuilt at once for reads through the tier."""
+
+
+class RecordRun(NamedTuple):
+    """A row group rebuilt: its records back to back, where each ends, their offsets and tag codes."""
+
+    offsets: np.ndarray
+    ends: np.ndarray
+    records: bytes
+    tag_codes: np.ndarray
+
+    def starts(self) -> np.ndarray:
+        return np.concatenate(([0], self.ends[:-1]))
+
+
+def record_run(records: list[bytes], offsets: list[int], tags: list[str | None]) -> RecordRun:
+    ends = np.cumsum(np.array([len(r) for r in records], np.int64))
+    return RecordRun(np.array(offsets, np.int64), ends, b"".join(records),
+                     np.array([tag_hash(t) for t in tags], np.int64))
+
+
+class RunCache:
+    """Rebuilt row groups by (file, index), least recently used out past ``max_bytes`` (thread-safe)."""
+
+    def __init__(self, max_bytes: int = TIER_CACHE_MAX_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self._runs: OrderedDict[tuple[str, int], RecordRun] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, int]) -> RecordRun | None:
+        with self._lock:
+            run = self._runs.get(key)
+            if run is not None:
+                self._runs.move_to_end(key)
+            return run
+
+    def put(self, key: tuple[str, int], run: RecordRun) -> None:
+        with self._lock:
+            if key in self._runs:
+                return
+            self._runs[key] = run
+            self._bytes += len(run.records)
+            while self._bytes > self.max_bytes and len(self._runs) > 1:
+                _, old = self._runs.popitem(last=False)
+                self._bytes -= len(old.records)
 
 
 class TierReads:
     def __init__(self, tier: Tier, uploader: TierUploader) -> None:
         self.tier = tier
         self.uploader = uploader
+        self.runs = RunCache()
         self._pool = ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="skiff-tier-fetch")
-        self._fetching: dict[str, Future[object]] = {}
+        self._pending: dict[object, Future[None]] = {}
         self._manifests: dict[str, Manifest] = {}
         """Manifests read for pulls where this broker does not upload (a slave): read once."""
         self._lock = threading.Lock()
@@ -61,70 +112,75 @@ class TierReads:
             return local
         m = self.uploader.manifests.get(req.topic) or self._manifests.get(req.topic)
         if m is None:
-            self._start(req.topic, None)
-            return _retry(req, local)
+            self._start(("manifest", req.topic), self._load_manifest, req.topic)
+            return _retry(req, local, local.min_offset)
         seg = m.covering(req.queue_id, req.offset)
         if seg is None or seg.first_offset >= local.min_offset:
             return local
         first = m.first_offset(req.queue_id)
         low = local.min_offset if first is None else min(first, local.min_offset)
         if self.tier.cache.get(seg.file) is None:
-            self._start(req.topic, seg)
-            return GetResult(GetStatus.MESSAGE_WAS_REMOVING, req.offset, low, local.max_offset)
-        table = self.tier.read(m, req.queue_id, req.offset, min(req.max_count, seg.last_offset - req.offset + 1)
-                               if req.offset >= seg.first_offset else req.max_count)
-        if not table.num_rows:
+            self._start(seg.file, self.tier.open, seg)
+            return _retry(req, local, low)
+        index = self.tier.row_group_index(seg, req.offset)
+        run = None if index is None else self.runs.get((seg.file, index))
+        if index is None:
             return local
-        offsets = table.column("queue_offset").to_pylist()
-        table = _filtered(table, flt)
-        records = rows_to_records(table)
-        self.served += table.num_rows
-        if not table.num_rows:  # the whole run was filtered out: move past it
-            return GetResult(GetStatus.NO_MATCHED_MESSAGE, offsets[-1] + 1, low, local.max_offset)
-        return GetResult(GetStatus.FOUND, offsets[-1] + 1, low, local.max_offset, [memoryview(records)],
-                         table.num_rows, len(records), table.column("queue_offset").to_pylist())
+        if run is None:
+            self._start((seg.file, index), self._rebuild, seg, index)
+            return _retry(req, local, low)
+        return self._answer(run, req, flt, low, local.max_offset)
 
-    def _start(self, topic: str, seg: Segment | None) -> None:
-        """Fetch a file (or, with no segment, the topic's manifest) in the background, once."""
-        key = seg.file if seg is not None else f"{topic}/manifest"
+    def _answer(self, run: RecordRun, req: PullRequest, flt: MessageFilter, low: int, high: int) -> GetResult:
+        i = int(np.searchsorted(run.offsets, req.offset))
+        j = min(len(run.offsets), i + max(1, req.max_count))
+        if i >= j:
+            return GetResult(GetStatus.NO_MATCHED_MESSAGE, req.offset + 1, low, high)
+        starts = run.starts()
+        keep = np.arange(i, j)
+        if flt.tag_codes is not None:
+            keep = keep[np.isin(run.tag_codes[i:j], np.array(sorted(flt.tag_codes), np.int64))]
+        test = record_filter(flt)
+        view = memoryview(run.records)
+        if test is not None:
+            keep = np.array([k for k in keep.tolist() if test(view[starts[k]:run.ends[k]])], np.int64)
+        next_offset = int(run.offsets[j - 1]) + 1
+        if not len(keep):
+            return GetResult(GetStatus.NO_MATCHED_MESSAGE, next_offset, low, high)
+        if len(keep) == j - i:
+            buffers = [view[int(starts[i]):int(run.ends[j - 1])]]
+        else:
+            buffers = [view[int(starts[k]):int(run.ends[k])] for k in keep.tolist()]
+        self.served += len(keep)
+        return GetResult(GetStatus.FOUND, next_offset, low, high, buffers, len(keep),
+                         sum(len(b) for b in buffers), run.offsets[keep].tolist())
+
+    def _load_manifest(self, topic: str) -> None:
+        self._manifests[topic] = self.tier.manifest(topic, self.uploader.broker_name)  # read only
+
+    def _rebuild(self, seg: Segment, index: int) -> None:
+        table = self.tier.row_group(seg, index)
+        self.runs.put((seg.file, index), record_run(rows_to_record_list(table),
+                                                    table.column("queue_offset").to_pylist(),
+                                                    table.column("tags").to_pylist()))
+
+    def _start(self, key: object, work: Callable[..., Any], *args: Any) -> None:
+        """Run ``work(*args)`` on a worker thread unless the same work is already running."""
         with self._lock:
-            if key in self._fetching:
+            if key in self._pending:
                 return
-            self._fetching[key] = self._pool.submit(self._fetch, topic, seg, key)
+            self._pending[key] = self._pool.submit(self._run, key, work, *args)
 
-    def _fetch(self, topic: str, seg: Segment | None, key: str) -> object:
+    def _run(self, key: object, work: Callable[..., Any], *args: Any) -> None:
         try:
-            if seg is not None:
-                return self.tier.open(seg)
-            m = self._manifests[topic] = self.tier.manifest(topic)  # read only: orphans are the uploader's
-            return m
+            work(*args)
         except Exception as exc:
             self.fetch_errors += 1
-            log.error("tier: fetching %s failed: %s", key, exc)
-            return None
+            log.error("tier: %s failed: %s", key, exc)
         finally:
             with self._lock:
-                self._fetching.pop(key, None)
+                self._pending.pop(key, None)
 
 
-def _retry(req: PullRequest, local: GetResult) -> GetResult:
-    return GetResult(GetStatus.MESSAGE_WAS_REMOVING, req.offset, local.min_offset, local.max_offset)
-
-
-def _filtered(table: pa.Table, flt: MessageFilter) -> pa.Table:
-    """The rows the pull's filter keeps: tag codes as the ConsumeQueue's, then SQL92 on the record."""
-    codes = flt.tag_codes
-    if codes is not None:
-        hashes = np.array([tag_hash(t) for t in table.column("tags").to_pylist()], np.int64)
-        table = table.filter(pa.array(np.isin(hashes, np.array(sorted(codes), np.int64))))
-    test = record_filter(flt)
-    if test is not None and table.num_rows:
-        records = rows_to_records(table)
-        keep, pos = [], 0
-        for _ in range(table.num_rows):
-            size = read_head(records, pos).total_size
-            keep.append(test(memoryview(records)[pos:pos + size]))
-            pos += size
-        table = table.filter(pa.array(keep))
-    return table
-
+def _retry(req: PullRequest, local: GetResult, low: int) -> GetResult:
+    return GetResult(GetStatus.MESSAGE_WAS_REMOVING, req.offset, low, local.max_offset)
