@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from skiff.common.config import build_config, read_properties_file
 from skiff.common.errors import ConfigError
 from skiff.common.limits import TLS_HANDSHAKE_TIMEOUT_S, TLS_REFUSAL_MAX_BYTES, TLS_SNIFF_TIMEOUT_S
 from skiff.common.service import Periodic
@@ -97,7 +98,7 @@ class TlsSettings:
 
     The server side is what this process's listening door does; ``tls.enable`` and the
     ``tls.client.*`` keys are what it does when it dials (a broker registering with
-    NameServers). RocketMQ's ``tls.test.mode.enable`` and ``tls.config.file`` are not read.
+    NameServers). RocketMQ's ``tls.test.mode.enable`` is not read.
     """
 
     TLS_KEYS: ClassVar[dict[str, str]] = {
@@ -114,8 +115,10 @@ class TlsSettings:
         "tls.client.keyPassword": "tls_client_key_password",
         "tls.client.authServer": "tls_client_auth_server",
         "tls.client.trustCertPath": "tls_client_trust_cert_path",
+        "tls.config.file": "tls_config_file",
     }
     """RocketMQ's key → field (the configs' ALIASES include these)."""
+    ALIASES: ClassVar[dict[str, str]] = TLS_KEYS
     TLS_SECRETS: ClassVar[frozenset[str]] = frozenset({"tls_server_key_password", "tls_client_key_password"})
     """Fields never shown (GET_BROKER_CONFIG answers "******" for a password that is set)."""
 
@@ -140,6 +143,14 @@ class TlsSettings:
     tls_client_key_password: str = ""
     tls_client_auth_server: bool = False
     tls_client_trust_cert_path: str = ""
+    tls_config_file: str = ""
+    """A properties file of ``tls.*`` keys, read as RocketMQ reads it: its values win over the
+    config's, and it may not set ``tls.server.mode`` or ``tls.enable``."""
+
+    def __post_init__(self) -> None:
+        if self.tls_config_file:
+            for name, value in _file_values(self.tls_config_file).items():
+                object.__setattr__(self, name, value)
 
     def validate_tls(self) -> None:
         """The files each mode needs are named (their contents are checked when loaded)."""
@@ -167,6 +178,19 @@ class TlsSettings:
             return None
         return TlsClientConfig(self.tls_client_cert_path, self.tls_client_key_path, self.tls_client_key_password,
                                self.tls_client_auth_server, self.tls_client_trust_cert_path)
+
+
+def _file_values(path: str) -> dict[str, object]:
+    """The fields ``tls.config.file`` sets, with their values; `ConfigError` names a key it may not set."""
+    keys = read_properties_file(path)  # a missing file is an error (RocketMQ skips it silently)
+    for key in keys:
+        if key in ("tls.server.mode", "tls.enable", "tls.config.file"):
+            raise ConfigError(f"tls.config.file {path}: {key} is not read from this file (as in RocketMQ): "
+                              f"set it in the server's config")
+        if key not in TlsSettings.TLS_KEYS:
+            raise ConfigError(f"tls.config.file {path}: unknown key {key!r} (only tls.* keys)")
+    parsed = build_config(TlsSettings, keys)
+    return {TlsSettings.TLS_KEYS[key]: getattr(parsed, TlsSettings.TLS_KEYS[key]) for key in keys}
 
 
 class ServerTls:

@@ -270,3 +270,26 @@ def test_a_renewed_certificate_is_served_without_a_restart(tmp_path: Path, caplo
     with caplog.at_level(logging.INFO, logger="skiff.transport.tls"):
         run_coroutine(main())
     assert "TLS certificate reloaded from" in caplog.text
+
+
+def test_tls_config_file_as_rocketmq_reads_it(certs, tmp_path: Path):
+    from skiff.common.config import build_config
+    from skiff.namesrv import NamesrvConfig
+
+    server, client = certs["server"], certs["client"]
+    conf = tmp_path / "tls.properties"
+    conf.write_text(f"tls.server.certPath={server.cert_path}\ntls.server.keyPath={server.key_path}\n"
+                    f"tls.server.need.client.auth=require\ntls.server.trustCertPath={client.cert_path}\n")
+    ns = build_config(NamesrvConfig, {"tls.server.mode": "enforcing", "tls.config.file": str(conf),
+                                      "tls.server.need.client.auth": "optional"})
+    # the file's values win over the config's, as RocketMQ's TlsHelper reads it
+    assert (ns.tls_server_cert_path, ns.tls_server_need_client_auth) == (str(server.cert_path), ClientAuth.REQUIRE)
+    assert ns.server_tls() is not None
+
+    for text, why in (("tls.server.mode=permissive\n", "tls.server.mode is not read from this file"),
+                      ("tls.server.colour=blue\n", "unknown key 'tls.server.colour'")):
+        conf.write_text(text)
+        with pytest.raises(ConfigError, match=why):
+            build_config(NamesrvConfig, {"tls.config.file": str(conf)})
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        build_config(NamesrvConfig, {"tls.config.file": str(tmp_path / "missing.properties")})
