@@ -3,6 +3,8 @@ queue of the same number, through the same `SendOperation` (gate, writer, store)
 other doors; the batch's records get consecutive queue offsets, so Kafka's base offset is
 the first one's queue offset.
 
+A batch of more records than the store appends at once (`BATCH_MAX_MESSAGES`; librdkafka
+batches up to 10,000) is appended in consecutive chunks with nothing awaited between them.
 A compressed batch is decompressed here and stored as plain messages, one per record, so
 RocketMQ consumers read them as any message and Fetch serves them to any Kafka client
 (uncompressed). An idempotent producer's batch is checked against its sequence first
@@ -21,6 +23,7 @@ from skiff.broker.kafka.mapping import record_properties
 from skiff.broker.operations import Refusal, SendOperation, Sent
 from skiff.broker.operations.send import DEFAULT_TEMPLATE
 from skiff.common.errors import DecodeError
+from skiff.common.limits import BATCH_MAX_MESSAGES
 from skiff.common.properties import encode_properties
 from skiff.protocol.kafka.errors import ErrorCode
 from skiff.protocol.kafka.records import RecordBatch, decode_batches
@@ -62,17 +65,22 @@ class Produce:
         rows = self._rows(topic, queue_id, batch, host)
         if isinstance(rows, str):
             return answer | _error(ErrorCode.INVALID_RECORD, rows)
-        body_bytes = sum(len(r.body) for r in rows)
-        outcome = self.send.append(tc, queue_id, rows, body_bytes, acks == -1, _sent)  # acks=1: the master has it
-        if isinstance(outcome, Refusal):
-            return answer | _error(refusal_error(outcome), outcome.reason)
-        sent = outcome if isinstance(outcome, Sent) else await _settled(outcome)
-        error = put_error(sent.result.status, acks)
-        if sent.result.ok and sent.result.queue_offset >= 0:
-            self.producers.appended(topic, queue_id, batch, sent.result.queue_offset)
-        if error is not ErrorCode.NONE:
-            return answer | _error(error, sent.result.reason or sent.result.status.name)
-        return answer | {"error_code": 0, "base_offset": sent.result.queue_offset,
+        base_offset = -1
+        for start in range(0, len(rows), BATCH_MAX_MESSAGES):
+            chunk = rows[start:start + BATCH_MAX_MESSAGES]
+            last = start + BATCH_MAX_MESSAGES >= len(rows)
+            # acks=-1 waits (flush, slave) on the last chunk, whose wait covers the ones before it
+            outcome = self.send.append(tc, queue_id, chunk, sum(len(r.body) for r in chunk), last and acks == -1,
+                                       _sent)
+            if isinstance(outcome, Refusal):
+                return answer | _error(refusal_error(outcome), outcome.reason)
+            sent = outcome if isinstance(outcome, Sent) else await _settled(outcome)
+            error = put_error(sent.result.status, acks)
+            if error is not ErrorCode.NONE:
+                return answer | _error(error, sent.result.reason or sent.result.status.name)
+            base_offset = sent.result.queue_offset if base_offset < 0 else base_offset
+        self.producers.appended(topic, queue_id, batch, base_offset)
+        return answer | {"error_code": 0, "base_offset": base_offset,
                          "log_start_offset": self.send.store.get_min_offset(topic, queue_id)}
 
     def _rows(self, topic: str, queue_id: int, batch: RecordBatch, host: bytes) -> list[MessageInput] | str:
