@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import urllib.request
 from pathlib import Path
 
 import grpc
@@ -35,7 +36,7 @@ def up(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("up-tls")
     grpc_port = free_port()
     args = ["up", "--tls", "--dir", "data", "--namesrv-port", "0", "--broker-port", "0", "--metrics-port", "0",
-            "--namesrv-metrics-port", "0", "--no-dashboard", f"--grpcServerPort={grpc_port}",
+            "--namesrv-metrics-port", "0", "--dashboard-port", "0", f"--grpcServerPort={grpc_port}",
             "--mappedFileSizeCommitLog=4194304", "--maxHashSlotNum=1024", "--maxIndexNum=4096"]
     with start_skiff(args, cwd=root) as proc:
         proc.wait_for_line(r"skiff broker listening on ")
@@ -96,6 +97,13 @@ def test_the_grpc_door_refuses_plaintext(up: SkiffProcess):
             raise AssertionError("a plaintext gRPC call was answered by a TLS-only endpoint")
 
     assert run_coroutine(plaintext_call()) == grpc.StatusCode.UNAVAILABLE
+
+
+def test_the_dashboard_reads_the_cluster_over_tls(up: SkiffProcess):
+    port = up.wait_for_line(r"skiff dashboard listening on 127\.0\.0\.1:(\d+)")[1]
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/cluster", timeout=10) as resp:
+        brokers = json.load(resp)["brokers"]
+    assert [(b["role"], b["error"]) for b in brokers] == [("MASTER", None)]
 
 
 def test_our_client_sends_over_the_remoting_door_and_plaintext_is_refused(up: SkiffProcess):
