@@ -2,7 +2,8 @@
 ACL 2.0; run under that client's interpreter (SKIFF_RMQ5_PYTHON).
 
 Usage: acl2_client.py SPEC_JSON, SPEC = {"endpoint", "topic", "group", "bodies": [...],
-"cases": {name: [accessKey, secretKey]}}. The first case must be allowed: it sends the bodies and
+"cases": {name: [accessKey, secretKey] or [accessKey, secretKey, TZ]}}: with a TZ the case runs in
+that time zone (the client signs its local time as if it were UTC). The first case must be allowed: it sends the bodies and
 receives them with a simple consumer. The others only try to send one message. Prints one JSON
 object: case -> {"sent", "got"} or {"error": "<exception class>: <message>"}.
 """
@@ -10,6 +11,7 @@ object: case -> {"sent", "got"} or {"error": "<exception class>: <message>"}.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -66,7 +68,9 @@ def refused(cfg):
 
 def main():
     out = {}
-    for i, (name, (ak, sk)) in enumerate(SPEC["cases"].items()):
+    for i, (name, (ak, sk, *tz)) in enumerate(SPEC["cases"].items()):
+        os.environ["TZ"] = tz[0] if tz else "UTC"
+        time.tzset()
         cfg = config(ak, sk)
         out[name] = allowed(cfg) if i == 0 else refused(cfg)
     print(json.dumps(out))
