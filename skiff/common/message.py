@@ -47,8 +47,19 @@ class Message:
         deliver_time_ms: int | None = None,
         delay_ms: int | None = None,
         sharding_key: str | None = None,
+        priority: int | None = None,
     ) -> Message:
+        """``sharding_key``: the FIFO message group (5.x clients' name). ``priority`` (0 and up,
+        RocketMQ 5.4): on a topic with ``message.type=PRIORITY`` the broker stores the message in
+        queue min(priority, queues - 1), and POP consumers get higher priorities first; it
+        cannot go with a message group or a delay, as the 5.x clients refuse too."""
         props: dict[str, str] = {k: str(v) for k, v in (properties or {}).items()}
+        if priority is not None:
+            if priority < 0:
+                raise ValueError(f"a message's priority is 0 or more, not {priority}")
+            if sharding_key is not None or delay_level or deliver_time_ms is not None or delay_ms is not None:
+                raise ValueError("a message's priority cannot go with a message group (sharding_key) or a delay")
+            props[Prop.PRIORITY] = str(priority)
         if tags:
             props[Prop.TAGS] = tags
         if keys:
@@ -70,6 +81,16 @@ class Message:
     @property
     def keys(self) -> list[str]:
         return split_keys(self.properties.get(Prop.KEYS))
+
+    @property
+    def priority(self) -> int | None:
+        value = self.properties.get(Prop.PRIORITY)
+        return int(value) if value is not None and value.isdigit() else None
+
+    @property
+    def message_group(self) -> str | None:
+        """The FIFO message group (the sharding key)."""
+        return self.properties.get(Prop.SHARDING_KEY)
 
     @property
     def delay_level(self) -> int:

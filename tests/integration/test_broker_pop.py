@@ -13,7 +13,8 @@ import pytest
 from skiff.common.message import Message
 from skiff.common.names import dlq_topic, pop_retry_topic
 from skiff.common.properties import Prop
-from skiff.protocol.codes import PopRequestCode, PopResponseCode, ResponseCode
+from skiff.protocol.codes import PopRequestCode, PopResponseCode, RequestCode, ResponseCode
+from skiff.protocol.headers.admin import CreateTopicRequestHeader
 from skiff.testing.cluster import Cluster
 from skiff.testing.waits import eventually, wait_for
 from skiff.testing.wire import BrokerWire, with_wire
@@ -142,6 +143,28 @@ def test_orderly_pop_blocks_the_queue_until_acked(cluster: Cluster):
         [(m, h)] = await pop_until(wire, "G-c", "PopC", 1, queue_id=1, order=True, attempt_id="E")
         assert m.body == b"c2" and m.topic == "PopC"  # served again in place, not via a retry topic
         assert (await wire.ack("G-c", "PopC", h)).code == ResponseCode.SUCCESS
+    with_wire(cluster.broker_addr(), test)
+
+
+def test_priority_messages_over_remoting_are_popped_highest_first(cluster: Cluster):
+    """Messages with a priority (our client's Message.of(priority=...), the 5.4 property), all
+    sent to queue 0 of a PRIORITY topic: the broker places each in its priority's queue, and a
+    pop of every queue takes the highest priority first, each priority in send order."""
+    async def test(wire: BrokerWire):
+        header = CreateTopicRequestHeader("PopPrio", "TBW102", 3, 3, 6, "SINGLE_TAG", attributes="+message.type=PRIORITY")
+        assert (await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())).code == ResponseCode.SUCCESS
+        for i in range(12):  # priorities 0-3 on 3 queues: 3 counts as the highest, 2
+            resp = await wire.send(Message.of("PopPrio", f"p{i % 4}-{i:02d}".encode(), priority=i % 4), queue_id=0)
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+        _, found = await wire.pop("G-prio", "PopPrio", max_nums=32)
+        got = [(m.queue_id, m.body.decode()) for m, _ in found]
+        expected = [(2, f"p{i % 4}-{i:02d}") for i in range(12) if i % 4 >= 2]
+        expected += [(1, f"p1-{i:02d}") for i in range(1, 12, 4)] + [(0, f"p0-{i:02d}") for i in range(0, 12, 4)]
+        assert got == expected
+        with pytest.raises(ValueError, match="cannot go with a message group"):
+            Message.of("PopPrio", b"x", priority=1, sharding_key="g")
+        with pytest.raises(ValueError, match="0 or more"):
+            Message.of("PopPrio", b"x", priority=-1)
     with_wire(cluster.broker_addr(), test)
 
 

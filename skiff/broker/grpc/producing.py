@@ -188,16 +188,11 @@ class Producing:
                 for i, m in enumerate(messages)]
 
     def _queue(self, topic: str, msg: pb.Message) -> int:
-        """The queue for a FIFO message (its group's, always the same), for a message of a
-        PRIORITY topic (its priority's: min(priority, writeQueueNums - 1), as RocketMQ 5.4),
-        else -1 (any)."""
+        """The queue for a FIFO message (its group's, always the same), else -1 (any; a
+        priority message's is the send operation's choice)."""
         tc = self.topics.get(topic)
         group = msg.system_properties.message_group
-        if tc is None or tc.write_queue_nums <= 0:
-            return -1
-        if message_type(tc.attributes) is TopicMessageType.PRIORITY and msg.system_properties.HasField("priority"):
-            return min(msg.system_properties.priority, tc.write_queue_nums - 1)
-        if not group:
+        if tc is None or not group or tc.write_queue_nums <= 0:
             return -1
         return zlib.crc32(group.encode()) % tc.write_queue_nums
 

@@ -38,6 +38,7 @@ from skiff.common.names import is_retry_topic
 from skiff.common.properties import Prop, decode_properties
 from skiff.common.record import pack_host
 from skiff.common.sysflag import MessageSysFlag
+from skiff.protocol.bodies.topic_attributes import TopicMessageType, message_type
 from skiff.protocol.bodies.topic import TopicConfig
 from skiff.protocol.codes import ResponseCode
 from skiff.protocol.message_codec import split_batch_columns
@@ -151,6 +152,8 @@ class SendOperation:
             return target
         tc, queue_id = target
         props = decode_properties(req.properties) if req.properties else {}
+        if Prop.PRIORITY in props:
+            queue_id = priority_queue(tc, props[Prop.PRIORITY], queue_id)
         row = self.writer.message(
             req.topic, queue_id, req.body, props, req.properties.encode() if req.properties else b"", req.flag,
             req.sys_flag & _CLIENT_FLAGS, req.born_ms, req.born_host, req.reconsume_times)
@@ -325,3 +328,12 @@ def replicated(sent: Sent, status: PutStatus) -> Sent:
         return sent
     return Sent(dataclasses.replace(sent.result, status=status, reason=_REPLICA_REASONS[status]), sent.queue_id,
                 sent.index)
+
+
+def priority_queue(tc: TopicConfig, priority: str, queue_id: int) -> int:
+    """A priority message's queue on a PRIORITY topic, min(priority, writeQueueNums - 1), as
+    RocketMQ 5.4's broker places it whatever queue the producer chose (queue n holds priority
+    n; POP reads the highest first); on any other topic, or without a number, the queue chosen."""
+    if not priority.isdigit() or message_type(tc.attributes) is not TopicMessageType.PRIORITY:
+        return queue_id
+    return min(int(priority), tc.write_queue_nums - 1)
