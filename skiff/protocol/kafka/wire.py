@@ -179,6 +179,12 @@ def uvarint_bytes(v: int) -> bytes:
     return bytes(out)
 
 
+_SMALL_VARINTS = [uvarint_bytes(zz) for zz in range(1 << 14)]
+"""The encodings of zig-zag values below 2**14 (two bytes or less): a record's lengths and
+deltas are almost always there, and a list index is a tenth of the loop's cost."""
+
+
 def varint_bytes(v: int) -> bytes:
     """Zig-zag varint (records' lengths and deltas)."""
-    return uvarint_bytes((v << 1) ^ (v >> 63))
+    zz = (v << 1) ^ (v >> 63)
+    return _SMALL_VARINTS[zz] if 0 <= zz < 16384 else uvarint_bytes(zz)
