@@ -395,7 +395,8 @@ class SniffingListener:
             async with asyncio.timeout(TLS_SNIFF_TIMEOUT_S):
                 first = await _peek_byte(conn)
         except (TimeoutError, OSError) as exc:
-            log.info("connection from %s closed before it said anything: %s", peer, exc or "timed out")
+            why = str(exc) or f"nothing within {TLS_SNIFF_TIMEOUT_S:.0f} s"
+            log.info("closed the connection from %s before it said anything: %s", peer, why)
             conn.close()
             return
         except asyncio.CancelledError:

@@ -200,7 +200,7 @@ def test_an_encrypted_key_with_its_password(tmp_path: Path):
                     tls_server_key_path=str(pair.key_path), tls_server_key_password="wrong").server_tls()
 
 
-def test_a_connection_that_says_nothing_is_closed_after_the_sniff_timeout(certs, monkeypatch):
+def test_a_connection_that_says_nothing_is_closed_after_the_sniff_timeout(certs, monkeypatch, caplog):
     import asyncio
 
     from skiff.transport import tls
@@ -215,7 +215,9 @@ def test_a_connection_that_says_nothing_is_closed_after_the_sniff_timeout(certs,
         assert await asyncio.to_thread(silent) == b""
         assert (await using(RemotingClient(tls=TlsClientConfig()), addr)).code == ResponseCode.SUCCESS
 
-    run_coroutine(with_server(settings(certs, TlsMode.PERMISSIVE), work))
+    with caplog.at_level(logging.INFO, logger="skiff.transport.tls"):
+        run_coroutine(with_server(settings(certs, TlsMode.PERMISSIVE), work))
+    assert "before it said anything: nothing within 0 s" in caplog.text
 
 
 def test_a_tls_port_in_use_is_a_listen_error(certs):
