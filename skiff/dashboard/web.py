@@ -22,6 +22,7 @@ from aiohttp import web
 
 from skiff.client.errors import MessageValidationError, NameServerUnavailableError, NoMasterError, NoRouteError
 from skiff.common.errors import SkiffError
+from skiff.dashboard import users
 from skiff.dashboard.form import Form
 from skiff.dashboard.service import Dashboard
 from skiff.dashboard.sessions import SESSION_COOKIE, LoginError, Sessions
@@ -65,6 +66,7 @@ READS: dict[str, tuple[str, Read]] = {
                                                                  _form(r).text("topic", "") or None)),
     "/dlq": ("dlq.html", lambda d, r: _maybe_dlq(d, r)),
     "/timer": ("timer.html", lambda d, r: d.timer()),
+    "/users": ("users.html", lambda d, r: users.users_page(d)),
 }
 
 ACTIONS: list[tuple[str, str, Read]] = [
@@ -76,6 +78,12 @@ ACTIONS: list[tuple[str, str, Read]] = [
     ("POST", "/api/groups/{group}/consume", lambda d, r: _with_body(r, lambda f: d.consume(r.match_info["group"], f))),
     ("POST", "/api/resend", lambda d, r: _with_body(r, d.messages.resend)),
     ("GET", "/api/rates", lambda d, r: _rates(d)),
+    ("POST", "/api/users", lambda d, r: _with_body(r, lambda f: users.create_user(d, f))),
+    ("POST", "/api/users/{user}/status",
+     lambda d, r: _with_body(r, lambda f: users.set_user_status(d, r.match_info["user"], f))),
+    ("DELETE", "/api/users/{user}", lambda d, r: users.delete_user(d, r.match_info["user"])),
+    ("POST", "/api/acls", lambda d, r: _with_body(r, lambda f: users.set_entry(d, f))),
+    ("POST", "/api/acls/delete", lambda d, r: _with_body(r, lambda f: users.delete_entry(d, f))),
 ]
 
 
