@@ -302,8 +302,21 @@ class Dashboard:
             "topics": group_topics(conns, progress),
             "queues": [{"topic": q.mq.topic, "broker_name": q.mq.broker_name, "queue_id": q.mq.queue_id,
                         "broker_offset": q.broker_offset, "consumer_offset": q.consumer_offset, "lag": q.lag,
-                        "last_timestamp": q.last_timestamp} for q in progress.queues],
+                        "in_flight": q.in_flight, "last_timestamp": q.last_timestamp} for q in progress.queues],
+            "settings": await self._group_settings(group),
         }
+
+    async def _group_settings(self, group: str) -> dict[str, Any] | None:
+        """The group's settings on the first master that has it (mqadmin updateSubGroup's), or
+        None when no master does (a group only its offsets or members name)."""
+        configs = await self.admin.consumer_group_configs(group)
+        if not configs:
+            return None
+        config = configs[min(configs)]
+        policy = config.group_retry_policy
+        return {"orderly": config.consume_message_orderly, "consume_enable": config.consume_enable,
+                "broadcast": config.consume_broadcast_enable, "retry_max_times": config.retry_max_times,
+                "retry_policy": policy.to_json().decode()}
 
     async def reset_offset(self, group: str, form: Form) -> dict[str, Any]:
         topic = form.text("topic")

@@ -24,6 +24,7 @@ from skiff.common.names import TBW102, TRACE_TOPIC
 from skiff.dashboard.form import Form
 from skiff.dashboard.service import Dashboard, DashboardConfig, readable_uptime, uptime_seconds
 from skiff.dashboard.web import templates
+from skiff.protocol.bodies.admin import SubscriptionGroupConfig
 from skiff.protocol.bodies.heartbeat import SubscriptionData
 from skiff.protocol.bodies.route import ClusterInfo, QueueData, TopicRouteData
 from skiff.protocol.errors import ConsumerNotOnlineError
@@ -42,6 +43,7 @@ class TableAdmin:
         self.progress: dict[str, ConsumerProgress] = {}
         self.connections: dict[str, ConsumerConnections] = {}
         self.created: list[tuple[str, dict[str, Any]]] = []
+        self.group_configs: dict[str, SubscriptionGroupConfig] = {}
 
     async def brokers(self) -> list[BrokerInfo]:
         return self.broker_list
@@ -79,6 +81,9 @@ class TableAdmin:
         if group not in self.connections:
             raise ConsumerNotOnlineError(group)
         return self.connections[group]
+
+    async def consumer_group_configs(self, group: str) -> dict[str, SubscriptionGroupConfig]:
+        return {"127.0.0.1:10911": self.group_configs[group]} if group in self.group_configs else {}
 
 
 def with_dashboard(test: Callable[[Dashboard, TableAdmin], Awaitable[None]]) -> None:
@@ -230,5 +235,21 @@ def test_the_topic_form_starts_with_the_queue_count_of_an_auto_created_topic(
         await d.save_topic(Form({"topic": "Asked", "queue_nums": 3}))
         assert [(t, kw["queue_nums"], kw["read_queue_nums"]) for t, kw in admin.created] == [
             ("Made", expected, expected), ("Asked", 3, 3)]
+
+    with_dashboard(test)
+
+
+def test_a_group_page_shows_its_settings_and_a_pop_groups_in_flight_messages():
+    async def test(d: Dashboard, admin: TableAdmin) -> None:
+        # a POP group: 10 stored, popped up to 8, 2 of them not acknowledged (the committed offset, 4, is the lowest)
+        admin.progress["pop"] = ConsumerProgress("pop", (QueueProgress(MessageQueue("Orders", "broker-a", 0), 10, 4, 0,
+                                                                       8, 2),))
+        admin.group_configs["pop"] = SubscriptionGroupConfig("pop", consume_message_orderly=True, retry_max_times=3)
+        data = await d.group("pop")
+        assert (data["total_lag"], data["queues"][0]["lag"], data["queues"][0]["in_flight"]) == (4, 4, 2)
+        assert (data["settings"]["orderly"], data["settings"]["retry_max_times"]) == (True, 3)
+        html = render("group.html", data)
+        assert "<td>4</td><td>2</td>" in html and '<table id="settings">' in html
+        assert (await d.group("nobody"))["settings"] is None
 
     with_dashboard(test)
