@@ -108,40 +108,69 @@ def decode_batches(data: bytes | memoryview) -> list[RecordBatch]:
 
 
 def _decode_records(raw: bytes, count: int, base_ts: int) -> list[Record]:
+    """The records of a batch. One pass over the bytes with the varints read inline (a
+    Produce decodes every record it stores; a reader object per record cost a third more)."""
     if count < 0 or count > len(raw):
         raise DecodeError(f"a batch claims {count} records in {len(raw)} bytes")
-    r = Reader(raw)
     out = []
-    for _ in range(count):
-        length = r.varint()
-        if length < 0 or length > r.remaining:
-            raise DecodeError(f"a record of {length} bytes at {r.pos} overruns its batch")
-        rr = Reader(raw, r.pos, r.pos + length)
-        r.pos += length
-        rr.int8()  # attributes: unused
-        ts_delta = rr.varint()
-        offset_delta = rr.varint()
-        key = _varbytes(rr)
-        value = _varbytes(rr)
-        headers = []
-        for _ in range(rr.varint()):
-            hk = _varbytes(rr)
-            if hk is None:
-                raise DecodeError("a record header has a null key")
-            try:
-                name = hk.decode("utf-8")
-            except UnicodeDecodeError:
-                raise DecodeError(f"a record header key is not UTF-8: {hk!r}") from None
-            headers.append((name, _varbytes(rr)))
-        out.append(Record(offset_delta, base_ts + ts_delta, key, value, tuple(headers)))
-    if r.remaining:
-        raise DecodeError(f"{r.remaining} bytes follow the last of {count} records")
+    pos = 0
+    size = len(raw)
+    try:
+        for _ in range(count):
+            length, pos = _varint(raw, pos)
+            end = pos + length
+            if length < 0 or end > size:
+                raise DecodeError(f"a record of {length} bytes at {pos} overruns its batch")
+            ts_delta, pos = _varint(raw, pos + 1)  # after the unused attributes byte
+            offset_delta, pos = _varint(raw, pos)
+            key, pos = _varbytes(raw, pos, end)
+            value, pos = _varbytes(raw, pos, end)
+            n_headers, pos = _varint(raw, pos)
+            headers = []
+            for _ in range(n_headers):
+                hk, pos = _varbytes(raw, pos, end)
+                if hk is None:
+                    raise DecodeError("a record header has a null key")
+                hv, pos = _varbytes(raw, pos, end)
+                try:
+                    headers.append((hk.decode("utf-8"), hv))
+                except UnicodeDecodeError:
+                    raise DecodeError(f"a record header key is not UTF-8: {hk!r}") from None
+            if pos != end:
+                raise DecodeError(f"a record ends at {pos}, its length says {end}")
+            out.append(Record(offset_delta, base_ts + ts_delta, key, value, tuple(headers)))
+    except IndexError:
+        raise DecodeError(f"a record at {pos} runs past the end of its batch") from None
+    if pos != size:
+        raise DecodeError(f"{size - pos} bytes follow the last of {count} records")
     return out
 
 
-def _varbytes(r: Reader) -> bytes | None:
-    n = r.varint()
-    return None if n < 0 else r.take(n)
+def _varint(raw: bytes, pos: int) -> tuple[int, int]:
+    """A zig-zag varint at ``pos`` and the position after it (IndexError past the end)."""
+    b = raw[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    value = b & 0x7F
+    shift = 7
+    while True:
+        pos += 1
+        b = raw[pos]
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (value >> 1) ^ -(value & 1), pos + 1
+        shift += 7
+        if shift > 63:
+            raise DecodeError(f"a varint at {pos} is longer than 10 bytes")
+
+
+def _varbytes(raw: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
+    n, pos = _varint(raw, pos)
+    if n < 0:
+        return None, pos
+    if pos + n > end:
+        raise DecodeError(f"a field of {n} bytes at {pos} overruns its record")
+    return raw[pos:pos + n], pos + n
 
 
 def encode_batch(base_offset: int, records: Sequence[Record], *, codec: int = 0, attributes: int = 0,

@@ -4,6 +4,7 @@ here pass aiokafka's CRC check and read back the same records."""
 
 from __future__ import annotations
 
+import crc32c
 import pytest
 from aiokafka.codec import snappy_encode
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
@@ -71,3 +72,24 @@ def test_bad_batches_are_clear_errors() -> None:
         decode_batches(bytes(old))
     with pytest.raises(DecodeError, match="do not decompress"):
         decompress(4, b"not zstd at all")
+
+
+def with_crc(batch: bytearray) -> bytes:
+    batch[17:21] = crc32c.crc32c(bytes(batch[21:])).to_bytes(4, "big")
+    return bytes(batch)
+
+
+def test_records_that_lie_about_their_sizes_are_clear_errors() -> None:
+    good = bytearray(encode_batch(0, [Record(0, 5, b"key", b"value")]))
+    more = bytearray(good)
+    more[57:61] = (2).to_bytes(4, "big")  # two records claimed, one there
+    with pytest.raises(DecodeError, match="runs past the end"):
+        decode_batches(with_crc(more))
+    longer = bytearray(good)
+    longer[61] += 2  # the record's length (zig-zag) says one byte more than it has
+    with pytest.raises(DecodeError, match="overruns its batch"):
+        decode_batches(with_crc(longer))
+    key = bytearray(good)
+    key[65] = 0x7E  # a key length of 63 inside a record of 15 bytes
+    with pytest.raises(DecodeError, match="overruns its record"):
+        decode_batches(with_crc(key))
