@@ -84,6 +84,11 @@ def test_the_5x_python_client_refuses_an_untrusted_certificate(up: SkiffProcess,
     assert "CERTIFICATE_VERIFY_FAILED" in logs.upper().replace(" ", "_"), logs[-2000:]
 
 
+def test_the_5x_python_client_in_plaintext_is_refused(up: SkiffProcess, tmp_path: Path):
+    r = run_client(up, tmp_path, trust=True, tls=False, count=1)
+    assert "send_error" in r and r["sent"] == [], r
+
+
 def test_the_grpc_door_refuses_plaintext(up: SkiffProcess):
     async def plaintext_call() -> grpc.StatusCode:
         async with grpc.aio.insecure_channel(up.grpc_endpoint) as channel:  # type: ignore[attr-defined]
