@@ -78,7 +78,7 @@ def test_enforcing_serves_tls_and_refuses_plaintext_with_the_reason(certs, caplo
         assert (refused.code, refused.remark) == (ResponseCode.NO_PERMISSION, ENFORCING_REMARK)
 
         again = await using(RemotingClient(tls=TlsClientConfig()), addr)  # and the server goes on serving
-        assert again.code == ResponseCode.SUCCESS and len(server.connections) <= 1
+        assert again.code == ResponseCode.SUCCESS
 
     with caplog.at_level(logging.WARNING, logger="skiff.transport.tls"):
         run_coroutine(with_server(settings(certs, TlsMode.ENFORCING), work))
