@@ -1,0 +1,70 @@
+"""A broker killed (SIGKILL) under an idempotent librdkafka producer: the producer retries
+through the restart, and every message it was told is stored is stored, once per
+acknowledgement, in the order sent per partition."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from skiff.testing.waits import wait_for
+from tests.integration.kafka_kit import kafka_cluster
+
+PARTITIONS = 2
+TOPIC = "crash-topic"
+
+
+def test_killed_broker_loses_nothing_acknowledged(tmp_path: Path) -> None:
+    with kafka_cluster(tmp_path, f"--defaultTopicQueueNums={PARTITIONS}") as (cluster, bootstrap):
+        producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
+                             "linger.ms": 2, "message.timeout.ms": 60_000, "reconnect.backoff.max.ms": 200})
+        acked: list[tuple[int, int, bytes]] = []
+        lock = threading.Lock()
+
+        def delivered(err, msg) -> None:
+            if err is None:
+                with lock:
+                    acked.append((msg.partition(), msg.offset(), msg.value()))
+
+        sent = 0
+        stop = threading.Event()
+
+        def produce() -> None:
+            nonlocal sent
+            while not stop.is_set():
+                producer.produce(TOPIC, f"m-{sent:06d}".encode(), partition=sent % PARTITIONS, on_delivery=delivered)
+                sent += 1
+                producer.poll(0.001)
+
+        worker = threading.Thread(target=produce)
+        worker.start()
+        try:
+            wait_for(lambda: len(acked) >= 200, 30, "200 acknowledged before the kill")
+            cluster.kill_broker(0)
+            before = len(acked)
+            cluster.start_broker(0)
+            wait_for(lambda: len(acked) >= before + 200, 60, "200 more acknowledged after the restart")
+        finally:
+            stop.set()
+            worker.join()
+        assert producer.flush(60) == 0
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "crash-check", "fetch.wait.max.ms": 100})
+        consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(PARTITIONS)])
+        stored: dict[tuple[int, int], bytes] = {}
+        deadline = time.monotonic() + 30
+        try:
+            while len(stored) < len(acked) and time.monotonic() < deadline:
+                for msg in consumer.consume(500, 0.5):
+                    if msg.error() is None:
+                        stored[(msg.partition(), msg.offset())] = msg.value()
+        finally:
+            consumer.close()
+    assert len(acked) == sent  # flushed: every message was acknowledged in the end
+    missing = [(p, o, v) for p, o, v in acked if stored.get((p, o)) != v]
+    assert not missing, f"{len(missing)} acknowledged messages are not where their acknowledgement said: {missing[:3]}"
+    for p in range(PARTITIONS):  # each partition holds the messages sent to it, in the order sent
+        values = [v for (q, _), v in sorted(stored.items()) if q == p]
+        assert values == sorted(values)
