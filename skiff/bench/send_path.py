@@ -26,61 +26,18 @@ import functools
 import tempfile
 import time
 from collections.abc import Sequence
-from typing import Any
 
-from skiff.broker.config import BrokerConfig
-from skiff.broker.server import BrokerServer
 from skiff.common.message import Message
 from skiff.common.msgid import UNIQ_IDS
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
-from skiff.protocol.frame import FrameDecoder, encode_frame_bytes
+from skiff.protocol.frame import encode_frame_bytes
 from skiff.protocol.message_codec import send_properties
-from skiff.store.config import FlushDiskType, StoreConfig
+from skiff.testing.inprocess import ServedConnection, in_process_broker
 from skiff.testing.wire import send_header
-from skiff.transport.connection import Connection
 
 TOPIC = "SendPathBench"
 QUEUES = 4
-
-
-class MemoryTransport(asyncio.Transport):
-    """A transport that keeps what is written (the answers), for a connection without a socket."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.out = bytearray()
-        self.writes = 0
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return {"peername": ("127.0.0.1", 40000), "sockname": ("127.0.0.1", 10911)}.get(name, default)
-
-    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
-        pass
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def write(self, data: Any) -> None:
-        self.out += data
-        self.writes += 1
-
-    def writelines(self, list_of_data: Any) -> None:
-        for data in list_of_data:
-            self.out += data
-        self.writes += 1
-
-    def is_closing(self) -> bool:
-        return False
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
 
 
 def request_frames(count: int, size: int) -> list[bytes]:
@@ -100,60 +57,32 @@ def reads(frames: Sequence[bytes], per_read: int) -> list[bytes]:
     return [b"".join(frames[i:i + per_read]) for i in range(0, len(frames), per_read)]
 
 
-def measured(conn: Connection, chunks: Sequence[bytes]) -> None:
+def measured(served: ServedConnection, chunks: Sequence[bytes]) -> None:
     """The measured part, run inside C's ``functools_reduce`` so that callgrind can count it
     alone (``--toggle-collect=functools_reduce``): Python functions are no symbols to it."""
-    functools.reduce(lambda _, chunk: conn.data_received(chunk), chunks, None)
+    functools.reduce(lambda _, chunk: served.feed(chunk), chunks, None)
 
 
 async def run(args: argparse.Namespace) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="skiff-send-path-") as root:
-        flush = FlushDiskType.SYNC_FLUSH if args.sync_flush else FlushDiskType.ASYNC_FLUSH
-        broker = BrokerServer(BrokerConfig(listen_port=0, listen_host="127.0.0.1", grpc_server_port=0),
-                              StoreConfig(store_path_root_dir=root, flush_disk_type=flush,
-                                          mapped_file_size_commit_log=256 << 20))
-        await broker.start()
-        try:
+        async with in_process_broker(root, sync_flush=args.sync_flush) as broker:
             broker.topics.find_or_create(TOPIC, QUEUES, 6)
-            conn = Connection(broker._remoting._handlers)  # type: ignore[union-attr]
-            transport = MemoryTransport()
-            conn.connection_made(transport)
+            served = ServedConnection(broker)
             warm = reads(request_frames(args.warmup, args.size), args.per_read)
             chunks = reads(request_frames(args.requests, args.size), args.per_read)
-            measured(conn, warm)
-            await _settled(transport, args.warmup)
-            transport.out.clear()
+            measured(served, warm)
+            await served.wait_answers(args.warmup)
+            served.transport.out.clear()
             started_cpu, started_wall = time.process_time(), time.perf_counter()
-            measured(conn, chunks)
-            await _settled(transport, args.requests)
+            measured(served, chunks)
+            await served.wait_answers(args.requests)
             cpu_s, wall_s = time.process_time() - started_cpu, time.perf_counter() - started_wall
-            _check(bytes(transport.out), args.requests)
+            answers = served.answers()
+            bad = [a for a in answers if a.code != ResponseCode.SUCCESS]
+            assert len(answers) == args.requests and not bad, f"{len(answers)} answers, failed: {bad[:1]}"
             return {"requests": args.requests, "per_read": args.per_read, "cpu_us_per_request":
                     round(cpu_s / args.requests * 1e6, 2), "wall_us_per_request": round(wall_s / args.requests * 1e6, 2),
-                    "writes": transport.writes}
-        finally:
-            await broker.stop()
-
-
-async def _settled(transport: MemoryTransport, count: int) -> None:
-    """Until ``count`` answers were written (SYNC_FLUSH answers after the fsync)."""
-    decoder = FrameDecoder(1 << 26)
-    seen = 0
-    pos = 0
-    deadline = time.monotonic() + 60
-    while seen < count:
-        data = bytes(transport.out[pos:])
-        pos = len(transport.out)
-        seen += len(decoder.feed(data))
-        if seen < count:
-            assert time.monotonic() < deadline, f"{seen} of {count} answers"
-            await asyncio.sleep(0)
-
-
-def _check(out: bytes, count: int) -> None:
-    answers = FrameDecoder(1 << 26).feed(out)
-    bad = [a for a in answers if a.code != ResponseCode.SUCCESS]
-    assert len(answers) == count and not bad, f"{len(answers)} answers of {count}, failed: {bad[:1]}"
+                    "writes": served.transport.writes}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
