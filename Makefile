@@ -12,6 +12,8 @@ STAMP := $(VENV)/.installed
 CPP_STAMP := $(CPP_VENV)/.installed
 RMQ5_VENV := $(BUILD)/venv-rocketmq5
 RMQ5_STAMP := $(RMQ5_VENV)/.installed
+NODE_DIR := $(BUILD)/node-rocketmq5
+NODE_STAMP := $(NODE_DIR)/.installed
 SUDO := $(shell [ "$$(id -u)" = "0" ] || echo sudo)
 
 EXTRAS := spark,dev,bench,ha,tier,chaos
@@ -26,7 +28,7 @@ run: $(STAMP)
 	@echo "The skiff command is in $(VENV)/bin: in another shell, run '. $(VENV)/bin/activate' to use it."
 	$(VENV)/bin/skiff up
 
-test: $(STAMP) $(CPP_STAMP) $(RMQ5_STAMP) java etcd iproute2 chromium
+test: $(STAMP) $(CPP_STAMP) $(RMQ5_STAMP) $(NODE_STAMP) java etcd iproute2 chromium
 	@$(call suite,$(VENV),$(CPP_VENV),$(RMQ5_VENV))
 
 # The same suite on the newest release of every dependency (and of the test clients'
@@ -107,6 +109,15 @@ etcd:
 
 # `ip` (network namespaces, veth pairs) for the partition test (tests/integration/test_ha_partition.py;
 # it also needs root, and skips saying so without).
+# The official RocketMQ 5.x Node.js client (npm rocketmq-client-nodejs), for the interop tests
+# (tests/interop/test_nodejs_client.py): installed from its lock file, no install scripts run.
+$(NODE_STAMP): tests/interop/nodejs/package.json tests/interop/nodejs/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq nodejs npm; }
+	mkdir -p $(NODE_DIR)
+	cp tests/interop/nodejs/package.json tests/interop/nodejs/package-lock.json $(NODE_DIR)/
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error
+	touch $@
+
 iproute2:
 	@command -v ip >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && $(SUDO) apt-get install -y -qq iproute2; }
 
