@@ -80,7 +80,7 @@ from skiff.broker.topics import TopicConfigManager
 from skiff.broker.transactions import TransactionRecovery, TransactionService
 from skiff.broker.writer import MessageWriter
 from skiff.common.clock import SYSTEM_CLOCK, Clock
-from skiff.common.record import pack_host
+from skiff.common.record import pack_host, parse_host_port
 from skiff.common.service import Periodic
 from skiff.store import MessageStore, RecoveryReport, StoreConfig
 from skiff.store.timer import TimerRecovery, TimerService
@@ -294,10 +294,15 @@ class BrokerServer:
         self.store.add_dispatch_listener(waiters.notify)
         service = KafkaService(self.config, self.role, self.operations, self.topics, waiters,
                                lambda: self.kafka.port if self.kafka is not None else 0,
-                               self.store_config.file_reserved_time * 3_600_000)
+                               self.store_config.file_reserved_time * 3_600_000, self._master_host)
         listener = KafkaListener(self.config.listen_host, port, service)
         await listener.start()
         self.kafka = listener
+
+    def _master_host(self) -> str | None:
+        """A slave's master's host, as the NameServer registration last named it."""
+        sync = self.replication.sync
+        return parse_host_port(sync.master_addr)[0] if sync is not None and sync.master_addr else None
 
     def _operations(self) -> Operations:
         cfg, store = self.config, self.store
@@ -316,7 +321,7 @@ class BrokerServer:
     def _handlers(self, client_manage: ClientManageProcessor) -> dict[int, Handler]:
         cfg, store = self.config, self.store
         ops = self.operations = self._operations()
-        attach_reads(ops.pull, self.tier)
+        attach_reads(ops, self.tier)
         processors: list[Processor] = [
             SendProcessor(cfg, ops.send),
             PullProcessor(cfg, self.role, ops.pull, store, self.groups, self.hold),
@@ -324,7 +329,8 @@ class BrokerServer:
             client_manage,
             SendBackProcessor(cfg, store, self.topics, self.groups, self.writer, ops.send),
             QueryProcessor(store),
-            TopicAdminProcessor(cfg, self.store_config, store, self.topics, self.stats, ops.topics),
+            TopicAdminProcessor(cfg, self.store_config, store, self.topics, self.stats, ops.topics,
+                                min_offset=ops.offsets.min_offset),
             GroupAdminProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients, self.pop.progress),
             EndTransactionProcessor(ops.end_transaction),
             TimerAdminProcessor(self.store_config, lambda: self.timer, self.config.delay_levels_ms, ops.cancel),

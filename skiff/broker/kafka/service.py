@@ -4,7 +4,7 @@
 | Kafka | Skiff |
 |---|---|
 | topic, partition, offset | topic, queue id, ConsumeQueue offset |
-| leader of every partition | this broker while it is a master (a slave answers NOT_LEADER_OR_FOLLOWER) |
+| leader of every partition | the broker group's master, one node id across failovers (a slave names its master, and answers Produce and Fetch NOT_LEADER_OR_FOLLOWER) |
 | Produce | `SendOperation` (gate, writer, store) — `produce.py` |
 | Fetch | `PullOperation.read`, long-polled — `fetch.py` |
 | ListOffsets, OffsetCommit, OffsetFetch | `OffsetsOperation` (the groups' offsets RocketMQ consumers use) |
@@ -70,8 +70,12 @@ def node_id(broker_name: str) -> int:
 
 class KafkaService:
     def __init__(self, config: BrokerConfig, role: Role, ops: Operations, topics: TopicConfigManager,
-                 waiters: FetchWaiters, advertised_port: Callable[[], int], retention_ms: int) -> None:
+                 waiters: FetchWaiters, advertised_port: Callable[[], int], retention_ms: int,
+                 master_host: Callable[[], str | None] = lambda: None) -> None:
+        """``master_host``: on a slave, its master's host as the registration last said (None
+        while unknown); Kafka clients are sent there, at this broker's Kafka port."""
         self.config = config
+        self.master_host = master_host
         self.role = role
         self.ops = ops
         self.topics = topics
@@ -99,8 +103,12 @@ class KafkaService:
         }
 
     @property
-    def node(self) -> Node:
-        return Node(node_id(self.config.broker_name), self.config.advertised_ip, self.advertised_port())
+    def node(self) -> Node | None:
+        """The broker group's node: its master (this broker, or on a slave the master it
+        replicates, at the same Kafka port), one id across failovers; None while a slave
+        does not know its master."""
+        host = self.master_host() if self.role.is_slave else self.config.advertised_ip
+        return None if host is None else Node(node_id(self.config.broker_name), host, self.advertised_port())
 
     async def handle(self, frame: bytes, peer: tuple[str, int]) -> bytes | None:
         """The answer frame to one request frame (None: the request takes no answer)."""
@@ -137,20 +145,22 @@ class KafkaService:
             names = [t["name"] for t in wanted]
         auto = req.get("allow_auto_topic_creation", True) and self.config.auto_create_topic_enable
         topics = [self._topic_metadata(name, node, auto and wanted is not None) for name in names]
-        return {"throttle_time_ms": 0, "brokers": [{"node_id": node.node_id, "host": node.host, "port": node.port,
-                                                    "rack": None}],
-                "cluster_id": self.config.broker_cluster_name, "controller_id": node.node_id, "topics": topics}
+        brokers = [] if node is None else [{"node_id": node.node_id, "host": node.host, "port": node.port,
+                                            "rack": None}]
+        return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": self.config.broker_cluster_name,
+                "controller_id": -1 if node is None else node.node_id, "topics": topics}
 
-    def _topic_metadata(self, name: str, node: Node, create: bool) -> Body:
+    def _topic_metadata(self, name: str, node: Node | None, create: bool) -> Body:
         tc = self.topics.get(name)
         if tc is None and create and not self.role.is_slave:
             tc = self.topics.create_from_template(name, DEFAULT_TEMPLATE, self.config.default_topic_queue_nums, 0)
         if tc is None:
             return {"error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "name": name, "partitions": []}
-        leader = -1 if self.role.is_slave else node.node_id
+        leader = -1 if node is None else node.node_id
         error = int(ErrorCode.LEADER_NOT_AVAILABLE) if leader < 0 else 0
+        replicas = [] if node is None else [node.node_id]
         parts = [{"error_code": error, "partition_index": q, "leader_id": leader, "leader_epoch": -1,
-                  "replica_nodes": [node.node_id], "isr_nodes": [node.node_id], "offline_replicas": []}
+                  "replica_nodes": replicas, "isr_nodes": replicas, "offline_replicas": []}
                  for q in range(tc.read_queue_nums)]
         return {"error_code": 0, "name": name, "is_internal": False, "partitions": parts}
 
@@ -208,6 +218,10 @@ class KafkaService:
 
     async def find_coordinator(self, req: Body, header: RequestHeader, peer: tuple[str, int]) -> Body:
         node = self.node
+        if node is None:
+            return {"throttle_time_ms": 0, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
+                    "error_message": "this slave does not know its master yet", "node_id": -1, "host": "",
+                    "port": -1}
         if req.get("key_type", 0) != 0:
             return {"throttle_time_ms": 0, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
                     "error_message": "Skiff coordinates consumer groups only, not transactions",
