@@ -124,6 +124,9 @@ class MessageStore:
         self._queue_offsets: dict[tuple[str, int], int] = {}
         self._listeners: list[DispatchListener] = []
         self._append_listeners: list[Callable[[int], None]] = []
+        self._visible_lock = threading.Lock()
+        self._unconfirmed: list[tuple[int, list[QueueTouch]]] = []
+        """Dispatch notices held back until `set_visible_end` passes their CommitLog end."""
         self._tag_codes = TagCodes()
         self._dispatched = 0
         self._running = False
@@ -399,7 +402,28 @@ class MessageStore:
         the put lock (a replicating master wakes its senders); ``fn`` must not raise."""
         self._append_listeners.append(fn)
 
+    def set_visible_end(self, offset: int | None) -> None:
+        """Serve reads only up to CommitLog ``offset`` (None: everything), and tell the
+        dispatch listeners (held pulls) of the queues that grew below it meanwhile: a
+        SYNC_MASTER in controller mode sets it to what its whole SyncStateSet acknowledged."""
+        with self._visible_lock:
+            self.reader.visible_end = offset
+            ready = [t for end, t in self._unconfirmed if offset is None or end <= offset]
+            self._unconfirmed = [(end, t) for end, t in self._unconfirmed if offset is not None and end > offset]
+        for touched in ready:
+            self._tell(touched)
+
     def _notify(self, touched: list[QueueTouch]) -> None:
+        """Listeners hear of a grown queue once its records are visible (`set_visible_end`)."""
+        end = self.commitlog.write_pos
+        with self._visible_lock:
+            limit = self.reader.visible_end
+            if limit is not None and end > limit:
+                self._unconfirmed.append((end, touched))
+                return
+        self._tell(touched)
+
+    def _tell(self, touched: list[QueueTouch]) -> None:
         for fn in self._listeners:
             try:
                 fn(touched)

@@ -27,6 +27,13 @@ from skiff.store.results import GetResult, GetStatus
 RecordFilter = Callable[[memoryview], bool]
 
 
+def confirmed_prefix(entries: np.ndarray, visible_end: int) -> np.ndarray:
+    """The leading ConsumeQueue entries whose records end at or before ``visible_end`` (a
+    queue's records lie in CommitLog order, so they are a prefix)."""
+    ends = entries["offset"].astype(np.int64) + entries["size"].astype(np.int64)
+    return entries[: int(np.searchsorted(ends, visible_end, side="right"))]
+
+
 class Reader:
     def __init__(self, commitlog: CommitLog, queues: ConsumeQueueTable, filter_scan_max: int,
                  segments: dict[tuple[str, int], Segment] | None = None) -> None:
@@ -35,6 +42,10 @@ class Reader:
         self.filter_scan_max = filter_scan_max
         self.segments: dict[tuple[str, int], Segment] = {} if segments is None else segments
         """Compacted queues' segments (shared with `skiff.store.compaction.Compaction`)."""
+        self.visible_end: int | None = None
+        """CommitLog offset reads stop at (records ending after it are not served yet): what
+        every broker of a SYNC_MASTER's SyncStateSet has (RocketMQ 5's confirmOffset), so no
+        reader is shown a record a successor may never have; None serves everything."""
 
     def min_offset(self, cq: ConsumeQueue) -> int:
         seg = self.segments.get((cq.topic, cq.queue_id))
@@ -73,6 +84,10 @@ class Reader:
         max_count = max(1, min(max_count, PULL_MAX_MESSAGES))
         filtered = tag_codes is not None or record_filter is not None
         entries = cq.read(offset, max(self.filter_scan_max, max_count) if filtered else max_count)
+        if entries is not None and self.visible_end is not None:
+            entries = confirmed_prefix(entries, self.visible_end)
+            if not len(entries):  # nothing replicated past ``offset`` yet: as if at the queue's end
+                return GetResult(GetStatus.OFFSET_OVERFLOW_ONE, offset, lo, offset)
         if entries is None:
             now = self.segments.get((topic, queue_id))
             if now is not None and now is not seg and offset < now.cleaned_offset:

@@ -1,12 +1,12 @@
-"""The SYNC_MASTER loss the chaos runs found (docs/reliability.md), pinned step by step in the
-chaos cluster: a master cut off from the other brokers and etcd (still reachable by clients)
-stores a send it cannot replicate (FLUSH_SLAVE_TIMEOUT) and serves it to a reader at queue
-offset n; the new master, which never had it, stores the next SEND_OK message at that same
-offset n. A consumer that read n from the old master asks the new one for n + 1 and never
-sees the SEND_OK message at n. The invariant asserted: what a broker of the group serves at
-an offset stays what the group holds there. It fails today (strict xfail: a fix makes the
-test pass and the marker must go); the fix is RocketMQ 5's, pulls served only up to the
-offset every broker of the SyncStateSet has (confirmOffset)."""
+"""The SYNC_MASTER loss the chaos runs found (docs/reliability.md), step by step in the chaos
+cluster: a master cut off from the other brokers and etcd (still reachable by clients) stores
+a send it cannot replicate (FLUSH_SLAVE_TIMEOUT); it used to serve it to a reader at queue
+offset n, and the new master, which never had it, stores the next SEND_OK message at that
+same offset n, so a consumer that read n from the old master asked the new one for n + 1 and
+never saw the SEND_OK message. The invariant asserted: what a broker of the group serves at
+an offset stays what the group holds there. A SYNC_MASTER in controller mode now serves reads
+only up to what its whole SyncStateSet acknowledged (RocketMQ 5's confirmOffset), so the
+isolated master serves nothing past the last replicated record."""
 
 from __future__ import annotations
 
@@ -48,8 +48,6 @@ async def send(addr: str, body: bytes) -> int:
         await wire.close()
 
 
-@pytest.mark.xfail(strict=True, reason="open bug: a partitioned SYNC master serves reads it never replicated, "
-                                       "so a consumer skips the SEND_OK message its successor stores there")
 def test_what_the_isolated_master_served_at_an_offset_is_what_the_group_keeps_there(tmp_path: Path) -> None:
     reason = netns_unavailable()
     if reason is not None:

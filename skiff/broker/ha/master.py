@@ -25,7 +25,7 @@ import threading
 import time
 from typing import NamedTuple
 
-from skiff.broker.config import BrokerConfig
+from skiff.broker.config import BrokerConfig, BrokerRole
 from skiff.broker.ha.feed import PushFeed
 from skiff.broker.ha.waiters import Done, ReplicaWaiters
 from skiff.common.errors import DecodeError
@@ -130,6 +130,7 @@ class HAMaster:
         for conn in list(self.connections):
             conn.close(why)
         self.waiters.fail_all()
+        self.store.set_visible_end(None)
         self.sync_members = set()
         self._caught_up_at.clear()
 
@@ -139,6 +140,18 @@ class HAMaster:
         acks = {c.slave_id: c.acked for c in self.connections if c.slave_id in self.sync_members}
         if self.sync_members and len(acks) == len(self.sync_members):
             self.waiters.ack(min(acks.values()))
+            self._confirm(min(acks.values()))
+        elif not self.sync_members:
+            self._confirm(None)
+        elif self.store.reader.visible_end is None:  # a member not heard from yet: nothing new is visible
+            self._confirm(self.store.commitlog.write_pos)
+
+    def _confirm(self, offset: int | None) -> None:
+        """Controller mode, SYNC_MASTER: reads stop at what every member of the SyncStateSet has
+        (None: the master alone is the set), so a reader is never shown a record that a
+        successor elected from the set may not have (docs/reliability.md's bug)."""
+        if self.config.broker_role is BrokerRole.SYNC_MASTER:
+            self.store.set_visible_end(offset)
 
     @property
     def slaves(self) -> list[SlaveInfo]:
