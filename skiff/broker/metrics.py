@@ -96,7 +96,10 @@ class BrokerCollector(Collector):
                                "Age of the oldest message not yet committed by the group (ms; 0 without lag).",
                                labels)
         store, pulls, now_ms = self.broker.store, self.broker.stats.pulls, self.broker.clock.now_ms()
-        for group, topic, queue_id, committed in sorted(self.broker.offsets.entries()):
+        committed_at = {(g, t, q): c for g, t, q, c in self.broker.offsets.entries()}
+        for g, t, q, c in self.broker.pop.consumed():  # a POP group's queue before its first ack too
+            committed_at.setdefault((g, t, q), c)
+        for (group, topic, queue_id), committed in sorted(committed_at.items()):
             max_offset = store.get_max_offset(topic, queue_id)
             values = [topic, group, str(queue_id)]
             popped = self.broker.pop.progress(group, topic, queue_id)

@@ -15,9 +15,11 @@ import asyncio
 import contextlib
 import io
 import json
+import urllib.request
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from skiff.cli.main import main as cli_main
 from skiff.client.admin import AsyncAdmin
@@ -38,9 +40,11 @@ TOPIC, ORDERLY, PLAIN = "FifoQ", "G-fifo-orderly", "G-fifo-plain"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory):
-    port = free_port()
-    with Cluster(tmp_path_factory.mktemp("fifo"), broker_args=[f"--grpcServerPort={port}"]) as c:
+    port, metrics_port = free_port(), free_port()
+    with Cluster(tmp_path_factory.mktemp("fifo"),
+                 broker_args=[f"--grpcServerPort={port}", f"--metricsPort={metrics_port}"]) as c:
         c.grpc_endpoint = f"127.0.0.1:{port}"  # type: ignore[attr-defined]
+        c.metrics_port = metrics_port  # type: ignore[attr-defined]
         yield c
 
 
@@ -229,6 +233,9 @@ def test_a_grpc_consumer_is_online_with_its_pop_lag(cluster: Cluster):
             assert len(taken) == 3
             progress = await admin.consumer_progress(group, topic)
             assert [(q.lag, q.in_flight) for q in progress.queues] == [(5, 3)]
+            gauges = await asyncio.to_thread(pop_gauges, cluster.metrics_port, group)  # type: ignore[attr-defined]
+            assert gauges == {"rocketmq_consumer_lag_messages": 5, "rocketmq_consumer_inflight_messages": 3,
+                              "rocketmq_consumer_ready_messages": 2}
             for m in taken[:2]:
                 assert (await grpc.ack(group, topic, m.system_properties.receipt_handle)).status.code == pb.OK
             progress = await admin.consumer_progress(group, topic)
@@ -238,3 +245,13 @@ def test_a_grpc_consumer_is_online_with_its_pop_lag(cluster: Cluster):
             await wire.close()
             await grpc.close()
     run(test())
+
+
+def pop_gauges(port: int, group: str) -> dict[str, float]:
+    """The broker's Prometheus gauges of ``group``'s queue 0 (the lag family)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return {s.name: s.value for family in text_string_to_metric_families(text) for s in family.samples
+            if s.labels.get("consumer_group") == group and s.labels.get("queue_id") == "0"
+            and s.name in ("rocketmq_consumer_lag_messages", "rocketmq_consumer_inflight_messages",
+                           "rocketmq_consumer_ready_messages")}

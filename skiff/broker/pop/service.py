@@ -235,6 +235,16 @@ class PopService:
         in_flight = len(self.state.in_flight.get(key, ())) + (len(batch.pending) if batch is not None else 0)
         return (batch.next_offset if batch is not None else cursor), in_flight
 
+    def consumed(self) -> list[tuple[str, str, int, int]]:
+        """(group, topic, queue id, offset consumed up to: the lowest in flight, else the cursor)
+        of every queue a group pops, acknowledged or not yet."""
+        out = []
+        for key in self.state.cursors:
+            lowest = self.state.lowest_unacked(key)
+            if lowest is not None:
+                out.append((*key, lowest))
+        return out
+
     def _pop_queue(self, req: PopQuery, key: QueueKey, kind: int, now: int, n: int) -> list[Popped]:
         records, offsets, next_offset = self._read(req, key, n)
         if next_offset is None:
