@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry
 
 from skiff.broker.acl import AclService
 from skiff.broker.auth import AuthService
+from skiff.broker.auth.migrate import as_auth_data, from_plain_config
 from skiff.broker.auth.remoting import guard as auth_guard
 from skiff.broker.auth.replica import replicate_auth
 from skiff.broker.clients import ClientManager
@@ -137,6 +138,12 @@ class BrokerServer:
         self.auth = AuthService(config, store_config.root, clock)
         """ACL 2.0 (docs/acl.md): its users and ACLs are served and replicated even while it is off."""
         self.auth.load()
+        self.plain_grpc_auth: AuthService | None = None
+        """Under plain ACL, the gRPC door's checks: plain_acl.yml's accounts as ACL 2.0 policies."""
+        if self.acl is not None:
+            plain = self.plain_grpc_auth = AuthService.for_plain_acl(config, clock)
+            self.acl.on_load = lambda parsed, data: plain.store.adopt(as_auth_data(from_plain_config(parsed, data)))
+            self.acl.on_load(self.acl.config, self.acl.data)
 
     @property
     def addr(self) -> str:
@@ -182,8 +189,8 @@ class BrokerServer:
                               self.clock, self.store_config.root)
         self.pop.start()
         self.gate = Gate(self.config, self.role, self.topics, self.groups)
-        if self.auth.enabled:
-            self.gate.auth = self.auth
+        if self.auth.enabled or self.plain_grpc_auth is not None:
+            self.gate.auth = self.plain_grpc_auth or self.auth
         self.compaction = CompactionService(self.store, self.topics, self.store_config, self.clock)
         self.tier = tier_service(self.config, self.store, self.topics, self.clock)
         client_manage = ClientManageProcessor(self.config, self.clients, self.groups, self.topics)
@@ -262,18 +269,13 @@ class BrokerServer:
         """The gRPC endpoint for RocketMQ 5.x clients (docs/grpc.md), unless grpcServerPort is 0."""
         if not self.config.grpc_server_port:
             return
-        if self.acl is not None:
-            log.warning("the gRPC endpoint stays off: RocketMQ 4.x plain ACL (aclEnable) checks remoting only; "
-                        "ACL 2.0 (authenticationEnabled/authorizationEnabled, `skiff acl migrate`) checks both "
-                        "(set grpcServerPort=0 to silence this)")
-            return
         grpc_clients = GrpcClients(self.config, self.clients, self.groups, self.store_config.max_message_size)
         ops = self.operations
         self.grpc = GrpcServer(self.config, self.topics, self.groups, grpc_clients, ops, self.clock,
                                namesrv_lookup(self._namesrv_client, self.config.namesrv_addrs),
                                Offsets(self.config, ops.gate, ops.offsets, ops.pull), self.store)
-        if self.auth.enabled:
-            self.grpc.auth = GrpcAuth(self.auth, self.gate)
+        if self.gate.auth is not None:
+            self.grpc.auth = GrpcAuth(self.gate.auth, self.gate)
         await self.grpc.start(grpc_credentials(self.config))
 
     async def _start_kafka(self) -> None:

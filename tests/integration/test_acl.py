@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -23,11 +24,14 @@ from skiff.client import (
 )
 from skiff.client._impl.config import ClientConfig
 from skiff.client.errors import SendFailedError
+from skiff.broker.auth.signature import authorization_header, date_time_now
 from skiff.protocol.acl_sign import sign_command
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.errors import NoPermissionError
+from skiff.protocol.v5 import definition_pb2 as pb
 from skiff.testing.cluster import Cluster
+from skiff.testing.grpc_wire import GrpcWire
 from skiff.testing.processes import broker_args, free_port, run_skiff
 from skiff.testing.waits import eventually
 from skiff.testing.wire import BrokerWire, send_header
@@ -64,9 +68,11 @@ def metrics_port() -> int:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory, acl_file: Path, metrics_port: int):
+    grpc_port = free_port()
     args = ["--aclEnable=true", f"--plainAclFile={acl_file}", "--aclReloadInterval=100",
-            f"--metricsPort={metrics_port}"]
+            f"--metricsPort={metrics_port}", f"--grpcServerPort={grpc_port}"]
     with Cluster(tmp_path_factory.mktemp("acl"), broker_args=args) as c:
+        c.grpc_endpoint = f"127.0.0.1:{grpc_port}"  # type: ignore[attr-defined]
         async def create() -> None:
             async with AsyncAdmin(client_config=config(c, "acl-admin", ADMIN)) as admin:
                 for topic in TOPICS:
@@ -207,6 +213,38 @@ async def _refused(cluster: Cluster) -> bool:
     except SendFailedError as exc:
         return isinstance(exc.__cause__, NoPermissionError)
     return False
+
+
+async def grpc_send(cluster: Cluster, topic: str, creds: Credentials) -> Any:
+    """A gRPC SendMessage signed as the 5.x clients sign (docs/acl.md): its Status."""
+    wire = GrpcWire(cluster.grpc_endpoint)  # type: ignore[attr-defined]
+    date = date_time_now()
+    wire.metadata = (("x-mq-client-id", "acl-grpc"), ("x-mq-date-time", date),
+                     ("authorization", authorization_header(creds.access_key, creds.secret_key, date)))
+    try:
+        return (await wire.send(topic, [b"over-grpc"])).status
+    finally:
+        await wire.close()
+
+
+def test_grpc_door_checks_the_same_accounts(cluster: Cluster, acl_file: Path) -> None:
+    """Under plain ACL the gRPC endpoint runs too, checking plain_acl.yml's accounts as ACL 2.0
+    policies (migrated in memory), and a reload of the file reaches it."""
+    ok = run_coroutine(grpc_send(cluster, "Open", APP))
+    assert ok.code == pb.OK, ok.message
+    wrong = run_coroutine(grpc_send(cluster, "Open", Credentials("app-user", "not-the-secret")))
+    assert (wrong.code, wrong.message) == (pb.UNAUTHORIZED, "check signature failed for User:app-user")
+    denied = run_coroutine(grpc_send(cluster, "Denied", APP))
+    assert denied.code == pb.FORBIDDEN and "User:app-user has no permission for Pub on Topic:Denied" in denied.message
+    assert run_coroutine(grpc_send(cluster, "Denied", ADMIN)).code == pb.OK, "an admin account is a Super user"
+    acl_file.write_text(ACL.format(denied="PUB"))
+    try:
+        async def allowed() -> bool:
+            return (await grpc_send(cluster, "Denied", APP)).code == pb.OK
+        run_coroutine(eventually(allowed, 15, "the reloaded file letting app-user send to Denied over gRPC"))
+    finally:
+        acl_file.write_text(ACL.format(denied="DENY"))
+        run_coroutine(eventually(lambda: _refused(cluster), 15, "the DENY coming back"))
 
 
 def test_cli_signs_with_flags_file_or_environment(cluster: Cluster, tmp_path: Path,

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import yaml
 
@@ -42,6 +43,11 @@ class AclService:
         """Requests refused since start (a metric)."""
         self._stamp: FileStamp | None = None
         self._watch: Periodic | None = None
+        self.on_load: Callable[[PlainAclConfig, Any], None] = lambda config, data: None
+        """Told each config that loads, with its YAML document (the gRPC door's copy of the
+        accounts, as ACL 2.0 users and policies)."""
+        self.data: Any = None
+        """The YAML document in force."""
 
     def load(self) -> None:
         """Read the file now; `AclConfigError` (a `ConfigError`) says why it cannot be used."""
@@ -58,7 +64,9 @@ class AclService:
             where = f" at line {mark.line + 1}" if mark is not None else ""
             raise AclConfigError(f"the ACL file {self.path} is not valid YAML{where}") from None
         self.config = parse_plain_acl(data, self.path)
+        self.data = data
         self._stamp = stamp
+        self.on_load(self.config, data)
         log.info("ACL loaded from %s: %d accounts, %d global white addresses", self.path,
                  len(self.config.accounts), len(self.config.global_white))
 

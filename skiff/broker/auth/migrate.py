@@ -18,9 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from skiff.broker.acl.plain_config import DENY, PUB, SUB, parse_plain_acl
+from skiff.broker.acl.plain_config import DENY, PUB, SUB, PlainAclConfig, parse_plain_acl
 from skiff.broker.auth.model import Acl, Action, Decision, Pattern, Policy, PolicyEntry, PolicyType, Resource, \
     ResourceType, User, UserType
+from skiff.broker.auth.store import AuthData
 from skiff.common.names import RETRY_PREFIX
 
 
@@ -41,11 +42,21 @@ def _entry(resource: Resource, perm: int) -> PolicyEntry:
 
 def migrate_plain_acl(data: Any, source: str = "plain_acl.yml") -> Migrated:
     """``data``: the loaded YAML document; `AclConfigError` names what cannot be read."""
-    config = parse_plain_acl(data, source)
+    return from_plain_config(parse_plain_acl(data, source), data)
+
+
+def as_auth_data(migrated: Migrated) -> AuthData:
+    """The migrated accounts as one table (what the gRPC door checks under plain ACL)."""
+    return AuthData({u.username: u for u in migrated.users}, {a.subject: a for a in migrated.acls})
+
+
+def from_plain_config(config: PlainAclConfig, data: Any) -> Migrated:
+    """``config`` parsed from ``data`` (which alone tells a white address that was written)."""
     users, acls, skipped = [], [], []
     if config.global_white:
         skipped.append("globalWhiteRemoteAddresses (write sourceIps in the users' policies instead)")
-    raw_accounts = {str(a.get("accessKey")): a for a in (data or {}).get("accounts") or [] if isinstance(a, dict)}
+    accounts = (data or {}).get("accounts") if isinstance(data, dict) else None
+    raw_accounts = {str(a.get("accessKey")): a for a in accounts or [] if isinstance(a, dict)}
     for key, account in config.accounts.items():
         users.append(User(key, account.secret_key, UserType.SUPER if account.admin else UserType.NORMAL))
         if str(raw_accounts.get(key, {}).get("whiteRemoteAddress") or "").strip():

@@ -48,7 +48,7 @@ def _codes(text: str) -> frozenset[str]:
 
 
 class AuthService:
-    def __init__(self, config: BrokerConfig, store_root: str, clock: Clock) -> None:
+    def __init__(self, config: BrokerConfig, store_root: str | None, clock: Clock) -> None:
         self.config = config
         self.clock = clock
         self.authentication = config.authentication_enabled
@@ -58,6 +58,16 @@ class AuthService:
         self.store = AuthStore(store_root)
         self.refused = 0
         """Requests refused since start (a metric)."""
+
+    @classmethod
+    def for_plain_acl(cls, config: BrokerConfig, clock: Clock) -> AuthService:
+        """The gRPC door's checks under RocketMQ 4.x plain ACL (aclEnable): plain_acl.yml's accounts
+        as users and policies, migrated in memory as `skiff acl migrate` would, both checks on.
+        The table is replaced whole (`AuthStore.adopt`) each time the file is reloaded."""
+        service = cls(config, None, clock)
+        service.authentication = service.authorization = True
+        service.authentication_whitelist = service.authorization_whitelist = frozenset()
+        return service
 
     @property
     def enabled(self) -> bool:

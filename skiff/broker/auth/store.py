@@ -47,14 +47,16 @@ class AuthData:
 
 
 class AuthStore:
-    def __init__(self, store_root: str) -> None:
-        self.file = JsonFile.in_store(store_root, FILE_NAME)
+    def __init__(self, store_root: str | None) -> None:
+        """``store_root`` None: a table kept in memory only (plain ACL's accounts, as the gRPC door
+        reads them; their file is plain_acl.yml)."""
+        self.file = JsonFile.in_store(store_root, FILE_NAME) if store_root is not None else None
         self.data = AuthData()
 
     def load(self) -> None:
         """Read the file (none yet: no users); `AuthDataError` or `CorruptionError` say what is wrong."""
-        raw = self.file.load()
-        if raw is not None:
+        raw = self.file.load() if self.file is not None else None
+        if raw is not None and self.file is not None:
             self.data = AuthData.from_json(raw, self.file.path)
         log.info("auth data: %d users, %d ACLs (version %d)", len(self.data.users), len(self.data.acls),
                  self.data.version)
@@ -65,7 +67,8 @@ class AuthStore:
 
     def _commit(self, users: Mapping[str, User], acls: Mapping[str, Acl], version: int | None = None) -> None:
         data = AuthData(dict(users), dict(acls), self.data.version + 1 if version is None else version)
-        self.file.save(fastjson.dumps(data.to_json()))
+        if self.file is not None:
+            self.file.save(fastjson.dumps(data.to_json()))
         self.data = data
 
     # -- users --------------------------------------------------------------------
