@@ -10,7 +10,7 @@ from skiff.testing.processes import run_skiff
 
 
 def test_kafka_bench_reports_both_protocols() -> None:
-    done = run_skiff(["bench", "kafka", "--seconds", "2", "--messages", "20000", "--threads", "2", "--json"], timeout_s=180)
+    done = run_skiff(["bench", "kafka", "--seconds", "1", "--messages", "5000", "--threads", "2", "--json"], timeout_s=180)
     assert done.returncode == 0, done.stdout
     rows = {r["phase"]: r for r in json.loads(done.stdout[done.stdout.index("[{"):])}
     assert rows["kafka produce"]["messages"] > 0 and rows["skiff produce"]["messages"] > 0

@@ -42,11 +42,11 @@ def test_killed_broker_loses_nothing_acknowledged(tmp_path: Path) -> None:
         worker = threading.Thread(target=produce)
         worker.start()
         try:
-            wait_for(lambda: len(acked) >= 200, 30, "200 acknowledged before the kill")
+            wait_for(lambda: len(acked) >= 100, 30, "100 acknowledged before the kill")
             cluster.kill_broker(0)
             before = len(acked)
             cluster.start_broker(0)
-            wait_for(lambda: len(acked) >= before + 200, 60, "200 more acknowledged after the restart")
+            wait_for(lambda: len(acked) >= before + 100, 60, "100 more acknowledged after the restart")
         finally:
             stop.set()
             worker.join()
