@@ -147,10 +147,16 @@ def shape_options(args: argparse.Namespace, shape: Shape, sizes: tuple[int, ...]
 
 
 def run_shape(systems: Sequence[System], opts: SuiteOptions, shape: Shape, result: RunResult) -> None:
-    """Run every workload of one shape; its rows are marked with it."""
-    first = len(result.rows)
-    run_all(systems, opts, result)
-    result.rows[first:] = [dataclasses.replace(r, shape=shape) for r in result.rows[first:]]
+    """Run every workload of one shape into a result of its own (so a system measured once for
+    both modes repeats only this shape's rows as durable), then add its rows, marked with it."""
+    own = RunResult()
+    try:
+        run_all(systems, opts, own)
+    finally:
+        result.rows += [dataclasses.replace(r, shape=shape) for r in own.rows]
+        result.many_queues += own.many_queues
+        result.failures += [f"{shape.value}: {f}" if shape is Shape.SINGLE else f for f in own.failures]
+        result.settings.update(own.settings)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
