@@ -332,7 +332,7 @@ class BrokerServer:
             SendBackProcessor(cfg, store, self.topics, self.groups, self.writer, ops.send),
             QueryProcessor(store),
             TopicAdminProcessor(cfg, self.store_config, store, self.topics, self.stats, ops.topics),
-            GroupAdminProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients, self.pop.progress),
+            GroupAdminProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients, self.pop),
             EndTransactionProcessor(ops.end_transaction),
             TimerAdminProcessor(self.store_config, lambda: self.timer, self.config.delay_levels_ms, ops.cancel),
             PopProcessor(ops.pop),

@@ -233,6 +233,7 @@ def test_a_grpc_consumer_is_online_with_its_pop_lag(cluster: Cluster):
             assert len(taken) == 3
             progress = await admin.consumer_progress(group, topic)
             assert [(q.lag, q.in_flight) for q in progress.queues] == [(5, 3)]
+            assert (await admin.consumer_progress(group)).total_lag == 5  # its topics: those it pops, before an ack
             gauges = await asyncio.to_thread(pop_gauges, cluster.metrics_port, group)  # type: ignore[attr-defined]
             assert gauges == {"rocketmq_consumer_lag_messages": 5, "rocketmq_consumer_inflight_messages": 3,
                               "rocketmq_consumer_ready_messages": 2}

@@ -14,12 +14,11 @@ form). Without ``isForce`` an offset only ever moves back.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from skiff.broker.clients import ClientChannel, ClientManager
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager, settings_error
 from skiff.broker.offsets import ConsumerOffsetManager
+from skiff.broker.pop.service import PopService
 from skiff.broker.topics import TopicConfigManager
 from skiff.common.message import MessageQueue
 from skiff.common.names import group_error
@@ -37,16 +36,15 @@ from skiff.transport.connection import Connection, Handler
 
 LATEST = -1
 """A reset timestamp meaning "the end of each queue"."""
-PopProgress = Callable[[str, str, int], "tuple[int, int] | None"]
 
 
 class GroupAdminProcessor:
     def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
                  groups: SubscriptionGroupManager, offsets: ConsumerOffsetManager, clients: ClientManager,
-                 pop_progress: PopProgress) -> None:
-        """``pop_progress``: a POP group's cursor and in-flight count in a queue
-        (`PopService.progress`), for its pull offset and real lag in the consume stats."""
-        self.pop_progress = pop_progress
+                 pop: PopService) -> None:
+        """``pop``: the POP groups' cursors and in-flight messages, for their topics, pull offsets
+        and real lag in the consume stats."""
+        self.pop = pop
         self.config = config
         self.store = store
         self.topics = topics
@@ -86,7 +84,8 @@ class GroupAdminProcessor:
     def consume_stats(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         q = h.GetConsumeStatsRequestHeader.from_ext(req.ext_fields)
         info = self.clients.consumer_group(q.consumer_group)
-        topics = [q.topic] if q.topic else self.offsets.topics_of(q.consumer_group)
+        topics = [q.topic] if q.topic else sorted(
+            {*self.offsets.topics_of(q.consumer_group), *(t for g, t, _, _ in self.pop.consumed() if g == q.consumer_group)})
         table: dict[MessageQueue, OffsetWrapper] = {}
         for topic in topics:
             tc = self.topics.get(topic)
@@ -102,7 +101,7 @@ class GroupAdminProcessor:
 
     def _queue_stats(self, group: str, topic: str, queue_id: int, consumed: int) -> OffsetWrapper:
         last = self.store.get_store_time(topic, queue_id, consumed - 1) if consumed > 0 else None
-        popped = self.pop_progress(group, topic, queue_id)
+        popped = self.pop.progress(group, topic, queue_id)
         pulled, in_flight = popped if popped is not None else (consumed, 0)
         return OffsetWrapper(self.store.get_max_offset(topic, queue_id), consumed, last or 0, max(pulled, consumed),
                              in_flight)
