@@ -36,8 +36,6 @@ RECOVERY_DEADLINE_S = 180.0
 """After the last fault: every broker back, a master whose SyncStateSet names all (slack for a loaded machine)."""
 SETTLE_ACKS = 20
 """SEND_OK answers awaited after the final recovery, before the producers stop."""
-WARM_UP_S = 3.0
-"""Seconds' worth of SEND_OK answers (at the run's rate) before the first fault."""
 
 
 @dataclass
@@ -55,6 +53,8 @@ class ChaosOptions:
     drain_s: float = 120.0
     seed: int = 1
     broker_args: tuple[str, ...] = ()
+    warm_up_s: float = 3.0
+    """Seconds' worth of SEND_OK answers (at the run's rate) before the first fault."""
 
     @property
     def hold_s(self) -> float:
@@ -94,7 +94,7 @@ async def _run_with_clients(cluster: ChaosCluster, opts: ChaosOptions, names: li
     await consumers.start()
     await producers.start()
     try:
-        await eventually(lambda: producers.acked >= opts.rate * WARM_UP_S, START_DEADLINE_S, "SEND_OK before the faults")
+        await eventually(lambda: producers.acked >= opts.rate * opts.warm_up_s, START_DEADLINE_S, "SEND_OK before the faults")
         log(f"skiff chaos: {opts.mode}, cluster up, sending; faults {', '.join(names) or 'none'}")
         await inject_faults(cluster, opts, names, history, log)
         await recover_all(cluster, notes)
