@@ -9,7 +9,8 @@ Kill faults restart what they killed on recovery; a pause is resumed; a partitio
 | kill-minority | kill -9 of one broker, any |
 | kill-majority | kill -9 of two brokers, any |
 | pause-master, pause-slave | SIGSTOP (sockets stay open), SIGCONT on recovery |
-| partition-master | the master cut from the other brokers and every etcd member (clients and the NameServer still reach it) |
+| partition-master | the master cut from the other brokers and every etcd member (clients and the |
+|   | NameServer still reach it) |
 | partition-random | the six nodes split into two random halves |
 | partition-ring | brokers and etcd members on a ring, each cut from the node opposite (each still sees a majority) |
 | netem-loss, netem-delay | 20 % loss / 200 ms ± 50 ms on the master's link (needs the kernel's netem) |

@@ -17,7 +17,8 @@ def format_text(results: dict[str, Any]) -> str:
     lines = [f"verdict: {'OK' if results['ok'] else 'FAILED'} (lost {results['lost']}, "
              f"order violations {results['order_violations']})",
              f"mode {s['mode']}, duration {s['duration_s']:.0f} s, a fault every {s['fault_interval_s']:g} s held "
-             f"{s['fault_hold_s']:g} s, {s['keys']} keys at {s['rate']:g} msg/s, lease {s['lease_ms']} ms, seed {s['seed']}"]
+             f"{s['fault_hold_s']:g} s, {s['keys']} keys at {s['rate']:g} msg/s, lease {s['lease_ms']} ms, "
+             f"seed {s['seed']}"]
     for q in results["queue"]:
         lines.append(f"group {q['group']}: enqueued {q['enqueued']} (SUCCESS {q['success']}, FAILURE {q['failure']}, "
                      f"UNKNOWN {q['unknown']}), dequeued {q['dequeued']} distinct, lost {q['lost']}, duplicated "

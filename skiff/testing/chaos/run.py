@@ -94,7 +94,8 @@ async def _run_with_clients(cluster: ChaosCluster, opts: ChaosOptions, names: li
     await consumers.start()
     await producers.start()
     try:
-        await eventually(lambda: producers.acked >= opts.rate * opts.warm_up_s, START_DEADLINE_S, "SEND_OK before the faults")
+        await eventually(lambda: producers.acked >= opts.rate * opts.warm_up_s, START_DEADLINE_S,
+                         "SEND_OK before the faults")
         log(f"skiff chaos: {opts.mode}, cluster up, sending; faults {', '.join(names) or 'none'}")
         await inject_faults(cluster, opts, names, history, log)
         await recover_all(cluster, notes)
