@@ -130,7 +130,8 @@ def first_read(ns: str, queues: int) -> dict[str, Any]:
     assert done.returncode == 0, done.stdout
     mq = MessageQueue(TOPIC, "broker-a", 0)
     with Admin(ns) as admin:
-        low = wait_for(lambda: admin.min_offset(mq), 120, "retention to delete the uploaded files")
+        low = wait_for(lambda: admin.tier(TOPIC)[0].state.queues[0].local_min_offset, 120,
+                       "retention to delete the uploaded files")
         newest = admin.max_offset(mq) - 1
     with PullClient(ns) as client:
         first, pulls = _timed_pull(client, mq, 0)

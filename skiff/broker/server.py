@@ -323,7 +323,7 @@ class BrokerServer:
     def _handlers(self, client_manage: ClientManageProcessor) -> dict[int, Handler]:
         cfg, store = self.config, self.store
         ops = self.operations = self._operations()
-        attach_reads(ops.pull, self.tier)
+        attach_reads(ops, self.tier)
         processors: list[Processor] = [
             SendProcessor(cfg, ops.send),
             PullProcessor(cfg, self.role, ops.pull, store, self.groups, self.hold),
@@ -331,7 +331,8 @@ class BrokerServer:
             client_manage,
             SendBackProcessor(cfg, store, self.topics, self.groups, self.writer, ops.send),
             QueryProcessor(store),
-            TopicAdminProcessor(cfg, self.store_config, store, self.topics, self.stats, ops.topics),
+            TopicAdminProcessor(cfg, self.store_config, store, self.topics, self.stats, ops.topics,
+                                min_offset=ops.offsets.min_offset),
             GroupAdminProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients, self.pop),
             EndTransactionProcessor(ops.end_transaction),
             TimerAdminProcessor(self.store_config, lambda: self.timer, self.config.delay_levels_ms, ops.cancel),

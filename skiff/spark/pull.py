@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -64,6 +65,14 @@ range's rest): large enough that a batch's fixed cost is small, small enough tha
 copies it into rows while it is still in the CPU's cache (measured: 16 MiB batches cost the
 JVM more per row than 1 MiB ones)."""
 _NONE = np.zeros(0, np.int64)
+RETRY_PAUSE_S = 0.005
+"""Pause before pulling again an offset the broker answered 'retry at once' for (PULL_RETRY_IMMEDIATELY
+at the same offset: a broker fetching the offset from its tier on a worker thread)."""
+
+
+def _asks_retry(result: RawPullResult, offset: int) -> bool:
+    """An answer with no messages that asks for the same offset again."""
+    return result.status is PullStatus.NO_MATCHED_MSG and result.next_begin_offset == offset and not result.body
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +165,7 @@ class _SegmentReader:
     async def segment(self, offset: int, end: int) -> list[Run]:
         assert self.client is not None
         out: list[Run] = []
+        retry_until = 0.0
         while offset < end:
             result = await self.client.pull_raw(
                 self.mq, offset, min(self.options.pull_batch_size, end - offset),
@@ -167,6 +177,14 @@ class _SegmentReader:
             if resume != offset:
                 offset = resume
                 continue
+            if _asks_retry(result, offset):  # a broker fetching tiered data (docs/tiered-storage.md)
+                retry_until = retry_until or time.monotonic() + self.options.pull_timeout_ms / 1000
+                if time.monotonic() > retry_until:
+                    raise RuntimeError(f"{self.mq}: the broker kept answering 'retry' at offset {offset} for "
+                                       f"pullTimeoutMs={self.options.pull_timeout_ms}")
+                await asyncio.sleep(RETRY_PAUSE_S)
+                continue
+            retry_until = 0.0
             keep = (queue_offsets >= offset) & (queue_offsets < end)
             out.append(Run(result.body, starts[keep], result.recheck_tags))
             if result.next_begin_offset <= offset:
@@ -185,7 +203,7 @@ class _SegmentReader:
                        f"offset {result.max_offset}, before the end {self.end} this read was planned with: the "
                        f"broker lost messages it had stored (a store cut short by a crash?)")
             return end
-        elif self.unfiltered and result.status is PullStatus.NO_MATCHED_MSG:
+        elif self.unfiltered and result.status is PullStatus.NO_MATCHED_MSG and not _asks_retry(result, offset):
             resume = result.next_begin_offset
         elif self.unfiltered and first is not None and first > offset:
             if self.compacted:  # compaction removed the offsets in between

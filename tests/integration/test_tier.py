@@ -55,8 +55,11 @@ def skiff_ok(*args: str) -> str:
 
 
 async def queue_bounds(admin: AsyncAdmin, topic: str) -> tuple[int, int]:
-    (q,) = await admin.topic_status(topic)
-    return q.min_offset, q.max_offset
+    """The queue's offsets kept on the broker's disk (topic status answers the tier's first offset)."""
+    (b,) = await admin.tier(topic)
+    assert b.state is not None, b.error
+    (q,) = b.state.queues
+    return q.local_min_offset, q.local_max_offset
 
 
 async def read_from(ns: str, topic: str, first: int, end: int) -> list[tuple[int, str]]:
@@ -114,6 +117,8 @@ def test_tiered_messages_stay_local_for_retention_local_ms_then_come_from_the_bu
 
             await eventually(tiered_trimmed, 30, "retention to delete Tiered's uploaded files")
             local_min, _ = await queue_bounds(admin, "Tiered")
+            (q,) = await admin.topic_status("Tiered")
+            assert (q.min_offset, q.max_offset) == (0, 300)  # the queue's first offset is the tier's
         got = await read_from(ns, "Tiered", 0, 300)
         assert got == [(i, f"t{i}-{BODY}") for i in range(300)]
         assert local_min > 0  # so offsets 0..local_min-1 came from the bucket
@@ -124,4 +129,4 @@ def test_tiered_messages_stay_local_for_retention_local_ms_then_come_from_the_bu
     assert (q["uploadedTo"], q["remoteRows"], q["firstRemoteOffset"], q["lagMessages"]) == (300, 300, 0, 0)
     assert q["localMinOffset"] > 0 and q["remoteBytes"] > 0
     keys = [o["Key"] for o in s3.client().list_objects_v2(Bucket="skiff-tier")["Contents"]]
-    assert "cluster1/Tiered/manifest.json" in keys and not any(k.startswith("cluster1/Plain") for k in keys)
+    assert "cluster1/Tiered/broker-a/manifest.json" in keys and not any(k.startswith("cluster1/Plain") for k in keys)

@@ -12,6 +12,7 @@ and the client's consumeFromWhere decides.
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 
 from skiff.broker.offsets import ConsumerOffsetManager
 from skiff.store import MessageStore
@@ -29,13 +30,22 @@ class OffsetsOperation:
     def __init__(self, store: MessageStore, offsets: ConsumerOffsetManager) -> None:
         self.store = store
         self.offsets = offsets
+        self.tier_first: Callable[[str, int], int | None] | None = None
+        """Set when the broker has a tier: a tiered queue's first offset in it, which is the
+        queue's first offset when the tier reaches back further than the disk (docs/tiered-storage.md)."""
+
+    def min_offset(self, topic: str, queue_id: int) -> int:
+        """The queue's first readable offset: locally, or in the tier."""
+        low = self.store.get_min_offset(topic, queue_id)
+        first = None if self.tier_first is None else self.tier_first(topic, queue_id)
+        return low if first is None else min(first, low)
 
     def consumed(self, group: str, topic: str, queue_id: int) -> int | None:
         """Where ``group`` goes on in the queue, or None (the client then decides)."""
         offset = self.offsets.query(group, topic, queue_id)
         if offset is not None and offset < 0:
             offset = None
-        if offset is None and self.store.get_min_offset(topic, queue_id) == 0:
+        if offset is None and self.min_offset(topic, queue_id) == 0:
             offset = 0
         return offset
 
@@ -47,4 +57,4 @@ class OffsetsOperation:
             return self.store.get_max_offset(topic, queue_id)
         if edge is QueueEdge.AT_TIME:
             return self.store.get_offset_by_time(topic, queue_id, timestamp_ms)
-        return self.store.get_min_offset(topic, queue_id)
+        return self.min_offset(topic, queue_id)

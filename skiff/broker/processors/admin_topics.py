@@ -9,6 +9,8 @@ Kafka's topic requests use too.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from skiff.broker.config import BrokerConfig, config_properties
 from skiff.broker.operations.refusal import Refusal
 from skiff.broker.operations.topics import TopicChange, TopicsOperation
@@ -29,8 +31,11 @@ from skiff.transport.connection import Connection, Handler
 
 class TopicAdminProcessor:
     def __init__(self, config: BrokerConfig, store_config: StoreConfig, store: MessageStore,
-                 topics: TopicConfigManager, stats: BrokerStats, operation: TopicsOperation) -> None:
+                 topics: TopicConfigManager, stats: BrokerStats, operation: TopicsOperation,
+                 min_offset: Callable[[str, int], int] | None = None) -> None:
         self.config = config
+        self.min_offset = min_offset or store.get_min_offset
+        """A queue's first readable offset (the offsets operation's: the tier's where it reaches further)."""
         self.operation = operation
         self.store_config = store_config
         self.store = store
@@ -75,7 +80,7 @@ class TopicAdminProcessor:
             high = self.store.get_max_offset(topic, queue_id)
             last = self.store.get_store_time(topic, queue_id, high - 1) if high > 0 else None
             table[MessageQueue(topic, self.config.broker_name, queue_id)] = TopicOffset(
-                self.store.get_min_offset(topic, queue_id), high, last or 0)
+                self.min_offset(topic, queue_id), high, last or 0)
         return req.response(body=TopicStatsTable(table).to_json())
 
     def runtime_info(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:

@@ -155,6 +155,9 @@ class TierReads:
         return GetResult(GetStatus.FOUND, next_offset, low, high, buffers, len(keep),
                          sum(len(b) for b in buffers), run.offsets[keep].tolist())
 
+    def manifest_kept(self, topic: str) -> Manifest | None:
+        return self._manifests.get(topic)
+
     def _load_manifest(self, topic: str) -> None:
         self._manifests[topic] = self.tier.manifest(topic, self.uploader.broker_name)  # read only
 

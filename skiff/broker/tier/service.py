@@ -64,6 +64,14 @@ class TierService:
     def close(self) -> None:
         self.reads.close()
 
+    def first_offset(self, topic: str, queue_id: int) -> int | None:
+        """The queue's first offset in the tier, from the manifest kept (no request to the tier;
+        None before the uploader or a read has loaded it)."""
+        if not self.uploader.is_tiered(topic):
+            return None
+        m = self.uploader.manifests.get(topic) or self.reads.manifest_kept(topic)
+        return None if m is None else m.first_offset(queue_id)
+
     # -- retention ---------------------------------------------------------------------
 
     def hold(self) -> int | None:
@@ -100,7 +108,7 @@ class TierService:
         """The topic's tier state (reads the manifest from the tier when it is not kept yet)."""
         topic = tc.topic_name
         attrs = tc.attributes or {}
-        m = self.uploader.manifests.get(topic) or self.tier.manifest(topic)
+        m = self.uploader.manifests.get(topic) or self.tier.manifest(topic, self.uploader.broker_name)
         queues = []
         for q in sorted(set(self.store.queue_ids(topic)) | set(m.queue_ids())):
             lo, hi = self.store.get_min_offset(topic, q), self.store.get_max_offset(topic, q)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from skiff.broker.config import BrokerConfig
-from skiff.broker.operations.pull import PullOperation
+from skiff.broker.operations import Operations
 from skiff.broker.topics import TopicConfigManager
 from skiff.common.clock import Clock
 from skiff.common.errors import ConfigError
@@ -33,7 +33,9 @@ def tier_periodics(tier: TierService | None) -> list[Periodic]:
     return [] if tier is None else [tier.periodic()]
 
 
-def attach_reads(pull: PullOperation, tier: TierService | None) -> None:
-    """Pulls below what is kept locally read through the tier."""
+def attach_reads(ops: Operations, tier: TierService | None) -> None:
+    """Pulls below what is kept locally read through the tier, and a queue's first offset is
+    the tier's where it reaches further back."""
     if tier is not None:
-        pull.tier_read = tier.reads.read
+        ops.pull.tier_read = tier.reads.read
+        ops.offsets.tier_first = tier.first_offset

@@ -64,7 +64,9 @@ def test_a_read_spanning_tier_and_broker_equals_the_broker_read_row_for_row(spar
 
         skiff_ok("topic", "update", "-t", topic, "-q", "2", "-n", ns, "--attr", "retention.local.ms=0")
         mins = wait_for(lambda: (lambda m: m if all(m) else None)(
-            [q.min_offset for q in admin.topic_status(topic)]), 60, "retention to delete the uploaded files")
+            [q.local_min_offset for q in admin.tier(topic)[0].state.queues]), 60,
+            "retention to delete the uploaded files")
+        assert [q.min_offset for q in admin.topic_status(topic)] == [0, 0]  # the queues start in the tier
 
     options = {"namesrvAddr": ns, "topic": topic, "tierUrl": f"file://{tier}"}
     plan: list[InputPartition] = list(SkiffBatchReader(SourceOptions.parse(options)).partitions())
@@ -76,6 +78,8 @@ def test_a_read_spanning_tier_and_broker_equals_the_broker_read_row_for_row(spar
 
     spanning = reader(spark, ns, topic, tierUrl=f"file://{tier}").orderBy(*ORDER).collect()
     assert spanning == through_broker
+    # without tierUrl the broker serves the same offsets, the old ones through its tier reads
+    assert reader(spark, ns, topic).orderBy(*ORDER).collect() == through_broker
 
     plain = spark.read.option("recursiveFileLookup", "true").option("pathGlobFilter", "*.parquet")
     history = plain.parquet(str(tier / topic)).select(*through_broker[0].__fields__).orderBy(*ORDER).collect()
