@@ -84,8 +84,15 @@ class Group:
 
 
 class GroupCoordinator:
-    def __init__(self, offsets: OffsetsOperation) -> None:
+    def __init__(self, offsets: OffsetsOperation, *,
+                 session_ms: tuple[int, int] = (KAFKA_GROUP_SESSION_MIN_MS, KAFKA_GROUP_SESSION_MAX_MS),
+                 initial_delay_ms: int = KAFKA_INITIAL_REBALANCE_DELAY_MS) -> None:
+        """``session_ms``: the session timeouts members may ask for; ``initial_delay_ms``: a group
+        leaving Empty waits this long for more members (both the limits' values, but for tests
+        of the state machine that cannot wait seconds)."""
         self.offsets = offsets
+        self.session_ms = session_ms
+        self.initial_delay_ms = initial_delay_ms
         self.groups: dict[str, Group] = {}
 
     def handlers(self) -> dict[int, Callable[..., Awaitable[Body | None]]]:
@@ -109,7 +116,7 @@ class GroupCoordinator:
 
         if group_error(req["group_id"]) is not None or "@" in req["group_id"]:
             return refuse(ErrorCode.INVALID_GROUP_ID)
-        if not KAFKA_GROUP_SESSION_MIN_MS <= req["session_timeout_ms"] <= KAFKA_GROUP_SESSION_MAX_MS:
+        if not self.session_ms[0] <= req["session_timeout_ms"] <= self.session_ms[1]:
             return refuse(ErrorCode.INVALID_SESSION_TIMEOUT)
         group = self.groups.setdefault(req["group_id"], Group(req["group_id"]))
         protocols = [(p["name"], p["metadata"]) for p in req["protocols"]]
@@ -163,7 +170,7 @@ class GroupCoordinator:
         if group.timer is not None:
             group.timer.cancel()
         timeout_ms = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
-        delay_ms = KAFKA_INITIAL_REBALANCE_DELAY_MS if from_empty else timeout_ms
+        delay_ms = self.initial_delay_ms if from_empty else timeout_ms
         group.timer = asyncio.get_running_loop().call_later(delay_ms / 1000.0, self._rebalance_due, group, from_empty)
 
     def _rebalance_due(self, group: Group, initial: bool) -> None:
