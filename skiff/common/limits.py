@@ -148,3 +148,10 @@ KAFKA_INITIAL_REBALANCE_DELAY_MS = 500
 (Kafka's group.initial.rebalance.delay.ms is 3 s): consumers started together then join one
 generation instead of rebalancing once per arrival; shorter than Kafka's so a lone consumer
 starts reading sooner."""
+
+AUTH_DECISIONS_CACHED = 10_000
+"""ACL 2.0 decisions remembered per (user, what a request needs, peer host) until the users or
+ACLs change; past it the memory starts again (a client asks the same few questions repeatedly)."""
+
+AUTH_ADDRESSES_CACHED = 1024
+"""Peer hosts whose parsed IP address ACL 2.0 keeps (parsing one costs more than the rest of a check)."""

@@ -21,10 +21,12 @@ each passes; a request needing nothing passes on authentication alone.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from skiff.common.limits import AUTH_ADDRESSES_CACHED
 from skiff.broker.auth.model import Acl, Action, Decision, Pattern, PolicyEntry, PolicyType, Resource, ResourceType, \
     User, UserType
 
@@ -65,6 +67,7 @@ def deciding_entry(acl: Acl, need: Need, ip: Address | None) -> PolicyEntry | No
     return None
 
 
+@functools.lru_cache(maxsize=AUTH_ADDRESSES_CACHED)
 def parse_address(host: str) -> Address | None:
     try:
         return ipaddress.ip_address(host.strip("[]").split("%")[0])

@@ -22,9 +22,10 @@ from skiff.broker.auth.evaluate import Need, refusal
 from skiff.broker.auth.migrate import migrate_plain_acl
 from skiff.broker.auth.model import AuthDataError, User, UserStatus, UserType
 from skiff.broker.auth.signature import GrpcCredential, SignatureError, check_grpc
-from skiff.broker.auth.store import AuthStore
+from skiff.broker.auth.store import AuthData, AuthStore
 from skiff.broker.config import BrokerConfig
 from skiff.common.clock import Clock
+from skiff.common.limits import AUTH_DECISIONS_CACHED
 from skiff.protocol.acl_sign import ACCESS_KEY, signature_matches
 from skiff.protocol.command import RemotingCommand
 
@@ -58,6 +59,9 @@ class AuthService:
         self.store = AuthStore(store_root)
         self.refused = 0
         """Requests refused since start (a metric)."""
+        self._decisions: dict[tuple[str, tuple[Need, ...], str], str | None] = {}
+        self._decided_on: AuthData | None = None
+        """The table `_decisions` were made on: a new one (any change) empties them."""
 
     @classmethod
     def for_plain_acl(cls, config: BrokerConfig, clock: Clock) -> AuthService:
@@ -166,13 +170,24 @@ class AuthService:
         elif user.status is UserStatus.DISABLE:
             why = f"User:{user.username} is disabled"
         else:
-            denied = refusal(user, self.store.acl(user.subject), needs, caller.host)
+            denied = self._decide(user, needs, caller.host)
             if denied is None:
                 return None
             why = denied
         self.refused += 1
         log.warning("authorization refused request %s from %s (user %s): %s", code, caller.host, caller.name, why)
         return why
+
+    def _decide(self, user: User, needs: Sequence[Need], host: str) -> str | None:
+        """`refusal`, remembered per (user, needs, host) until the table changes: a producer's
+        sends ask the same question each time, and the answer is a dict lookup after the first."""
+        data = self.store.data
+        if self._decided_on is not data or len(self._decisions) >= AUTH_DECISIONS_CACHED:
+            self._decisions, self._decided_on = {}, data
+        key = (user.username, tuple(needs), host)
+        if key not in self._decisions:
+            self._decisions[key] = refusal(user, data.acls.get(user.subject), needs, host)
+        return self._decisions[key]
 
     def inner_credentials(self) -> tuple[str, str] | None:
         """The access and secret key the broker signs its own requests to other brokers with."""

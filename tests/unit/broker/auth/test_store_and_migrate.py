@@ -8,11 +8,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from skiff.broker.auth.evaluate import Need
 from skiff.broker.auth.migrate import migrate_plain_acl
 from skiff.broker.auth.model import Acl, Action, AuthDataError, Decision, PolicyType, Resource, User, UserType
 from skiff.broker.auth.signature import SignatureError, authorization_header, check_grpc, date_time_now, \
     parse_authorization
+from skiff.broker.auth.service import AuthService, Caller
 from skiff.broker.auth.store import AuthData, AuthStore
+from skiff.broker.config import BrokerConfig
+from skiff.common.clock import ManualClock
 
 SAMPLE_PLAIN_ACL = """
 globalWhiteRemoteAddresses:
@@ -129,3 +133,17 @@ def test_rocketmq_sample_plain_acl_migrates() -> None:
     assert any("globalWhiteRemoteAddresses" in s for s in migrated.not_migrated)
     assert any("rocketmq2" in s for s in migrated.not_migrated)
     assert not any("12345678" in s for s in migrated.not_migrated)
+
+
+def test_a_change_is_seen_by_the_next_check(tmp_path: Path) -> None:
+    """Decisions are remembered per table: a change (a new table) is decided afresh at once."""
+    config = BrokerConfig(authentication_enabled=True, authorization_enabled=True)
+    auth = AuthService(config, str(tmp_path), ManualClock())
+    auth.store.create_user(User("app", "secret-1"))
+    auth.store.put_acl(acl("User:app", ("Topic:a", "Pub", "Allow")))
+    caller = Caller(auth.store.user("app"), "127.0.0.1")
+    needs = [Need.of(Resource.topic("a"), Action.PUB)]
+    assert auth.authorize(caller, needs, 310) is None
+    assert auth.authorize(caller, needs, 310) is None
+    auth.store.put_acl(acl("User:app", ("Topic:a", "Pub", "Deny")))
+    assert "denied by the entry for Topic:a" in (auth.authorize(caller, needs, 310) or "")
