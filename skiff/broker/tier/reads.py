@@ -158,6 +158,9 @@ class TierReads:
     def manifest_kept(self, topic: str) -> Manifest | None:
         return self._manifests.get(topic)
 
+    def keep_manifest(self, m: Manifest) -> None:
+        self._manifests[m.topic] = m
+
     def _load_manifest(self, topic: str) -> None:
         self._manifests[topic] = self.tier.manifest(topic, self.uploader.broker_name)  # read only
 

@@ -25,6 +25,7 @@ from skiff.protocol.bodies.topic import TopicConfig
 from skiff.protocol.bodies.topic_attributes import retention_local_ms, retention_tiered_ms, tiered_storage
 from skiff.store import MessageStore
 from skiff.tier.backends import backend_from_url
+from skiff.tier.manifest import Manifest
 from skiff.tier.tier import Tier
 
 log = logging.getLogger(__name__)
@@ -42,6 +43,7 @@ class TierService:
                                           region=config.tier_s3_region or None))
         self.uploader = TierUploader(store, topics, self.tier, config.broker_name, config.tier_seal_ms, clock)
         self.reads = TierReads(self.tier, self.uploader)
+        self._read_at: dict[str, int] = {}
         store.retention.add_hold(self.hold)
 
     def periodic(self) -> Periodic:
@@ -83,15 +85,32 @@ class TierService:
         now = self.clock.now_ms()
         for tc in self.uploader.tiered_topics():
             held = floor if held is None else held
+            m = self.uploader.manifests.get(tc.topic_name) or self._read_manifest(tc.topic_name, now)
             for q in self.store.queue_ids(tc.topic_name):
-                phys = self._keep_from(tc, q, now)
+                phys = self._keep_from(tc, m, q, now)
                 if phys is not None:
                     held = min(held, phys)
         return held
 
-    def _keep_from(self, tc: TopicConfig, queue_id: int, now: int) -> int | None:
+    def _read_manifest(self, topic: str, now: int) -> Manifest | None:
+        """Where this broker does not upload (a slave, or a master before its first pass): the
+        tier's manifest, read again once it is older than an upload interval, and shared with
+        the reads, so a pull finds whatever retention deleted on its word. None when the tier
+        cannot be read (everything of the topic is then held)."""
+        kept = self.reads.manifest_kept(topic)
+        if kept is not None and now - self._read_at.get(topic, 0) < self.config.tier_upload_interval_ms:
+            return kept
+        try:
+            m = self.tier.manifest(topic, self.uploader.broker_name)
+        except Exception as exc:  # an unreachable tier holds, it does not fail retention
+            log.warning("tier: reading the manifest of %s failed (%s): its local files stay", topic, exc)
+            return kept
+        self.reads.keep_manifest(m)
+        self._read_at[topic] = now
+        return m
+
+    def _keep_from(self, tc: TopicConfig, m: Manifest | None, queue_id: int, now: int) -> int | None:
         topic = tc.topic_name
-        m = self.uploader.manifests.get(topic)
         keep = m.end_offset(queue_id) if m is not None else 0
         local_ms = retention_local_ms(tc.attributes)
         if local_ms > 0:
