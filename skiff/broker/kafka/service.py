@@ -18,6 +18,7 @@ answered with INVALID_REQUEST; neither closes the connection.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import zlib
 from collections.abc import Awaitable, Callable
@@ -171,9 +172,10 @@ class KafkaService:
         host = born_host(peer)
         responses = []
         for t in req["topic_data"]:
-            parts = [await self.produce_.partition(t["name"], p["index"], p["records"], acks, host)
-                     for p in t["partition_data"]]
-            responses.append({"name": t["name"], "partition_responses": parts})
+            # each partition appends before its first await; the waits (fsync, slave) overlap
+            parts = await asyncio.gather(*(self.produce_.partition(t["name"], p["index"], p["records"], acks, host)
+                                           for p in t["partition_data"]))
+            responses.append({"name": t["name"], "partition_responses": list(parts)})
         if acks == 0:
             return None  # Kafka's rule: no answer at all, or the client reads it as the next request's
         return {"responses": responses, "throttle_time_ms": 0}
