@@ -232,6 +232,9 @@ class BrokerConfig(TlsSettings):
     tier_s3_region: str = ""
     tier_upload_interval_ms: int = 10_000
     """How often the master looks for sealed messages of tiered topics to upload."""
+    tier_delete_grace_ms: int = 86_400_000
+    """How long the tier of a deleted topic stays before the uploader deletes it (a day: time to
+    notice a mistake; the topic recreated meanwhile keeps it)."""
     tier_seal_ms: int = 60_000
     """A message is uploaded once it is flushed and this much older than now: the tail a
     consumer is still reading stays out of the tier's small files."""

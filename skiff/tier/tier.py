@@ -157,6 +157,18 @@ class Tier:
             self.backend.delete(seg.file)
         return kept, gone
 
+    def delete(self, manifest: Manifest) -> int:
+        """Delete the part of the tier ``manifest`` describes (its topic was deleted): an empty
+        manifest first, so no reader opens a file that is going, then the files, then the
+        manifest. A crash in between leaves unlisted files, which `collect_orphans` removes if
+        the topic comes back. The number of files deleted."""
+        self.write_manifest(Manifest(manifest.topic, manifest.broker))
+        files = sorted({s.file for s in manifest.segments} | set(self.backend.list(broker_prefix(manifest.topic,
+                                                                                                 manifest.broker))))
+        for key in files:
+            self.backend.delete(key)
+        return len(files)
+
     def collect_orphans(self, manifest: Manifest) -> list[str]:
         """Delete the topic's files the manifest does not list (uploads a crash cut off before
         their manifest); the keys deleted."""

@@ -20,7 +20,7 @@ from skiff.client import AsyncAdmin, AsyncPullClient, Message, MessageQueue, Pul
 from skiff.testing.cluster import Cluster
 from skiff.testing.processes import run_skiff
 from skiff.testing.s3 import S3_ENV, moto_s3
-from skiff.testing.waits import eventually
+from skiff.testing.waits import eventually, wait_for
 from tests.integration.consumer_kit import config, run, send, wait_for_route
 
 BODY = "x" * 1000
@@ -37,7 +37,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster,
         with moto_s3() as s3:
             s3.bucket("skiff-tier")
             args = [f"--tierStorageUrl=s3://skiff-tier/cluster1", f"--tierS3Endpoint={s3.endpoint}",
-                    "--tierSealMs=1", "--tierUploadIntervalMs=300", *SMALL_FILES]
+                    "--tierSealMs=1", "--tierUploadIntervalMs=300", "--tierDeleteGraceMs=500", *SMALL_FILES]
             with Cluster(tmp_path_factory.mktemp("tier"), broker_args=args) as c:
                 yield c, s3
     finally:
@@ -130,3 +130,29 @@ def test_tiered_messages_stay_local_for_retention_local_ms_then_come_from_the_bu
     assert q["localMinOffset"] > 0 and q["remoteBytes"] > 0
     keys = [o["Key"] for o in s3.client().list_objects_v2(Bucket="skiff-tier")["Contents"]]
     assert "cluster1/Tiered/broker-a/manifest.json" in keys and not any(k.startswith("cluster1/Plain") for k in keys)
+
+
+def test_a_deleted_topics_tier_goes_after_the_grace_period(cluster) -> None:
+    c, s3 = cluster
+    ns = c.namesrv_addr
+    skiff_ok("topic", "create", "-t", "Gone", "-q", "1", "-n", ns, "--attr", "tiered.storage=true")
+
+    def keys() -> list[str]:
+        listed = s3.client().list_objects_v2(Bucket="skiff-tier", Prefix="cluster1/Gone/")
+        return [o["Key"] for o in listed.get("Contents", [])]
+
+    async def fill() -> None:
+        async with AsyncAdmin(client_config=config(ns, "tier-gone-admin")) as admin:
+            await wait_for_route(admin, "Gone")
+            await send(ns, [Message.of("Gone", f"g{i}") for i in range(20)])
+
+            async def uploaded() -> bool:
+                (b,) = await admin.tier("Gone")
+                return b.state is not None and b.state.queues[0].uploaded_to == 20
+
+            await eventually(uploaded, 30, "the uploader to put Gone's messages in the bucket")
+
+    run(fill())
+    assert "cluster1/Gone/broker-a/manifest.json" in keys() and any(k.endswith(".parquet") for k in keys())
+    skiff_ok("topic", "delete", "-t", "Gone", "-n", ns)
+    wait_for(lambda: not keys(), 30, "the deleted topic's tier to be deleted after the grace period")

@@ -41,7 +41,8 @@ class TierService:
         self.clock = clock
         self.tier = Tier(backend_from_url(config.tier_storage_url, endpoint_url=config.tier_s3_endpoint or None,
                                           region=config.tier_s3_region or None))
-        self.uploader = TierUploader(store, topics, self.tier, config.broker_name, config.tier_seal_ms, clock)
+        self.uploader = TierUploader(store, topics, self.tier, config.broker_name, config.tier_seal_ms, clock,
+                                     config.tier_delete_grace_ms)
         self.reads = TierReads(self.tier, self.uploader)
         self._read_at: dict[str, int] = {}
         store.retention.add_hold(self.hold)

@@ -48,7 +48,7 @@ class Uploaded:
 
 class TierUploader:
     def __init__(self, store: MessageStore, topics: TopicConfigManager, tier: Tier, broker_name: str,
-                 seal_ms: int, clock: Clock) -> None:
+                 seal_ms: int, clock: Clock, delete_grace_ms: int = 86_400_000) -> None:
         self.store = store
         self.topics = topics
         self.tier = tier
@@ -60,6 +60,10 @@ class TierUploader:
         no request to the tier)."""
         self.totals = Uploaded()
         self.last_error = ""
+        self.delete_grace_ms = delete_grace_ms
+        self._gone_since: dict[str, int] = {}
+        """Topics whose tier this uploader wrote, deleted on the broker since (ms): their tier goes
+        after the grace period."""
         self._lock = threading.Lock()  # one pass at a time: the periodic one and `skiff topic tier upload`
 
     def tiered_topics(self) -> Iterator[TopicConfig]:
@@ -91,7 +95,27 @@ class TierUploader:
                         done = _plus(done, self._upload_queue(tc.topic_name, q))
                     self._expire(tc)
             self.totals = _plus(self.totals, done)
+            if topic is None:
+                self._delete_gone()
             return done
+
+    def _delete_gone(self) -> None:
+        """Delete the tier of topics deleted from this broker more than the grace period ago. Only
+        topics whose manifest this uploader holds are known (a topic deleted while the broker was
+        down keeps its tier: docs/tiered-storage.md)."""
+        now = self.clock.now_ms()
+        for topic in list(self.manifests):
+            if self.topics.get(topic) is not None:
+                self._gone_since.pop(topic, None)
+                continue
+            since = self._gone_since.setdefault(topic, now)
+            if since == now:
+                log.warning("tier: topic %s was deleted; its tier at %s goes in %d ms unless it comes back",
+                            topic, self.tier.backend.url, self.delete_grace_ms)
+            if now - since >= self.delete_grace_ms:
+                count = self.tier.delete(self.manifests.pop(topic))
+                del self._gone_since[topic]
+                log.warning("tier: deleted the tier of deleted topic %s (%d files)", topic, count)
 
     def _expire(self, tc: TopicConfig) -> None:
         keep_ms = retention_tiered_ms(tc.attributes)
