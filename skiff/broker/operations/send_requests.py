@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from skiff.broker.operations.refusal import Refusal
-from skiff.broker.operations.send import SendOperation, SendRequest, Sent
+from skiff.broker.operations.send import SendOperation, SendRequest, Sent, Targeted
 from skiff.common.limits import BATCH_MAX_MESSAGES, COALESCED_MAX_BYTES
+from skiff.protocol.bodies.topic import TopicConfig
 from skiff.store import MessageInput, PutStatus
 from skiff.store.dispatcher import NOT_CONSUMABLE
 from skiff.transport.late import LateAnswer
@@ -61,12 +62,13 @@ def send_requests(op: SendOperation, requests: Sequence[SendRequest],
     """Each request's outcome, as `SendOperation.send` would give it, in their order."""
     out: list[T | Refusal | LateAnswer[T] | Awaitable[T] | None] = [None] * len(requests)
     runs = _Runs()
+    known: dict[Targeted, tuple[TopicConfig, int] | Refusal] = {}  # the gate's answers in this call
     for i, req in enumerate(requests):
         if req.batch:
             _append_runs(op, runs, answers, out)
             out[i] = op.send(req, answers[i])
             continue
-        prepared = op.prepare(req)
+        prepared = op.prepare(req, known)
         if isinstance(prepared, Refusal):
             out[i] = prepared
             continue
