@@ -1,8 +1,9 @@
 """A Kafka record as a RocketMQ message and back: one store, two protocols.
 
 - value ↔ body (a null value, a tombstone, is an empty body with ``KAFKA_NULL_VALUE``);
-- key ↔ ``KEYS`` when it is text a property can hold, so RocketMQ consumers and the key
-  index see it; the raw bytes are kept in ``KAFKA_KEY`` (base64) only when they are not;
+- key ↔ ``KEYS`` when it is text a property can hold, so RocketMQ consumers, the key index
+  and compaction see it; other bytes are kept in ``KAFKA_KEY`` (base64) and KEYS holds
+  ``base64:`` and the same text, so a compacted topic keys on them too;
 - headers ↔ user properties: a header whose name and value are text a property can hold
   is that property; another is kept under ``KAFKA_HB64.<name>`` (base64), a null value
   under ``KAFKA_HNULL.<name>``, so every header comes back as it was sent;
@@ -24,6 +25,8 @@ from skiff.common.stored_message import StoredMessage
 from skiff.protocol.kafka.records import Record
 
 KEY_B64 = "KAFKA_KEY"
+KEY_B64_PREFIX = "base64:"
+"""How KEYS spells a key that is not text (its raw bytes are in ``KAFKA_KEY``)."""
 NULL_VALUE = "KAFKA_NULL_VALUE"
 HEADER_B64 = "KAFKA_HB64."
 HEADER_NULL = "KAFKA_HNULL."
@@ -60,8 +63,10 @@ def record_properties(rec: Record) -> dict[str, str]:
         key_text = _text(rec.key)
         if key_text is not None and key_text:
             props[Prop.KEYS] = key_text
-        else:
+        else:  # KEYS still names it (compaction and the key index key on KEYS), as base64 text
             props[KEY_B64] = base64.b64encode(rec.key).decode()
+            if rec.key:
+                props[Prop.KEYS] = KEY_B64_PREFIX + props[KEY_B64]
     if rec.value is None:
         props[NULL_VALUE] = "1"
     return props
