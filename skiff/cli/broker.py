@@ -119,9 +119,10 @@ def run_up(args: argparse.Namespace, extra: list[str]) -> int:
     from skiff.broker.config import default_broker_ip
     from skiff.namesrv import NamesrvConfig
 
+    if args.tls and (args.ha or args.brokers != 1):
+        raise ConfigError("skiff up --tls runs one broker: with --ha or --brokers give the brokers tls.* keys "
+                          "(docs/tls.md)")
     if args.ha:
-        if args.tls:
-            raise ConfigError("skiff up --ha does not take --tls yet: give the brokers tls.* keys (docs/tls.md)")
         from skiff.cli.up_ha import run_up_ha
         return run_up_ha(args, extra)
     if args.brokers != 1:
