@@ -43,8 +43,18 @@ class BrokerCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         for part in (self._traffic, self._consumers, self._clients, self._storage, self._timer, self._transactions,
-                     self._broker):
+                     self._broker, self._tier):
             yield from part()
+
+    def _tier(self) -> Iterator[Metric]:
+        """Tiered storage's rows (docs/tiered-storage.md), when the broker has a tier."""
+        tier = self.broker.tier
+        for row in [] if tier is None else tier.metrics():
+            family = self._family(CounterMetricFamily if row.counter else GaugeMetricFamily, row.name, row.doc,
+                                  list(row.labels))
+            for values, value in row.rows:
+                self._add(family, list(values), value)
+            yield family
 
     # ------------------------------------------------------------------ helpers
 

@@ -11,6 +11,8 @@ from the bucket, every message once and in order.
 from __future__ import annotations
 
 import os
+import re
+import urllib.request
 from collections.abc import Iterator
 
 import orjson
@@ -18,12 +20,13 @@ import pytest
 
 from skiff.client import AsyncAdmin, AsyncPullClient, Message, MessageQueue, PullStatus
 from skiff.testing.cluster import Cluster
-from skiff.testing.processes import run_skiff
+from skiff.testing.processes import free_port, run_skiff
 from skiff.testing.s3 import S3_ENV, moto_s3
 from skiff.testing.waits import eventually, wait_for
 from tests.integration.consumer_kit import config, run, send, wait_for_route
 
 BODY = "x" * 1000
+METRICS_PORT = free_port()
 EVERY_HOUR = ";".join(f"{h:02d}" for h in range(24))
 SMALL_FILES = ["--mappedFileSizeCommitLog=65536", "--fileReservedTime=0", f"--deleteWhen={EVERY_HOUR}",
                "--cleanResourceInterval=200", "--flushIntervalCommitLog=50"]
@@ -36,7 +39,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster,
     try:
         with moto_s3() as s3:
             s3.bucket("skiff-tier")
-            args = [f"--tierStorageUrl=s3://skiff-tier/cluster1", f"--tierS3Endpoint={s3.endpoint}",
+            args = [f"--tierStorageUrl=s3://skiff-tier/cluster1", f"--metricsPort={METRICS_PORT}", f"--tierS3Endpoint={s3.endpoint}",
                     "--tierSealMs=1", "--tierUploadIntervalMs=300", "--tierDeleteGraceMs=500", *SMALL_FILES]
             with Cluster(tmp_path_factory.mktemp("tier"), broker_args=args) as c:
                 yield c, s3
@@ -128,6 +131,11 @@ def test_tiered_messages_stay_local_for_retention_local_ms_then_come_from_the_bu
     q = answer["state"]["queues"][0]
     assert (q["uploadedTo"], q["remoteRows"], q["firstRemoteOffset"], q["lagMessages"]) == (300, 300, 0, 0)
     assert q["localMinOffset"] > 0 and q["remoteBytes"] > 0
+    with urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=10) as page:
+        metrics = page.read().decode()
+    assert re.search(r'^skiff_tier_remote_bytes\{[^}]*topic="Tiered"\} [1-9]', metrics, re.M), metrics
+    assert re.search(r'^skiff_tier_lag_messages\{[^}]*topic="Tiered"\} 0\.0$', metrics, re.M), metrics
+    assert re.search(r'^skiff_tier_read_messages_total\{[^}]*\} [1-9]', metrics, re.M), metrics
     keys = [o["Key"] for o in s3.client().list_objects_v2(Bucket="skiff-tier")["Contents"]]
     assert "cluster1/Tiered/broker-a/manifest.json" in keys and not any(k.startswith("cluster1/Plain") for k in keys)
 

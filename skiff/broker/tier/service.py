@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -32,6 +34,14 @@ log = logging.getLogger(__name__)
 
 _SIZES_AT_ONCE = 65_536
 """ConsumeQueue entries summed per read when a status adds up a queue's local bytes."""
+
+
+class TierMetric(NamedTuple):
+    name: str
+    doc: str
+    counter: bool
+    labels: tuple[str, ...]
+    rows: Sequence[tuple[tuple[str, ...], float]]
 
 
 class TierService:
@@ -74,6 +84,36 @@ class TierService:
             return None
         m = self.uploader.manifests.get(topic) or self.reads.manifest_kept(topic)
         return None if m is None else m.first_offset(queue_id)
+
+    # -- metrics -----------------------------------------------------------------------
+
+    def metrics(self) -> list[TierMetric]:
+        """The tier's Prometheus rows (docs/metrics.md), from what is kept: no request to the tier."""
+        lag, remote = [], []
+        for tc in self.uploader.tiered_topics():
+            topic = tc.topic_name
+            m = self.uploader.manifests.get(topic) or self.reads.manifest_kept(topic)
+            if m is None:
+                continue
+            behind = sum(max(0, self.store.get_max_offset(topic, q) - max(m.end_offset(q), self.store.get_min_offset(
+                topic, q))) for q in self.store.queue_ids(topic))
+            lag.append(((topic,), float(behind)))
+            remote.append(((topic,), float(m.remote_bytes())))
+        t = self.uploader.totals
+        return [
+            TierMetric("skiff_tier_uploaded_bytes", "Parquet bytes this broker uploaded since it started.", True, (),
+                       [((), float(t.file_bytes))]),
+            TierMetric("skiff_tier_uploaded_messages", "Messages this broker uploaded since it started.", True, (),
+                       [((), float(t.rows))]),
+            TierMetric("skiff_tier_read_messages", "Messages pulls were answered from the tier.", True, (),
+                       [((), float(self.reads.served))]),
+            TierMetric("skiff_tier_fetch_errors", "Tier files that could not be fetched for a pull.", True, (),
+                       [((), float(self.reads.fetch_errors))]),
+            TierMetric("skiff_tier_lag_messages", "Messages of a tiered topic kept locally and not yet uploaded.",
+                       False, ("topic",), lag),
+            TierMetric("skiff_tier_remote_bytes", "Bytes of a tiered topic's files in the tier.", False, ("topic",),
+                       remote),
+        ]
 
     # -- retention ---------------------------------------------------------------------
 
