@@ -46,6 +46,8 @@ GROUP_TOPIC = "kgroup-topic"
 GROUP = "kgroup"
 DEADLINE_S = 40.0
 
+pytestmark = pytest.mark.xdist_group("kafka-clients")  # one worker, one cluster: the fixture is set up once
+
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, str]]:

@@ -21,6 +21,8 @@ from skiff.protocol.kafka.wire import Reader, Writer
 from skiff.testing.cluster import Cluster
 from tests.integration.kafka_kit import kafka_cluster
 
+pytestmark = pytest.mark.xdist_group("kafka-wire")  # one worker, one cluster: the fixture is set up once
+
 
 @pytest.fixture(scope="module")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, str]]:
