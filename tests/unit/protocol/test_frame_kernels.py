@@ -147,3 +147,9 @@ def test_the_head_kernel_leaves_what_it_does_not_encode_to_the_reference() -> No
     assert kernel(0, 10, "JAVA", 1, 2, 1, "\ud800", None, 0) is None  # a lone surrogate
     cmd = RemotingCommand(code=0, opaque=3, flag=1, ext_fields={"queueOffset": 17, "ok": True})  # type: ignore[dict-item]
     assert orjson.loads(encode_frame_bytes(cmd)[8:])["extFields"] == {"queueOffset": "17", "ok": "true"}
+
+
+def test_each_frame_reference_has_its_compiled_twin_when_built() -> None:
+    if kernels.compiled("json_frames", FRAMES) is None:
+        pytest.skip("the compiled kernels are not built here")
+    assert all(callable(kernels.compiled(n, FRAMES)) for n in ("json_frames", "json_head", "send_fields"))
