@@ -32,6 +32,7 @@ from kafka.errors import InvalidConfigurationError, TopicAlreadyExistsError
 
 from skiff.client import ConsumeFromWhere, ConsumeStatus, Message, PushConsumer
 from skiff.client import Producer as RocketProducer
+from skiff.protocol.bodies.admin import SubscriptionGroupWrapper
 from skiff.protocol.bodies.topic import TopicConfig, TopicConfigSerializeWrapper
 from skiff.protocol.codes import RequestCode
 from skiff.testing.cluster import Cluster
@@ -272,6 +273,13 @@ def test_group_of_two_rebalances_commits_and_resumes(kafka: tuple[Cluster, str])
     queues = json.loads(progress.stdout)["queues"]
     assert sorted(q["mq"]["queue_id"] for q in queues) == list(range(PARTITIONS))
     assert all(q["consumer_offset"] == q["broker_offset"] == 15 for q in queues)  # 60 messages, 4 partitions
+    groups: list[SubscriptionGroupWrapper] = []
+
+    async def read_groups(wire: BrokerWire) -> None:
+        answer = await wire.call(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+        groups.append(SubscriptionGroupWrapper.from_json(answer.body))
+    with_wire(cluster.broker_addr(0), read_groups)
+    assert GROUP in groups[0].subscription_group_table  # listed with RocketMQ's groups (skiff consumer, dashboard)
 
     third = [f"third-{i}" for i in range(8)]
     produce_to_group_topic(bootstrap, third)

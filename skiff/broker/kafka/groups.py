@@ -84,13 +84,17 @@ class Group:
 
 
 class GroupCoordinator:
-    def __init__(self, offsets: OffsetsOperation, *,
+    def __init__(self, offsets: OffsetsOperation, *, register: Callable[[str], object] = lambda group: None,
                  session_ms: tuple[int, int] = (KAFKA_GROUP_SESSION_MIN_MS, KAFKA_GROUP_SESSION_MAX_MS),
                  initial_delay_ms: int = KAFKA_INITIAL_REBALANCE_DELAY_MS) -> None:
-        """``session_ms``: the session timeouts members may ask for; ``initial_delay_ms``: a group
-        leaving Empty waits this long for more members (both the limits' values, but for tests
-        of the state machine that cannot wait seconds)."""
+        """``register``: makes a group that joins or commits a subscription group too (as a
+        RocketMQ consumer's heartbeat does when autoCreateSubscriptionGroup), so the broker's
+        group lists, `skiff consumer` and the dashboard name it. ``session_ms``: the session
+        timeouts members may ask for; ``initial_delay_ms``: a group leaving Empty waits this long
+        for more members (both the limits' values, but for tests of the state machine that
+        cannot wait seconds)."""
         self.offsets = offsets
+        self.register = register
         self.session_ms = session_ms
         self.initial_delay_ms = initial_delay_ms
         self.groups: dict[str, Group] = {}
@@ -118,6 +122,8 @@ class GroupCoordinator:
             return refuse(ErrorCode.INVALID_GROUP_ID)
         if not self.session_ms[0] <= req["session_timeout_ms"] <= self.session_ms[1]:
             return refuse(ErrorCode.INVALID_SESSION_TIMEOUT)
+        if req["group_id"] not in self.groups:
+            self.register(req["group_id"])
         group = self.groups.setdefault(req["group_id"], Group(req["group_id"]))
         protocols = [(p["name"], p["metadata"]) for p in req["protocols"]]
         if group.members and (req["protocol_type"] != group.protocol_type
@@ -300,6 +306,8 @@ class GroupCoordinator:
 
     async def offset_commit(self, req: Body, header: Any, peer: tuple[str, int]) -> Body:
         error = self._commit_refusal(req)
+        if error is ErrorCode.NONE and req["group_id"] not in self.groups:
+            self.register(req["group_id"])  # a consumer outside any group (assign and commit)
         topics = []
         for t in req["topics"]:
             parts = []

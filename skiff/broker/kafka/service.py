@@ -85,7 +85,7 @@ class KafkaService:
         self.producer_ids = ProducerIds()
         self.produce_ = Produce(ops.send, self.producers, config.default_topic_queue_nums)
         self.fetch_ = Fetch(ops.gate, role, ops.pull, waiters)
-        self.groups = GroupCoordinator(ops.offsets)
+        self.groups = GroupCoordinator(ops.offsets, register=ops.gate.groups.find_or_create)
         admin = TopicAdmin(ops.topics, topics, config.default_topic_queue_nums, retention_ms)
         self._handlers: dict[int, Handler] = {
             ApiKey.API_VERSIONS: self.api_versions,
