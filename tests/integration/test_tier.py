@@ -127,6 +127,8 @@ def test_tiered_messages_stay_local_for_retention_local_ms_then_come_from_the_bu
         assert local_min > 0  # so offsets 0..local_min-1 came from the bucket
 
     run(scenario())
+    table = skiff_ok("topic", "tier", "status", "-t", "Tiered", "-n", ns)
+    assert "UPLOADED TO" in table and "broker-a: tiered.storage=true, tier s3://skiff-tier/cluster1" in table, table
     (answer,) = orjson.loads(skiff_ok("topic", "tier", "status", "-t", "Tiered", "-n", ns, "--json"))
     q = answer["state"]["queues"][0]
     assert (q["uploadedTo"], q["remoteRows"], q["firstRemoteOffset"], q["lagMessages"]) == (300, 300, 0, 0)
