@@ -155,3 +155,7 @@ ACLs change; past it the memory starts again (a client asks the same few questio
 
 AUTH_ADDRESSES_CACHED = 1024
 """Peer hosts whose parsed IP address ACL 2.0 keeps (parsing one costs more than the rest of a check)."""
+
+AUTH_NEEDS_CACHED = 4096
+"""What a remoting request needs (a topic or group and its actions), kept per name: sends and
+pulls name the same few topics and groups over and over."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 import functools
 import ipaddress
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from skiff.common.limits import AUTH_ADDRESSES_CACHED
 from skiff.broker.auth.model import Acl, Action, Decision, Pattern, PolicyEntry, PolicyType, Resource, ResourceType, \
@@ -39,6 +39,11 @@ class Need:
 
     resource: Resource
     actions: frozenset[Action]
+    key: str = field(init=False, compare=False, repr=False)
+    """``describe()``, made once: what the decision cache is keyed by (strings hash once)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", self.describe())
 
     @classmethod
     def of(cls, resource: Resource, *actions: Action) -> Need:

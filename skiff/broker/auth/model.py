@@ -36,6 +36,10 @@ class AuthDataError(ConfigError):
 class _Named(enum.Enum):
     """An enum whose JSON form is its RocketMQ name, read back case-insensitively."""
 
+    __hash__ = object.__hash__
+    """Members are singletons compared by identity; Enum's own hash is Python code, and every
+    check hashes resources and actions (the decision cache's keys)."""
+
     @property
     def title(self) -> str:
         return str(self.value)
@@ -97,6 +101,8 @@ class Pattern(enum.IntEnum):
     ANY = 0
     PREFIXED = 1
     LITERAL = 2
+
+    __hash__ = int.__hash__
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ A list of actions means any one suffices. A group's retry topic ``%RETRY%g`` is 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
@@ -39,6 +40,7 @@ from skiff.broker.auth.evaluate import Need
 from skiff.broker.auth.model import Action, Resource
 from skiff.broker.auth.service import AuthService
 from skiff.common.errors import DecodeError
+from skiff.common.limits import AUTH_NEEDS_CACHED
 from skiff.common.names import is_retry_topic
 from skiff.protocol.bodies.admin import SubscriptionGroupConfig
 from skiff.protocol.bodies.heartbeat import CheckClientRequestBody, HeartbeatData
@@ -57,9 +59,16 @@ Needs = Callable[[dict[str, str], RemotingCommand, str], Iterator[Need]]
 PUB, SUB, CREATE, UPDATE, DELETE, GET = Action.PUB, Action.SUB, Action.CREATE, Action.UPDATE, Action.DELETE, Action.GET
 
 
+@functools.lru_cache(maxsize=AUTH_NEEDS_CACHED)
 def _topic_or_retry(name: str, *actions: Action) -> Need:
-    """A topic; a group's retry topic is that group's (as upstream, which asks only the group)."""
+    """A topic; a group's retry topic is that group's (as upstream, which asks only the group).
+    Made once per name and actions: a producer names the same topic request after request."""
     return Need.of(Resource.group(name) if is_retry_topic(name) else Resource.topic(name), *actions)
+
+
+@functools.lru_cache(maxsize=AUTH_NEEDS_CACHED)
+def _group_need(name: str, *actions: Action) -> Need:
+    return Need.of(Resource.group(name), *actions)
 
 
 def _topic(key: str, *actions: Action, optional: bool = False) -> Needs:
@@ -74,7 +83,7 @@ def _group(key: str, *actions: Action, optional: bool = False) -> Needs:
     def needs(ext: dict[str, str], _cmd: RemotingCommand, _cluster: str) -> Iterator[Need]:
         name = ext.get(key, "")
         if name or not optional:
-            yield Need.of(Resource.group(name), *actions)
+            yield _group_need(name, *actions)
     return needs
 
 

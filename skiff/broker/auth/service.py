@@ -59,7 +59,7 @@ class AuthService:
         self.store = AuthStore(store_root)
         self.refused = 0
         """Requests refused since start (a metric)."""
-        self._decisions: dict[tuple[str, tuple[Need, ...], str], str | None] = {}
+        self._decisions: dict[tuple[str, ...], str | None] = {}
         self._decided_on: AuthData | None = None
         """The table `_decisions` were made on: a new one (any change) empties them."""
 
@@ -184,7 +184,7 @@ class AuthService:
         data = self.store.data
         if self._decided_on is not data or len(self._decisions) >= AUTH_DECISIONS_CACHED:
             self._decisions, self._decided_on = {}, data
-        key = (user.username, tuple(needs), host)
+        key = (user.username, host, *[n.key for n in needs])
         if key not in self._decisions:
             self._decisions[key] = refusal(user, data.acls.get(user.subject), needs, host)
         return self._decisions[key]
