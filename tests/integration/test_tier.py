@@ -25,6 +25,8 @@ from skiff.testing.s3 import S3_ENV, moto_s3
 from skiff.testing.waits import eventually, wait_for
 from tests.integration.consumer_kit import config, run, send, wait_for_route
 
+pytestmark = pytest.mark.xdist_group("tier-s3")  # one moto server and one cluster for the module, not one per worker
+
 BODY = "x" * 1000
 METRICS_PORT = free_port()
 EVERY_HOUR = ";".join(f"{h:02d}" for h in range(24))
