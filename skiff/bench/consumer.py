@@ -33,7 +33,7 @@ from skiff.bench.producer import _ProcessCpu, percentile
 from skiff.client.admin import AsyncAdmin
 from skiff.client.producer import AsyncProducer
 from skiff.client.push_consumer import AsyncPushConsumer
-from skiff.client.results import ConsumeStatus
+from skiff.client.results import ConsumeOrderlyStatus, ConsumeStatus
 from skiff.common.message import Message
 from skiff.common.stored_message import StoredMessage
 from skiff.protocol.bodies.heartbeat import ConsumeFromWhere
@@ -106,17 +106,19 @@ def line(tps: float, lat: Latencies) -> str:
             f"MAX(S2C) RT(ms): {max(s2c, default=0)}")
 
 
-def make_listener(kind: str, on_batch: Callable[[Sequence[StoredMessage]], None]) -> Callable[..., Any]:
+def make_listener(kind: str, on_batch: Callable[[Sequence[StoredMessage]], None],
+                  orderly: bool = False) -> Callable[..., Any]:
     """The benchmark's listener: records the batch and succeeds, on the loop or on the pool."""
+    ok: Any = ConsumeOrderlyStatus.SUCCESS if orderly else ConsumeStatus.CONSUME_SUCCESS
     if kind == "async":
-        async def listen_async(msgs: list[StoredMessage], ctx: Any) -> ConsumeStatus:
+        async def listen_async(msgs: list[StoredMessage], ctx: Any) -> Any:
             on_batch(msgs)
-            return ConsumeStatus.CONSUME_SUCCESS
+            return ok
         return listen_async
 
-    def listen_sync(msgs: list[StoredMessage], ctx: Any) -> ConsumeStatus:
+    def listen_sync(msgs: list[StoredMessage], ctx: Any) -> Any:
         on_batch(msgs)
-        return ConsumeStatus.CONSUME_SUCCESS
+        return ok
     return listen_sync
 
 
@@ -189,7 +191,11 @@ class Drain:
         consumer = consumer_for(self.args, self.namesrv, group,
                                 consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
         consumer.subscribe(self.args.topic, "*")
-        consumer.register_listener(make_listener(self.args.listener, self.tracker.on_batch))
+        listener = make_listener(self.args.listener, self.tracker.on_batch, self.args.orderly)
+        if self.args.orderly:
+            consumer.register_orderly_listener(listener)
+        else:
+            consumer.register_listener(listener)
         cpu_started = time.process_time()
         self.broker_cpu.mark()
         reporter = asyncio.ensure_future(report_windows(self.args, lambda: self.tracker.lat))
@@ -225,6 +231,8 @@ def add_consumer_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pull-batch", type=int, default=32, help="messages per pull (default 32)")
     parser.add_argument("--threads", type=int, default=20, help="listener threads or concurrent calls (default 20)")
     parser.add_argument("--listener", choices=("async", "sync"), default="async")
+    parser.add_argument("--orderly", action="store_true",
+                        help="an orderly listener (each queue's messages one batch at a time, queues locked)")
     parser.add_argument("--report-s", type=float, default=2.0, help="seconds between progress lines")
     parser.add_argument("--json", action="store_true", help="print the final figures as JSON only")
     parser.add_argument("--broker-arg", action="append", default=[], metavar="--KEY=VALUE",

@@ -82,7 +82,7 @@ class ConsumeOrderlyService:
         """Consume one batch; False when the queue's task should end."""
         ctx = ConsumeOrderlyContext(mq, self._core.settings.suspend_current_queue_time_ms)
         started = time.monotonic()
-        outcome = await self._runner.call(msgs, ctx)
+        outcome = await self._runner.run(msgs, ctx)
         if outcome is SKIPPED:
             pq.restore(msgs)
             return False

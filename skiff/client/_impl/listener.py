@@ -8,8 +8,8 @@ message: a plain function costs one job of a `WorkerPool` per batch; a coroutine
 handed over by `submit` is one job of a deque drained by at most ``concurrency``
 worker tasks (made when jobs wait and fewer run, gone when the deque is empty),
 so a backlog consumed one message per call (RocketMQ's default batch of 1) makes
-no task, future or semaphore turn per message; `call` (the orderly service's:
-one batch at a time per queue) makes one task.
+no task, future or semaphore turn per message; `run` (the orderly service's:
+one batch at a time per queue) awaits a coroutine listener in the caller's task.
 
 At shutdown the runner stops starting batches (`close`): those already queued
 come back as `SKIPPED` without reaching the listener, so their messages stay
@@ -116,6 +116,18 @@ class ListenerRunner:
         self._idle.clear()
         fut.add_done_callback(self._finished)
         return fut
+
+    async def run(self, msgs: Sequence[StoredMessage], ctx: object) -> Any:
+        """`call`'s outcome, awaited by the caller: a coroutine listener runs in the caller's own
+        task (the orderly service's per-queue task), under the same semaphore, no task per batch."""
+        if self._pool is not None:
+            return await self.call(msgs, ctx)
+        self._inflight += 1
+        self._idle.clear()
+        try:
+            return await self._invoke_async(msgs, ctx)
+        finally:
+            self._finished(None)
 
     def submit(self, msgs: Sequence[StoredMessage], ctx: object, done: Done) -> None:
         """Run the listener on ``msgs`` and call ``done(outcome)`` on the loop: `call`'s outcomes

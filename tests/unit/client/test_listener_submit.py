@@ -1,5 +1,6 @@
 """`ListenerRunner.submit`: coroutine listeners as jobs of a few worker tasks (no task per
-batch), bounded by the runner's concurrency, every outcome handed to its callback."""
+batch), bounded by the runner's concurrency, every outcome handed to its callback; and
+`ListenerRunner.run`, the orderly service's, awaited in the caller's task within the same bound."""
 
 from __future__ import annotations
 
@@ -68,5 +69,32 @@ def test_submit_after_close_skips_and_sync_listeners_answer_through_the_pool() -
         await settled(sync_runner, 3, answers)
         assert sorted(answers) == [1, 2, 3]
         sync_runner.shutdown()
+
+    asyncio.run(main())
+
+
+def test_run_awaits_in_the_callers_task_within_the_bound() -> None:
+    async def main() -> None:
+        running = peak = 0
+
+        async def listener(batch: list[Any], ctx: object) -> str:
+            nonlocal running, peak
+            running += 1
+            peak = max(peak, running)
+            await asyncio.sleep(0)
+            running -= 1
+            if batch[0] == 3:
+                raise ValueError("three")
+            return f"ok {batch[0]}"
+
+        runner = ListenerRunner(listener, 2)
+        tasks_before = len(asyncio.all_tasks())
+        outcomes = await asyncio.gather(*(runner.run(one(i), None) for i in range(8)))
+        assert [o for i, o in enumerate(outcomes) if i != 3] == [f"ok {i}" for i in range(8) if i != 3]
+        assert isinstance(outcomes[3], ValueError)
+        assert peak == 2 and runner.inflight == 0
+        assert len(asyncio.all_tasks()) == tasks_before  # no task left behind, none made per batch by run
+        runner.close()
+        assert await runner.run(one(9), None) is SKIPPED
 
     asyncio.run(main())
