@@ -21,7 +21,14 @@ from skiff.client.admin_results import BrokerCompaction
 from skiff.common.errors import ConfigError
 from skiff.common.limits import QUEUES_PER_TOPIC_MAX
 from skiff.protocol.bodies.topic import perm_text
-from skiff.protocol.bodies.topic_attributes import CLEANUP_POLICY, DELETE_RETENTION_MS, CleanupPolicy
+from skiff.protocol.bodies.topic_attributes import (
+    CLEANUP_POLICY,
+    DELETE_RETENTION_MS,
+    RETENTION_LOCAL_MS,
+    RETENTION_TIERED_MS,
+    TIERED_STORAGE,
+    CleanupPolicy,
+)
 
 
 queue_count = bounded(1, QUEUES_PER_TOPIC_MAX)
@@ -46,7 +53,8 @@ def register(sub: Any) -> None:
                          help="DELETE (records expire with their CommitLog files) or COMPACTION (the latest "
                               "message of each key is kept); default: unchanged, DELETE for a new topic")
         cmd.add_argument("--attr", action="append", default=[], metavar="NAME=VALUE",
-                         help=f"a topic attribute ({CLEANUP_POLICY}, {DELETE_RETENTION_MS}); repeatable")
+                         help=f"a topic attribute ({CLEANUP_POLICY}, {DELETE_RETENTION_MS}, {TIERED_STORAGE}, "
+                              f"{RETENTION_LOCAL_MS}, {RETENTION_TIERED_MS}); repeatable")
         _where(cmd)
     cmd = command(topics, "delete", "delete a topic from the brokers and the NameServers", topic_delete)
     cmd.add_argument("-t", "--topic", required=True)
