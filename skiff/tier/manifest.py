@@ -1,7 +1,7 @@
 """A topic's tier manifest: which tiered file holds which offsets of which queue.
 
-One JSON object per topic, ``<topic>/manifest.json`` in the tier, rewritten whole by
-the one uploader of the topic (its broker group's master) after each file it adds
+One JSON object per topic and broker group, ``<topic>/<broker>/manifest.json`` in the
+tier, rewritten whole by the one uploader of the topic in that group (its master) after each file it adds
 or removes. It is the tier's only truth: a file the manifest does not list is not
 data (an upload that crashed before its manifest, collected by the uploader), and
 a reader (a broker serving an old offset, a Spark executor) opens only listed
@@ -10,7 +10,7 @@ files, checking each one's SHA-256.
     {"version": 1, "topic": "Orders", "broker": "broker-a",
      "segments": [{"queueId": 0, "firstOffset": 0, "lastOffset": 4095,
                    "firstStoreMs": 1714561200000, "lastStoreMs": 1714561260000,
-                   "file": "Orders/0/00000000000000000000-00000000000000004095.parquet",
+                   "file": "Orders/broker-a/0/00000000000000000000-00000000000000004095.parquet",
                    "rows": 4096, "bytes": 81234, "sha256": "…"}]}
 
 Offsets of a compacted topic's file have gaps (``rows`` ≤ last − first + 1).
@@ -131,10 +131,16 @@ class Manifest:
                    tuple(Segment.from_json(s) for s in d["segments"]))
 
 
-def segment_file(topic: str, queue_id: int, first: int, last: int) -> str:
+def broker_prefix(topic: str, broker: str) -> str:
+    """Where one broker group's part of a topic lives: topic first, so that a topic's whole
+    history is one directory for ``spark.read.parquet``."""
+    return f"{topic}/{broker}/"
+
+
+def segment_file(topic: str, broker: str, queue_id: int, first: int, last: int) -> str:
     """Where a segment's file goes: named by its range, so a retried upload writes the same key."""
-    return f"{topic}/{queue_id}/{first:020d}-{last:020d}.parquet"
+    return f"{broker_prefix(topic, broker)}{queue_id}/{first:020d}-{last:020d}.parquet"
 
 
-def manifest_file(topic: str) -> str:
-    return f"{topic}/{MANIFEST_NAME}"
+def manifest_file(topic: str, broker: str) -> str:
+    return f"{broker_prefix(topic, broker)}{MANIFEST_NAME}"

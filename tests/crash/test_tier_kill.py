@@ -54,7 +54,7 @@ def _emit(obj: dict) -> None:
 
 def _view(store: MessageStore, service: TierService) -> dict[int, list]:
     out: dict[int, list] = {}
-    manifest = service.tier.manifest(TOPIC)
+    manifest = service.tier.manifest(TOPIC, "broker-a")
     for q in range(QUEUES):
         low = store.get_min_offset(TOPIC, q)
         rows = [[m.queue_offset, m.body.decode()]
@@ -107,7 +107,7 @@ def child_main() -> None:
     store.run_retention(manual=True)
     step("retention-done")
     orphans = [k for k in service.tier.backend.list(f"{TOPIC}/")
-               if k.endswith(".parquet") and k not in {s.file for s in service.tier.manifest(TOPIC).segments}]
+               if k.endswith(".parquet") and k not in {s.file for s in service.tier.manifest(TOPIC, "broker-a").segments}]
     _emit({"view": _view(store, service), "orphans": len(orphans),
            "local_min": {q: store.get_min_offset(TOPIC, q) for q in range(QUEUES)}})
     store.shutdown()
