@@ -97,6 +97,8 @@ class ListenerRunner:
         self._concurrency = concurrency
         self._jobs: collections.deque[tuple[Sequence[StoredMessage], object, Done]] = collections.deque()
         self._workers: set[asyncio.Task[None]] = set()
+        self._taking = 0
+        """Worker tasks taking jobs now (at most ``concurrency``)."""
         self._closing = False
         self._inflight = 0
         self._idle = asyncio.Event()
@@ -138,24 +140,30 @@ class ListenerRunner:
         self._inflight += 1
         self._idle.clear()
         self._jobs.append((msgs, ctx, done))
-        if len(self._workers) < self._concurrency:
+        if self._taking < self._concurrency:
+            self._taking += 1
             task = asyncio.get_running_loop().create_task(self._work())
-            self._workers.add(task)
+            self._workers.add(task)  # held until done: the loop keeps only weak references
             task.add_done_callback(self._workers.discard)
 
     async def _work(self) -> None:
-        """Take submitted jobs until none waits: at most ``concurrency`` of these run at once."""
+        """Take submitted jobs until none waits: at most ``concurrency`` of these run at once.
+        ``_taking`` drops the moment this one stops taking jobs (not when its task's done
+        callback runs a step later), so a job submitted in between starts a new worker."""
         jobs = self._jobs
-        while jobs:
-            msgs, ctx, done = jobs.popleft()
-            try:
-                outcome = SKIPPED if self._closing else await self._outcome(msgs, ctx)
-            finally:
-                self._finished(None)
-            try:
-                done(outcome)
-            except Exception:  # a bookkeeping bug must not stop the jobs queued behind it
-                log.exception("handling a listener's outcome failed")
+        try:
+            while jobs:
+                msgs, ctx, done = jobs.popleft()
+                try:
+                    outcome = SKIPPED if self._closing else await self._outcome(msgs, ctx)
+                finally:
+                    self._finished(None)
+                try:
+                    done(outcome)
+                except Exception:  # a bookkeeping bug must not stop the jobs queued behind it
+                    log.exception("handling a listener's outcome failed")
+        finally:
+            self._taking -= 1
 
     async def _outcome(self, msgs: Sequence[StoredMessage], ctx: object) -> Any:
         try:

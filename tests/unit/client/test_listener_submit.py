@@ -98,3 +98,26 @@ def test_run_awaits_in_the_callers_task_within_the_bound() -> None:
         assert await runner.run(one(9), None) is SKIPPED
 
     asyncio.run(main())
+
+
+def test_a_job_submitted_as_the_last_worker_stops_still_runs() -> None:
+    """The worker's task is done a loop step before its done callback runs: a job submitted in
+    that step must start a new worker, or it waits for the next submit (forever, for the last
+    message)."""
+    async def main() -> None:
+        async def listener(batch: list[Any], ctx: object) -> int:
+            return int(batch[0])
+
+        runner = ListenerRunner(listener, 1)
+        got: list[Any] = []
+        loop = asyncio.get_running_loop()
+
+        def first_done(outcome: Any) -> None:
+            got.append(outcome)
+            loop.call_soon(runner.submit, one(2), None, got.append)  # runs after the worker returns
+
+        runner.submit(one(1), None, first_done)
+        await settled(runner, 2, got)
+        assert got == [1, 2]
+
+    asyncio.run(main())
