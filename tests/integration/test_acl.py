@@ -287,30 +287,42 @@ def test_broker_does_not_start_without_a_usable_acl_file(tmp_path: Path, content
     assert "topsecret77" not in done.stdout
 
 
+async def consume_with_one_retry(cluster: Cluster, group: str, topic: str, creds: Credentials,
+                                 count: int) -> AsyncPushConsumer:
+    """A push consumer signing with ``creds`` that consumes ``push-0`` .. ``push-{count-1}``, asking for
+    ``push-0`` again once (back through the group's retry topic); returned running, once it has."""
+    seen: list[tuple[bytes, int]] = []
+    consumer = AsyncPushConsumer(group, client_config=ClientConfig(
+        cluster.namesrv_addr, instance_name=f"acl-push-{group}", client_ip="127.0.0.1", credentials=creds,
+        rebalance_interval_ms=500, heartbeat_broker_interval_ms=500, persist_consumer_offset_interval_ms=300),
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, trace=False)
+    consumer.subscribe(topic, "*")
+
+    def listener(msgs: list, ctx: Any) -> ConsumeStatus:
+        seen.extend((m.body, m.reconsume_times) for m in msgs)
+        if any(m.reconsume_times == 0 and m.body == b"push-0" for m in msgs):
+            ctx.delay_level_when_next_consume = 1
+            return ConsumeStatus.RECONSUME_LATER
+        return ConsumeStatus.CONSUME_SUCCESS
+    consumer.register_listener(listener)
+    await consumer.start()
+    try:
+        await eventually(lambda: {(b"push-0", 1)} <= set(seen) and
+                         {f"push-{i}".encode() for i in range(count)} <= {b for b, _ in seen}, 30,
+                         "every message, and push-0 again from the retry topic")
+    except BaseException:
+        await consumer.shutdown()
+        raise
+    return consumer
+
+
 def test_push_consumer_with_keys_consumes_retries_and_commits(cluster: Cluster) -> None:
     """Heartbeats, long-polling pulls, a send-back to the retry topic, the retry topic's pulls and the
     offset commits all pass signed; the committed offsets reach what was sent."""
     async def main() -> None:
         offsets = [await send(cluster, "Open", APP, f"push-{i}".encode()) for i in range(4)]
-        seen: list[tuple[bytes, int]] = []
-        consumer = AsyncPushConsumer("PushG", client_config=ClientConfig(
-            cluster.namesrv_addr, instance_name="acl-push", client_ip="127.0.0.1", credentials=APP,
-            rebalance_interval_ms=500, heartbeat_broker_interval_ms=500, persist_consumer_offset_interval_ms=300),
-            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, trace=False)
-        consumer.subscribe("Open", "*")
-
-        def listener(msgs: list, ctx) -> ConsumeStatus:
-            seen.extend((m.body, m.reconsume_times) for m in msgs)
-            if any(m.reconsume_times == 0 and m.body == b"push-0" for m in msgs):
-                ctx.delay_level_when_next_consume = 1
-                return ConsumeStatus.RECONSUME_LATER
-            return ConsumeStatus.CONSUME_SUCCESS
-        consumer.register_listener(listener)
-        await consumer.start()
+        consumer = await consume_with_one_retry(cluster, "PushG", "Open", APP, 4)
         try:
-            await eventually(lambda: {(b"push-0", 1)} <= set(seen) and
-                             {f"push-{i}".encode() for i in range(4)} <= {b for b, _ in seen}, 30,
-                             "every message, and push-0 again from the retry topic")
             mq = MessageQueue("Open", Cluster.broker_name(0), 0)
             async with AsyncAdmin(client_config=config(cluster, "acl-push-admin", ADMIN)) as admin:
                 async def committed() -> bool:

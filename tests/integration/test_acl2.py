@@ -12,14 +12,13 @@ import io
 import json
 import time
 from collections.abc import Iterator, Mapping
-from typing import Any
 from pathlib import Path
 
 import pytest
 
 from skiff.broker.auth.signature import authorization_header, date_time_now
 from skiff.cli.main import main as cli_main
-from skiff.client import AsyncAdmin, AsyncProducer, AsyncPushConsumer, ConsumeFromWhere, ConsumeStatus, Credentials
+from skiff.client import AsyncAdmin, AsyncProducer, Credentials
 from skiff.client._impl.config import ClientConfig
 from skiff.common.message import Message
 from skiff.protocol.acl_sign import sign_command
@@ -31,9 +30,9 @@ from skiff.protocol.v5 import service_pb2 as rpc
 from skiff.testing.cluster import Cluster
 from skiff.testing.grpc_wire import GrpcWire, first_status
 from skiff.testing.processes import free_port
-from skiff.testing.waits import eventually
 from skiff.testing.wire import BrokerWire, send_header
 from skiff.transport.loop import run_coroutine
+from tests.integration.test_acl import consume_with_one_retry
 
 pytestmark = pytest.mark.xdist_group("acl2")  # one broker for the module, on one worker
 
@@ -145,37 +144,14 @@ def test_right_secret_sends_on_both_doors_and_the_messages_are_there(cluster: Cl
 def test_our_producer_and_push_consumer_with_a_retry(cluster: Cluster) -> None:
     """Skiff's own client, signing every request: sends, heartbeats, rebalance, queue locks, pulls of
     the topic and of the group's retry topic, a message sent back for redelivery, offset commits."""
-    def config(name: str) -> ClientConfig:
-        return ClientConfig(cluster.namesrv_addr, instance_name=name, client_ip="127.0.0.1", credentials=APP,
-                            rebalance_interval_ms=500, heartbeat_broker_interval_ms=500,
-                            persist_consumer_offset_interval_ms=300)
-
-    async def main() -> list[tuple[bytes, int]]:
-        seen: list[tuple[bytes, int]] = []
-        async with AsyncProducer("acl2-pg", client_config=config("acl2-p"), trace=False) as producer:
+    async def main() -> None:
+        config = ClientConfig(cluster.namesrv_addr, instance_name="acl2-p", client_ip="127.0.0.1", credentials=APP)
+        async with AsyncProducer("acl2-pg", client_config=config, trace=False) as producer:
             for i in range(4):
                 await producer.send(Message(OPEN, f"push-{i}".encode()))
-        consumer = AsyncPushConsumer(GROUP, client_config=config("acl2-push"), trace=False,
-                                     consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
-        consumer.subscribe(OPEN, "*")
-
-        def listener(msgs: list, ctx: Any) -> ConsumeStatus:
-            seen.extend((m.body, m.reconsume_times) for m in msgs)
-            if any(m.reconsume_times == 0 and m.body == b"push-0" for m in msgs):
-                ctx.delay_level_when_next_consume = 1
-                return ConsumeStatus.RECONSUME_LATER
-            return ConsumeStatus.CONSUME_SUCCESS
-        consumer.register_listener(listener)
-        await consumer.start()
-        try:
-            await eventually(lambda: {(b"push-0", 1)} <= set(seen) and
-                             {f"push-{i}".encode() for i in range(4)} <= {b for b, _ in seen}, 30,
-                             "every message, and push-0 again from the group's retry topic")
-        finally:
-            await consumer.shutdown()
-        return seen
-    seen = run_coroutine(main())
-    assert {b for b, _ in seen} >= {f"push-{i}".encode() for i in range(4)}
+        consumer = await consume_with_one_retry(cluster, GROUP, OPEN, APP, 4)
+        await consumer.shutdown()
+    run_coroutine(main())
 
     async def retried() -> int:
         wire = SignedWire(cluster.broker_addr(), ROOT)
