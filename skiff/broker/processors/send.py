@@ -86,7 +86,10 @@ class SendProcessor:
                 out[i] = answer_frame(req, ResponseCode.SYSTEM_ERROR, str(exc) or type(exc).__name__, {})
                 continue
             taken.append(i)
-        outcomes = send_requests(self.operation, requests, [self.frame_to(reqs[i]) for i in taken])
+        if len(requests) == 1:  # a lone send: nothing to share, the operation's own path
+            outcomes = [self.operation.send(requests[0], self.frame_to(reqs[taken[0]]))]
+        else:
+            outcomes = send_requests(self.operation, requests, [self.frame_to(reqs[i]) for i in taken])
         for i, sent in zip(taken, outcomes):
             out[i] = answer_frame(reqs[i], sent.code, sent.reason, {}) if isinstance(sent, Refusal) else sent
         return out
