@@ -98,7 +98,9 @@ class Producers:
         try:
             sent = await self.producer.send(Message.of(TOPIC, value, keys=key), selector=SelectByHash(), arg=key)
             ok = sent.send_status is SendStatus.SEND_OK
-            result, extra = (Result.SUCCESS if ok else Result.UNKNOWN), sent.send_status.name
+            result = Result.SUCCESS if ok else Result.UNKNOWN
+            extra = (f"{sent.send_status.name} {sent.offset_msg_id} "  # the id names the storing broker and offset
+                     f"q{sent.message_queue.queue_id}@{sent.queue_offset}")
         except Exception as exc:  # noqa: BLE001 - every failure is an outcome of the history
             result, extra = outcome_of(exc), f"{type(exc).__name__}: {exc}"[:300]
         answered = now_ms()
