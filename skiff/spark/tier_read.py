@@ -38,7 +38,9 @@ def read_tier_range(options: SourceOptions, part: TierRange) -> Iterator[pa.Reco
     data = checked(seg, tier.backend.get(part.file))
     table = pq.read_table(io.BytesIO(data), columns=SOURCE_COLUMNS)
     offsets = table.column("queue_offset")
-    table = table.filter(pc.and_(pc.greater_equal(offsets, part.start), pc.less(offsets, part.end)))
+    bounds = pc.min_max(offsets)
+    if table.num_rows and (bounds["min"].as_py() < part.start or bounds["max"].as_py() >= part.end):
+        table = table.filter(pc.and_(pc.greater_equal(offsets, part.start), pc.less(offsets, part.end)))
     if not options.include_properties:
         at = table.schema.get_field_index("properties")
         table = table.set_column(at, ARROW_SCHEMA.field("properties"), pa.nulls(table.num_rows,
