@@ -26,7 +26,12 @@ def tier_service(config: BrokerConfig, store: MessageStore, topics: TopicConfigM
         from skiff.broker.tier.service import TierService
     except ImportError as exc:
         raise ConfigError(f"tierStorageUrl needs the tier extra (pip install 'skiffmq[tier]'): {exc}") from None
-    return TierService(config, store, topics, clock)
+    from skiff.tier.backends import TierError
+
+    try:
+        return TierService(config, store, topics, clock)
+    except TierError as exc:
+        raise ConfigError(f"tierStorageUrl={config.tier_storage_url}: {exc}") from None
 
 
 def tier_periodics(tier: TierService | None) -> list[Periodic]:
