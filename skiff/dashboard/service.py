@@ -241,7 +241,20 @@ class Dashboard:
                         "max_offset": q.max_offset, "last_update_timestamp": q.last_update_timestamp}
                        for q in status],
             "messages": sum(q.messages for q in status),
+            "tier": await self._tier(topic),
         }
+
+    async def _tier(self, topic: str) -> list[dict[str, Any]]:
+        """Each queue's tier state, on the brokers that tier the topic (docs/tiered-storage.md);
+        empty where none does (a broker without a tier, or a RocketMQ broker, answers an error)."""
+        rows = []
+        for b in await self.admin.tier(topic, timeout_ms=5_000):
+            if b.state is not None and b.state.tiered:
+                rows += [{"broker_name": b.broker_name, "url": b.state.url, "queue_id": q.queue_id,
+                          "uploaded_to": q.uploaded_to, "local_min_offset": q.local_min_offset,
+                          "local_max_offset": q.local_max_offset, "lag_messages": q.lag_messages,
+                          "remote_files": q.remote_files, "remote_bytes": q.remote_bytes} for q in b.state.queues]
+        return rows
 
     async def save_topic(self, form: Form) -> dict[str, Any]:
         topic = form.text("topic")

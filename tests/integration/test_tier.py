@@ -20,6 +20,7 @@ import pytest
 
 from skiff.client import AsyncAdmin, AsyncPullClient, Message, MessageQueue, PullStatus
 from skiff.testing.cluster import Cluster
+from skiff.testing.dashboard import api_call, with_dashboard_client
 from skiff.testing.processes import free_port, run_skiff
 from skiff.testing.s3 import S3_ENV, moto_s3
 from skiff.testing.waits import eventually, wait_for
@@ -140,6 +141,7 @@ def test_tiered_messages_stay_local_for_retention_local_ms_then_come_from_the_bu
     assert re.search(r'^skiff_tier_remote_bytes\{[^}]*topic="Tiered"\} [1-9]', metrics, re.M), metrics
     assert re.search(r'^skiff_tier_lag_messages\{[^}]*topic="Tiered"\} 0\.0$', metrics, re.M), metrics
     assert re.search(r'^skiff_tier_read_messages_total\{[^}]*\} [1-9]', metrics, re.M), metrics
+    dashboard_panel(ns)
     keys = [o["Key"] for o in s3.client().list_objects_v2(Bucket="skiff-tier")["Contents"]]
     assert "cluster1/Tiered/broker-a/manifest.json" in keys and not any(k.startswith("cluster1/Plain") for k in keys)
 
@@ -168,3 +170,17 @@ def test_a_deleted_topics_tier_goes_after_the_grace_period(cluster) -> None:
     assert "cluster1/Gone/broker-a/manifest.json" in keys() and any(k.endswith(".parquet") for k in keys())
     skiff_ok("topic", "delete", "-t", "Gone", "-n", ns)
     wait_for(lambda: not keys(), 30, "the deleted topic's tier to be deleted after the grace period")
+
+
+def dashboard_panel(ns: str) -> None:
+    """The dashboard's topic page and API show the tier's state per queue."""
+    async def test(client) -> None:
+        topic = await api_call(client, "GET", "/api/topics/Tiered")
+        (row,) = topic["tier"]
+        assert (row["broker_name"], row["queue_id"], row["uploaded_to"], row["lag_messages"]) == ("broker-a", 0, 300, 0)
+        assert row["local_min_offset"] > 0 and row["url"] == "s3://skiff-tier/cluster1"
+        assert (await api_call(client, "GET", "/api/topics/Plain"))["tier"] == []
+        page = await (await client.get("/topics/Tiered")).text()
+        assert 'id="tier"' in page and "s3://skiff-tier/cluster1" in page
+
+    with_dashboard_client(ns, test)
