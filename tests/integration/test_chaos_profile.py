@@ -22,7 +22,7 @@ from skiff.testing.chaos.history import read_history
 from skiff.testing.chaos.run import ChaosOptions, run_chaos
 from skiff.testing.netns import netns_unavailable
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(150),
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300),
               pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd is not installed (make etcd)"),
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces and tmpfs mounts need root")]
 

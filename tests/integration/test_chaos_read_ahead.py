@@ -25,7 +25,7 @@ from skiff.testing.netns import netns_unavailable
 from skiff.testing.waits import eventually
 from skiff.testing.wire import BrokerWire
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(150),
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300),
               pytest.mark.skipif(shutil.which("etcd") is None, reason="etcd is not installed (make etcd)"),
               pytest.mark.skipif(os.geteuid() != 0, reason="network namespaces and tmpfs mounts need root")]
 

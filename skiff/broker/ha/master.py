@@ -130,7 +130,6 @@ class HAMaster:
         for conn in list(self.connections):
             conn.close(why)
         self.waiters.fail_all()
-        self.store.set_visible_end(None)
         self.sync_members = set()
         self._caught_up_at.clear()
 

@@ -32,7 +32,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
-from skiff.broker.config import BrokerConfig
+from skiff.broker.config import BrokerConfig, BrokerRole
 from skiff.broker.ha.controller import ControllerError, EtcdGroup, GroupState, Live, Snapshot
 from skiff.broker.ha.epochs import EpochFile, truncation_point
 from skiff.broker.ha.master import HAMaster
@@ -68,6 +68,10 @@ class ReplicasManager(Service):
         self.ttl_s = max(1, config.controller_lease_ttl_ms // 1000)
         self.poll_s = min(self.ttl_s / 4, POLL_MAX_S)
         self.etcd = EtcdGroup(config.etcd_endpoints, config.broker_cluster_name, config.broker_name, self.ttl_s)
+        if config.broker_role is BrokerRole.SYNC_MASTER:
+            # no reads until this broker knows what of its store the group keeps: all of it once
+            # elected (`_promote`), what its master has once following (`_follow`, after the cut)
+            store.set_visible_end(0)
         self.epochs = EpochFile(store.config.root)
         self.state: GroupState | None = None
         self.elections_won = 0
@@ -241,6 +245,7 @@ class ReplicasManager(Service):
             dropped = await asyncio.to_thread(self.store.truncate, cut)
             log.warning("controller: cut %d bytes the master of epoch %d never had", dropped, state.epoch)
         self.epochs.save(state.epochs)
+        self.store.set_visible_end(None)  # what is left is what the master has
         self._following = target
         self.slave.follow(state.master_ha_addr)
 
