@@ -36,11 +36,11 @@ class Retry(NamedTuple):
     topic: str
     queue_nums: int = 1
     """The retry topic is created with this many queues; the copy goes to a random one."""
-    queue_id: int | None = None
-    """The copy's queue instead (a priority topic's retry keeps its priority's queue)."""
     delay_level: int | None = None
     """None: due at once; 0: ``FIRST_RETRY_LEVEL`` + reconsumeTimes (RocketMQ's rule when a
     consumer names no level); more: that level."""
+    queue_id: int | None = None
+    """The copy's queue instead (a priority topic's retry keeps its priority's queue)."""
 
 
 def requeue(writer: MessageWriter, topics: TopicConfigManager, record: bytes | memoryview, group: str,

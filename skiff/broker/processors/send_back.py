@@ -64,7 +64,8 @@ class SendBackProcessor:
         if req.version >= V3_4_9 and h.max_reconsume_times is not None:
             max_times = h.max_reconsume_times
         # A negative level asks for the dead-letter topic at once.
-        retry = None if h.delay_level < 0 else Retry(retry_topic(h.group), group.retry_queue_nums, h.delay_level)
+        retry = None if h.delay_level < 0 else Retry(retry_topic(h.group), group.retry_queue_nums,
+                                                          delay_level=h.delay_level)
         made = requeue(self.writer, self.topics, record, h.group, retry, max_times)
         if isinstance(made, str):
             return req.response(ResponseCode.SYSTEM_ERROR, made)
