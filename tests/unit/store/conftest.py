@@ -14,6 +14,7 @@ import pytest
 
 from skiff.common.clock import ManualClock
 from skiff.common.config import build_config
+from skiff.common.files import TMP_SUFFIX
 from skiff.common.properties import Prop, encode_properties
 from skiff.common.record import pack_host
 from skiff.common.stored_message import decode_records
@@ -89,9 +90,11 @@ class StoreFactory:
         return store
 
     def crash_image(self, store: MessageStore, name: str = "image") -> Path:
-        """Copy a running store's files: what a crash (SIGKILL) would leave on disk."""
+        """Copy a running store's files: what a crash (SIGKILL) would leave on disk. A
+        ``.tmp`` file of an atomic replace is left out: a background flush may rename it away
+        between the listing and the copy, and recovery never reads one."""
         dest = self.root.parent / name
-        shutil.copytree(store.root, dest)
+        shutil.copytree(store.root, dest, ignore=shutil.ignore_patterns("*" + TMP_SUFFIX))
         return dest
 
 
