@@ -49,7 +49,7 @@ def _load(module: str = "skiff.common._kernels") -> tuple[ModuleType | None, str
 _COMPILED, _MISSING = _load()
 _MODULES: dict[str, ModuleType | None] = {"skiff.common._kernels": _COMPILED}
 """Kernel modules by name, loaded on first use: a kernel lives beside the package whose
-logic it compiles (``skiff.protocol._frames`` for the frame codec), each module optional."""
+logic it compiles (``skiff.protocol._frames`` for the frame and batch-body codecs), each module optional."""
 
 
 IMPLEMENTATION = (

@@ -1,8 +1,8 @@
 # cython: language_level=3, boundscheck=True, wraparound=False, cdivision=True, initializedcheck=False
 """Compiled remoting frame codec for the request path (built when a C compiler is there).
 
-Twins of `skiff.protocol.frame`'s references, selected by `skiff.common.kernels.select`
-(``SKIFF_NO_EXTENSIONS=1`` forces the references):
+Twins of `skiff.protocol.frame`'s and `skiff.protocol.message_codec`'s references,
+selected by `skiff.common.kernels.select` (``SKIFF_NO_EXTENSIONS=1`` forces the references):
 
 - `json_frames` decodes the run of whole JSON frames at the start of a buffer into
   RemotingCommands, the way `frame.decode_frame` does (orjson, then the header's fields),
@@ -15,6 +15,8 @@ Twins of `skiff.protocol.frame`'s references, selected by `skiff.common.kernels.
   `frame.json_head_py` gives (orjson's compact form), or None for a command outside what
   it encodes (a non-str ext value, numbers past 64 bits), which the caller then encodes
   with the reference.
+- `pack_batch` and `split_batch` build and split a batch message body, as
+  `skiff.protocol.message_codec.pack_batch_py` and `split_batch_py` do.
 
 Everything reads its input with bounds checked first: a frame whose declared lengths
 overrun the buffer is left to the reference.
@@ -25,7 +27,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.dict cimport PyDict_SetItem
 from cpython.long cimport PyLong_FromLongLong
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
-from libc.stdint cimport int64_t, uint32_t, uint64_t
+from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcpy
 
@@ -599,3 +601,84 @@ def send_fields(code, ext):
 
 cdef object _fallback(code, ext):
     return None  # a mapping other than a dict: the header decode reads it
+
+
+# -- batch bodies (skiff.protocol.message_codec) ---------------------------------------
+
+cdef inline int32_t _as_i32(object v) except? -1:
+    """A Python int as int32, OverflowError outside its range (as struct's error is a ValueError)."""
+    cdef int64_t x = v
+    if x < -2147483648 or x > 2147483647:
+        raise OverflowError(f"{v} does not fit in 32 bits")
+    return <int32_t>x
+
+
+def pack_batch(messages, properties):
+    """`skiff.protocol.message_codec.pack_batch`: the batch records of ``messages``."""
+    cdef Py_ssize_t n = min(len(messages), len(properties)), i, total = 0, pos = 0, body_len, props_len
+    cdef list bodies = [], props = [], flags = []
+    cdef unsigned char *out
+    for i in range(n):
+        body = messages[i].body
+        body = body if type(body) is bytes else bytes(body)
+        prop = properties[i]
+        prop = prop if type(prop) is bytes else bytes(prop)
+        if len(prop) > 32767 or len(body) > 2147483647 - 22 - len(prop):
+            raise ValueError("a batch record's properties or body are too long for their length fields")
+        bodies.append(body)
+        props.append(prop)
+        flags.append(_as_i32(messages[i].flag))
+        total += 22 + len(body) + len(prop)
+    result = PyBytes_FromStringAndSize(NULL, total)
+    out = <unsigned char *>PyBytes_AS_STRING(result)
+    for i in range(n):
+        body, prop = bodies[i], props[i]
+        body_len, props_len = len(body), len(prop)
+        _put32(out + pos, <uint32_t>(22 + body_len + props_len))
+        _put32(out + pos + 4, 0)
+        _put32(out + pos + 8, 0)
+        _put32(out + pos + 12, <uint32_t><int32_t>flags[i])
+        _put32(out + pos + 16, <uint32_t>body_len)
+        memcpy(out + pos + 20, PyBytes_AS_STRING(body), body_len)
+        pos += 20 + body_len
+        out[pos] = <unsigned char>(props_len >> 8)
+        out[pos + 1] = <unsigned char>props_len
+        memcpy(out + pos + 2, PyBytes_AS_STRING(prop), props_len)
+        pos += 2 + props_len
+    return result
+
+
+def split_batch(data, Py_ssize_t max_messages):
+    """`skiff.protocol.message_codec.split_batch`: flags, bodies and properties of each
+    record, where splitting stopped, and whether the record there is bad."""
+    cdef Py_buffer view
+    PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    cdef const unsigned char *p = <const unsigned char *>view.buf
+    cdef Py_ssize_t pos = 0, end = view.len, total, body_len, props_at, next_pos, count = 0
+    cdef list flags = [], bodies = [], props = []
+    cdef bint bad = False, is_bytes = type(data) is bytes
+    try:
+        while count < max_messages and pos < end:
+            if end - pos < 20:
+                bad = True
+                break
+            total = <int32_t>_get32(p + pos)
+            body_len = <int32_t>_get32(p + pos + 16)
+            props_at = pos + 20 + body_len
+            next_pos = pos + total
+            if (body_len < 0 or total < 0 or next_pos > end or props_at + 2 > next_pos
+                    or <int16_t>((<uint32_t>p[props_at] << 8) | p[props_at + 1]) != total - 22 - body_len):
+                bad = True
+                break
+            flags.append(<int32_t>_get32(p + pos + 12))
+            if is_bytes:  # what slicing makes, without a slice object per part
+                bodies.append(PyBytes_FromStringAndSize(<const char *>p + pos + 20, body_len))
+                props.append(PyBytes_FromStringAndSize(<const char *>p + props_at + 2, next_pos - props_at - 2))
+            else:
+                bodies.append(data[pos + 20 : props_at])
+                props.append(data[props_at + 2 : next_pos])
+            pos = next_pos
+            count += 1
+    finally:
+        PyBuffer_Release(&view)
+    return flags, bodies, props, pos, bad

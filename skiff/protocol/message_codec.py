@@ -130,7 +130,7 @@ def pack_batch_py(messages: Sequence[Message], properties: Sequence[bytes]) -> b
     return b"".join(parts)
 
 
-pack_batch = kernels.select("pack_batch", pack_batch_py)
+pack_batch = kernels.select("pack_batch", pack_batch_py, "skiff.protocol._frames")
 
 
 class BatchColumns(NamedTuple):
@@ -192,7 +192,7 @@ def split_batch_py(data: bytes, max_messages: int) -> tuple[list[int], list[byte
     return flags, bodies, props, pos, False
 
 
-split_batch = kernels.select("split_batch", split_batch_py)
+split_batch = kernels.select("split_batch", split_batch_py, "skiff.protocol._frames")
 
 
 class PropertyColumns:

@@ -21,10 +21,8 @@ from hypothesis import strategies as st
 
 from skiff.broker.writer import batch_inputs_py
 from skiff.common import kernels
-from skiff.common.message import Message
 from skiff.common.record import BLANK_MAGIC, HOST_V4_BYTES, HOST_V6_BYTES, pack_records_py, record_size
 from skiff.common.stored_message import decode_run_py
-from skiff.protocol.message_codec import encode_batch, pack_batch_py, split_batch_py
 from skiff.store.checks import batch_columns_py
 from skiff.store.consume_queue import put_queue_entries_py
 from skiff.store.dispatcher import DispatchBatch, QueueRun
@@ -51,7 +49,7 @@ def compiled(name: str) -> Callable[..., Any]:
 
 def test_each_reference_has_a_compiled_twin_when_built():
     names = ["pack_records", "index_key_items", "put_index_entries", "put_queue_entries", "offset_msg_ids",
-             "split_batch", "batch_columns", "decode_run", "pack_batch", "replicated_columns", "batch_inputs",
+             "batch_columns", "decode_run", "replicated_columns", "batch_inputs",
              "record_starts", "run_columns"]
     if kernels.compiled("pack_records") is None:
         pytest.skip("the compiled kernels are not built here")
@@ -238,22 +236,6 @@ def test_offset_msg_ids_are_identical(host, offsets):
     assert compiled("offset_msg_ids")(host, offsets) == offset_msg_ids_py(host, offsets)
 
 
-messages = st.lists(st.tuples(st.binary(max_size=64), st.dictionaries(st.sampled_from(["KEYS", "TAGS", "a"]),
-                                                                      st.text("xy", min_size=1, max_size=4)),
-                              INT32), min_size=1, max_size=8)
-
-
-@SETTINGS
-@given(batch=messages, cut=st.integers(0, 40), junk=st.binary(max_size=30), max_messages=st.integers(1, 10))
-def test_split_batch_is_identical_on_good_cut_and_damaged_bodies(batch, cut, junk, max_messages):
-    kernel = compiled("split_batch")
-    body = encode_batch([Message("T", b, p, f) for b, p, f in batch])
-    for data in (body, body[: max(0, len(body) - cut)], body + junk, junk + body, bytearray(body)):
-        got = kernel(data, max_messages)
-        assert got == split_batch_py(data, max_messages)
-        assert all(type(part) is type(data) for part in got[1] + got[2])  # bytes built directly, or slices
-
-
 inputs = st.builds(
     MessageInput, topic=st.sampled_from(["T", "U"]), queue_id=st.sampled_from([0, 1]), body=st.binary(max_size=40),
     properties=st.one_of(st.binary(max_size=40), st.just(b"x" * 32768)), flag=INT32,
@@ -286,13 +268,6 @@ def test_decode_run_is_identical_on_good_cut_and_damaged_runs(rows, store_host, 
     src = object()
     for data in (run, run[: max(0, len(run) - cut)], run + junk, bytes(damaged)):
         assert kernel(data, tuple, src, inflate, 1000) == decode_run_py(data, tuple, src, inflate, 1000)
-
-
-@SETTINGS
-@given(batch=messages, props=st.lists(st.binary(max_size=40), min_size=8, max_size=8))
-def test_pack_batch_is_identical(batch, props):
-    msgs = [Message("T", b, p, f) for b, p, f in batch]
-    assert compiled("pack_batch")(msgs, props) == pack_batch_py(msgs, props)
 
 
 PROP_ITEM = st.tuples(st.sampled_from(["TAGS", "KEYS", "UNIQ_KEY", "X", "", "TAG", "KEYS\x01"]),

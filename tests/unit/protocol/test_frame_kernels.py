@@ -1,7 +1,8 @@
 """The compiled frame codec (skiff.protocol._frames) decodes and encodes exactly as the
 pure-Python reference does, on random request streams: the same commands (fields, ext
 order, body) from the same bytes however they are split into reads, the same FrameError
-for the same bad bytes, and byte-for-byte the same encoded headers."""
+for the same bad bytes, and byte-for-byte the same encoded headers; its batch-body kernels
+(`pack_batch`, `split_batch`) give what `skiff.protocol.message_codec`'s references give."""
 
 from __future__ import annotations
 
@@ -22,10 +23,11 @@ from skiff.protocol.codes import RequestCode, ResponseCode, SerializeType
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.frame import FrameDecoder, FrameError, encode_frame_bytes, json_frames_py, json_head_py
 from skiff.protocol.headers.send import SendMessageRequestHeader, SendMessageRequestHeaderV2
-from skiff.protocol.message_codec import send_properties
+from skiff.protocol.message_codec import encode_batch, pack_batch_py, send_properties, split_batch_py
 
 SETTINGS = settings(max_examples=80, deadline=None)
 TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=14)
+INT32 = st.integers(-(2**31), 2**31 - 1)
 INT = st.one_of(st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**63 - 1))
 FRAMES = "skiff.protocol._frames"
 
@@ -152,4 +154,30 @@ def test_the_head_kernel_leaves_what_it_does_not_encode_to_the_reference() -> No
 def test_each_frame_reference_has_its_compiled_twin_when_built() -> None:
     if kernels.compiled("json_frames", FRAMES) is None:
         pytest.skip("the compiled kernels are not built here")
-    assert all(callable(kernels.compiled(n, FRAMES)) for n in ("json_frames", "json_head", "send_fields"))
+    assert all(callable(kernels.compiled(n, FRAMES)) for n in ("json_frames", "json_head", "send_fields",
+                                                                    "pack_batch", "split_batch"))
+
+
+BATCH_SETTINGS = settings(max_examples=60, deadline=None)
+messages = st.lists(st.tuples(st.binary(max_size=64), st.dictionaries(st.sampled_from(["KEYS", "TAGS", "a"]),
+                                                                      st.text("xy", min_size=1, max_size=4)),
+                              INT32), min_size=1, max_size=8)
+
+
+@BATCH_SETTINGS
+@given(batch=messages, cut=st.integers(0, 40), junk=st.binary(max_size=30), max_messages=st.integers(1, 10))
+def test_split_batch_is_identical_on_good_cut_and_damaged_bodies(batch: list[Any], cut: int, junk: bytes,
+                                                                  max_messages: int) -> None:
+    kernel = compiled("split_batch")
+    body = encode_batch([Message("T", b, p, f) for b, p, f in batch])
+    for data in (body, body[: max(0, len(body) - cut)], body + junk, junk + body, bytearray(body)):
+        got = kernel(data, max_messages)
+        assert got == split_batch_py(data, max_messages)
+        assert all(type(part) is type(data) for part in got[1] + got[2])  # bytes built directly, or slices
+
+
+@BATCH_SETTINGS
+@given(batch=messages, props=st.lists(st.binary(max_size=40), min_size=8, max_size=8))
+def test_pack_batch_is_identical(batch: list[Any], props: list[bytes]) -> None:
+    msgs = [Message("T", b, p, f) for b, p, f in batch]
+    assert compiled("pack_batch")(msgs, props) == pack_batch_py(msgs, props)
