@@ -11,14 +11,19 @@ three, for controller-mode tests and the failover bench (the process runner itse
 
 from __future__ import annotations
 
+import json
+import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from skiff.broker.ha.etcd_process import EtcdProcess, etcd_binary
 from skiff.testing.processes import free_port
 
 __all__ = ["Etcd", "EtcdCluster", "etcd_binary"]
+
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 class Etcd(EtcdProcess):
@@ -63,6 +68,40 @@ class EtcdCluster:
             member.launch()
         for member in chosen:
             member.wait_ready(timeout_s)
+
+    def leader(self) -> int | None:
+        """The index of the member that etcd's status (its JSON gateway) names leader, or None
+        while no member that answers knows one."""
+        ids: dict[str, int] = {}
+        leaders = set()
+        for i in range(len(self.members)):
+            body = self._gateway(i, "maintenance/status", {})
+            if body is not None:
+                ids[str(body.get("header", {}).get("member_id", ""))] = i
+                leaders.add(str(body.get("leader", "")))
+        known = [ids[leader] for leader in leaders if leader in ids]
+        return known[0] if len(known) == 1 else None
+
+    def make_leader(self, index: int) -> bool:
+        """Ask the leader to hand leadership to member ``index``; True once it is leader."""
+        leader = self.leader()
+        if leader is None or leader == index:
+            return leader == index
+        target = self._gateway(index, "maintenance/status", {})
+        if target is None:
+            return False
+        self._gateway(leader, "maintenance/transfer-leadership", {"targetID": target["header"]["member_id"]})
+        return self.leader() == index
+
+    def _gateway(self, index: int, path: str, body: dict[str, object]) -> dict[str, Any] | None:
+        request = urllib.request.Request(f"http://{self.members[index].endpoint}/v3/{path}",
+                                         data=json.dumps(body).encode(), method="POST")
+        try:
+            with _DIRECT.open(request, timeout=2.0) as response:
+                answer = json.loads(response.read())
+        except (OSError, ValueError):
+            return None
+        return answer if isinstance(answer, dict) else None
 
     def stop(self) -> None:
         for member in self.members:

@@ -156,10 +156,13 @@ class EtcdGroup:
             self._next += 1
             host, port = parse_host_port(endpoint)
             client = aetcd.Client(host, port, timeout=max(1, self.ttl_s // 2), connect_wait_timeout=2)
-            try:
+
+            async def opening(client: Any = client) -> Any:
                 await client.connect()
-                return client, await start(client)
-            except Exception as exc:  # noqa: BLE001 - aetcd raises its own tree and grpc's
+                return await start(client)
+            try:
+                return client, await self._call(opening())
+            except ControllerError as exc:
                 errors.append(f"{endpoint}: {exc}")
                 await _quiet_close(client)
         raise ControllerError("no etcd endpoint answers: " + "; ".join(errors))
@@ -171,7 +174,10 @@ class EtcdGroup:
 
     async def keepalive(self) -> bool:
         """Renew the lease; False when etcd says it has expired (its keys are gone)."""
-        reply = await self._call(self.client.refresh_lease(self.lease.id))
+        client, lease = self.client, self.lease
+        if client is None or lease is None:
+            raise ControllerError("no etcd session")
+        reply = await self._call(client.refresh_lease(lease.id))
         return reply is not None and reply.TTL > 0
 
     async def resign(self) -> None:
@@ -221,15 +227,34 @@ class EtcdGroup:
             compare=compare, success=[tx.put(self.state_key, new.to_json())], failure=[]))
         return bool(ok)
 
+    @property
+    def call_timeout_s(self) -> float:
+        """Every etcd call's deadline: aetcd's own per-RPC timeout (TTL/2, at least 1 s) and
+        a little more for a connect it makes first."""
+        return max(1, self.ttl_s // 2) + 1.0
+
     async def _call(self, coro: Any) -> Any:
+        """``coro``'s result within `call_timeout_s`; ControllerError for whatever goes wrong.
+
+        A call on a client that another task closes (`change_member` does, once it has moved to
+        another member) ends with grpc's *local* cancellation: asyncio.CancelledError, which no
+        ``except Exception`` catches. It is an etcd failure like any other, not a cancellation of
+        this task, so it is one here too (a real cancellation of this task still propagates)."""
         try:
-            return await coro
+            return await asyncio.wait_for(coro, self.call_timeout_s)
+        except asyncio.CancelledError as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
+            raise ControllerError("etcd: the call was cancelled under it (its client was closed)") from exc
+        except asyncio.TimeoutError as exc:
+            raise ControllerError(f"etcd: no answer within {self.call_timeout_s:g} s") from exc
         except Exception as exc:  # noqa: BLE001 - aetcd's and grpc's errors alike
             raise ControllerError(f"etcd: {type(exc).__name__}: {exc}") from exc
 
 
 async def _quiet_close(client: Any) -> None:
     try:
-        await client.close()
-    except Exception:  # noqa: BLE001 - closing a broken channel
+        await asyncio.wait_for(client.close(), 3.0)
+    except Exception:  # noqa: BLE001 - closing a broken channel (TimeoutError included)
         pass

@@ -91,6 +91,9 @@ class ReplicasManager(Service):
                 await self._session()
             except ControllerError as exc:
                 log.warning("controller: %s", exc)
+            except Exception:  # noqa: BLE001 - a failed round (a full disk while following, say)
+                # must not end controller mode for good: log it and start a new session
+                log.exception("controller: the session failed; starting a new one")
             self._fence_now()
             if not await self.sleep(self.ttl_s / 4):
                 return
@@ -116,10 +119,12 @@ class ReplicasManager(Service):
                 if not await self.sleep(self.poll_s):
                     break
         finally:
+            ended = self._keepalive.done()
             self._keepalive.cancel()
             await asyncio.gather(self._keepalive, return_exceptions=True)
-        if self._keepalive.done() and not self.stopping:
-            raise ControllerError("the lease could not be renewed")
+        if ended and not self.stopping:
+            failure = None if self._keepalive.cancelled() else self._keepalive.exception()
+            raise ControllerError("the lease could not be renewed" + (f" ({failure!r})" if failure else ""))
 
     async def _keep_lease(self) -> None:
         while True:
