@@ -1,4 +1,5 @@
-"""Builds the optional compiled kernels (`skiff.common._kernels`, `skiff.protocol._frames`: Cython); everything
+"""Builds the optional compiled kernels (`skiff.common._kernels`, `skiff.store._kernels`,
+`skiff.protocol._frames`: Cython); everything
 else is in pyproject.toml.
 
 The extension is optional: without Cython the build skips it, and without a C
@@ -18,6 +19,7 @@ KERNELS = [
     Extension(name, [path], extra_compile_args=["-O2"], optional=True)
     for name, path in [
         ("skiff.common._kernels", "skiff/common/_kernels.pyx"),
+        ("skiff.store._kernels", "skiff/store/_kernels.pyx"),  # the store's (cimports skiff/common/_kernels.pxd)
         ("skiff.protocol._frames", "skiff/protocol/_frames.pyx"),  # the remoting frame codec's
     ]
 ]

@@ -2,9 +2,10 @@
 
 The hot loops named in docs/performance.md ("Compiled kernels") have a pure-Python
 reference, which stays the definition of what they do, and an optional compiled
-version in `skiff.common._kernels` (Cython, built by ``pip install`` / ``make``
-where a C compiler is found; a build without one silently leaves it out). A module
-defines its reference and binds the public name once::
+version in the kernel module beside the package whose logic it is
+(`skiff.common._kernels`, `skiff.store._kernels`, `skiff.protocol._frames`: Cython,
+built by ``pip install`` / ``make`` where a C compiler is found; a build without one
+silently leaves them out). A module defines its reference and binds the public name once::
 
     pack_records = kernels.select("pack_records", pack_records_py)
 
@@ -77,15 +78,15 @@ def select(name: str, reference: F, module: str = "skiff.common._kernels") -> F:
 
 ROW_LAYOUTS: dict[str, tuple[str, ...]] = {
     "MessageInput": (
-        # skiff.store.results.MessageInput. _kernels.pyx: pack_records reads slots 1 to 9
-        # (as skiff.common.record.pack_records_py does), batch_columns slots 0 to 12,
-        # batch_inputs fills all 13; skiff.broker.writer._rows and
+        # skiff.store.results.MessageInput. skiff/common/_kernels.pyx: pack_records reads
+        # slots 1 to 9 (as skiff.common.record.pack_records_py does), batch_inputs fills all
+        # 13; skiff/store/_kernels.pyx: batch_columns reads slots 0 to 12; skiff.broker.writer._rows and
         # skiff.store.checks.batch_columns_py build and unpack them in this order.
         "topic", "queue_id", "body", "properties", "flag", "sys_flag", "born_timestamp", "born_host",
         "reconsume_times", "prepared_transaction_offset", "tags", "keys", "uniq_key",
     ),
     "DispatchBatch": (
-        # skiff.store.dispatcher.DispatchBatch. _kernels.pyx: replicated_columns returns its
+        # skiff.store.dispatcher.DispatchBatch. skiff/store/_kernels.pyx: replicated_columns returns its
         # columns in this order (after the unit counts); the dispatcher reads the first
         # eight with zip(*batch[:8]) and runs as batch[-1], index_items unpacks all eleven.
         "topics", "queue_ids", "queue_offsets", "physical_offsets", "sizes", "tag_codes", "store_timestamps",
@@ -115,8 +116,8 @@ def check_row_layout(row_type: type) -> None:
     if found != expected:
         raise RowLayoutError(
             f"{row_type.__module__}.{row_type.__qualname__} has the fields {found}, but the compiled kernels "
-            f"(skiff/common/_kernels.pyx) and their Python references read a {name} by slot in the order "
-            f"{expected} (skiff.common.kernels.ROW_LAYOUTS): keep that order, or change the kernels, the "
+            f"(skiff/common/_kernels.pyx, skiff/store/_kernels.pyx) and their Python references read a {name} "
+            f"by slot in the order {expected} (skiff.common.kernels.ROW_LAYOUTS): keep that order, or change the kernels, the "
             f"references and ROW_LAYOUTS together"
         )
 

@@ -135,4 +135,4 @@ def batch_columns_py(msgs: Sequence[MessageInput], topic: str, queue_id: int, ma
     return sizes, sys_flags, tags, keys, uniq_keys, any_flags, key_count, -1
 
 
-batch_columns = kernels.select("batch_columns", batch_columns_py)
+batch_columns = kernels.select("batch_columns", batch_columns_py, "skiff.store._kernels")

@@ -519,4 +519,4 @@ def put_queue_entries_py(mm: mmap.mmap | memoryview, pos: int, physical_offsets:
         pos += CQ_ENTRY_BYTES
 
 
-put_queue_entries = kernels.select("put_queue_entries", put_queue_entries_py)
+put_queue_entries = kernels.select("put_queue_entries", put_queue_entries_py, "skiff.store._kernels")

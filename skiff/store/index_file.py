@@ -248,4 +248,4 @@ def put_index_entries_py(mm: mmap.mmap | memoryview, slots: int, entry_pos: int,
     return added
 
 
-put_index_entries = kernels.select("put_index_entries", put_index_entries_py)
+put_index_entries = kernels.select("put_index_entries", put_index_entries_py, "skiff.store._kernels")

@@ -66,7 +66,7 @@ def index_key_items_py(topics: Sequence[str], physical_offsets: Sequence[int], s
     return items
 
 
-index_key_items = kernels.select("index_key_items", index_key_items_py)
+index_key_items = kernels.select("index_key_items", index_key_items_py, "skiff.store._kernels")
 
 
 class KeyPrefixes(dict[str, int]):

@@ -78,7 +78,7 @@ def offset_msg_ids_py(store_host: bytes, offsets: Sequence[int]) -> tuple[str, .
     return tuple([text[i : i + width] for i in range(0, len(text), width)])
 
 
-offset_msg_ids = kernels.select("offset_msg_ids", offset_msg_ids_py)
+offset_msg_ids = kernels.select("offset_msg_ids", offset_msg_ids_py, "skiff.store._kernels")
 
 
 def _queue_offsets(base: int, sys_flags: Sequence[int]) -> tuple[list[int], int]:

@@ -10,7 +10,7 @@ building a properties dict: on a slave this walk runs once per replicated messag
 is the slave's main cost (docs/performance.md, "Replication").
 
 `replicated_columns_py` is the definition; the compiled twin of the same name in
-`skiff.common._kernels` must give identical results (`tests/unit/common/test_kernels.py`).
+`skiff.store._kernels` must give identical results (`tests/unit/store/test_kernels.py`).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def replicated_columns_py(data: Buffer, start: int, file_size: int) -> Columns:
     return (pos, -1, *cols)
 
 
-replicated_columns = kernels.select("replicated_columns", replicated_columns_py)
+replicated_columns = kernels.select("replicated_columns", replicated_columns_py, "skiff.store._kernels")
 
 
 def _plausible(total: int, magic: int, room: int) -> bool:

@@ -1,0 +1,104 @@
+# cython: language_level=3
+"""What `skiff.common._kernels` shares with the other kernel modules (`skiff.store._kernels`):
+the record layout's constants, big-endian reads and writes, the held buffer and zlib's CRC-32.
+The inline helpers are compiled into each module that cimports them; `_Buf`, `_buf` and
+`_crc32` are defined in `_kernels.pyx`, and the other modules call them through it."""
+
+from cpython.bytes cimport PyBytes_AS_STRING
+from cpython.unicode cimport PyUnicode_DecodeUTF8
+from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
+from libc.string cimport memcmp
+
+cdef enum:
+    MAGIC_V1 = -626843481  # skiff.common.record.MAGIC_V1
+    BORN_V6 = 0x10  # MessageSysFlag.BORNHOST_V6
+    STORE_V6 = 0x20  # MessageSysFlag.STOREHOST_V6
+    HOST_V4 = 8  # record.HOST_V4_BYTES
+    HOST_V6 = 20  # record.HOST_V6_BYTES
+    CRC_MASK = 0x7FFFFFFF
+    PROPERTIES_MAX_BYTES = 32767  # skiff.common.limits.PROPERTIES_MAX_BYTES
+
+
+cdef inline void put32(unsigned char *p, int64_t v) noexcept nogil:
+    cdef uint32_t u = <uint32_t>v
+    p[0] = u >> 24
+    p[1] = u >> 16
+    p[2] = u >> 8
+    p[3] = u
+
+
+cdef inline void put64(unsigned char *p, int64_t v) noexcept nogil:
+    cdef uint64_t u = <uint64_t>v
+    put32(p, <int64_t>(u >> 32))
+    put32(p + 4, <uint32_t>u)
+
+
+cdef inline int32_t get32(const unsigned char *p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
+
+
+cdef inline int16_t get16(const unsigned char *p) noexcept nogil:
+    return <int16_t>((<uint32_t>p[0] << 8) | p[1])
+
+
+cdef inline int64_t get64(const unsigned char *p) noexcept nogil:
+    return <int64_t>((<uint64_t><uint32_t>get32(p) << 32) | <uint32_t>get32(p + 4))
+
+
+cdef inline int32_t as_i32(object v) except? -1:
+    """A Python int as int32, OverflowError outside its range (as struct's error is a ValueError)."""
+    cdef int64_t x = v
+    if x < -2147483648 or x > 2147483647:
+        raise OverflowError(f"{v} does not fit in 32 bits")
+    return <int32_t>x
+
+
+cdef class _Buf:
+    """A buffer held for the duration of a call: bytes directly, anything else through
+    the buffer protocol (memoryview slices of a mapping, bytearrays)."""
+    cdef Py_buffer view
+    cdef bint held
+    cdef const unsigned char *ptr
+    cdef Py_ssize_t size
+
+
+cdef _Buf _buf(object obj, bint writable=*)
+
+
+cdef inline object _as_bytes(object obj):
+    return obj if type(obj) is bytes else bytes(obj)
+
+
+cdef inline const unsigned char *_ptr(object b):
+    return <const unsigned char *>PyBytes_AS_STRING(b)
+
+
+cdef inline tuple _tuple_of(object item, Py_ssize_t at_least):
+    """``item`` (a tuple or a NamedTuple such as MessageInput) with enough items to index unchecked."""
+    if not isinstance(item, tuple) or len(<tuple>item) < at_least:
+        raise TypeError(f"expected a tuple of at least {at_least} items, got {type(item).__name__}")
+    return <tuple>item
+
+
+cdef enum:
+    BLANK_MAGIC_CODE = -875286124  # skiff.common.record.BLANK_MAGIC
+    FIXED_V4 = 91  # record.FIXED_BYTES_V4
+
+
+cdef inline bint _is(const unsigned char *p, Py_ssize_t n, const char *name, Py_ssize_t name_len) noexcept nogil:
+    return n == name_len and memcmp(p, name, n) == 0
+
+
+cdef inline object _text(const unsigned char *p, Py_ssize_t n):
+    return PyUnicode_DecodeUTF8(<const char *>p, n, "replace")
+
+
+cdef inline void _hex(char *out, const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    cdef const char *digits = b"0123456789ABCDEF"
+    cdef Py_ssize_t j
+    for j in range(n):
+        out[2 * j] = digits[p[j] >> 4]
+        out[2 * j + 1] = digits[p[j] & 15]
+
+
+cdef uint32_t _crc32(uint32_t crc, const unsigned char *p, Py_ssize_t n) noexcept nogil
