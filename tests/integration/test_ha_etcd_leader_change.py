@@ -160,7 +160,7 @@ def test_a_full_disk_while_following_does_not_end_controller_mode(tmp_path: Path
             manager.epochs.save = full_once  # type: ignore[method-assign]
             manager.start()
             try:
-                await eventually(lambda: followed, 10, "the broker following the master after the full disk")
+                await eventually(lambda: followed, 30, "the broker following the master after the full disk")
                 assert followed == ["127.0.0.1:2"] and not failures
             finally:
                 await manager.stop()
