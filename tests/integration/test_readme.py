@@ -20,6 +20,7 @@ newcomer's shell would have it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -32,7 +33,7 @@ import pytest
 from skiff.cli.main import build_parser
 from skiff.client import Message, Producer
 from skiff.testing.cluster import Cluster
-from skiff.testing.processes import SkiffProcess
+from skiff.testing.processes import ProcessError, SkiffProcess
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 README_NAMESRV = "127.0.0.1:9876"
@@ -93,12 +94,22 @@ def run_shell(lines: list[str], cwd: Path, env: dict[str, str]) -> list[str]:
 def run_python(text: str, cluster: Cluster, cwd: Path, env: dict[str, str], *, interrupt_after=None) -> str:
     script = cwd / "readme_block.py"
     script.write_text(text.replace(README_NAMESRV, cluster.namesrv_addr))
-    proc = SkiffProcess([], cwd=cwd, env=env, command_prefix=[sys.executable, str(script)])
+    # PYTHONFAULTHANDLER: a block that does not end is sent SIGABRT, which writes every
+    # thread's stack into its output, so a failure says where it waited.
+    proc = SkiffProcess([], cwd=cwd, env={**env, "PYTHONFAULTHANDLER": "1"},
+                        command_prefix=[sys.executable, str(script)])
     with proc:
         if interrupt_after is not None:
             interrupt_after(proc)
             proc.signal(signal.SIGINT)
-        code = proc.wait(TIMEOUT_S)
+        try:
+            code = proc.wait(TIMEOUT_S)
+        except ProcessError:
+            proc.signal(signal.SIGABRT)
+            with contextlib.suppress(ProcessError):
+                proc.wait(10)
+            raise ProcessError(f"the README block still ran {TIMEOUT_S} s after SIGINT; its output and "
+                               f"threads:\n{proc.output}") from None
     assert code == 0, proc.output
     return proc.output
 
