@@ -27,7 +27,7 @@ import os
 import string
 from typing import TYPE_CHECKING
 
-from skiff.cli.up_ha import BROKER_PORT_STEP, Broker, BrokerSpec, UpHa
+from skiff.cli.up_ha import BROKER_PORT_STEP, Broker, BrokerSpec, UpHa, check_own_ports
 from skiff.common.config import parse_overrides
 from skiff.common.errors import ConfigError
 
@@ -72,18 +72,7 @@ def broker_specs(args: argparse.Namespace, extra: list[str], store_dir: str) -> 
     if not 1 <= count <= MAX_BROKERS:
         raise ConfigError(f"--brokers {count}: from 1 to {MAX_BROKERS}")
     overrides = parse_overrides(extra)
-    for key in PER_BROKER_KEYS:
-        if key in overrides:
-            raise ConfigError(f"--{key} cannot be given to skiff up --brokers: each broker gets its own (use --dir, "
-                              f"--broker-port, --grpc-port and --metrics-port; broker i's ports are "
-                              f"{BROKER_PORT_STEP}·i above)")
-    top = BROKER_PORT_STEP * (count - 1)
-    if not 0 < args.broker_port <= 65535 - top - 1:
-        raise ConfigError(f"--broker-port {args.broker_port}: skiff up --brokers {count} needs a port number "
-                          f"(not 0) with room for {top + 1} above it")
-    for flag, value in (("--grpc-port", args.grpc_port), ("--metrics-port", args.metrics_port)):
-        if not 0 <= value <= 65535 - top:
-            raise ConfigError(f"{flag} {value} is not a port with room for {top} above it")
+    check_own_ports(args, overrides, PER_BROKER_KEYS, f"--brokers {count}", count)
     specs = []
     for i in range(count):
         step = BROKER_PORT_STEP * i

@@ -118,23 +118,32 @@ class BrokerSpec:
         return f"HA port {self.ha_port}, {grpc}"
 
 
+
+def check_own_ports(args: argparse.Namespace, overrides: dict[str, str], own_keys: tuple[str, ...], mode: str,
+                    count: int) -> None:
+    """Refuse what would give ``count`` brokers on one host the same port or store: one of
+    ``own_keys`` (set per broker) among the flags, or base ports without room for broker i's,
+    ``BROKER_PORT_STEP``·i above."""
+    for key in own_keys:
+        if key in overrides:
+            raise ConfigError(f"--{key} cannot be given to skiff up {mode}: each broker gets its own (use --dir, "
+                              f"--broker-port, --grpc-port and --metrics-port; broker i's ports are "
+                              f"{BROKER_PORT_STEP}·i above)")
+    top = BROKER_PORT_STEP * (count - 1)
+    if not 0 < args.broker_port <= 65535 - top - 1:
+        raise ConfigError(f"--broker-port {args.broker_port}: skiff up {mode} needs a port number (not 0) with "
+                          f"room for {top + 1} above it")
+    for flag, value in (("--grpc-port", args.grpc_port), ("--metrics-port", args.metrics_port)):
+        if not 0 <= value <= 65535 - top:
+            raise ConfigError(f"{flag} {value} is not a port with room for {top} above it")
+
 def broker_specs(args: argparse.Namespace, extra: list[str], store_dir: str) -> list[BrokerSpec]:
     """Both brokers' keys: the try-out's file sizes, then the flags given, then each one's own ports."""
     from skiff.broker import load_configs
     from skiff.cli.broker import TRY_OUT_STORE
 
     overrides = parse_overrides(extra)
-    for key in PER_BROKER_KEYS:
-        if key in overrides:
-            raise ConfigError(f"--{key} cannot be given to skiff up --ha: each broker gets its own (use --dir, "
-                              f"--broker-port, --grpc-port and --metrics-port; broker 2's ports are broker 1's "
-                              f"+ {BROKER_PORT_STEP})")
-    if not 0 < args.broker_port <= 65535 - BROKER_PORT_STEP - 1:
-        raise ConfigError(f"--broker-port {args.broker_port}: skiff up --ha needs a port number (not 0) with room "
-                          f"for broker 2's {BROKER_PORT_STEP} above it")
-    for flag, value in (("--grpc-port", args.grpc_port), ("--metrics-port", args.metrics_port)):
-        if not 0 <= value <= 65535 - BROKER_PORT_STEP:
-            raise ConfigError(f"{flag} {value} is not a port with room for broker 2's {BROKER_PORT_STEP} above it")
+    check_own_ports(args, overrides, PER_BROKER_KEYS, "--ha", len(BROKER_IDS))
     specs = []
     for broker_id in BROKER_IDS:
         step = BROKER_PORT_STEP * (broker_id - 1)
