@@ -138,6 +138,12 @@ KAFKA_PRODUCER_STATES_MAX = 100_000
 is forgotten (its producer is then treated as new, as Kafka does after
 producer.id.expiration.ms)."""
 
+KAFKA_CLUSTER_VIEW_TTL_MS = 1_000
+"""How long a broker's Kafka door reuses what the NameServers said (the broker groups'
+masters and Kafka listeners, a topic's queues per group) before asking again: Produce and
+Fetch map every partition through it, and the NameServers' own routes trail brokers by up
+to a registration period anyway."""
+
 KAFKA_GROUP_SESSION_MIN_MS = 6_000
 KAFKA_GROUP_SESSION_MAX_MS = 1_800_000
 """The session timeouts a Kafka consumer group member may ask for (Kafka's
