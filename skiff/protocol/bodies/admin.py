@@ -82,6 +82,9 @@ class SubscriptionGroupConfig(JsonBody):
     consume_message_orderly: bool = False
     """RocketMQ 5's flag: the group consumes in order (POP and gRPC clients get FIFO delivery)."""
     group_retry_policy: GroupRetryPolicy = GroupRetryPolicy()
+    attributes: Mapping[str, str] = field(default_factory=dict)
+    """RocketMQ 5's group attributes, e.g. 5.5's lite ones (``lite.bind.topic``, ``lite.sub.wildcard``,
+    ``lite.sub.client.quota``: skiff.broker.grpc.lite); kept as sent, a leading ``+`` included."""
 
 
 @dataclass(frozen=True, slots=True)

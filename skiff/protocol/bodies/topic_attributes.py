@@ -7,7 +7,7 @@ Skiff knows ``cleanup.policy`` (DELETE or COMPACTION; RocketMQ 5.1's name),
 ``delete.retention.ms`` (how long a tombstone of a compacted topic stays, Kafka's
 name), and the tier's ``tiered.storage``, ``retention.local.ms`` and
 ``retention.tiered.ms`` (docs/tiered-storage.md), and RocketMQ 5's ``message.type`` (what 5.x
-producers may send to the topic: NORMAL, FIFO, DELAY, TRANSACTION, PRIORITY, or MIXED for the
+producers may send to the topic: NORMAL, FIFO, DELAY, TRANSACTION, PRIORITY, LITE, or MIXED for the
 first four). RocketMQ marks cleanup.policy unchangeable after creation; Skiff lets an
 update switch it, since compaction only ever reads a topic's existing records.
 Any other name is refused, as RocketMQ refuses unsupported keys.
@@ -86,6 +86,8 @@ class TopicMessageType(enum.StrEnum):
     """Queue n holds priority n (the highest queue the highest and above); POP reads higher queues first."""
     MIXED = "MIXED"
     """NORMAL, FIFO, DELAY and TRANSACTION (not PRIORITY, as RocketMQ's)."""
+    LITE = "LITE"
+    """A parent of lite topics (RocketMQ 5.5, RIP-83): takes only LITE messages (docs/grpc.md: lite topics)."""
 
 
 def _check_message_type(value: str) -> str:
