@@ -104,6 +104,11 @@ recently used first out)."""
 TIER_MANIFEST_MAX_BYTES = 64 * 1024 * 1024
 """A topic's tier manifest: larger is refused as corrupt rather than parsed."""
 
+TIER_QUERY_MAX_FILES = 256
+"""Tiered files (newest first within the asked time range) whose key index one query by key
+reads: each is a request to the bucket, so a query over years of history answers from the
+newest files in the range; a narrower range reaches older ones."""
+
 KAFKA_BATCH_INFLATED_MAX_BYTES = 64 * 1024 * 1024
 """Largest a compressed Kafka record batch may inflate to: a few bytes of zstd can claim
 gigabytes, and a producer's batch is bounded by its max.request.size (1 MiB by default)."""
