@@ -81,6 +81,22 @@ LONG_POLL_DEFAULT_MS = 20_000
 """How long a consumer's read waits for a message by default: RocketMQ's pull consumer
 suspend time and the 5.x clients' long-polling timeout (20 s)."""
 
+LITE_TOPIC_MAX_BYTES = 64
+"""Longest lite topic name (RocketMQ 5.5): the Settings' ``max_lite_topic_size``, the 5.x Java
+client's default when Settings name none; longer names are ILLEGAL_LITE_TOPIC."""
+
+LITE_SUBSCRIPTION_QUOTA_DEFAULT = 2000
+"""Lite topics one client may subscribe when its group sets no ``lite.sub.client.quota``
+(5.5's default); sent to lite clients as ``lite_subscription_quota``."""
+
+LITE_SUBSCRIPTION_QUOTA_MARGIN = 300
+"""A SyncLiteSubscription may exceed the quota by this much before it is refused
+(LITE_SUBSCRIPTION_QUOTA_EXCEEDED), as the 5.5 proxy allows: clients check the quota themselves."""
+
+LITE_WAKE_MAX_S = 1.0
+"""Longest a waiting lite receive sleeps before it looks at its lite topics again (a batch whose
+invisible time passed is served again without any send or ack to wake it)."""
+
 COALESCED_MAX_BYTES = 1024 * 1024
 """Bodies appended in one write when single-message sends that arrived together are
 coalesced (skiff.broker.operations.send_requests): past this a new run starts, so one
