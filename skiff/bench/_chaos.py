@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from skiff.testing.chaos.faults import all_faults
+from skiff.testing.chaos.foreign import CLIENTS, ForeignClientMissing
 from skiff.testing.chaos.report import format_text
 from skiff.testing.chaos.run import ChaosOptions, recheck, run_chaos
 
@@ -38,6 +39,15 @@ def fault_list(text: str) -> list[str]:
     unknown = [n for n in names if n not in all_faults()]
     if unknown:
         raise argparse.ArgumentTypeError(f"unknown faults {', '.join(unknown)}; known: {', '.join(all_faults())}")
+    return names
+
+
+def client_list(text: str) -> list[str]:
+    names = list(dict.fromkeys(n.strip() for n in text.split(",") if n.strip()))
+    unknown = [n for n in names if n not in CLIENTS]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown clients {', '.join(unknown) or '(none given)'}; "
+                                         f"known: {', '.join(CLIENTS)}")
     return names
 
 
@@ -62,6 +72,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--drain", type=duration_s, default=120.0,
                         help="longest wait for the consumers to read every SEND_OK message at the end (default 120s)")
     parser.add_argument("--seed", type=int, default=1, help="the fault order and targets (default 1)")
+    parser.add_argument("--clients", type=client_list, default=["python"],
+                        help="comma-separated, which clients send, each with --keys senders at --rate: python "
+                             "(ours), cpp (RocketMQ's C++ client, under SKIFF_CPP_PYTHON), rmq5 (the 5.x client "
+                             "over gRPC, under SKIFF_RMQ5_PYTHON) (default python)")
     return parser
 
 
@@ -75,9 +89,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if shutil.which("etcd") is None:
         parser.error("etcd is not installed (Debian: apt-get install etcd-server, or `make etcd`)")
     opts = ChaosOptions(args.out, args.duration, args.fault_interval, args.fault_hold, args.mode, args.faults,
-                        args.keys, args.rate, args.lease_ms, args.drain, args.seed)
+                        args.keys, args.rate, args.lease_ms, args.drain, args.seed, clients=args.clients)
     logging.getLogger("skiff.client").setLevel(logging.ERROR)  # every failover's warnings: the history has them
-    return report(asyncio.run(run_chaos(opts)), args.out)
+    try:
+        return report(asyncio.run(run_chaos(opts)), args.out)
+    except ForeignClientMissing as exc:
+        parser.error(str(exc))
 
 
 def report(results: dict[str, Any], out: Path) -> int:

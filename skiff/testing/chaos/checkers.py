@@ -238,6 +238,46 @@ def by_fault(events: Sequence[Event], ordered_groups: Iterable[str]) -> dict[str
     return dict(sorted(table.items()))
 
 
+def client_kind(client: str) -> str:
+    """The kind of client that sent, from its name in the history: ``<kind>-p<n>`` for RocketMQ's
+    clients (``cpp-p0``, ``rmq5-p3``), ``p<n>`` for ours (``python``)."""
+    kind, dash, _ = client.rpartition("-")
+    return kind if dash else "python"
+
+
+def by_client(events: Sequence[Event], ordered_groups: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Per kind of sending client: its sends and their outcomes, how many of its SEND_OK values
+    any group lost, the order violations on its keys, its send answer times, and its own RTO
+    per fault (the `check_rto` rule over its answers only: a client that keeps sending to a
+    broker that is no longer master, as RocketMQ's clients do until their next route refresh,
+    is down for longer than the others)."""
+    answers = enqueue_responses(events)
+    kinds = sorted({client_kind(e.client) for e in answers})
+    kind_of_key = {e.key: client_kind(e.client) for e in answers}
+    acked = {e.value: client_kind(e.client) for e in answers if e.result == Result.SUCCESS}
+    lost: set[str] = set()
+    for group in consumer_groups(events):
+        seen = {e.value for e in dequeues(events, group)}
+        lost |= {v for v in acked if v not in seen}
+    violations: Counter[str] = Counter()
+    for group in ordered_groups:
+        violations.update(kind_of_key.get(v.key, "?") for v in check_order(events, group).violations)
+    windows = fault_windows(events)
+    out = {}
+    for kind in kinds:
+        mine = sorted((e for e in answers if client_kind(e.client) == kind), key=lambda e: e.t_ms)
+        results = Counter(e.result for e in mine)
+        rtos = [rto_of(mine, start.t_ms, close)[1] for start, _, close in windows]
+        rto = summary([r for r in rtos if r is not None])
+        out[kind] = {"sends": len(mine), "success": results[Result.SUCCESS], "failure": results[Result.FAILURE],
+                     "unknown": results[Result.UNKNOWN], "lost": sum(1 for v in lost if acked[v] == kind),
+                     "order_violations": violations[kind],
+                     "enqueue_ms": summary([e.latency_ms for e in mine if e.result == Result.SUCCESS]),
+                     "rto_p50": rto["p50"], "rto_p99": rto["p99"],
+                     "not_recovered": sum(r is None for r in rtos)}
+    return out
+
+
 @dataclass
 class Verdict:
     queue: list[QueueResult]
@@ -246,6 +286,8 @@ class Verdict:
     latency: dict[str, Any]
     faults: dict[str, dict[str, Any]]
     """`by_fault`'s table."""
+    clients: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """`by_client`'s table."""
 
     @property
     def lost(self) -> int:
@@ -263,7 +305,7 @@ class Verdict:
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "lost": self.lost, "order_violations": self.order_violations,
                 "queue": [asdict(q) for q in self.queue], "order": [asdict(o) for o in self.order],
-                "by_fault": self.faults, "rto": [asdict(r) for r in self.rto],
+                "by_fault": self.faults, "by_client": self.clients, "rto": [asdict(r) for r in self.rto],
                 "latency": self.latency}
 
 
@@ -273,4 +315,4 @@ def check_all(events: Sequence[Event], ordered_groups: Iterable[str]) -> Verdict
     groups = consumer_groups(events)
     ordered = [g for g in groups if g in set(ordered_groups)]
     return Verdict([check_queue(events, g) for g in groups], [check_order(events, g) for g in ordered],
-                   check_rto(events), check_latency(events), by_fault(events, ordered))
+                   check_rto(events), check_latency(events), by_fault(events, ordered), by_client(events, ordered))

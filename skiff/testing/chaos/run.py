@@ -7,7 +7,8 @@ the checkers' verdict written next to the history and the plot:
     OUT/results.json      the checkers' results (`checkers.Verdict.to_json`, plus the run's settings)
     OUT/results.txt       the same, to read
     OUT/plot.png          throughput and latency over time, faults marked
-    OUT/logs/*.log        each broker's output across its restarts
+    OUT/logs/*.log        each broker's output across its restarts; with ``clients`` beyond
+                          ours, each RocketMQ client process's stderr (`foreign`)
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ from typing import Any
 from skiff.testing.chaos.checkers import Verdict, check_all
 from skiff.testing.chaos.cluster import BROKERS, ChaosCluster
 from skiff.testing.chaos.faults import Fault, all_faults, runnable
+from skiff.testing.chaos.foreign import GRPC_PORT, ForeignSenders, interpreter
 from skiff.testing.chaos.history import HistoryWriter, Kind, Result, read_history
 from skiff.testing.chaos.plot import plot
 from skiff.testing.chaos.report import format_text
-from skiff.testing.chaos.workers import ORDERLY_GROUP, Consumers, Producers, create_topic
+from skiff.testing.chaos.workers import ORDERLY_GROUP, TOPIC, Consumers, Producers, create_topic
 from skiff.testing.waits import eventually
 
 START_DEADLINE_S = 120.0
@@ -55,6 +57,9 @@ class ChaosOptions:
     broker_args: tuple[str, ...] = ()
     warm_up_s: float = 3.0
     """Seconds' worth of SEND_OK answers (at the run's rate) before the first fault."""
+    clients: list[str] = field(default_factory=lambda: ["python"])
+    """Which clients send, each with ``keys`` senders at ``rate`` (`foreign.CLIENTS`): ``python``
+    (ours), ``cpp`` (RocketMQ's C++ client), ``rmq5`` (the 5.x client over gRPC)."""
 
     @property
     def hold_s(self) -> float:
@@ -63,15 +68,21 @@ class ChaosOptions:
 
 async def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Run, check, write OUT; the results (``ok``: nothing acknowledged lost, no order broken)."""
+    if not opts.clients:
+        raise ValueError("a chaos run needs at least one client to send")
+    foreign = [c for c in opts.clients if c != "python"]
+    for client in foreign:
+        interpreter(client)  # not installed: said before any cluster starts
+    broker_args = (*opts.broker_args, f"--grpcServerPort={GRPC_PORT}") if "rmq5" in foreign else opts.broker_args
     opts.out.mkdir(parents=True, exist_ok=True)
     names, skipped = runnable(opts.faults)
     history = HistoryWriter(opts.out / "history")
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="skiff-chaos-") as tmp:
-        cluster = ChaosCluster(Path(tmp), role=opts.mode, lease_ms=opts.lease_ms, broker_args=opts.broker_args)
+        cluster = ChaosCluster(Path(tmp), role=opts.mode, lease_ms=opts.lease_ms, broker_args=broker_args)
         await asyncio.to_thread(cluster.start)
         try:
-            await _run_with_clients(cluster, opts, names, history, notes, log)
+            await _run_with_clients(cluster, opts, names, history, notes, log, Path(tmp))
         except BaseException:
             await asyncio.to_thread(cluster.kill_all)
             raise
@@ -86,31 +97,49 @@ async def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> d
 
 
 async def _run_with_clients(cluster: ChaosCluster, opts: ChaosOptions, names: list[str], history: HistoryWriter,
-                            notes: list[str], log: Callable[[str], None]) -> None:
+                            notes: list[str], log: Callable[[str], None], tmp: Path) -> None:
     await eventually(lambda: asyncio.to_thread(cluster.in_sync), START_DEADLINE_S, "a master with every broker in sync")
     await create_topic(cluster.namesrv_addr, START_DEADLINE_S)
     consumers = Consumers(cluster.namesrv_addr, history)
-    producers = Producers(cluster.namesrv_addr, history, opts.keys, opts.rate)
+    producers = Producers(cluster.namesrv_addr, history, opts.keys, opts.rate) if "python" in opts.clients else None
+    grpc_endpoints = ";".join(f"{cluster.node_of(i).ip}:{GRPC_PORT}" for i in range(1, BROKERS + 1))
+    foreign = [ForeignSenders(c, history, namesrv=cluster.namesrv_addr, grpc_endpoints=grpc_endpoints, topic=TOPIC,
+                              keys=opts.keys, rate=opts.rate, home=tmp / f"{c}-home", log=opts.out / "logs" / f"{c}.log")
+               for c in opts.clients if c != "python"]
+
+    def acked() -> int:
+        return (producers.acked if producers else 0) + sum(f.acked for f in foreign)
     await consumers.start()
-    await producers.start()
     try:
-        await eventually(lambda: producers.acked >= opts.rate * opts.warm_up_s, START_DEADLINE_S,
-                         "SEND_OK before the faults")
-        log(f"skiff chaos: {opts.mode}, cluster up, sending; faults {', '.join(names) or 'none'}")
-        await inject_faults(cluster, opts, names, history, log)
-        await recover_all(cluster, notes)
-        settled = producers.acked
+        started: list[ForeignSenders] = []
         try:
-            await eventually(lambda: producers.acked >= settled + SETTLE_ACKS, RECOVERY_DEADLINE_S,
-                             "SEND_OK after the last recovery")
-        except AssertionError as exc:  # the checkers still run: the history says how writes ended
-            notes.append(f"settle: {exc}")
-    finally:
-        await producers.stop()
-    try:
-        await eventually(lambda: drained(history), opts.drain_s, "every SEND_OK value delivered to each group")
-    except AssertionError as exc:
-        notes.append(f"drain: {exc}")
+            if producers is not None:
+                await producers.start()
+            for sender in foreign:
+                await asyncio.to_thread(sender.start)
+                started.append(sender)
+            await eventually(lambda: acked() >= opts.rate * opts.warm_up_s * len(opts.clients), START_DEADLINE_S,
+                             "SEND_OK before the faults")
+            log(f"skiff chaos: {opts.mode}, cluster up, clients {', '.join(opts.clients)} sending; "
+                f"faults {', '.join(names) or 'none'}")
+            await inject_faults(cluster, opts, names, history, log)
+            await recover_all(cluster, notes)
+            settled = acked()
+            try:
+                await eventually(lambda: acked() >= settled + SETTLE_ACKS, RECOVERY_DEADLINE_S,
+                                 "SEND_OK after the last recovery")
+            except AssertionError as exc:  # the checkers still run: the history says how writes ended
+                notes.append(f"settle: {exc}")
+        finally:
+            if producers is not None:
+                await producers.stop()
+            await asyncio.gather(*(asyncio.to_thread(s.stop) for s in started))
+            notes.extend(f"{s.client}: {len(s.malformed)} lines of its output were not history lines, "
+                         f"the first {s.malformed[0]!r}" for s in started if s.malformed)
+        try:
+            await eventually(lambda: drained(history), opts.drain_s, "every SEND_OK value delivered to each group")
+        except AssertionError as exc:
+            notes.append(f"drain: {exc}")
     finally:
         await consumers.stop()
 

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from skiff.testing.chaos.checkers import (check_all, check_latency, check_order, check_queue, check_rto, percentile,
-                                          subsequence_break)
+from skiff.testing.chaos.checkers import (by_client, check_all, check_latency, check_order, check_queue, check_rto,
+                                          client_kind, percentile, subsequence_break)
 from skiff.testing.chaos.history import Event, HistoryWriter, Kind, Op, Result, fault_event, read_history
 
 G = "orderly"
 
 
-def enq(value: str, t: int, result: Result = Result.SUCCESS, latency: int = 5, key: str = "") -> Event:
-    return Event("p0", Op.ENQUEUE, Kind.RESPONSE, result, value, key or value.split("-")[0], t, latency, "")
+def enq(value: str, t: int, result: Result = Result.SUCCESS, latency: int = 5, key: str = "",
+        client: str = "p0") -> Event:
+    return Event(client, Op.ENQUEUE, Kind.RESPONSE, result, value, key or value.split("-")[0], t, latency, "")
 
 
 def deq(value: str, t: int, group: str = G, key: str = "") -> Event:
@@ -135,3 +136,24 @@ def test_the_fault_table_puts_each_message_and_finding_under_the_fault_it_was_se
     kill = table["kill-master"]
     assert (kill["messages"], kill["lost"], kill["order_violations"], kill["faults"]) == (2, 1, 1, 1)
     assert (table["pause-slave"]["messages"], table["pause-slave"]["duplicated"]) == (1, 1)
+
+
+def test_the_client_table_keeps_each_kind_of_sender_apart() -> None:
+    """Our producers are p<n>, RocketMQ's clients <kind>-p<n>: each kind's outcomes, losses,
+    order and its own RTO (a C++ client still failing after ours recovered is down longer)."""
+    assert (client_kind("p3"), client_kind("cpp-p0"), client_kind("rmq5-p12")) == ("python", "cpp", "rmq5")
+    history = [enq("k0-0", 10), enq("c0-0", 11, client="cpp-p0"), fault("kill-master", Kind.START, 100),
+               enq("k0-1", 150, Result.UNKNOWN), enq("c0-1", 160, Result.UNKNOWN, client="cpp-p0"),
+               enq("k0-2", 300, latency=10),                                      # ours back at 300
+               enq("c0-2", 1150, Result.FAILURE, client="cpp-p0"),
+               enq("c0-3", 2200, latency=100, client="cpp-p0"),                  # the C++ client back at 2200
+               enq("c0-4", 2300, client="cpp-p0"),
+               deq("k0-0", 500), deq("k0-2", 501), deq("c0-0", 502), deq("c0-4", 2400), deq("c0-3", 2401)]
+    table = by_client(history, [G])
+    assert set(table) == {"python", "cpp"}
+    py, cpp = table["python"], table["cpp"]
+    assert (py["sends"], py["success"], py["unknown"], py["lost"], py["order_violations"]) == (3, 2, 1, 0, 0)
+    assert (cpp["sends"], cpp["success"], cpp["failure"], cpp["unknown"]) == (5, 3, 1, 1)
+    assert (cpp["lost"], cpp["order_violations"]) == (0, 1)  # c0-4 before c0-3: its key's order broken
+    assert (py["rto_p50"], cpp["rto_p50"]) == (155, 2045)   # each from its own first failure, invoked 145 and 155
+    assert check_all(history, [G]).clients == table
