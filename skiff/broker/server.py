@@ -32,13 +32,22 @@ from skiff.broker.config import BrokerConfig
 from skiff.broker.ha.role import Role
 from skiff.broker.operations import (
     CancelOperation,
+    CompactionOperation,
+    ConnectionsOperation,
+    ConsumeStatsOperation,
     EndTransactionOperation,
     Gate,
+    GroupsOperation,
+    LocksOperation,
+    MembershipOperation,
+    MessagesOperation,
+    OffsetResetOperation,
     OffsetsOperation,
     Operations,
     PopOperation,
     PullOperation,
     SendOperation,
+    TimerStateOperation,
     TopicsOperation,
 )
 from skiff.broker.ha.service import Replication
@@ -193,7 +202,6 @@ class BrokerServer:
             self.gate.auth = self.plain_grpc_auth or self.auth
         self.compaction = CompactionService(self.store, self.topics, self.store_config, self.clock)
         self.tier = tier_service(self.config, self.store, self.topics, self.clock)
-        client_manage = ClientManageProcessor(self.config, self.clients, self.groups, self.topics)
         self.replication = Replication(self.config, self.role, self.store, self.registration, self.topics,
                                        self.groups, self.offsets, self._namesrv_client,
                                        start_master_services=self._became_master,
@@ -203,9 +211,9 @@ class BrokerServer:
         await self.replication.start(self.port)
         self.stats.replication = self.replication.runtime_table
         self._prepare_metrics()
-        handlers = self._handlers(client_manage)
+        handlers = self._handlers()
         self._remoting = RemotingServer(self.config.listen_host, self.port, handlers,
-                                        on_connection_close=client_manage.connection_closed,
+                                        on_connection_close=self.operations.membership.closed,
                                         tls=self.config.server_tls())
         await self._remoting.start()
         if self.metrics is not None:
@@ -307,7 +315,9 @@ class BrokerServer:
         return parse_host_port(sync.master_addr)[0] if sync is not None and sync.master_addr else None
 
     def _operations(self) -> Operations:
-        cfg, store = self.config, self.store
+        cfg, store, store_cfg = self.config, self.store, self.store_config
+        offsets = OffsetsOperation(store, self.offsets)
+        groups = GroupsOperation(self.groups, self.offsets)
         return Operations(
             gate=self.gate,
             send=SendOperation(cfg, self.role, store, self.topics, self.gate, self.writer, self.stats,
@@ -315,29 +325,39 @@ class BrokerServer:
             pull=PullOperation(cfg, self.role, store, self.gate, self.clients, self.offsets, self.stats),
             end_transaction=EndTransactionOperation(self.transactions),
             cancel=CancelOperation(lambda: self.timer),
-            offsets=OffsetsOperation(store, self.offsets),
+            offsets=offsets,
             topics=TopicsOperation(cfg, store, self.topics, self.offsets, self.registration.settled),
             pop=PopOperation(cfg, self.gate, self.pop),
+            groups=groups,
+            consume_stats=ConsumeStatsOperation(cfg, store, self.gate, self.offsets, self.clients, self.pop),
+            offset_reset=OffsetResetOperation(cfg, self.gate, offsets, self.clients),
+            connections=ConnectionsOperation(self.clients),
+            membership=MembershipOperation(cfg, self.clients, groups, self.topics),
+            locks=LocksOperation(self.locks),
+            messages=MessagesOperation(store),
+            timer=TimerStateOperation(lambda: self.timer, store_cfg.timer_slot_ms, store_cfg.timer_precision_ms,
+                                      cfg.delay_levels_ms),
+            compaction=CompactionOperation(self.gate, self.compaction),
         )
 
-    def _handlers(self, client_manage: ClientManageProcessor) -> dict[int, Handler]:
+    def _handlers(self) -> dict[int, Handler]:
         cfg, store = self.config, self.store
         ops = self.operations = self._operations()
         attach_reads(ops, self.tier)
         processors: list[Processor] = [
             SendProcessor(cfg, ops.send),
             PullProcessor(cfg, self.role, ops.pull, store, self.groups, self.hold),
-            ConsumerProcessor(store, self.offsets, self.clients, self.locks, ops.offsets),
-            client_manage,
+            ConsumerProcessor(ops.offsets, ops.connections, ops.locks),
+            ClientManageProcessor(ops.membership),
             SendBackProcessor(cfg, store, self.topics, self.groups, self.writer, ops.send),
-            QueryProcessor(store),
+            QueryProcessor(ops.messages),
             TopicAdminProcessor(cfg, self.store_config, store, self.topics, self.stats, ops.topics,
                                 min_offset=ops.offsets.min_offset),
-            GroupAdminProcessor(cfg, store, self.topics, self.groups, self.offsets, self.clients, self.pop),
+            GroupAdminProcessor(ops.groups, ops.consume_stats, ops.connections, ops.offset_reset),
             EndTransactionProcessor(ops.end_transaction),
-            TimerAdminProcessor(self.store_config, lambda: self.timer, self.config.delay_levels_ms, ops.cancel),
+            TimerAdminProcessor(ops.timer, ops.cancel),
             PopProcessor(ops.pop),
-            CompactionAdminProcessor(self.topics, self.compaction),
+            CompactionAdminProcessor(ops.compaction),
             TierAdminProcessor(self.topics, self.tier),
             AuthAdminProcessor(self.auth.store),
         ]

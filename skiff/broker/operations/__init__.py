@@ -9,14 +9,22 @@ operation and encode the answer. Every check made before an operation is the
 
 from dataclasses import dataclass
 
+from skiff.broker.operations.compaction import CompactionOperation, CompactionState
+from skiff.broker.operations.connections import ConnectionsOperation
+from skiff.broker.operations.consume_stats import ConsumeStatsOperation, ConsumeStatsRequest
 from skiff.broker.operations.gate import ANY_QUEUE, Gate
+from skiff.broker.operations.groups import GroupDeletion, GroupsOperation
+from skiff.broker.operations.locks import LockRequest, LocksOperation
+from skiff.broker.operations.membership import Heartbeat, Leaving, MembershipOperation
+from skiff.broker.operations.messages import KeyMatches, KeyQuery, MessagesOperation
+from skiff.broker.operations.offset_reset import LATEST, OffsetReset, OffsetResetOperation
 from skiff.broker.operations.offsets import OffsetsOperation, QueueEdge
 from skiff.broker.operations.pop import AckRequest, ChangeInvisibleRequest, PopOperation, PopOutcome, PopRequest
 from skiff.broker.operations.pull import PullOperation, PullRequest, Pulled
 from skiff.broker.operations.refusal import Refusal
 from skiff.broker.operations.send import Outgoing, SendOperation, SendRequest, Sent, born_host
 from skiff.broker.operations.subscription import compile_subscription, properties_of, record_filter
-from skiff.broker.operations.timer import CancelOperation
+from skiff.broker.operations.timer import CancelOperation, TimerState, TimerStateOperation
 from skiff.broker.operations.topics import TopicChange, TopicsOperation
 from skiff.broker.operations.transaction import EndTransactionOperation
 
@@ -34,9 +42,24 @@ class Operations:
     offsets: OffsetsOperation
     topics: TopicsOperation
     pop: PopOperation
+    groups: GroupsOperation
+    consume_stats: ConsumeStatsOperation
+    offset_reset: OffsetResetOperation
+    connections: ConnectionsOperation
+    membership: MembershipOperation
+    locks: LocksOperation
+    messages: MessagesOperation
+    timer: TimerStateOperation
+    compaction: CompactionOperation
 
 
 __all__ = [
-    "ANY_QUEUE", "AckRequest", "ChangeInvisibleRequest", "PopOperation", "PopOutcome", "PopRequest", "CancelOperation", "EndTransactionOperation", "OffsetsOperation", "Operations", "QueueEdge", "Gate", "Outgoing", "PullOperation", "PullRequest", "Pulled", "Refusal", "SendOperation",
-    "SendRequest", "Sent", "TopicChange", "TopicsOperation", "born_host", "compile_subscription", "properties_of", "record_filter",
+    "ANY_QUEUE", "LATEST", "AckRequest", "CancelOperation", "ChangeInvisibleRequest", "CompactionOperation",
+    "CompactionState", "ConnectionsOperation", "ConsumeStatsOperation", "ConsumeStatsRequest",
+    "EndTransactionOperation", "Gate", "GroupDeletion", "GroupsOperation", "Heartbeat", "KeyMatches", "KeyQuery",
+    "Leaving", "LockRequest", "LocksOperation", "MembershipOperation", "MessagesOperation", "OffsetReset",
+    "OffsetResetOperation", "OffsetsOperation", "Operations", "Outgoing", "PopOperation", "PopOutcome", "PopRequest",
+    "PullOperation", "PullRequest", "Pulled", "QueueEdge", "Refusal", "SendOperation", "SendRequest", "Sent",
+    "TimerState", "TimerStateOperation", "TopicChange", "TopicsOperation", "born_host", "compile_subscription",
+    "properties_of", "record_filter",
 ]

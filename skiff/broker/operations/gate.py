@@ -125,10 +125,18 @@ class Gate:
         no group (QUERY_OFFSET's and GetOffset's bounds)."""
         return self._read_queue(topic, queue_id, ResponseCode.SYSTEM_ERROR)
 
-    def _read_queue(self, topic: str, queue_id: int, bad_queue_code: int) -> TopicConfig | Refusal:
+    def topic(self, topic: str) -> TopicConfig | Refusal:
+        """The topic, if it exists here: for the admin requests that name one (consume stats, an
+        offset reset, compaction), which need no permission bit of it."""
         tc = self.topics.get(topic)
         if tc is None:
             return Refusal(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} does not exist on this broker")
+        return tc
+
+    def _read_queue(self, topic: str, queue_id: int, bad_queue_code: int) -> TopicConfig | Refusal:
+        tc = self.topic(topic)
+        if isinstance(tc, Refusal):
+            return tc
         if not 0 <= queue_id < tc.read_queue_nums:
             return Refusal(bad_queue_code, f"queue {queue_id} of topic {topic} is not readable: "
                                            f"it has {tc.read_queue_nums} read queues", bad_request=True)

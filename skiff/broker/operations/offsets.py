@@ -1,6 +1,9 @@
-"""Offsets: a group's consumed offset (query, commit) and a queue's own offsets (first, end,
-first at or after a time), for remoting's QUERY/UPDATE_CONSUMER_OFFSET, GET_MIN/MAX_OFFSET,
-SEARCH_OFFSET_BY_TIMESTAMP and gRPC's GetOffset, UpdateOffset, QueryOffset.
+"""Offsets: a group's consumed offset (query, commit), a queue's own offsets (first, end,
+first at or after a time) and its first message's store time, and the whole table of groups'
+offsets, for remoting's QUERY/UPDATE_CONSUMER_OFFSET, GET_MIN/MAX_OFFSET,
+SEARCH_OFFSET_BY_TIMESTAMP, GET_EARLIEST_MSG_STORETIME, GET_ALL_CONSUMER_OFFSET (which slaves
+copy) and gRPC's GetOffset, UpdateOffset, QueryOffset. A reset of a group's offsets is
+`offset_reset`'s.
 
 Where a group starts (RocketMQ's ConsumerManageProcessor rules, the same for both doors):
 a stored offset below 0 (some clients persist -1 for "nothing consumed yet") is no
@@ -14,7 +17,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable
 
-from skiff.broker.offsets import ConsumerOffsetManager
+from skiff.broker.offsets import ConsumerOffsetManager, ConsumerOffsetTable
 from skiff.store import MessageStore
 
 
@@ -58,3 +61,11 @@ class OffsetsOperation:
         if edge is QueueEdge.AT_TIME:
             return self.store.get_offset_by_time(topic, queue_id, timestamp_ms)
         return self.min_offset(topic, queue_id)
+
+    def earliest_store_time(self, topic: str, queue_id: int) -> int:
+        """The store time of the queue's first message on this broker's disk, -1 when it has none."""
+        return self.store.get_earliest_store_time(topic, queue_id)
+
+    def table(self) -> ConsumerOffsetTable:
+        """Every group's committed offsets."""
+        return self.offsets.table()

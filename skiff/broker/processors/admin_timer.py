@@ -1,8 +1,8 @@
 """The timer's requests: GET_TIMER_SLOTS (10001), CANCEL_SCHEDULED_MESSAGE (10002) and
-RocketMQ's GET_ALL_DELAY_OFFSET (45).
-
-Both go to the broker's `TimerService` (docs/timer.md). RocketMQ has neither
-request, hence codes from `SkiffRequestCode`. A cancel is an expected outcome
+RocketMQ's GET_ALL_DELAY_OFFSET (45): the remoting door's adapter over the timer's
+operations (`skiff.broker.operations.timer`), which ask the broker's `TimerService`
+(docs/timer.md). RocketMQ has neither of the first two requests, hence codes from
+`SkiffRequestCode`. A cancel is an expected outcome
 whatever it finds (CANCELLED, ALREADY_DELIVERED, ALREADY_CANCELLED, NOT_FOUND),
 so it is answered SUCCESS with the outcome in the body; only a request without
 an id, or a cancel that could not be made durable, is an error. A cancel
@@ -17,10 +17,9 @@ SYSTEM_ERROR "No delay offset in this broker", as RocketMQ's does with an empty 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 from skiff.broker.operations import Refusal
-from skiff.broker.operations.timer import NOT_RUNNING, CancelOperation
+from skiff.broker.operations.timer import CancelOperation, TimerState, TimerStateOperation
+from skiff.broker.processors.answers import answer
 from skiff.protocol.bodies.timer import (
     CancelOutcomeBody,
     CancelScheduledBody,
@@ -30,23 +29,17 @@ from skiff.protocol.bodies.timer import (
     TimerSlotsBody,
     TimerStatsBody,
 )
-from skiff.protocol.codes import RequestCode, ResponseCode, SkiffRequestCode
+from skiff.protocol.codes import RequestCode, SkiffRequestCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers.timer import CancelScheduledMessageRequestHeader
-from skiff.store import StoreConfig
-from skiff.store.timer import CancelResult, TimerService
+from skiff.store.timer import CancelResult
 from skiff.transport.connection import Connection, Handler
 
 
 class TimerAdminProcessor:
-    def __init__(self, store_config: StoreConfig, timer: Callable[[], TimerService | None],
-                 delay_levels_ms: Sequence[int], canceller: CancelOperation) -> None:
-        """``timer()`` is the broker's running timer (None while it is not running);
-        ``delay_levels_ms`` the delay of each level (messageDelayLevel)."""
-        self.store_config = store_config
-        self._timer = timer
+    def __init__(self, timer: TimerStateOperation, canceller: CancelOperation) -> None:
+        self.timer = timer
         self.canceller = canceller
-        self.delay_levels_ms = tuple(delay_levels_ms)
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -56,31 +49,28 @@ class TimerAdminProcessor:
         }
 
     def delay_offsets(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        timer = self._timer()
-        if timer is None:
-            return req.response(ResponseCode.SYSTEM_ERROR, "No delay offset in this broker")
-        return req.response(body=DelayOffsetBody(timer.delay_offsets(self.delay_levels_ms)).to_json())
+        table = self.timer.delay_offsets()
+        return answer(req, table if isinstance(table, Refusal) else DelayOffsetBody(table))
 
     def slots(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        timer = self._timer()
-        if timer is None:
-            return _not_running(req)
-        stats = timer.stats()
-        body = TimerSlotsBody(
-            self.store_config.timer_slot_ms, self.store_config.timer_precision_ms,
-            tuple(TimerSlot(s.slot_start_ms, s.scheduled, s.loaded) for s in timer.scheduled_per_slot()),
-            TimerStatsBody(stats.scheduled, stats.in_wheel, stats.delivered, stats.cancelled, stats.dropped,
-                           stats.unroutable, stats.replay_lag, stats.slots_on_disk, stats.slots_loaded,
-                           stats.lateness_p50_ms, stats.lateness_p99_ms, stats.lateness_max_ms),
-        )
-        return req.response(body=body.to_json())
+        state = self.timer.state()
+        return answer(req, state if isinstance(state, Refusal) else slots_body(state))
 
     async def cancel(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         msg_id = CancelScheduledMessageRequestHeader.from_ext(req.ext_fields).msg_id
         result = await self.canceller.cancel(msg_id)
-        if isinstance(result, Refusal):
-            return req.response(result.code, result.reason)
-        return req.response(body=cancel_body(result).to_json())
+        return answer(req, result if isinstance(result, Refusal) else cancel_body(result))
+
+
+def slots_body(state: TimerState) -> TimerSlotsBody:
+    stats = state.stats
+    return TimerSlotsBody(
+        state.slot_ms, state.precision_ms,
+        tuple(TimerSlot(s.slot_start_ms, s.scheduled, s.loaded) for s in state.slots),
+        TimerStatsBody(stats.scheduled, stats.in_wheel, stats.delivered, stats.cancelled, stats.dropped,
+                       stats.unroutable, stats.replay_lag, stats.slots_on_disk, stats.slots_loaded,
+                       stats.lateness_p50_ms, stats.lateness_p99_ms, stats.lateness_max_ms),
+    )
 
 
 def cancel_body(result: CancelResult) -> CancelScheduledBody:
@@ -88,6 +78,3 @@ def cancel_body(result: CancelResult) -> CancelScheduledBody:
                      for o in result.outcomes)
     return CancelScheduledBody(result.msg_id, CancelStatus(result.status.name), outcomes)
 
-
-def _not_running(req: RemotingCommand) -> RemotingCommand:
-    return req.response(NOT_RUNNING.code, NOT_RUNNING.reason)

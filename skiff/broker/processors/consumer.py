@@ -5,33 +5,28 @@ QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET (15), GET_CONSUMER_LIST_BY_GR
 GET_EARLIEST_MSG_STORETIME (32), LOCK_BATCH_MQ (41), UNLOCK_BATCH_MQ (42),
 GET_ALL_CONSUMER_OFFSET (43: the whole table, which slaves copy).
 
-The offsets are `skiff.broker.operations.offsets`' (the gRPC door's too): where a new
-group starts is decided there, and no offset is QUERY_NOT_FOUND, after which the
-client's consumeFromWhere decides (CONSUME_FROM_LAST_OFFSET asks GET_MAX_OFFSET).
+The remoting door's adapter over the operations: offsets (`OffsetsOperation`, the gRPC
+door's too: where a new group starts is decided there, and no offset is QUERY_NOT_FOUND,
+after which the client's consumeFromWhere decides, CONSUME_FROM_LAST_OFFSET asking
+GET_MAX_OFFSET), a group's members (`ConnectionsOperation`) and locks (`LocksOperation`).
 """
 
 from __future__ import annotations
 
-from skiff.broker.clients import ClientManager
-from skiff.broker.locks import RebalanceLockManager
-from skiff.broker.offsets import ConsumerOffsetManager
-from skiff.broker.operations.offsets import OffsetsOperation, QueueEdge
+from skiff.broker.operations import ConnectionsOperation, LockRequest, LocksOperation, OffsetsOperation, QueueEdge, Refusal
+from skiff.broker.processors.answers import answer
 from skiff.protocol.bodies.consumer import ConsumerIdList
 from skiff.protocol.bodies.lock import LockBatchRequestBody, LockBatchResponseBody
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers import consumer as h
-from skiff.store import MessageStore
 from skiff.transport.connection import Connection, Handler
 
 
 class ConsumerProcessor:
-    def __init__(self, store: MessageStore, offsets: ConsumerOffsetManager, clients: ClientManager,
-                 locks: RebalanceLockManager, operation: OffsetsOperation) -> None:
-        self.store = store
-        self.offsets = offsets
+    def __init__(self, operation: OffsetsOperation, connections: ConnectionsOperation, locks: LocksOperation) -> None:
         self.operation = operation
-        self.clients = clients
+        self.connections = connections
         self.locks = locks
 
     def handlers(self) -> dict[int, Handler]:
@@ -49,7 +44,7 @@ class ConsumerProcessor:
         }
 
     def all_offsets(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        return req.response(body=self.offsets.table().to_json())
+        return req.response(body=self.operation.table().to_json())
 
     def query_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         q = h.QueryConsumerOffsetRequestHeader.from_ext(req.ext_fields)
@@ -66,10 +61,8 @@ class ConsumerProcessor:
 
     def consumer_list(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         group = h.GetConsumerListByGroupRequestHeader.from_ext(req.ext_fields).consumer_group
-        info = self.clients.consumer_group(group)
-        if info is None or not info.channels:
-            return req.response(ResponseCode.SYSTEM_ERROR, f"no consumer of group {group} is connected")
-        return req.response(body=ConsumerIdList(tuple(info.client_ids())).to_json())
+        ids = self.connections.consumer_ids(group)
+        return answer(req, ids if isinstance(ids, Refusal) else ConsumerIdList(tuple(ids)))
 
     def max_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         q = h.QueueRequestHeader.from_ext(req.ext_fields)
@@ -85,16 +78,16 @@ class ConsumerProcessor:
 
     def earliest_store_time(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         q = h.QueueRequestHeader.from_ext(req.ext_fields)
-        return req.response(ext_fields={"timestamp": str(self.store.get_earliest_store_time(q.topic, q.queue_id))})
+        return req.response(ext_fields={"timestamp": str(self.operation.earliest_store_time(q.topic, q.queue_id))})
 
     def lock(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         body = LockBatchRequestBody.from_json(req.body)
-        held = self.locks.try_lock(body.consumer_group, body.mq_set, body.client_id)
+        held = self.locks.lock(LockRequest(body.consumer_group, body.client_id, body.mq_set))
         return req.response(body=LockBatchResponseBody(tuple(held)).to_json())
 
     def unlock(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         body = LockBatchRequestBody.from_json(req.body)
-        self.locks.unlock(body.consumer_group, body.mq_set, body.client_id)
+        self.locks.unlock(LockRequest(body.consumer_group, body.client_id, body.mq_set))
         return req.response()
 
 

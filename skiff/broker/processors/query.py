@@ -1,24 +1,26 @@
-"""VIEW_MESSAGE_BY_ID (33) and QUERY_MESSAGE (12): finding stored messages.
+"""VIEW_MESSAGE_BY_ID (33) and QUERY_MESSAGE (12): the remoting door's adapter over
+`MessagesOperation` (finding stored messages).
 
-VIEW_MESSAGE_BY_ID takes the CommitLog offset (the tail of an offsetMsgId) and
-answers the stored record. QUERY_MESSAGE looks a key up in the index within a
-time range; the index holds both KEYS and UNIQ_KEY (the id clients show), so a
-``_UNIQUE_KEY_QUERY`` needs nothing else. Both answer stored-format records, as
-pulls do.
+VIEW_MESSAGE_BY_ID takes the CommitLog offset (the tail of an offsetMsgId) and answers the
+stored record. QUERY_MESSAGE looks a key (or, with ``_UNIQUE_KEY_QUERY``, a unique id: the
+index holds both) up within a time range and answers the records back to back, with how far
+the index reached in ``indexLastUpdateTimestamp`` / ``indexLastUpdatePhyoffset``, found or
+not (QUERY_NOT_FOUND).
 """
 
 from __future__ import annotations
 
-from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.broker.operations import KeyQuery, MessagesOperation, Refusal
+from skiff.broker.operations.messages import not_found
+from skiff.protocol.codes import RequestCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers.query import QueryMessageRequestHeader, ViewMessageRequestHeader
-from skiff.store import MessageStore
 from skiff.transport.connection import Connection, Handler
 
 
 class QueryProcessor:
-    def __init__(self, store: MessageStore) -> None:
-        self.store = store
+    def __init__(self, messages: MessagesOperation) -> None:
+        self.messages = messages
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -27,18 +29,18 @@ class QueryProcessor:
         }
 
     def view(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        offset = ViewMessageRequestHeader.from_ext(req.ext_fields).offset
-        record = self.store.read_record(offset)
-        if record is None:
-            return req.response(ResponseCode.SYSTEM_ERROR, f"can not find message by the offset {offset}")
+        record = self.messages.view(ViewMessageRequestHeader.from_ext(req.ext_fields).offset)
+        if isinstance(record, Refusal):
+            return req.response(record.code, record.reason)
         return req.response(body=record)
 
     def query(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         q = QueryMessageRequestHeader.from_ext(req.ext_fields)
-        records = self.store.query_by_key(q.topic, q.key, q.max_num, q.begin_timestamp, q.end_timestamp)
-        ext = {"indexLastUpdateTimestamp": str(self.store.clock.now_ms()),
-               "indexLastUpdatePhyoffset": str(self.store.dispatched_offset)}
-        if not records:
-            return req.response(ResponseCode.QUERY_NOT_FOUND,
-                                f"no message of topic {q.topic} has the key {q.key!r} in that time range", ext)
-        return req.response(ext_fields=ext, body_parts=records)
+        query = KeyQuery(q.topic, q.key, q.max_num, q.begin_timestamp, q.end_timestamp)
+        matches = self.messages.by_key(query)
+        ext = {"indexLastUpdateTimestamp": str(matches.index_updated_ms),
+               "indexLastUpdatePhyoffset": str(matches.index_offset)}
+        if not matches.records:
+            refusal = not_found(query)
+            return req.response(refusal.code, refusal.reason, ext)
+        return req.response(ext_fields=ext, body_parts=matches.records)
