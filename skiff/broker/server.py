@@ -304,7 +304,8 @@ class BrokerServer:
         self.store.add_dispatch_listener(waiters.notify)
         service = KafkaService(self.config, self.role, self.operations, self.topics, waiters,
                                lambda: self.kafka.port if self.kafka is not None else 0,
-                               self.store_config.file_reserved_time * 3_600_000, self._master_host)
+                               self.store_config.file_reserved_time * 3_600_000, self._master_host,
+                               broker_addr=lambda: self.addr)
         listener = KafkaListener(self.config.listen_host, port, service)
         await listener.start()
         self.kafka = listener

@@ -93,8 +93,9 @@ class Fetch:
         assert isinstance(flt, MessageFilter)
         self._all = flt
 
-    async def fetch(self, req: dict[str, Any]) -> dict[str, Any]:
-        keys = [(t["topic"], p["partition"]) for t in req["topics"] for p in t["partitions"]]
+    async def fetch(self, req: dict[str, Any], queues: dict[Key, int | ErrorCode]) -> dict[str, Any]:
+        """``queues``: each (topic, partition)'s queue here, or why this broker does not serve it."""
+        keys = [(t, q) for (t, _), q in queues.items() if isinstance(q, int)]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0, req["max_wait_ms"]) / 1000.0
         event = asyncio.Event()
@@ -102,7 +103,7 @@ class Fetch:
         try:
             while True:
                 event.clear()
-                responses, size, failed = self._read(req)
+                responses, size, failed = self._read(req, queues)
                 left = deadline - loop.time()
                 if size >= max(1, req["min_bytes"]) or failed or left <= 0 or not keys:
                     break
@@ -114,7 +115,7 @@ class Fetch:
             self.waiters.unregister(keys, event)
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
 
-    def _read(self, req: dict[str, Any]) -> tuple[list[dict[str, Any]], int, bool]:
+    def _read(self, req: dict[str, Any], queues: dict[Key, int | ErrorCode]) -> tuple[list[dict[str, Any]], int, bool]:
         budget = req.get("max_bytes", 0) or 0x7FFFFFFF
         total = 0
         failed = False
@@ -122,7 +123,8 @@ class Fetch:
         for t in req["topics"]:
             parts = []
             for p in t["partitions"]:
-                answer, size = self._partition(t["topic"], p["partition"], p["fetch_offset"],
+                answer, size = self._partition(t["topic"], p["partition"], queues[(t["topic"], p["partition"])],
+                                               p["fetch_offset"],
                                                min(p["partition_max_bytes"], budget - total), first=total == 0)
                 failed = failed or answer["error_code"] != 0
                 total += size
@@ -130,26 +132,28 @@ class Fetch:
             out.append({"topic": t["topic"], "partitions": parts})
         return out, total, failed
 
-    def _partition(self, topic: str, partition: int, offset: int, max_bytes: int,
+    def _partition(self, topic: str, partition: int, queue: int | ErrorCode, offset: int, max_bytes: int,
                    first: bool) -> tuple[dict[str, Any], int]:
         answer: dict[str, Any] = {"partition_index": partition, "error_code": 0, "high_watermark": -1,
                                   "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": None,
                                   "preferred_read_replica": -1, "records": b""}
         if self.role.is_slave:
-            answer["error_code"] = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            queue = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        if isinstance(queue, ErrorCode):
+            answer["error_code"] = int(queue)
             return answer, 0
-        tc = self.gate.readable_queue(topic, partition)
+        tc = self.gate.readable_queue(topic, queue)
         if isinstance(tc, Refusal):
             answer["error_code"] = int(refusal_error(tc))
             return answer, 0
-        lo, hi = self.store.get_min_offset(topic, partition), self.store.get_max_offset(topic, partition)
+        lo, hi = self.store.get_min_offset(topic, queue), self.store.get_max_offset(topic, queue)
         answer.update(high_watermark=hi, last_stable_offset=hi, log_start_offset=lo)
         if offset < lo or offset > hi:
             answer["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)
             return answer, 0
         if offset == hi or (max_bytes <= 0 and not first):
             return answer, 0
-        pulled = self.pull.read(PullRequest(READER_GROUP, topic, partition, offset, PULL_MAX_MESSAGES), self._all)
+        pulled = self.pull.read(PullRequest(READER_GROUP, topic, queue, offset, PULL_MAX_MESSAGES), self._all)
         result = pulled.result
         if not result.found:
             if offset < result.next_begin_offset <= hi:  # only removed entries: step over them

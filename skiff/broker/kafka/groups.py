@@ -15,9 +15,10 @@ client's (its bytes are opaque here). States as Kafka's ``ClassicGroup``:
   REBALANCE_IN_PROGRESS on their next heartbeat.
 
 JoinGroup v4+ uses KIP-394's two steps: a first join without member id is answered
-MEMBER_ID_REQUIRED with the id to join with. Committed offsets go to the broker's
-consumer offset table (`OffsetsOperation`), the one RocketMQ consumer groups use, so
-`skiff consumer progress` and the dashboard show a Kafka group's lag; group membership
+MEMBER_ID_REQUIRED with the id to join with. Committed offsets go to the consumer offset
+table of the broker group holding each partition (`PartitionOffsets`), the one RocketMQ
+consumer groups use, so `skiff consumer progress` and the dashboard show a Kafka group's
+lag; group membership
 itself is held in memory and rebuilt by the clients' joins after a restart.
 """
 
@@ -32,6 +33,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from skiff.broker.kafka.offsets import PartitionOffsets
 from skiff.broker.operations import OffsetsOperation
 from skiff.common.limits import (
     KAFKA_GROUP_SESSION_MAX_MS,
@@ -86,14 +88,17 @@ class Group:
 class GroupCoordinator:
     def __init__(self, offsets: OffsetsOperation, *, register: Callable[[str], object] = lambda group: None,
                  session_ms: tuple[int, int] = (KAFKA_GROUP_SESSION_MIN_MS, KAFKA_GROUP_SESSION_MAX_MS),
-                 initial_delay_ms: int = KAFKA_INITIAL_REBALANCE_DELAY_MS) -> None:
+                 initial_delay_ms: int = KAFKA_INITIAL_REBALANCE_DELAY_MS,
+                 partitions: PartitionOffsets | None = None) -> None:
         """``register``: makes a group that joins or commits a subscription group too (as a
         RocketMQ consumer's heartbeat does when autoCreateSubscriptionGroup), so the broker's
         group lists, `skiff consumer` and the dashboard name it. ``session_ms``: the session
         timeouts members may ask for; ``initial_delay_ms``: a group leaving Empty waits this long
         for more members (both the limits' values, but for tests of the state machine that
-        cannot wait seconds)."""
+        cannot wait seconds). ``partitions``: where each partition's offsets are kept (by
+        default this broker's table, partition = queue id)."""
         self.offsets = offsets
+        self.partitions = partitions or PartitionOffsets(offsets)
         self.register = register
         self.session_ms = session_ms
         self.initial_delay_ms = initial_delay_ms
@@ -312,9 +317,11 @@ class GroupCoordinator:
         for t in req["topics"]:
             parts = []
             for p in t["partitions"]:
+                code = error
                 if error is ErrorCode.NONE:
-                    self.offsets.commit(req["group_id"], t["name"], p["partition_index"], p["committed_offset"])
-                parts.append({"partition_index": p["partition_index"], "error_code": int(error)})
+                    code = await self.partitions.commit(req["group_id"], t["name"], p["partition_index"],
+                                                        p["committed_offset"])
+                parts.append({"partition_index": p["partition_index"], "error_code": int(code)})
             topics.append({"name": t["name"], "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics}
 
@@ -333,19 +340,17 @@ class GroupCoordinator:
         return ErrorCode.NONE
 
     async def offset_fetch(self, req: Body, header: Any, peer: tuple[str, int]) -> Body:
-        table = self.offsets.offsets
         group_id = req["group_id"]
         wanted = req["topics"]
         if wanted is None:
-            wanted = [{"name": t, "partition_indexes": sorted(table.offsets(group_id, t))}
-                      for t in table.topics_of(group_id)]
+            wanted = [{"name": t, "partition_indexes": ps}
+                      for t, ps in (await self.partitions.committed_here(group_id)).items()]
         topics = []
         for t in wanted:
             parts = []
             for q in t["partition_indexes"]:
-                offset = table.query(group_id, t["name"], q)
-                parts.append({"partition_index": q, "committed_offset": -1 if offset is None or offset < 0 else offset,
-                              "metadata": "", "error_code": 0})
+                offset, code = await self.partitions.committed(group_id, t["name"], q)
+                parts.append({"partition_index": q, "committed_offset": offset, "metadata": "", "error_code": int(code)})
             topics.append({"name": t["name"], "partitions": parts})
         return {"throttle_time_ms": 0, "topics": topics, "error_code": 0}
 

@@ -39,10 +39,12 @@ class KafkaListener:
             raise ListenError(f"the Kafka listener cannot listen on {self.host}:{self.port} "
                               f"(kafkaListenPort): {exc}") from None
         self.port = self._server.sockets[0].getsockname()[1]
+        self.service.start()
 
     async def stop(self) -> None:
         if self._server is None:
             return
+        await self.service.stop()
         self._server.close()
         for task in list(self._tasks):
             task.cancel()

@@ -38,11 +38,14 @@ class Produce:
         self.producers = producers
         self.auto_create_queue_nums = auto_create_queue_nums
 
-    async def partition(self, topic: str, partition: int, records: bytes | None, acks: int,
+    async def partition(self, topic: str, partition: int, queue: int | ErrorCode, records: bytes | None, acks: int,
                         host: bytes) -> dict[str, Any]:
-        """One partition's answer: error code, base offset, log start offset."""
+        """One partition's answer: error code, base offset, log start offset. ``queue``: the
+        partition's queue on this broker, or why this broker does not serve it."""
         answer: dict[str, Any] = {"index": partition, "base_offset": -1, "log_append_time_ms": -1,
                                   "log_start_offset": -1, "record_errors": []}
+        if isinstance(queue, ErrorCode):
+            return answer | _error(queue, f"partition {partition} of {topic} is not led by this broker")
         try:
             batches = decode_batches(records or b"")
         except DecodeError as exc:
@@ -53,7 +56,7 @@ class Produce:
         batch = batches[0]
         if batch.is_transactional or batch.is_control:
             return answer | _error(ErrorCode.INVALID_RECORD, "transactional batches are not served by Skiff yet")
-        target = self.send.target(topic, partition, DEFAULT_TEMPLATE, self.auto_create_queue_nums)
+        target = self.send.target(topic, queue, DEFAULT_TEMPLATE, self.auto_create_queue_nums)
         if isinstance(target, Refusal):
             return answer | _error(refusal_error(target), target.reason)
         tc, queue_id = target

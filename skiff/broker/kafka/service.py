@@ -4,11 +4,14 @@
 | Kafka | Skiff |
 |---|---|
 | topic, partition, offset | topic, queue id, ConsumeQueue offset |
-| leader of every partition | the broker group's master, one node id across failovers (a slave names its master, and answers Produce and Fetch NOT_LEADER_OR_FOLLOWER) |
+| brokers | every broker group of the cluster whose master serves Kafka, one node id per group across failovers — `cluster.py` |
+| partition | a queue of one broker group: the topic's queues numbered across the groups in name order — `cluster.py` |
+| leader of a partition | its broker group's master (a slave names its master; Produce, Fetch and ListOffsets of a partition this broker does not lead answer NOT_LEADER_OR_FOLLOWER) |
 | Produce | `SendOperation` (gate, writer, store) — `produce.py` |
 | Fetch | `PullOperation.read`, long-polled — `fetch.py` |
-| ListOffsets, OffsetCommit, OffsetFetch | `OffsetsOperation` (the groups' offsets RocketMQ consumers use) |
-| consumer groups | `groups.py`, this broker as the coordinator |
+| ListOffsets | `OffsetsOperation` |
+| OffsetCommit, OffsetFetch | the consumer offset table of the group holding the partition — `offsets.py` |
+| consumer groups | `groups.py`, on the master a group's id hashes to (FindCoordinator) |
 | CreateTopics, DeleteTopics, CreatePartitions, Describe/AlterConfigs | `TopicsOperation` — `admin.py` |
 
 Requests and versions Skiff does not serve are answered with UNSUPPORTED_VERSION
@@ -20,17 +23,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import zlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import Any
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.ha.role import Role
 from skiff.broker.kafka.admin import TopicAdmin
+from skiff.broker.kafka.cluster import ClusterView, Layout, Node, coordinator, node_id
 from skiff.broker.kafka.fetch import Fetch, FetchWaiters
 from skiff.broker.kafka.groups import GroupCoordinator
 from skiff.broker.kafka.idempotence import ProducerIds, ProducerStates
+from skiff.broker.kafka.offsets import PartitionOffsets
 from skiff.broker.kafka.produce import Produce
 from skiff.broker.operations.send import DEFAULT_TEMPLATE
 from skiff.broker.operations import Operations, QueueEdge, Refusal, born_host
@@ -49,6 +52,7 @@ from skiff.protocol.kafka.frames import (
     unsupported_response,
 )
 from skiff.broker.kafka.errors import refusal_error
+from skiff.transport import RemotingClient
 
 log = logging.getLogger(__name__)
 
@@ -56,25 +60,17 @@ Body = dict[str, Any]
 Handler = Callable[[Body, RequestHeader, tuple[str, int]], Awaitable[Body | None]]
 
 
-@dataclass(frozen=True, slots=True)
-class Node:
-    node_id: int
-    host: str
-    port: int
-
-
-def node_id(broker_name: str) -> int:
-    """A broker group's Kafka node id: stable across restarts and failovers (the group's
-    name, not its master's address), the same on every broker of the cluster."""
-    return zlib.crc32(broker_name.encode()) & 0x7FFFFFFF
-
-
 class KafkaService:
     def __init__(self, config: BrokerConfig, role: Role, ops: Operations, topics: TopicConfigManager,
                  waiters: FetchWaiters, advertised_port: Callable[[], int], retention_ms: int,
-                 master_host: Callable[[], str | None] = lambda: None) -> None:
+                 master_host: Callable[[], str | None] = lambda: None, client: RemotingClient | None = None,
+                 broker_addr: Callable[[], str] = lambda: "") -> None:
         """``master_host``: on a slave, its master's host as the registration last said (None
-        while unknown); Kafka clients are sent there, at this broker's Kafka port."""
+        while unknown); Kafka clients are sent there, at this broker's Kafka port when the
+        NameServers do not say where its master's listener is. ``client``: reaches the
+        NameServers (the other broker groups' Kafka listeners, `cluster.py`) and other
+        groups' masters (their partitions' offsets); ``broker_addr``: this broker's remoting
+        address, the key of its listener in the NameServers."""
         self.config = config
         self.master_host = master_host
         self.role = role
@@ -85,7 +81,12 @@ class KafkaService:
         self.producer_ids = ProducerIds()
         self.produce_ = Produce(ops.send, self.producers, config.default_topic_queue_nums)
         self.fetch_ = Fetch(ops.gate, role, ops.pull, waiters)
-        self.groups = GroupCoordinator(ops.offsets, register=ops.gate.groups.find_or_create)
+        self.client = client or RemotingClient(tls=config.client_tls())
+        self.view = ClusterView(self.client, config.namesrv_addrs, config.broker_cluster_name, config.broker_name,
+                                broker_addr, lambda: self.node, self._queues, lambda: not role.is_slave)
+        self.groups = GroupCoordinator(ops.offsets, register=ops.groups.ensure,
+                                       partitions=PartitionOffsets(ops.offsets, self.view.place, self._partition_of,
+                                                                   self.client))
         admin = TopicAdmin(ops.topics, topics, config.default_topic_queue_nums, retention_ms)
         self._handlers: dict[int, Handler] = {
             ApiKey.API_VERSIONS: self.api_versions,
@@ -102,6 +103,31 @@ class KafkaService:
             ApiKey.ALTER_CONFIGS: admin.alter_configs,
             **self.groups.handlers(),
         }
+
+    def start(self) -> None:
+        """Advertise this listener in the NameServers (now and every registration period)."""
+        self.view.start(lambda: f"{self.config.advertised_ip}:{self.advertised_port()}",
+                        self.config.register_name_server_period_ms / 1000.0)
+
+    async def stop(self) -> None:
+        await self.view.stop()
+        await self.client.close()
+
+    def _queues(self, topic: str) -> int | None:
+        tc = self.topics.get(topic)
+        return None if tc is None else tc.read_queue_nums
+
+    async def _partition_of(self, topic: str, queue_id: int) -> int | None:
+        return (await self.view.layout(topic)).partition(self.config.broker_name, queue_id)
+
+    async def _queue(self, topic: str, partition: int) -> int | ErrorCode:
+        """The queue here of a partition this broker serves, or why it does not serve it."""
+        if self.role.is_slave:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        where = await self.view.place(topic, partition)
+        if where is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return where.queue_id if where.local else ErrorCode.NOT_LEADER_OR_FOLLOWER
 
     @property
     def node(self) -> Node | None:
@@ -138,32 +164,28 @@ class KafkaService:
         return api_versions_body()
 
     async def metadata(self, req: Body, header: RequestHeader, peer: tuple[str, int]) -> Body:
-        node = self.node
+        nodes = (await self.view.members()).nodes
         wanted = req["topics"]
         if wanted is None:
             names = [t for t in self.topics.topics() if not _internal(t)]
         else:
             names = [t["name"] for t in wanted]
         auto = req.get("allow_auto_topic_creation", True) and self.config.auto_create_topic_enable
-        topics = [self._topic_metadata(name, node, auto and wanted is not None) for name in names]
-        brokers = [] if node is None else [{"node_id": node.node_id, "host": node.host, "port": node.port,
-                                            "rack": None}]
+        topics = [await self._topic_metadata(name, nodes, auto and wanted is not None) for name in names]
+        brokers = [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": None}
+                   for _, n in sorted(nodes.items())]
+        own = nodes.get(self.config.broker_name)
         return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": self.config.broker_cluster_name,
-                "controller_id": -1 if node is None else node.node_id, "topics": topics}
+                "controller_id": -1 if own is None else own.node_id, "topics": topics}
 
-    def _topic_metadata(self, name: str, node: Node | None, create: bool) -> Body:
-        tc = self.topics.get(name)
-        if tc is None and create and not self.role.is_slave:
-            tc = self.topics.create_from_template(name, DEFAULT_TEMPLATE, self.config.default_topic_queue_nums, 0)
-        if tc is None:
+    async def _topic_metadata(self, name: str, nodes: dict[str, Node], create: bool) -> Body:
+        layout = await self.view.layout(name)
+        if not layout.groups and create and not self.role.is_slave:
+            self.topics.create_from_template(name, DEFAULT_TEMPLATE, self.config.default_topic_queue_nums, 0)
+            layout = await self.view.layout(name)
+        if not layout.groups:
             return {"error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "name": name, "partitions": []}
-        leader = -1 if node is None else node.node_id
-        error = int(ErrorCode.LEADER_NOT_AVAILABLE) if leader < 0 else 0
-        replicas = [] if node is None else [node.node_id]
-        parts = [{"error_code": error, "partition_index": q, "leader_id": leader, "leader_epoch": -1,
-                  "replica_nodes": replicas, "isr_nodes": replicas, "offline_replicas": []}
-                 for q in range(tc.read_queue_nums)]
-        return {"error_code": 0, "name": name, "is_internal": False, "partitions": parts}
+        return {"error_code": 0, "name": name, "is_internal": False, "partitions": _partitions(layout, nodes)}
 
     # -- Produce, Fetch, ListOffsets, InitProducerId ------------------------------------
 
@@ -172,16 +194,19 @@ class KafkaService:
         host = born_host(peer)
         responses = []
         for t in req["topic_data"]:
+            queues = [await self._queue(t["name"], p["index"]) for p in t["partition_data"]]
             # each partition appends before its first await; the waits (fsync, slave) overlap
-            parts = await asyncio.gather(*(self.produce_.partition(t["name"], p["index"], p["records"], acks, host)
-                                           for p in t["partition_data"]))
+            parts = await asyncio.gather(*(self.produce_.partition(t["name"], p["index"], q, p["records"], acks, host)
+                                           for p, q in zip(t["partition_data"], queues)))
             responses.append({"name": t["name"], "partition_responses": list(parts)})
         if acks == 0:
             return None  # Kafka's rule: no answer at all, or the client reads it as the next request's
         return {"responses": responses, "throttle_time_ms": 0}
 
     async def fetch(self, req: Body, header: RequestHeader, peer: tuple[str, int]) -> Body:
-        return await self.fetch_.fetch(req)
+        queues = {(t["topic"], p["partition"]): await self._queue(t["topic"], p["partition"])
+                  for t in req["topics"] for p in t["partitions"]}
+        return await self.fetch_.fetch(req, queues)
 
     async def list_offsets(self, req: Body, header: RequestHeader, peer: tuple[str, int]) -> Body:
         offsets = self.ops.offsets
@@ -189,12 +214,13 @@ class KafkaService:
         for t in req["topics"]:
             parts = []
             for p in t["partitions"]:
-                q, ts = p["partition_index"], p["timestamp"]
-                answer: Body = {"partition_index": q, "error_code": 0, "timestamp": -1, "offset": -1,
-                                "leader_epoch": -1}
-                tc = self.ops.gate.readable_queue(t["name"], q)
-                if self.role.is_slave:
-                    answer["error_code"] = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                ts = p["timestamp"]
+                answer: Body = {"partition_index": p["partition_index"], "error_code": 0, "timestamp": -1,
+                                "offset": -1, "leader_epoch": -1}
+                q = await self._queue(t["name"], p["partition_index"])
+                tc = self.ops.gate.readable_queue(t["name"], q) if isinstance(q, int) else None
+                if isinstance(q, ErrorCode):
+                    answer["error_code"] = int(q)
                 elif isinstance(tc, Refusal):
                     answer["error_code"] = int(refusal_error(tc))
                 elif ts == -1:
@@ -219,7 +245,7 @@ class KafkaService:
         return {"throttle_time_ms": 0, "error_code": 0, "producer_id": self.producer_ids.next(), "producer_epoch": 0}
 
     async def find_coordinator(self, req: Body, header: RequestHeader, peer: tuple[str, int]) -> Body:
-        node = self.node
+        node = coordinator(req["key"], (await self.view.members()).nodes)
         if node is None:
             return {"throttle_time_ms": 0, "error_code": int(ErrorCode.COORDINATOR_NOT_AVAILABLE),
                     "error_message": "this slave does not know its master yet", "node_id": -1, "host": "",
@@ -230,6 +256,20 @@ class KafkaService:
                     "node_id": -1, "host": "", "port": -1}
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "node_id": node.node_id,
                 "host": node.host, "port": node.port}
+
+
+def _partitions(layout: Layout, nodes: dict[str, Node]) -> list[Body]:
+    """Metadata's partitions of a topic: each led by its broker group's node (LEADER_NOT_AVAILABLE
+    while the group's master serves no Kafka listener the NameServers know of)."""
+    out: list[Body] = []
+    for name, count in layout.groups:
+        node = nodes.get(name)
+        leader = -1 if node is None else node.node_id
+        error = 0 if node is not None else int(ErrorCode.LEADER_NOT_AVAILABLE)
+        replicas = [] if node is None else [leader]
+        out += [{"error_code": error, "partition_index": len(out) + q, "leader_id": leader, "leader_epoch": -1,
+                 "replica_nodes": replicas, "isr_nodes": replicas, "offline_replicas": []} for q in range(count)]
+    return out
 
 
 def _internal(topic: str) -> bool:
