@@ -85,7 +85,7 @@ from skiff.broker.processors.send_back import SendBackProcessor
 from skiff.broker.redirect import DelayPolicy
 from skiff.broker.registration import NamesrvRegistration
 from skiff.broker.stats import BrokerStats
-from skiff.broker.tier.setup import attach_reads, tier_periodics, tier_service
+from skiff.broker.tier.setup import attach_reads, tier_periodics, tier_service, with_tier_queries
 from skiff.broker.topics import TopicConfigManager
 from skiff.broker.transactions import TransactionRecovery, TransactionService
 from skiff.broker.writer import MessageWriter
@@ -365,6 +365,7 @@ class BrokerServer:
         handlers: dict[int, Handler] = {}
         for processor in processors:
             handlers.update(processor.handlers())
+        handlers = with_tier_queries(handlers, self.tier)
         if self.acl is not None:
             handlers = self.acl.guard(handlers)
         elif self.auth.enabled:

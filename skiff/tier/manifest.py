@@ -14,6 +14,13 @@ files, checking each one's SHA-256.
                    "rows": 4096, "bytes": 81234, "sha256": "…"}]}
 
 Offsets of a compacted topic's file have gaps (``rows`` ≤ last − first + 1).
+
+Each segment may also name its key index and the span of CommitLog offsets its records
+had (what queries by key and by message id use; segments written before those existed
+have neither, and readers do without):
+
+    "index": {"file": "Orders/broker-a/0/…-….keys", "bytes": 9120, "sha256": "…"},
+    "commitLogOffsets": [1048576, 5242880]
 """
 
 from __future__ import annotations
@@ -34,6 +41,16 @@ class ManifestError(SkiffError):
 
 
 @dataclass(frozen=True, slots=True)
+class SegmentIndex:
+    """A tiered file's key index (`skiff.tier.index`): its key, size and SHA-256, checked as the
+    file's are."""
+
+    file: str
+    size_bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
 class Segment:
     """One tiered file: a queue's offsets first..last (both included)."""
 
@@ -46,17 +63,36 @@ class Segment:
     rows: int
     size_bytes: int
     sha256: str
+    index: SegmentIndex | None = None
+    """The file's key index (`skiff.tier.index`); None in files uploaded before there was one."""
+    min_commit_log_offset: int = -1
+    max_commit_log_offset: int = -1
+    """The CommitLog offsets of the file's records, lowest and highest (-1: not recorded): what
+    a message id whose local copy is gone resolves through."""
+
+    def holds_commit_log_offset(self, offset: int) -> bool:
+        return self.min_commit_log_offset <= offset <= self.max_commit_log_offset and self.min_commit_log_offset >= 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"queueId": self.queue_id, "firstOffset": self.first_offset, "lastOffset": self.last_offset,
-                "firstStoreMs": self.first_store_ms, "lastStoreMs": self.last_store_ms, "file": self.file,
-                "rows": self.rows, "bytes": self.size_bytes, "sha256": self.sha256}
+        d: dict[str, Any] = {
+            "queueId": self.queue_id, "firstOffset": self.first_offset, "lastOffset": self.last_offset,
+            "firstStoreMs": self.first_store_ms, "lastStoreMs": self.last_store_ms, "file": self.file,
+            "rows": self.rows, "bytes": self.size_bytes, "sha256": self.sha256}
+        if self.index is not None:
+            d["index"] = {"file": self.index.file, "bytes": self.index.size_bytes, "sha256": self.index.sha256}
+        if self.min_commit_log_offset >= 0:
+            d["commitLogOffsets"] = [self.min_commit_log_offset, self.max_commit_log_offset]
+        return d
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Segment:
         try:
+            idx = d.get("index")
+            index = None if idx is None else SegmentIndex(str(idx["file"]), int(idx["bytes"]), str(idx["sha256"]))
+            low, high = (int(v) for v in d.get("commitLogOffsets", (-1, -1)))
             return cls(int(d["queueId"]), int(d["firstOffset"]), int(d["lastOffset"]), int(d["firstStoreMs"]),
-                       int(d["lastStoreMs"]), str(d["file"]), int(d["rows"]), int(d["bytes"]), str(d["sha256"]))
+                       int(d["lastStoreMs"]), str(d["file"]), int(d["rows"]), int(d["bytes"]), str(d["sha256"]),
+                       index, low, high)
         except (KeyError, TypeError, ValueError) as exc:
             raise ManifestError(f"manifest segment {dict(d)!r}: {exc!r}") from None
 

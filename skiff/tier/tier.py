@@ -19,12 +19,15 @@ from collections import OrderedDict
 from collections.abc import Callable
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from skiff.common.limits import TIER_CACHE_MAX_BYTES, TIER_MANIFEST_MAX_BYTES, TIER_ROW_GROUP_MESSAGES
 from skiff.tier.backends import TierBackend, TierError
 from skiff.tier.columns import TIER_SCHEMA
-from skiff.tier.manifest import Manifest, ManifestError, Segment, broker_prefix, manifest_file, segment_file
+from skiff.tier.index import INDEX_SUFFIX, index_bytes, index_file, key_index
+from skiff.tier.manifest import (Manifest, ManifestError, Segment, SegmentIndex, broker_prefix, manifest_file,
+                                 segment_file)
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +39,9 @@ def parquet_bytes(table: pa.Table) -> bytes:
     return sink.getvalue()
 
 
-def checked(seg: Segment, data: bytes) -> bytes:
-    """``data`` if it is the file ``seg`` describes, else `TierError` (a damaged or replaced object)."""
+def checked(seg: Segment | SegmentIndex, data: bytes) -> bytes:
+    """``data`` if it is the file (or index) ``seg`` describes, else `TierError` (a damaged or
+    replaced object)."""
     digest = hashlib.sha256(data).hexdigest()
     if digest != seg.sha256 or len(data) != seg.size_bytes:
         raise TierError(f"tier file {seg.file}: checksum {digest[:16]}… ({len(data)} bytes) is not the manifest's "
@@ -93,8 +97,8 @@ class Tier:
         self.backend = backend
         self.cache = cache or FileCache()
         self.steps: Callable[[str], None] = _no_step
-        """Called after each durable step of an upload ("file-written", "manifest-written"): the
-        crash tests kill the process there."""
+        """Called after each durable step of an upload ("file-written", "index-written",
+        "manifest-written"): the crash tests kill the process there."""
 
     # -- the manifest --------------------------------------------------------------
 
@@ -127,13 +131,19 @@ class Tier:
             raise ValueError(f"a segment holds one queue's rows, not queues {sorted(queue_ids)}")
         offsets = table.column("queue_offset").to_pylist()
         times = table.column("store_timestamp").cast(pa.int64()).to_pylist()
+        physical = table.column("commit_log_offset").to_pylist()
         queue_id, first, last = queue_ids.pop(), offsets[0], offsets[-1]
         data = parquet_bytes(table)
         name = segment_file(manifest.topic, manifest.broker, queue_id, first, last)
         self.backend.put(name, data)
         self.steps("file-written")
+        keys = index_bytes(key_index(table))
+        self.backend.put(index_file(name), keys)
+        self.steps("index-written")
         seg = Segment(queue_id, first, last, min(times) // 1000, max(times) // 1000, name, table.num_rows, len(data),
-                      hashlib.sha256(data).hexdigest())
+                      hashlib.sha256(data).hexdigest(),
+                      SegmentIndex(index_file(name), len(keys), hashlib.sha256(keys).hexdigest()),
+                      min(physical), max(physical))
         grown = manifest.with_segment(seg)
         if grown is not manifest:
             self.write_manifest(grown)
@@ -155,6 +165,8 @@ class Tier:
             log.info("tier %s: %s expired (newest message stored at %d)", self.backend.url, seg.file,
                      seg.last_store_ms)
             self.backend.delete(seg.file)
+            if seg.index is not None:
+                self.backend.delete(seg.index.file)
         return kept, gone
 
     def delete(self, manifest: Manifest) -> int:
@@ -172,9 +184,9 @@ class Tier:
     def collect_orphans(self, manifest: Manifest) -> list[str]:
         """Delete the topic's files the manifest does not list (uploads a crash cut off before
         their manifest); the keys deleted."""
-        listed = {s.file for s in manifest.segments}
+        listed = {s.file for s in manifest.segments} | {s.index.file for s in manifest.segments if s.index}
         gone = [k for k in self.backend.list(broker_prefix(manifest.topic, manifest.broker))
-                if k not in listed and k.endswith(".parquet")]
+                if k not in listed and k.endswith((".parquet", INDEX_SUFFIX))]
         for key in gone:
             log.info("tier %s: removing %s, which no manifest lists (an upload cut off before its manifest)",
                      self.backend.url, key)
@@ -234,3 +246,47 @@ class Tier:
             if left <= 0:
                 break
         return pa.concat_tables(parts) if parts else TIER_SCHEMA.empty_table()
+
+    # -- finding (queries by key, message id and time) -----------------------------
+
+    def key_index(self, seg: Segment) -> pa.Table:
+        """The file's key index: fetched (checked, cached with the files), or, for a file
+        uploaded before indexes existed, built from the file's own columns."""
+        if seg.index is None:
+            return key_index(self.open(seg).read(columns=["keys", "msg_id", "queue_offset"]))
+        f = self.cache.get(seg.index.file)
+        if f is None:
+            f = self.cache.put(seg.index.file, checked(seg.index, self.backend.get(seg.index.file)))
+        return f.read()
+
+    def rows_where(self, seg: Segment, column: str, values: list[int]) -> pa.Table:
+        """The file's rows whose int64 ``column`` (queue_offset, commit_log_offset) is one of
+        ``values``, reading only the row groups whose statistics may hold one."""
+        f = self.open(seg)
+        col = _leaf_index(f, column)
+        parts = []
+        for i in range(f.num_row_groups):
+            stats = f.metadata.row_group(i).column(col).statistics
+            if stats is not None and stats.has_min_max and not any(stats.min <= v <= stats.max for v in values):
+                continue
+            group = f.read_row_group(i)
+            parts.append(group.filter(pc.is_in(group.column(column), pa.array(values, pa.int64()))))
+        return pa.concat_tables(parts) if parts else TIER_SCHEMA.empty_table()
+
+    def offset_at_time(self, seg: Segment, timestamp_ms: int) -> int | None:
+        """The first offset of the file stored at or after ``timestamp_ms`` (None: none is),
+        reading the file only when the time falls inside its range."""
+        if timestamp_ms <= seg.first_store_ms:
+            return seg.first_offset
+        if timestamp_ms > seg.last_store_ms:
+            return None
+        table = self.open(seg).read(columns=["queue_offset", "store_timestamp"])
+        late = (table.column("store_timestamp").cast(pa.int64()).to_numpy() >= timestamp_ms * 1000).nonzero()[0]
+        return int(table.column("queue_offset")[int(late[0])].as_py()) if len(late) else None
+
+
+def _leaf_index(f: pq.ParquetFile, column: str) -> int:
+    """The Parquet column (leaf) index of a top-level primitive column, for its row-group statistics
+    (a map column before it has two leaves, so the Arrow field index is not it)."""
+    schema = f.metadata.schema
+    return next(i for i in range(len(schema)) if schema.column(i).path == column)

@@ -9,7 +9,8 @@ writes round R's messages to two queues of a tiered topic, runs a retention pass
 the tier's hold must keep from everything not uploaded), the broker's uploader (a
 filesystem tier under D) and a retention pass again, and kills itself (SIGKILL)
 right after STEP; it prints ``{"step": STEP}`` first. Without --kill-at it prints what a
-reader sees: ``{"view": {queue: [[offset, body], ...]}, "orphans": N, "local_min": {...}}``.
+reader sees: ``{"view": {queue: [[offset, body], ...]}, "orphans": N, "unindexed": N, "local_min": {...}}``
+(unindexed: tiered messages their file's key index does not find by id).
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ from skiff.common.stored_message import decode_records
 from skiff.protocol.bodies.topic import TopicConfig
 from skiff.store import MessageStore
 from skiff.tier.columns import rows_to_records
+from skiff.tier.index import offsets_of
 from tests.crash.conftest import Child
 from tests.crash.store_child import STORE_HOST
 from tests.unit.store.conftest import make_config, message
 
 MODULE = "tests.crash.test_tier_kill"
-STEPS = ["file-written", "manifest-written", "hold-computed", "retention-done"]
+STEPS = ["file-written", "index-written", "manifest-written", "hold-computed", "retention-done"]
 TOPIC = "T"
 QUEUES = 2
 PER_ROUND = 60
@@ -68,6 +70,17 @@ def _view(store: MessageStore, service: TierService) -> dict[int, list]:
             offset = r.next_begin_offset
         out[q] = rows
     return out
+
+
+def _unindexed(service: TierService) -> int:
+    """Tiered messages their file's key index does not find by their id."""
+    missing = 0
+    for seg in service.tier.manifest(TOPIC, "broker-a").segments:
+        index = service.tier.key_index(seg)
+        rows = service.tier.read(service.tier.manifest(TOPIC, "broker-a"), seg.queue_id, seg.first_offset, seg.rows)
+        for msg_id, offset in zip(rows.column("msg_id").to_pylist(), rows.column("queue_offset").to_pylist()):
+            missing += offset not in offsets_of(index, msg_id)
+    return missing
 
 
 def child_main() -> None:
@@ -106,9 +119,10 @@ def child_main() -> None:
     service.uploader.run()
     store.run_retention(manual=True)
     step("retention-done")
+    listed = service.tier.manifest(TOPIC, "broker-a").segments
     orphans = [k for k in service.tier.backend.list(f"{TOPIC}/")
-               if k.endswith(".parquet") and k not in {s.file for s in service.tier.manifest(TOPIC, "broker-a").segments}]
-    _emit({"view": _view(store, service), "orphans": len(orphans),
+               if k.endswith((".parquet", ".keys")) and k not in {s.file for s in listed} | {s.index.file for s in listed if s.index}]
+    _emit({"view": _view(store, service), "orphans": len(orphans), "unindexed": _unindexed(service),
            "local_min": {q: store.get_min_offset(TOPIC, q) for q in range(QUEUES)}})
     store.shutdown()
 
@@ -131,7 +145,7 @@ def test_a_kill_at_any_tier_step_loses_nothing_and_serves_nothing_twice(tmp_path
     (result,) = done.wait_for("view")
     assert done.proc.wait(60) == 0, done.stderr()
     assert result["view"] == _expected(len(STEPS) + 1)
-    assert result["orphans"] == 0
+    assert result["orphans"] == 0 and result["unindexed"] == 0
     assert all(low > 0 for low in result["local_min"].values()), result["local_min"]  # the tier served the start
 
 

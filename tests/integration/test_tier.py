@@ -146,6 +146,88 @@ def test_tiered_messages_stay_local_for_retention_local_ms_then_come_from_the_bu
     assert "cluster1/Tiered/broker-a/manifest.json" in keys and not any(k.startswith("cluster1/Plain") for k in keys)
 
 
+def query_json(ns: str, *args: str) -> list[dict]:
+    """``skiff message query ... --json``: the messages found, as JSON."""
+    return orjson.loads(skiff_ok("message", "query", "-n", ns, "--json", *args))
+
+
+def test_queries_by_key_id_and_time_find_messages_only_the_tier_holds(cluster) -> None:
+    """Messages uploaded, their local copies deleted by retention: the query by key, by
+    offsetMsgId, by UNIQ_KEY, the search of an offset by time and the earliest store time
+    answer them from the bucket; a key shared by local and tiered messages answers each once."""
+    c, _ = cluster
+    ns = c.namesrv_addr
+    skiff_ok("topic", "create", "-t", "Queried", "-q", "1", "-n", ns, "--attr", "tiered.storage=true",
+             "--attr", "retention.local.ms=3600000")
+    mq = MessageQueue("Queried", "broker-a", 0)
+    tenth = sorted(f"q{i}-{BODY}" for i in range(7, 300, 30))
+
+    async def fill() -> None:
+        async with AsyncAdmin(client_config=config(ns, "tier-query-admin")) as admin:
+            await wait_for_route(admin, "Queried")
+            await send(ns, [Message.of("Queried", f"q{i}-{BODY}", keys=[f"q{i}", f"g{i % 30}"]) for i in range(300)])
+            await send(ns, [Message.of("Plain", BODY) for _ in range(100)])  # so the files Queried's are in close
+
+            async def uploaded() -> bool:
+                (b,) = await admin.tier("Queried")
+                return b.state is not None and b.state.queues[0].uploaded_to == 300
+
+            await eventually(uploaded, 30, "Queried's messages to be uploaded")
+
+    async def trimmed() -> int:
+        async with AsyncAdmin(client_config=config(ns, "tier-query-admin")) as admin:
+
+            async def gone() -> bool:
+                return (await queue_bounds(admin, "Queried"))[0] >= 150
+
+            await eventually(gone, 30, "retention to delete Queried's first CommitLog files")
+            return (await queue_bounds(admin, "Queried"))[0]
+
+    run(fill())
+    # uploaded and still local: the tier's hits are the local ones, each message is answered once
+    assert sorted(m["body"] for m in query_json(ns, "--key", "g7", "-t", "Queried")) == tenth
+    skiff_ok("topic", "update", "-t", "Queried", "-q", "1", "-n", ns, "--attr", "retention.local.ms=0")
+    local_min = run(trimmed())
+    # by key: messages that only the tier holds
+    (old,) = query_json(ns, "--key", "q5", "-t", "Queried")
+    assert old["body"] == f"q5-{BODY}" and old["queue_offset"] < local_min
+    assert sorted(m["body"] for m in query_json(ns, "--key", "g7", "-t", "Queried")) == tenth
+    # by offsetMsgId (its CommitLog offset is gone from the disk) and by UNIQ_KEY
+    (by_id,) = query_json(ns, "--id", old["offset_msg_id"])
+    assert (by_id["body"], by_id["queue_offset"], by_id["msg_id"]) == (old["body"], old["queue_offset"], old["msg_id"])
+    (by_uniq,) = query_json(ns, "--id", old["msg_id"], "-t", "Queried")
+    assert by_uniq["offset_msg_id"] == old["offset_msg_id"]
+    later = run_skiff(["message", "query", "-n", ns, "--key", "q5", "-t", "Queried",
+                       "--begin", str(old["store_timestamp"] + 1)])
+    assert later.returncode != 0 and "no message of Queried has the key 'q5'" in later.stdout, later.stdout
+
+    async def by_time() -> None:
+        async with AsyncAdmin(client_config=config(ns, "tier-query-time")) as admin:
+
+            async def stored_at(offset: int) -> int:
+                """The store time of the message at ``offset`` (pulled through the tier's reads,
+                whose first answer may be "retry")."""
+                got: list[int] = []
+
+                async def pulled() -> bool:
+                    m = await admin.message_at(mq, offset)
+                    got.extend([] if m is None else [m.store_timestamp])
+                    return bool(got)
+
+                await eventually(pulled, 30, f"a pull of offset {offset} to answer")
+                return got[0]
+
+            stamp = old["store_timestamp"]
+            found = await admin.search_offset(mq, stamp)
+            assert found <= old["queue_offset"] < local_min  # the first stored at that time, from the tier
+            assert await stored_at(found) == stamp
+            assert found == 0 or await stored_at(found - 1) < stamp
+            assert await admin.search_offset(mq, 0) == 0  # the local store alone would answer local_min
+            assert await admin.earliest_msg_store_time(mq) == await stored_at(0)
+
+    run(by_time())
+
+
 def test_a_deleted_topics_tier_goes_after_the_grace_period(cluster) -> None:
     c, s3 = cluster
     ns = c.namesrv_addr

@@ -85,6 +85,13 @@ class TierService:
         m = self.uploader.manifests.get(topic) or self.reads.manifest_kept(topic)
         return None if m is None else m.first_offset(queue_id)
 
+    def manifest_of(self, topic: str) -> Manifest | None:
+        """The tiered topic's manifest: the uploader's, else the tier's (read again once older
+        than an upload interval; None when the topic is not tiered or the tier cannot be read)."""
+        if not self.uploader.is_tiered(topic):
+            return None
+        return self.uploader.manifests.get(topic) or self._read_manifest(topic, self.clock.now_ms())
+
     # -- metrics -----------------------------------------------------------------------
 
     def metrics(self) -> list[TierMetric]:

@@ -12,6 +12,7 @@ from skiff.common.clock import Clock
 from skiff.common.errors import ConfigError
 from skiff.common.service import Periodic
 from skiff.store import MessageStore
+from skiff.transport.connection import Handler
 
 if TYPE_CHECKING:
     from skiff.broker.tier.service import TierService
@@ -44,3 +45,13 @@ def attach_reads(ops: Operations, tier: TierService | None) -> None:
     if tier is not None:
         ops.pull.tier_read = tier.reads.read
         ops.offsets.tier_first = tier.first_offset
+
+
+def with_tier_queries(handlers: dict[int, Handler], tier: TierService | None) -> dict[int, Handler]:
+    """``handlers`` whose queries by key, message id and time also find what only the tier
+    holds (`skiff.broker.tier.queries`); unchanged without a tier."""
+    if tier is None:
+        return handlers
+    from skiff.broker.tier.queries import wrap_queries
+
+    return wrap_queries(handlers, tier)

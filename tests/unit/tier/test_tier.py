@@ -4,12 +4,15 @@ backends."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pyarrow as pa
 import pytest
 
 from skiff.common.stored_message import decode_records
 from skiff.tier.backends import FilesystemBackend, S3Backend, TierBackend, TierError, backend_from_url
 from skiff.tier.columns import SOURCE_COLUMNS, records_to_table, rows_to_records
+from skiff.tier.index import offsets_of, rows_with_key
 from skiff.tier.manifest import Manifest, ManifestError, manifest_file
 from skiff.tier.tier import FileCache, Tier
 from skiff.testing.s3 import moto_s3
@@ -87,15 +90,17 @@ def _idempotent_and_crash(tier: Tier) -> None:
     m1, seg = tier.upload(tier.manifest("T", "b"), table)
     m2, again = tier.upload(m1, table)  # a retry of the same upload
     assert again == seg and m2 == m1 and len(tier.manifest("T", "b").segments) == 1
-    assert sorted(tier.backend.list("T/")) == sorted([seg.file, manifest_file("T", "b")])
+    assert seg.index is not None
+    assert sorted(tier.backend.list("T/")) == sorted([seg.file, seg.index.file, manifest_file("T", "b")])
     # the next file lands, its manifest does not: the manifest still ends at 40
     with pytest.raises(TierError):
         Tier(_ManifestFails(tier.backend)).upload(m2, records_to_table(make_records("T", 1, 40, 25), "b"))
     after = tier.manifest("T", "b")
     assert after == m1 and after.end_offset(1) == 40
     assert tier.read(after, 1, 40, 10).num_rows == 0  # the unlisted file is not data
-    assert len(list(tier.backend.list("T/b/1/"))) == 2
-    assert tier.collect_orphans(after) == ["T/b/1/00000000000000000040-00000000000000000064.parquet"]
+    assert len(list(tier.backend.list("T/b/1/"))) == 4  # two files, two key indexes
+    assert sorted(tier.collect_orphans(after)) == ["T/b/1/00000000000000000040-00000000000000000064.keys",
+                                                   "T/b/1/00000000000000000040-00000000000000000064.parquet"]
     # the retry after the restart succeeds and reads back
     m3, _ = tier.upload(after, records_to_table(make_records("T", 1, 40, 30), "b"))
     assert rows_to_records(tier.read(tier.manifest("T", "b"), 1, 0, 100)) == make_records("T", 1, 0, 70)
@@ -151,5 +156,49 @@ def test_expiry_drops_old_files_but_each_queues_newest(tmp_path):
     kept, gone = tier.expire(m, 2_500_000)
     assert [(s.queue_id, s.first_offset) for s in gone] == [(0, 0), (0, 10)]  # queue 1's only file stays
     assert tier.manifest("T", "b") == kept and kept.end_offset(0) == 30 and kept.first_offset(0) == 20
-    assert sorted(tier.backend.list("T/b/0/")) == [kept.queue(0)[0].file]
+    newest = kept.queue(0)[0]
+    assert newest.index is not None and sorted(tier.backend.list("T/b/0/")) == [newest.index.file, newest.file]
     assert rows_to_records(tier.read(kept, 0, 0, 100)) == make_records("T", 0, 20, 10, t0_ms=3_000_000 - 20)
+
+
+def test_key_index_finds_every_key_and_unique_key_of_a_file_and_nothing_else(tmp_path):
+    tier = _tier(FilesystemBackend(str(tmp_path)))
+    records = make_records("T", 0, 0, 50)
+    m, seg = tier.upload(tier.manifest("T", "b"), records_to_table(records, "b"))
+    assert seg.index is not None and seg.index.size_bytes < seg.size_bytes
+    index = tier.key_index(seg)
+    assert offsets_of(index, "k17") == [17]
+    assert offsets_of(index, "k3") == [3, 10, 17, 24, 31, 38, 45]  # 3 is also every 7th message's second key
+    assert offsets_of(index, "ID0000001F") == [31]  # UNIQ_KEY
+    assert offsets_of(index, "nope") == []
+    rows = rows_with_key(tier.rows_where(seg, "queue_offset", offsets_of(index, "k3")), "k3")
+    assert rows.column("queue_offset").to_pylist() == [3, 10, 17, 24, 31, 38, 45]
+    assert rows_to_records(rows.slice(0, 1)) == make_records("T", 0, 3, 1)
+    # the index is checked as the file is, and a file without one (an older upload) is indexed from its columns
+    assert tier.key_index(replace(seg, index=None)).equals(index)
+    tier.backend.put(seg.index.file, b"x" * seg.index.size_bytes)
+    with pytest.raises(TierError, match="checksum"):
+        _tier(tier.backend).key_index(seg)
+
+
+def test_manifest_keeps_the_commit_log_span_and_index_and_reads_segments_without_them(tmp_path):
+    tier = _tier(FilesystemBackend(str(tmp_path)))
+    m, seg = tier.upload(tier.manifest("T", "b"), records_to_table(make_records("T", 0, 0, 20), "b"))
+    assert (seg.min_commit_log_offset, seg.max_commit_log_offset) == (1000, 1000 + 100 * 19)
+    assert seg.holds_commit_log_offset(1500) and not seg.holds_commit_log_offset(999)
+    assert tier.rows_where(seg, "commit_log_offset", [1500]).column("queue_offset").to_pylist() == [5]
+    assert Manifest.from_bytes(m.to_bytes()) == m
+    old = Manifest.from_bytes(Manifest("T", "b", (replace(seg, index=None, min_commit_log_offset=-1,
+                                                          max_commit_log_offset=-1),)).to_bytes())
+    assert old.segments[0].index is None and not old.segments[0].holds_commit_log_offset(1500)
+
+
+def test_offset_at_time_reads_a_file_only_when_the_time_falls_inside_it(tmp_path):
+    tier = _tier(FilesystemBackend(str(tmp_path)))
+    t0 = 1_700_000_000_000
+    m, seg = tier.upload(tier.manifest("T", "b"), records_to_table(make_records("T", 0, 10, 20, t0_ms=t0), "b"))
+    # store time of offset i is t0 + i + 1
+    assert tier.offset_at_time(seg, 0) == 10 and tier.cache.size_bytes == 0  # before the file: no fetch
+    assert tier.offset_at_time(seg, t0 + 31) is None and tier.offset_at_time(seg, t0 + 30) == 29
+    assert tier.offset_at_time(seg, t0 + 16) == 15
+    assert tier.offset_at_time(seg, t0 + 29) == 28
