@@ -77,6 +77,7 @@ NEEDS: dict[type, Callable[[Any], Iterator[Need]]] = {
     rpc.AckMessageRequest: lambda r: _consume(r.group.name, r.topic.name),
     rpc.ChangeInvisibleDurationRequest: lambda r: _consume(r.group.name, r.topic.name),
     rpc.ForwardMessageToDeadLetterQueueRequest: lambda r: _consume(r.group.name, r.topic.name),
+    rpc.SyncLiteSubscriptionRequest: lambda r: _consume(r.group.name, r.topic.name),  # 5.5: group + bind topic Sub
     rpc.HeartbeatRequest: _heartbeat,
     rpc.NotifyClientTerminationRequest: lambda r: _group_only(r.group.name),
     rpc.QueryOffsetRequest: lambda r: iter([_topic(r.message_queue.topic.name, SUB, GET)]),

@@ -16,7 +16,9 @@ As RocketMQ's proxy (`ReceiveMessageActivity`, `AckMessageActivity`):
   (ILLEGAL_INVISIBLE_TIME). The stream is: a status (OK or MESSAGE_NOT_FOUND), the
   messages, the delivery timestamp; then it ends;
 - a receipt handle that does not parse, has expired, or names nothing in flight
-  is INVALID_RECEIPT_HANDLE (the push consumer stops retrying an ack on that code).
+  is INVALID_RECEIPT_HANDLE (the push consumer stops retrying an ack on that code);
+- a lite consumer's receive is `skiff.broker.grpc.lite`'s; an ack, change or dead-lettering
+  naming a ``lite_topic`` settles the message in that lite topic.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.grpc.clients import GrpcClientConn
 from skiff.broker.grpc.convert import now_timestamp, to_message
+from skiff.broker.grpc.lite import LiteTopics
 from skiff.broker.grpc.status import refused, status
 from skiff.broker.grpc.renewal import Renewals
 from skiff.broker.grpc.routes import BrokerQueues, Routes
@@ -55,6 +58,8 @@ class Consuming:
         self.groups = groups
         self.pop = pop
         self.clock = clock
+        self.lite: LiteTopics | None = None
+        """Lite topics (the server sets it): their receives and where their messages settle."""
 
     async def query_assignment(self, req: rpc.QueryAssignmentRequest) -> rpc.QueryAssignmentResponse:
         brokers = await self.routes.brokers(req.topic.name)
@@ -76,6 +81,10 @@ class Consuming:
     async def receive(self, conn: GrpcClientConn, req: rpc.ReceiveMessageRequest,
                       time_left_s: float | None) -> AsyncIterator[rpc.ReceiveMessageResponse]:
         made = self._pop_request(req, time_left_s)
+        if self.lite is not None and isinstance(made, PopRequest) and self.lite.is_lite_client(conn):
+            async for response in self.lite.receive(conn, req, made):
+                yield response
+            return
         outcome = made if isinstance(made, pb.Status) else await self.pop.pop(made)
         if isinstance(outcome, (pb.Status, Refusal)):
             yield rpc.ReceiveMessageResponse(status=outcome if isinstance(outcome, pb.Status) else refused(outcome))
@@ -133,7 +142,8 @@ class Consuming:
         for entry in req.entries:
             handle = self._handle(entry.receipt_handle)
             if isinstance(handle, ExtraInfo):
-                handle = _settled(self.pop.ack(AckRequest(req.group.name, req.topic.name, handle)))
+                topic = self._topic(req.topic.name, entry.lite_topic)
+                handle = _settled(self.pop.ack(AckRequest(req.group.name, topic, handle)))
             entries.append(rpc.AckMessageResultEntry(message_id=entry.message_id,
                                                      receipt_handle=entry.receipt_handle, status=handle))
         codes = {e.status.code for e in entries}
@@ -150,7 +160,8 @@ class Consuming:
         if not 0 <= invisible <= MAX_INVISIBLE_MS:
             return rpc.ChangeInvisibleDurationResponse(status=status(pb.ILLEGAL_INVISIBLE_TIME,
                                                                      f"{invisible} ms is not from 0 to 12 h"))
-        new = self.pop.change_invisible(ChangeInvisibleRequest(req.group.name, req.topic.name, handle, invisible))
+        topic = self._topic(req.topic.name, req.lite_topic)
+        new = self.pop.change_invisible(ChangeInvisibleRequest(req.group.name, topic, handle, invisible))
         if isinstance(new, Refusal):
             return rpc.ChangeInvisibleDurationResponse(status=_settled(new))
         return rpc.ChangeInvisibleDurationResponse(status=status(pb.OK, "OK"), receipt_handle=new.encode_receipt())
@@ -159,8 +170,13 @@ class Consuming:
             rpc.ForwardMessageToDeadLetterQueueResponse:
         handle = self._handle(req.receipt_handle)
         if isinstance(handle, ExtraInfo):
-            handle = _settled(self.pop.dead_letter(AckRequest(req.group.name, req.topic.name, handle)))
+            topic = self._topic(req.topic.name, req.lite_topic)
+            handle = _settled(self.pop.dead_letter(AckRequest(req.group.name, topic, handle)))
         return rpc.ForwardMessageToDeadLetterQueueResponse(status=handle)
+
+    def _topic(self, topic: str, lite_topic: str) -> str:
+        """Where a settled message was popped: its lite topic's own topic when it names one."""
+        return self.lite.settle_topic(topic, lite_topic) if self.lite is not None else topic
 
 
 def _settled(refusal: Refusal | None) -> pb.Status:

@@ -9,7 +9,8 @@ others to a random queue. A transactional send remembers where its half message 
 (END_TRANSACTION names it by offsets; the gRPC request only by ids); after a restart
 the half is found by its id in the half topic's index. Several plain
 messages in one request (no delay, transaction or group) are appended together
-as the send path's batch: one store append, consecutive queue offsets.
+as the send path's batch: one store append, consecutive queue offsets. A LITE message
+(``lite_topic`` set) is stored in its lite topic's own topic (`skiff.broker.grpc.lite`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from skiff.broker.config import BrokerConfig
 from skiff.broker.grpc.clients import GrpcClientConn, GrpcClients, HalfRef, remember
 from skiff.broker.grpc.convert import Invalid, born_ms, to_properties
 from skiff.broker.grpc.convert import message_type as convert_type
+from skiff.broker.grpc.lite import LiteTopics
 from skiff.broker.grpc.routes import BrokerQueues, Routes
 from skiff.broker.grpc.status import from_code, refused, status
 from skiff.broker.operations import Outgoing, Refusal, SendOperation, SendRequest, Sent, born_host
@@ -87,6 +89,8 @@ class Producing:
         self.clients = clients
         self.clock = clock
         self.endpoint = endpoint
+        self.lite: LiteTopics | None = None
+        """Lite topics (the server sets it): where a LITE message is stored."""
 
     def broker_of(self, b: BrokerQueues) -> pb.Broker:
         return pb.Broker(name=b.broker_name, id=0, endpoints=self.endpoint(b.host))
@@ -130,10 +134,12 @@ class Producing:
                 raise Invalid(pb.MESSAGE_BODY_TOO_LARGE, f"the body is {len(msg.body)} bytes, more than "
                                                          f"{self.clients.max_body_bytes} (maxMessageSize)")
             props = to_properties(msg, now)
-            self._check_type(msg.topic.name, props)
+            lite = self._lite_topic(msg)
+            if lite is None:
+                self._check_type(msg.topic.name, props)
         except Invalid as exc:
             return rpc.SendResultEntry(status=status(exc.code, str(exc)))
-        topic = msg.topic.name
+        topic = msg.topic.name if lite is None else lite
         transactional = msg.system_properties.message_type == pb.TRANSACTION
         request = SendRequest(topic=topic, queue_id=self._queue(topic, msg), body=msg.body,
                               properties=encode_properties(props).decode(),
@@ -145,6 +151,8 @@ class Producing:
         code = STATUS_CODES[sent.result.status]
         if code != ResponseCode.SUCCESS:
             return rpc.SendResultEntry(status=from_code(code, sent.result.reason or sent.result.status.name))
+        if lite is not None and self.lite is not None:
+            self.lite.arrived(msg.topic.name)
         msg_id = msg.system_properties.message_id
         offset = sent.queue_offset
         offset_msg_id = sent.msg_ids[0]
@@ -186,6 +194,13 @@ class Producing:
         return [rpc.SendResultEntry(status=ok, message_id=m.system_properties.message_id,
                                     transaction_id=m.system_properties.message_id, offset=first + i)
                 for i, m in enumerate(messages)]
+
+    def _lite_topic(self, msg: pb.Message) -> str | None:
+        """The topic a LITE message is stored in; None for any other message."""
+        sp = msg.system_properties
+        if self.lite is None or not (sp.HasField("lite_topic") or sp.message_type == pb.LITE):
+            return None
+        return self.lite.store_topic(msg)
 
     def _queue(self, topic: str, msg: pb.Message) -> int:
         """The queue for a FIFO message (its group's, always the same), else -1 (any; a

@@ -4,8 +4,8 @@ proxy mode) on ``grpcServerPort``, with grpcio's asyncio server.
 The service is registered with grpcio's generic handlers over the generated message
 classes (`skiff.protocol.v5`), method by method; RPCs the official clients do not
 need are served where cheap (QueryOffset, GetOffset, UpdateOffset, PullMessage:
-`skiff.broker.grpc.offsets`); SyncLiteSubscription is not registered, so it answers
-UNIMPLEMENTED. Every other error travels inside the
+`skiff.broker.grpc.offsets`); lite topics (SyncLiteSubscription, LITE sends, lite consumers'
+receives) are `skiff.broker.grpc.lite`'s. Every other error travels inside the
 response's ``Status`` with the gRPC status OK, as the proxy does. The receive limit
 is raised from grpcio's 4 MiB (a 4 MiB body plus its envelope would not fit).
 
@@ -30,6 +30,7 @@ from skiff.broker.grpc.clients import GrpcClientConn, GrpcClients, end_stream
 from skiff.broker.auth import Caller
 from skiff.broker.grpc.auth import TELEMETRY, GrpcAuth, settings_needs
 from skiff.broker.grpc.consuming import Consuming
+from skiff.broker.grpc.lite import LiteTopics
 from skiff.broker.grpc.offsets import Offsets
 from skiff.broker.grpc.producing import Producing
 from skiff.broker.grpc.status import status
@@ -63,6 +64,8 @@ class GrpcServer:
         self.producing = Producing(config, topics, clients, clock, self.endpoints, routes, ops.send,
                                    ops.end_transaction, ops.cancel, store)
         self.consuming = Consuming(config, groups, ops.pop, clock, routes, self.producing.broker_of)
+        self.lite = LiteTopics(config, topics, groups, clients, ops.pop, self.consuming.renewals, clock)
+        self.producing.lite = self.consuming.lite = self.lite
         self._server: grpc.aio.Server | None = None
         self.auth: GrpcAuth | None = None
         """ACL 2.0 (`skiff.broker.grpc.auth`): every call authenticated and authorized by the gate."""
@@ -125,6 +128,8 @@ class GrpcServer:
             "GetOffset": (lambda conn, r: self.offsets.get_offset(r), rpc.GetOffsetRequest, rpc.GetOffsetResponse),
             "UpdateOffset": (lambda conn, r: self.offsets.update_offset(r), rpc.UpdateOffsetRequest,
                              rpc.UpdateOffsetResponse),
+            "SyncLiteSubscription": (self.lite.sync, rpc.SyncLiteSubscriptionRequest,
+                                     rpc.SyncLiteSubscriptionResponse),
         }
         methods = {name: grpc.unary_unary_rpc_method_handler(self._unary(fn, out), req.FromString,
                                                              out.SerializeToString)
@@ -172,6 +177,7 @@ class GrpcServer:
     def _terminate(self, conn: GrpcClientConn, req: rpc.NotifyClientTerminationRequest) -> \
             rpc.NotifyClientTerminationResponse:
         self.clients.terminate(conn.client_id)
+        self.lite.forget(conn.client_id)
         return rpc.NotifyClientTerminationResponse(status=status(pb.OK, "OK"))
 
     async def _receive(self, request: rpc.ReceiveMessageRequest,
@@ -235,7 +241,9 @@ class GrpcServer:
                 denied = self.auth.allowed(caller, list(settings_needs(command.settings)), TELEMETRY)
                 if denied is not None:
                     return rpc.TelemetryCommand(status=denied)
-            return self.clients.on_settings(conn, command.settings)
+            reply = self.clients.on_settings(conn, command.settings)
+            self.lite.settings(reply.settings)
+            return reply
         if which == "print_thread_stack_trace_command":
             nonce = command.print_thread_stack_trace_command.nonce
             return rpc.TelemetryCommand(status=status(pb.OK, "OK"),

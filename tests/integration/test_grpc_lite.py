@@ -1,0 +1,245 @@
+"""Lite topics (RocketMQ 5.5, RIP-83) over the gRPC endpoint, in process (skiff.testing.grpc_wire),
+against a real broker: LITE sends under a parent topic of message.type LITE, SyncLiteSubscription,
+the lite quota in Settings, lite consumers' receives (per lite topic in order, each message once),
+a wildcard group (group attribute lite.sub.wildcard) receiving every lite topic of its parent, and
+the official Python 5.1.2 client's subscribe sent split into characters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from skiff.protocol.bodies.admin import SubscriptionGroupConfig
+from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.headers.admin import CreateTopicRequestHeader
+from skiff.protocol.v5 import definition_pb2 as pb
+from skiff.protocol.v5 import service_pb2 as rpc
+from skiff.testing.cluster import Cluster
+from skiff.testing.grpc_wire import GrpcWire, first_status, messages
+from skiff.testing.processes import free_port
+from skiff.testing.wire import BrokerWire
+
+PARENT, PLAIN = "LiteParent", "LitePlainTopic"
+WILDCARD, EXPLICIT, BOUND_ELSEWHERE = "G-lite-wild", "G-lite-explicit", "G-lite-bound"
+DEADLINE_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    port = free_port()
+    with Cluster(tmp_path_factory.mktemp("lite"), broker_args=[f"--grpcServerPort={port}"]) as c:
+        c.grpc_endpoint = f"127.0.0.1:{port}"  # type: ignore[attr-defined]
+
+        async def setup() -> None:
+            wire = BrokerWire(c.broker_addr())
+            try:
+                for topic, attributes in ((PARENT, "+message.type=LITE"), (PLAIN, "+message.type=NORMAL")):
+                    header = CreateTopicRequestHeader(topic, "TBW102", 4, 4, 6, "SINGLE_TAG", attributes=attributes)
+                    resp = await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
+                    assert resp.code == ResponseCode.SUCCESS, resp.remark
+                for group, attributes in ((WILDCARD, {"+lite.sub.wildcard": "true", "+lite.bind.topic": PARENT}),
+                                          (EXPLICIT, {"lite.bind.topic": PARENT, "lite.sub.client.quota": "3"}),
+                                          (BOUND_ELSEWHERE, {"lite.bind.topic": "SomeOtherParent"})):
+                    config = SubscriptionGroupConfig(group, attributes=attributes)
+                    resp = await wire.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, config.to_json())
+                    assert resp.code == ResponseCode.SUCCESS, resp.remark
+            finally:
+                await wire.close()
+        asyncio.run(setup())
+        yield c
+
+
+def lite_message(n: int, lite: str, body: bytes, topic: str = PARENT) -> pb.Message:
+    return pb.Message(topic=pb.Resource(name=topic), body=body, system_properties=pb.SystemProperties(
+        message_id=f"{n:032X}", message_type=pb.LITE, lite_topic=lite, body_encoding=pb.IDENTITY))
+
+
+async def send(grpc: GrpcWire, message: pb.Message) -> pb.Status:
+    sent = await grpc.unary("SendMessage", rpc.SendMessageRequest(messages=[message]), rpc.SendMessageResponse)
+    return sent.status
+
+
+async def lite_client(endpoint: str, client_id: str, group: str, *,
+                      language: int = pb.JAVA, kind: int = pb.LITE_SIMPLE_CONSUMER) -> tuple[GrpcWire, Any]:
+    """A lite consumer's connection and the server's reply to its Settings."""
+    grpc = GrpcWire(endpoint, client_id)
+    settings = pb.Settings(client_type=kind, user_agent=pb.UA(language=language, version="5.1.2"),
+                           subscription=pb.Subscription(group=pb.Resource(name=group), subscriptions=[
+                               pb.SubscriptionEntry(topic=pb.Resource(name=PARENT),
+                                                    expression=pb.FilterExpression(type=pb.TAG, expression="*"))]))
+    return grpc, await grpc.settings(settings)
+
+
+async def sync(grpc: GrpcWire, group: str, action: int, names: Sequence[str], topic: str = PARENT) -> pb.Status:
+    request = rpc.SyncLiteSubscriptionRequest(action=action, topic=pb.Resource(name=topic),
+                                              group=pb.Resource(name=group), lite_topic_set=list(names))
+    return (await grpc.unary("SyncLiteSubscription", request, rpc.SyncLiteSubscriptionResponse)).status
+
+
+async def ack(grpc: GrpcWire, group: str, m: Any) -> int:
+    entry = rpc.AckMessageEntry(message_id=m.system_properties.message_id,
+                                receipt_handle=m.system_properties.receipt_handle,
+                                lite_topic=m.system_properties.lite_topic)
+    acked = await grpc.unary("AckMessage", rpc.AckMessageRequest(group=pb.Resource(name=group),
+                                                                 topic=pb.Resource(name=PARENT), entries=[entry]),
+                             rpc.AckMessageResponse)
+    return int(acked.status.code)
+
+
+async def receive_all(grpc: GrpcWire, group: str, want: int) -> list[Any]:
+    """Receive and acknowledge until ``want`` messages came (or the deadline passed)."""
+    got: list[Any] = []
+    end = time.monotonic() + DEADLINE_S
+    while len(got) < want and time.monotonic() < end:
+        for m in messages(await grpc.receive(group, PARENT, wait_ms=2000)):
+            got.append(m)
+            assert await ack(grpc, group, m) == pb.OK
+    return got
+
+
+def test_a_wildcard_group_receives_each_message_of_100_lite_topics_once_in_order(cluster: Cluster):
+    endpoint = cluster.grpc_endpoint  # type: ignore[attr-defined]
+
+    async def test() -> None:
+        producer = GrpcWire(endpoint, "lite-producer")
+        consumer, reply = await lite_client(endpoint, "lite-wild-consumer", WILDCARD)
+        try:
+            assert reply.status.code == pb.OK
+            assert (reply.settings.subscription.lite_subscription_quota,
+                    reply.settings.subscription.max_lite_topic_size) == (2000, 64)
+            route = await producer.unary("QueryRoute", rpc.QueryRouteRequest(topic=pb.Resource(name=PARENT)),
+                                         rpc.QueryRouteResponse)
+            assert list(route.message_queues[0].accept_message_types) == [pb.LITE]
+            sent = {}
+            for i in range(100):  # topics 0-49 get messages before the subscription, 50-99 after
+                for k in range(3):
+                    n = i * 3 + k
+                    assert (await send(producer, lite_message(n, f"lite-{i}", f"{i}:{k}".encode()))).code == pb.OK
+                    sent[f"{n:032X}"] = f"{i}:{k}"
+                if i == 49:
+                    assert first_status(await consumer.receive(WILDCARD, PARENT)).code == pb.MESSAGE_NOT_FOUND
+                    assert (await sync(consumer, WILDCARD, pb.PARTIAL_ADD, ["lite-1"])).code == pb.BAD_REQUEST
+                    assert (await sync(consumer, WILDCARD, pb.COMPLETE_ADD, [])).code == pb.OK
+            got = await receive_all(consumer, WILDCARD, len(sent))
+            ids = [m.system_properties.message_id for m in got]
+            assert sorted(ids) == sorted(sent) and len(set(ids)) == len(ids)  # every message, once
+            for m in got:
+                sp = m.system_properties
+                assert (m.topic.name, sp.message_type, m.body.decode()) == (PARENT, pb.LITE, sent[sp.message_id])
+                assert m.body.decode().split(":")[0] == sp.lite_topic.removeprefix("lite-")
+            for i in range(100):
+                mine = [m.body.decode() for m in got if m.system_properties.lite_topic == f"lite-{i}"]
+                assert mine == [f"{i}:{k}" for k in range(3)]  # each lite topic in order
+            assert first_status(await consumer.receive(WILDCARD, PARENT)).code == pb.MESSAGE_NOT_FOUND
+            # a lite topic made after the wildcard subscription reaches it too, waking a waiting receive
+            waiting = asyncio.ensure_future(consumer.receive(WILDCARD, PARENT, wait_ms=8000))
+            await asyncio.sleep(0)
+            assert (await send(producer, lite_message(1000, "late-comer", b"late"))).code == pb.OK
+            late = messages(await waiting)
+            assert [(m.body, m.system_properties.lite_topic) for m in late] == [(b"late", "late-comer")]
+        finally:
+            await producer.close()
+            await consumer.close()
+    asyncio.run(test())
+
+
+def test_a_lite_topic_is_served_in_order_one_batch_at_a_time_and_only_when_subscribed(cluster: Cluster):
+    endpoint = cluster.grpc_endpoint  # type: ignore[attr-defined]
+
+    async def test() -> None:
+        producer = GrpcWire(endpoint, "lite-producer-2")
+        consumer, reply = await lite_client(endpoint, "lite-explicit-consumer", EXPLICIT)
+        try:
+            assert reply.settings.subscription.lite_subscription_quota == 3  # the group's lite.sub.client.quota
+            for k in range(4):
+                for j, lite in enumerate(("orders-a", "orders-b", "other")):
+                    assert (await send(producer, lite_message(2000 + k * 10 + j, lite,
+                                                              f"{lite}:{k}".encode()))).code == pb.OK
+            assert first_status(await consumer.receive(EXPLICIT, PARENT)).code == pb.MESSAGE_NOT_FOUND
+            assert (await sync(consumer, EXPLICIT, pb.PARTIAL_ADD, ["orders-a"])).code == pb.OK
+            assert (await sync(consumer, EXPLICIT, pb.PARTIAL_ADD, ["orders-b"])).code == pb.OK
+            first = messages(await consumer.receive(EXPLICIT, PARENT, batch=32))
+            assert sorted(m.body.decode() for m in first) == sorted(f"{t}:{k}" for t in ("orders-a", "orders-b")
+                                                                    for k in range(4))
+            # un-acknowledged, both lite topics are blocked (FIFO per lite topic)
+            assert first_status(await consumer.receive(EXPLICIT, PARENT)).code == pb.MESSAGE_NOT_FOUND
+            for m in first:
+                if m.system_properties.lite_topic == "orders-a":
+                    assert await ack(consumer, EXPLICIT, m) == pb.OK
+            assert (await send(producer, lite_message(2100, "orders-a", b"orders-a:4"))).code == pb.OK
+            assert (await send(producer, lite_message(2101, "orders-b", b"orders-b:4"))).code == pb.OK
+            after = messages(await consumer.receive(EXPLICIT, PARENT))
+            assert [m.body for m in after] == [b"orders-a:4"]  # orders-b still waits for its batch's acks
+            assert (await sync(consumer, EXPLICIT, pb.PARTIAL_REMOVE, ["orders-a"])).code == pb.OK
+            assert (await sync(consumer, EXPLICIT, pb.COMPLETE_ADD, ["other"])).code == pb.OK
+            others = messages(await consumer.receive(EXPLICIT, PARENT))
+            assert [m.body.decode() for m in others] == [f"other:{k}" for k in range(4)]
+        finally:
+            await producer.close()
+            await consumer.close()
+    asyncio.run(test())
+
+
+def test_the_python_clients_split_subscription_is_read_as_the_name_it_spells(cluster: Cluster):
+    """rocketmq-python-client 5.1.2 sends subscribe_lite("py-topic") as a PARTIAL_ADD of its
+    characters until its 30 s resync; its messages still flow at once, and no other lite topic
+    (not "p", "y", "-", ...) is subscribed."""
+    endpoint = cluster.grpc_endpoint  # type: ignore[attr-defined]
+
+    async def test() -> None:
+        producer = GrpcWire(endpoint, "lite-producer-3")
+        group = "G-lite-python"
+        consumer, _ = await lite_client(endpoint, "lite-python-consumer", group, language=pb.PYTHON,
+                                        kind=pb.LITE_PUSH_CONSUMER)
+        java, _ = await lite_client(endpoint, "lite-java-consumer", "G-lite-java")
+        try:
+            for lite in ("py-topic", "p", "y"):
+                assert (await send(producer, lite_message(3000 + len(lite), lite, lite.encode()))).code == pb.OK
+            assert (await sync(consumer, group, pb.PARTIAL_ADD, list("py-topic"))).code == pb.OK
+            got = await receive_all(consumer, group, 1)
+            assert [(m.body, m.system_properties.lite_topic) for m in got] == [(b"py-topic", "py-topic")]
+            assert first_status(await consumer.receive(group, PARENT)).code == pb.MESSAGE_NOT_FOUND
+            # the resync (COMPLETE_ADD of the true set) keeps it; a Java client's characters are names
+            assert (await sync(consumer, group, pb.COMPLETE_ADD, ["py-topic"])).code == pb.OK
+            assert (await sync(java, "G-lite-java", pb.PARTIAL_ADD, ["p", "y"])).code == pb.OK
+            assert sorted(m.body for m in await receive_all(java, "G-lite-java", 2)) == [b"p", b"y"]
+        finally:
+            await producer.close()
+            await consumer.close()
+            await java.close()
+    asyncio.run(test())
+
+
+def test_lite_sends_and_subscriptions_are_refused_as_the_proxy_refuses_them(cluster: Cluster):
+    endpoint = cluster.grpc_endpoint  # type: ignore[attr-defined]
+
+    async def test() -> None:
+        grpc, _ = await lite_client(endpoint, "lite-refused", EXPLICIT)
+        try:
+            normal = pb.Message(topic=pb.Resource(name=PARENT), body=b"x", system_properties=pb.SystemProperties(
+                message_id="F" * 32, message_type=pb.NORMAL, body_encoding=pb.IDENTITY))
+            codes = {
+                "normal to parent": (await send(grpc, normal)).code,
+                "lite to normal topic": (await send(grpc, lite_message(4000, "a", b"x", topic=PLAIN))).code,
+                "bad name": (await send(grpc, lite_message(4001, "a$b", b"x"))).code,
+                "long name": (await send(grpc, lite_message(4002, "x" * 65, b"x"))).code,
+                "bound elsewhere": (await sync(grpc, BOUND_ELSEWHERE, pb.PARTIAL_ADD, ["a"])).code,
+                "not a parent": (await sync(grpc, EXPLICIT, pb.PARTIAL_ADD, ["a"], topic=PLAIN)).code,
+                "over quota": (await sync(grpc, EXPLICIT, pb.COMPLETE_ADD, [f"q{i}" for i in range(304)])).code,
+                "bad subscribed name": (await sync(grpc, EXPLICIT, pb.PARTIAL_ADD, ["a|b"])).code,
+            }
+            assert codes == {
+                "normal to parent": pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                "lite to normal topic": pb.MESSAGE_PROPERTY_CONFLICT_WITH_TYPE,
+                "bad name": pb.ILLEGAL_LITE_TOPIC, "long name": pb.ILLEGAL_LITE_TOPIC,
+                "bound elsewhere": pb.ILLEGAL_TOPIC, "not a parent": pb.ILLEGAL_TOPIC,
+                "over quota": pb.LITE_SUBSCRIPTION_QUOTA_EXCEEDED, "bad subscribed name": pb.ILLEGAL_LITE_TOPIC,
+            }
+        finally:
+            await grpc.close()
+    asyncio.run(test())
