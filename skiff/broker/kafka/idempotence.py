@@ -10,8 +10,11 @@ start anywhere (KIP-360). Producer ids come from `ProducerIds`: the broker's sta
 in milliseconds shifted left, plus a counter, so ids of one broker never repeat across
 restarts.
 
-The state is held in memory: a broker restart forgets it, and the first batch after the
-restart is accepted as a new producer's (a retry sent across a restart may be stored twice).
+A batch is recorded when the store has appended it, before any wait for the flush or a
+slave: a retry of a batch whose answer timed out is still a duplicate. The state survives
+restarts through `skiff.broker.kafka.producer_snapshot`: each batch's first message
+carries `PRODUCER_PROPERTY` (``producer-id epoch first-sequence last-sequence``), and a
+restarted broker reads its last snapshot and then the batches stored after it.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from skiff.common.limits import KAFKA_PRODUCER_BATCHES_KEPT, KAFKA_PRODUCER_STATES_MAX
@@ -26,6 +30,8 @@ from skiff.protocol.kafka.errors import ErrorCode
 from skiff.protocol.kafka.records import RecordBatch
 
 _INT32_SPAN = 1 << 31
+PRODUCER_PROPERTY = "KAFKA_PRODUCER"
+"""The property on an idempotent batch's first stored message that records the batch."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +55,8 @@ _OK = SequenceCheck()
 class ProducerStates:
     def __init__(self) -> None:
         self._states: dict[tuple[str, int, int], _State] = {}
+        self.version = 0
+        """Counts the batches recorded: a snapshot is due when it moved."""
 
     def check(self, topic: str, queue_id: int, batch: RecordBatch) -> SequenceCheck:
         if batch.producer_id < 0:
@@ -78,16 +86,58 @@ class ProducerStates:
         return _OK
 
     def appended(self, topic: str, queue_id: int, batch: RecordBatch, base_offset: int) -> None:
-        if batch.producer_id < 0:
-            return
-        key = (topic, queue_id, batch.producer_id)
+        if batch.producer_id >= 0:
+            last = (batch.base_sequence + batch.last_offset_delta) % _INT32_SPAN
+            self.record(topic, queue_id, batch.producer_id, batch.producer_epoch, batch.base_sequence, last,
+                        base_offset)
+
+    def record(self, topic: str, queue_id: int, producer_id: int, epoch: int, first: int, last: int,
+               base_offset: int) -> None:
+        """A batch stored at ``base_offset``; one recorded already (replayed) changes nothing."""
+        key = (topic, queue_id, producer_id)
         state = self._states.get(key)
-        if state is None or batch.producer_epoch > state.epoch:
+        if state is not None and (epoch < state.epoch or (epoch == state.epoch and state.batches
+                                                          and state.batches[-1][2] >= base_offset)):
+            return  # older than what is known: a replay of a batch the snapshot holds
+        if state is None or epoch > state.epoch:
             if state is None and len(self._states) >= KAFKA_PRODUCER_STATES_MAX:
                 self._states.pop(next(iter(self._states)))  # the oldest producer's state goes first
-            state = self._states[key] = _State(batch.producer_epoch)
-        last = (batch.base_sequence + batch.last_offset_delta) % _INT32_SPAN
-        state.batches.append((batch.base_sequence, last, base_offset))
+            state = self._states[key] = _State(epoch)
+        state.batches.append((first, last, base_offset))
+        self.version += 1
+
+    def to_obj(self) -> list[list[object]]:
+        """Every state as JSON: [topic, queue id, producer id, epoch, [[first, last, base], ...]]."""
+        return [[t, q, pid, st.epoch, [list(b) for b in st.batches]] for (t, q, pid), st in self._states.items()]
+
+    def load_obj(self, states: list[list[object]], queue_end: Callable[[str, int], int]) -> None:
+        """Adopt `to_obj`'s states, without batches at or past their queue's end (a store that
+        lost its tail in a crash: those batches are not there to be duplicated)."""
+        for topic, queue_id, pid, epoch, batches in states:
+            assert isinstance(topic, str) and isinstance(queue_id, int) and isinstance(pid, int)
+            assert isinstance(epoch, int) and isinstance(batches, list)
+            end = queue_end(topic, queue_id)
+            state = _State(epoch)
+            state.batches.extend((int(f), int(l), int(b)) for f, l, b in batches if int(b) < end)
+            if state.batches:
+                self._states[(topic, queue_id, pid)] = state
+
+
+def batch_property(batch: RecordBatch) -> str | None:
+    """`PRODUCER_PROPERTY`'s value for an idempotent batch (None for another)."""
+    if batch.producer_id < 0:
+        return None
+    last = (batch.base_sequence + batch.last_offset_delta) % _INT32_SPAN
+    return f"{batch.producer_id} {batch.producer_epoch} {batch.base_sequence} {last}"
+
+
+def parse_batch_property(text: str) -> tuple[int, int, int, int] | None:
+    """(producer id, epoch, first sequence, last sequence) of `batch_property`'s text."""
+    parts = text.split()
+    if len(parts) != 4 or not all(p.lstrip("-").isdigit() for p in parts):
+        return None
+    pid, epoch, first, last = map(int, parts)
+    return pid, epoch, first, last
 
 
 class ProducerIds:

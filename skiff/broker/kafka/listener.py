@@ -33,6 +33,7 @@ class KafkaListener:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
+        await self.service.recover()
         try:
             self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
         except OSError as exc:

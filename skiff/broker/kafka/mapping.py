@@ -11,7 +11,7 @@
 
 A RocketMQ message read by a Kafka consumer gets its ``KEYS`` as the key, its tag as a
 ``TAGS`` header, and its user properties as headers; the broker's own properties
-(UNIQ_KEY, WAIT, …) stay out.
+(UNIQ_KEY, WAIT, …) and the idempotent batch's record (``KAFKA_PRODUCER``) stay out.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import base64
 import binascii
 from collections.abc import Iterable
 
+from skiff.broker.kafka.idempotence import PRODUCER_PROPERTY
 from skiff.common.properties import SYSTEM_PROPERTIES, Prop
 from skiff.common.stored_message import StoredMessage
 from skiff.protocol.kafka.records import Record
@@ -30,7 +31,7 @@ KEY_B64_PREFIX = "base64:"
 NULL_VALUE = "KAFKA_NULL_VALUE"
 HEADER_B64 = "KAFKA_HB64."
 HEADER_NULL = "KAFKA_HNULL."
-_INTERNAL = frozenset({KEY_B64, NULL_VALUE})
+_INTERNAL = frozenset({KEY_B64, NULL_VALUE, PRODUCER_PROPERTY})
 _HEADER_OUT_EXCLUDED = SYSTEM_PROPERTIES - {Prop.TAGS}
 _FORBIDDEN = ("\x01", "\x02")
 

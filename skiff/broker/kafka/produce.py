@@ -8,7 +8,8 @@ batches up to 10,000) is appended in consecutive chunks with nothing awaited bet
 A compressed batch is decompressed here and stored as plain messages, one per record, so
 RocketMQ consumers read them as any message and Fetch serves them to any Kafka client
 (uncompressed). An idempotent producer's batch is checked against its sequence first
-(`skiff.broker.kafka.idempotence`).
+(`skiff.broker.kafka.idempotence`), and recorded as soon as it is appended; with acks=−1
+the answer then waits for the flush (SYNC_FLUSH) or a slave (SYNC_MASTER).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from skiff.broker.kafka.errors import put_error, refusal_error
-from skiff.broker.kafka.idempotence import ProducerStates
+from skiff.broker.kafka.idempotence import PRODUCER_PROPERTY, ProducerStates, batch_property
 from skiff.broker.kafka.mapping import record_properties
 from skiff.broker.operations import Refusal, SendOperation, Sent
 from skiff.broker.operations.send import DEFAULT_TEMPLATE
@@ -71,10 +72,7 @@ class Produce:
         base_offset = -1
         for start in range(0, len(rows), BATCH_MAX_MESSAGES):
             chunk = rows[start:start + BATCH_MAX_MESSAGES]
-            last = start + BATCH_MAX_MESSAGES >= len(rows)
-            # acks=-1 waits (flush, slave) on the last chunk, whose wait covers the ones before it
-            outcome = self.send.append(tc, queue_id, chunk, sum(len(r.body) for r in chunk), last and acks == -1,
-                                       _sent)
+            outcome = self.send.append(tc, queue_id, chunk, sum(len(r.body) for r in chunk), False, _sent)
             if isinstance(outcome, Refusal):
                 return answer | _error(refusal_error(outcome), outcome.reason)
             sent = outcome if isinstance(outcome, Sent) else await _settled(outcome)
@@ -82,14 +80,24 @@ class Produce:
             if error is not ErrorCode.NONE:
                 return answer | _error(error, sent.result.reason or sent.result.status.name)
             base_offset = sent.result.queue_offset if base_offset < 0 else base_offset
+        # recorded once stored, before the wait: a retry after a timed-out wait is a duplicate
         self.producers.appended(topic, queue_id, batch, base_offset)
+        if acks == -1:  # the flush / slave wait of the last chunk covers the ones before it
+            settled = self.send.settle(sent, True, _sent)
+            sent = settled if isinstance(settled, Sent) else await _settled(settled)
+            error = put_error(sent.result.status, acks)
+            if error is not ErrorCode.NONE:
+                return answer | _error(error, sent.result.reason or sent.result.status.name)
         return answer | {"error_code": 0, "base_offset": base_offset,
                          "log_start_offset": self.send.store.get_min_offset(topic, queue_id)}
 
     def _rows(self, topic: str, queue_id: int, batch: RecordBatch, host: bytes) -> list[MessageInput] | str:
-        rows = []
+        rows: list[MessageInput] = []
+        recorded = batch_property(batch)
         for rec in batch.records:
             props = record_properties(rec)
+            if recorded is not None and not rows:  # the batch, for a restarted broker's producer state
+                props[PRODUCER_PROPERTY] = recorded
             row = self.send.writer.message(topic, queue_id, rec.value or b"", props, encode_properties(props), 0, 0,
                                            rec.timestamp, host)
             if isinstance(row, str):

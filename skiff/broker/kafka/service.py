@@ -34,11 +34,13 @@ from skiff.broker.kafka.fetch import Fetch, FetchWaiters
 from skiff.broker.kafka.groups import GroupCoordinator
 from skiff.broker.kafka.idempotence import ProducerIds, ProducerStates
 from skiff.broker.kafka.offsets import PartitionOffsets
+from skiff.broker.kafka.producer_snapshot import ProducerSnapshots
 from skiff.broker.kafka.produce import Produce
 from skiff.broker.operations.send import DEFAULT_TEMPLATE
 from skiff.broker.operations import Operations, QueueEdge, Refusal, born_host
 from skiff.broker.topics import TopicConfigManager
 from skiff.common.errors import DecodeError
+from skiff.common.service import Periodic
 from skiff.common.names import DLQ_PREFIX, RETRY_PREFIX, SYSTEM_TOPICS
 from skiff.protocol.kafka.apis import ApiKey
 from skiff.protocol.kafka.errors import ErrorCode
@@ -78,6 +80,9 @@ class KafkaService:
         self.topics = topics
         self.advertised_port = advertised_port
         self.producers = ProducerStates()
+        self.snapshots = ProducerSnapshots(self.producers, ops.send.store, ops.send.store.root)
+        self._snapshot_periodic = Periodic("kafka-producer-snapshot", config.flush_consumer_offset_interval_ms / 1000.0,
+                                           self._snapshot)
         self.producer_ids = ProducerIds()
         self.produce_ = Produce(ops.send, self.producers, config.default_topic_queue_nums)
         self.fetch_ = Fetch(ops.gate, role, ops.pull, waiters)
@@ -104,14 +109,32 @@ class KafkaService:
             **self.groups.handlers(),
         }
 
+    async def recover(self) -> None:
+        """Before serving: a master reads its idempotent producers' state back (`producer_snapshot`)."""
+        if not self.role.is_slave:
+            await asyncio.to_thread(self.snapshots.recover)
+
     def start(self) -> None:
-        """Advertise this listener in the NameServers (now and every registration period)."""
+        """Advertise this listener in the NameServers (now and every registration period) and
+        snapshot the producer state every flushConsumerOffsetInterval."""
         self.view.start(lambda: f"{self.config.advertised_ip}:{self.advertised_port()}",
                         self.config.register_name_server_period_ms / 1000.0)
+        self._snapshot_periodic.start()
 
     async def stop(self) -> None:
+        await self._snapshot_periodic.stop()
+        await self._snapshot()
         await self.view.stop()
         await self.client.close()
+
+    async def _snapshot(self) -> None:
+        """Taken on the loop (consistent with the appends), written on a thread (fsync)."""
+        if self.role.is_slave:
+            return
+        self.snapshots.due()
+        data = self.snapshots.snapshot()
+        if data is not None:
+            await asyncio.to_thread(self.snapshots.write, data)
 
     def _queues(self, topic: str) -> int | None:
         tc = self.topics.get(topic)
