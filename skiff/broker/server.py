@@ -277,7 +277,8 @@ class BrokerServer:
         """The gRPC endpoint for RocketMQ 5.x clients (docs/grpc.md), unless grpcServerPort is 0."""
         if not self.config.grpc_server_port:
             return
-        grpc_clients = GrpcClients(self.config, self.clients, self.groups, self.store_config.max_message_size)
+        grpc_clients = GrpcClients(self.config, self.clients, self.operations.groups,
+                                   self.store_config.max_message_size)
         ops = self.operations
         self.grpc = GrpcServer(self.config, self.topics, self.groups, grpc_clients, ops, self.clock,
                                namesrv_lookup(self._namesrv_client, self.config.namesrv_addrs),

@@ -23,8 +23,9 @@ from typing import NamedTuple
 
 from skiff.broker.clients import ClientChannel, ClientManager
 from skiff.broker.config import BrokerConfig
-from skiff.broker.groups import SubscriptionGroupManager, backoff_ms
+from skiff.broker.groups import backoff_ms
 from skiff.broker.grpc.convert import to_message
+from skiff.broker.operations import GroupsOperation
 from skiff.common.limits import LONG_POLL_DEFAULT_MS, POP_MAX_MSG_NUMS, TELEMETRY_QUEUED_MAX
 from skiff.common.stored_message import decode_record
 from skiff.protocol.bodies.admin import ExponentialRetryPolicy, GroupRetryPolicy
@@ -115,10 +116,12 @@ def remember(halves: OrderedDict[str, HalfRef], tx_id: str, ref: HalfRef) -> Non
 
 
 class GrpcClients:
-    def __init__(self, config: BrokerConfig, clients: ClientManager, groups: SubscriptionGroupManager,
+    def __init__(self, config: BrokerConfig, clients: ClientManager, groups: GroupsOperation,
                  max_body_bytes: int) -> None:
         """``max_body_bytes``: the store's maxMessageSize, which Settings tells publishers and
-        SendMessage holds bodies to (as the remoting door's store check does)."""
+        SendMessage holds bodies to (as the remoting door's store check does); ``groups``: a
+        consumer's group is made on first sight as the remoting heartbeat and Kafka's JoinGroup
+        make theirs (`GroupsOperation.ensure`)."""
         self.config = config
         self.max_body_bytes = max_body_bytes
         self.clients = clients
@@ -155,9 +158,10 @@ class GrpcClients:
             sub.receive_batch_size = POP_MAX_MSG_NUMS
             if not settings.subscription.HasField("long_polling_timeout"):
                 sub.long_polling_timeout.FromMilliseconds(LONG_POLL_DEFAULT_MS)
-            group = self.groups.find_or_create(settings.subscription.group.name)
+            group = self.groups.ensure(settings.subscription.group.name)
             sub.fifo = group is not None and group.consume_message_orderly
-            merged.backoff_policy.max_attempts = self.groups.retry_max_times(settings.subscription.group.name) + 1
+            retry_max_times = self.config.max_reconsume_times if group is None else group.retry_max_times
+            merged.backoff_policy.max_attempts = retry_max_times + 1
             retry = group.group_retry_policy if group is not None else GroupRetryPolicy()
             _backoff(merged.backoff_policy, backoff_ms(retry, self.config.delay_levels_ms))
         return rpc.TelemetryCommand(status=pb.Status(code=pb.OK, message="OK"), settings=merged)

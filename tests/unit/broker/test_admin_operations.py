@@ -15,6 +15,7 @@ from skiff.broker.clients import ClientManager
 from skiff.broker.compaction import CompactionService
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
+from skiff.broker.grpc.clients import GrpcClients
 from skiff.broker.locks import RebalanceLockManager
 from skiff.broker.offsets import ConsumerOffsetManager
 from skiff.broker.operations import (
@@ -63,6 +64,7 @@ from skiff.protocol.bodies.topic import TopicConfig
 from skiff.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers.client_calls import ResetOffsetRequestHeader
+from skiff.protocol.v5 import definition_pb2 as pb
 from skiff.store import MessageStore, PutResult
 from skiff.store.timer import TimerService
 from skiff.transport import RemotingClient, RemotingServer
@@ -185,6 +187,24 @@ def test_a_named_group_is_made_only_when_auto_creation_is_on(tmp_path: Path, clo
     finally:
         on.close()
         off.close()
+
+
+def test_a_grpc_consumer_s_group_is_made_and_read_by_the_same_operation(broker: Broker):
+    broker.groups.put(SubscriptionGroupConfig("Known", retry_max_times=4, consume_message_orderly=True))
+    grpc = GrpcClients(broker.config, broker.clients, broker.groups, 4 << 20)
+    conn = grpc.conn("grpc-client", ("127.0.0.1", 5000))
+
+    def settings(group: str) -> pb.Settings:
+        reply = grpc.on_settings(conn, pb.Settings(client_type=pb.PUSH_CONSUMER,
+                                                   subscription=pb.Subscription(group=pb.Resource(name=group))))
+        return reply.settings
+
+    known = settings("Known")
+    assert (known.backoff_policy.max_attempts, known.subscription.fifo) == (5, True)
+    fresh = settings("Fresh")
+    made = broker.groups.table().subscription_group_table["Fresh"]
+    assert made == SubscriptionGroupConfig("Fresh", retry_max_times=broker.config.max_reconsume_times)
+    assert (fresh.backoff_policy.max_attempts, fresh.subscription.fifo) == (made.retry_max_times + 1, False)
 
 
 # -- consume stats and offset resets ----------------------------------------------------
