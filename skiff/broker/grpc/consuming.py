@@ -26,14 +26,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 
 from skiff.broker.config import BrokerConfig
-from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.grpc.clients import GrpcClientConn
 from skiff.broker.grpc.convert import now_timestamp, to_message
 from skiff.broker.grpc.lite import LiteTopics
 from skiff.broker.grpc.status import refused, status
 from skiff.broker.grpc.renewal import Renewals
 from skiff.broker.grpc.routes import BrokerQueues, Routes
-from skiff.broker.operations import ANY_QUEUE, Refusal
+from skiff.broker.operations import ANY_QUEUE, GroupsOperation, Refusal
 from skiff.broker.operations.pop import AckRequest, ChangeInvisibleRequest, PopOperation, PopRequest
 from skiff.common.clock import Clock
 from skiff.common.errors import DecodeError
@@ -49,7 +48,7 @@ MAX_INVISIBLE_MS = 12 * 3_600_000
 
 
 class Consuming:
-    def __init__(self, config: BrokerConfig, groups: SubscriptionGroupManager, pop: PopOperation,
+    def __init__(self, config: BrokerConfig, groups: GroupsOperation, pop: PopOperation,
                  clock: Clock, routes: Routes, broker_of: Callable[[BrokerQueues], pb.Broker]) -> None:
         self.renewals = Renewals(config, pop.service, clock)
         self.routes = routes
@@ -75,7 +74,7 @@ class Consuming:
                                            assignments=[pb.Assignment(message_queue=q) for q in queues])
 
     def _orderly(self, group_name: str) -> bool:
-        group = self.groups.find_or_create(group_name)
+        group = self.groups.ensure(group_name)
         return group is not None and group.consume_message_orderly
 
     async def receive(self, conn: GrpcClientConn, req: rpc.ReceiveMessageRequest,

@@ -63,7 +63,7 @@ class GrpcServer:
         routes = Routes(topics, config.broker_name, config.advertised_ip, lookup)
         self.producing = Producing(config, topics, clients, clock, self.endpoints, routes, ops.send,
                                    ops.end_transaction, ops.cancel, store)
-        self.consuming = Consuming(config, groups, ops.pop, clock, routes, self.producing.broker_of)
+        self.consuming = Consuming(config, ops.groups, ops.pop, clock, routes, self.producing.broker_of)
         self.lite = LiteTopics(config, topics, groups, clients, ops.pop, self.consuming.renewals, clock)
         self.producing.lite = self.consuming.lite = self.lite
         self._server: grpc.aio.Server | None = None
