@@ -20,17 +20,21 @@ numbering is stable while the groups and their queue counts are; growing an earl
 group's queues (or adding a group whose name sorts first) renumbers the partitions after
 it, so grow a topic spread over groups in its last group (docs/kafka.md).
 
-What the NameServers said is reused for `KAFKA_CLUSTER_VIEW_TTL_MS`; when none answers,
-the last answer stays in use, and before any answer the view is this broker group alone.
+What the NameServers said is used for `KAFKA_CLUSTER_VIEW_TTL_MS`, then asked again in the
+background while requests go on with it (a NameServer that is down never holds a Produce
+or a Fetch, except the first look at a topic); when none answers, the last answer stays in
+use, and before any answer the view is this broker group alone.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from skiff.common.errors import SkiffError
 from skiff.common.limits import KAFKA_CLUSTER_VIEW_TTL_MS
@@ -139,6 +143,7 @@ class ClusterView:
         self.now = now
         self._members: tuple[float, Members] | None = None
         self._routes: dict[str, tuple[float, dict[str, int]]] = {}
+        self._refreshing: dict[str, asyncio.Task[None]] = {}
         self._periodic: Periodic | None = None
 
     # -- advertising this broker's listener ------------------------------------------
@@ -151,6 +156,9 @@ class ClusterView:
         self._periodic.start()
 
     async def stop(self) -> None:
+        for task in list(self._refreshing.values()):
+            task.cancel()
+        await asyncio.gather(*self._refreshing.values(), return_exceptions=True)
         if self._periodic is not None:
             await self._periodic.stop()
             self._periodic = None
@@ -173,15 +181,31 @@ class ClusterView:
 
     async def members(self) -> Members:
         """Every broker group of this cluster whose master serves Kafka, by name."""
-        cached = self._members
-        if cached is None or self.now() - cached[0] > KAFKA_CLUSTER_VIEW_TTL_MS / 1000:
-            fresh = await self._ask_members()
-            if fresh is not None or cached is None:
-                cached = (self.now(), fresh or Members({}, {}))
-            else:
-                cached = (self.now(), cached[1])  # none answered: the last answer, asked again later
-            self._members = cached
-        return self._with_own(cached[1])
+        if self._members is None:
+            await self._refresh_members()
+        elif self._stale(self._members[0]):
+            self._refresh_later("", self._refresh_members)
+        assert self._members is not None
+        return self._with_own(self._members[1])
+
+    async def _refresh_members(self) -> None:
+        fresh = await self._ask_members()
+        previous = self._members
+        if fresh is None:  # none answered: the last answer, asked again later
+            fresh = Members({}, {}) if previous is None else previous[1]
+        self._members = (self.now(), fresh)
+
+    def _stale(self, at: float) -> bool:
+        return self.now() - at > KAFKA_CLUSTER_VIEW_TTL_MS / 1000
+
+    def _refresh_later(self, key: str, refresh: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Ask again in the background (one question per key at a time): a request goes on
+        with the last answer instead of waiting for the NameServers, or for their timeout."""
+        if key in self._refreshing:
+            return
+        task = asyncio.get_running_loop().create_task(refresh())
+        self._refreshing[key] = task
+        task.add_done_callback(lambda _: self._refreshing.pop(key, None))
 
     def _with_own(self, members: Members) -> Members:
         own = self.own_node()
@@ -208,11 +232,11 @@ class ClusterView:
     async def layout(self, topic: str) -> Layout:
         """``topic``'s partitions across the broker groups of this cluster."""
         cached = self._routes.get(topic)
-        if cached is None or self.now() - cached[0] > KAFKA_CLUSTER_VIEW_TTL_MS / 1000:
-            members = await self.members()
-            fresh = await self._ask_route(topic, members)
-            groups = fresh if fresh is not None else (cached[1] if cached is not None else {})
-            cached = self._routes[topic] = (self.now(), groups)
+        if cached is None:
+            await self._refresh_route(topic)
+            cached = self._routes[topic]
+        elif self._stale(cached[0]):
+            self._refresh_later("topic:" + topic, lambda: self._refresh_route(topic))
         groups = dict(cached[1])
         own = self.own_queues(topic)
         if own is None:
@@ -221,7 +245,14 @@ class ClusterView:
             groups[self.broker_name] = own
         return Layout(tuple(sorted(groups.items())))
 
-    async def _ask_route(self, topic: str, members: Members) -> dict[str, int] | None:
+    async def _refresh_route(self, topic: str) -> None:
+        fresh = await self._ask_route(topic)
+        previous = self._routes.get(topic)
+        if fresh is None:
+            fresh = {} if previous is None else previous[1]
+        self._routes[topic] = (self.now(), fresh)
+
+    async def _ask_route(self, topic: str) -> dict[str, int] | None:
         cmd = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, GetRouteInfoRequestHeader(topic).to_ext())
         for addr in self.namesrv_addrs:
             resp = await self._call(addr, cmd)

@@ -194,7 +194,8 @@ class KafkaService:
         else:
             names = [t["name"] for t in wanted]
         auto = req.get("allow_auto_topic_creation", True) and self.config.auto_create_topic_enable
-        topics = [await self._topic_metadata(name, nodes, auto and wanted is not None) for name in names]
+        topics = list(await asyncio.gather(*(self._topic_metadata(name, nodes, auto and wanted is not None)
+                                             for name in names)))
         brokers = [{"node_id": n.node_id, "host": n.host, "port": n.port, "rack": None}
                    for _, n in sorted(nodes.items())]
         own = nodes.get(self.config.broker_name)
