@@ -12,13 +12,14 @@ import argparse
 import contextlib
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, TypeVar
 
-from skiff.cli.admin import default_namesrv
+from skiff.cli.admin import default_namesrv, with_admin
 from skiff.cli.consumer import parse_timestamp_ms
 from skiff.common.errors import ConfigError
 
 WRITE_MODES = ("error", "append", "overwrite")
+T = TypeVar("T")
 
 
 def register(sub: Any) -> None:
@@ -32,6 +33,12 @@ def register(sub: Any) -> None:
                         help="store time to stop before (default: the latest now)")
     export.add_argument("--mode", choices=WRITE_MODES, default="error",
                         help="when the output exists: fail (default), add to it, or replace it")
+    export.add_argument("--tier-url", metavar="URL",
+                        help="the brokers' tier (file:///dir or s3://bucket/prefix; default: the one the brokers "
+                             "report for a tiered topic): its files in the range are copied, not read")
+    export.add_argument("--tier-s3-endpoint", metavar="URL", help="an S3-compatible server's URL for an s3:// tier")
+    export.add_argument("--through-broker", action="store_true",
+                        help="read everything through the brokers, even what the tier has")
     replay = _spark_command(sub, "replay", "send the rows of a skiff export to a topic (idempotent msg ids)",
                             run_replay)
     replay.add_argument("-i", "--input", required=True, help="the directory skiff export wrote")
@@ -71,7 +78,7 @@ def _session(args: argparse.Namespace) -> Iterator[Any]:
             spark.stop()
 
 
-def _spark_errors(job: Callable[[], int]) -> int:
+def _spark_errors(job: Callable[[], T]) -> T:
     """``job()``, a failed Spark job raised as a `SparkJobError` with Spark's first line (no JVM trace)."""
     from pyspark.errors import PySparkException
 
@@ -86,15 +93,30 @@ def _spark_errors(job: Callable[[], int]) -> int:
 def run_export(args: argparse.Namespace) -> int:
     if args.start is not None and args.end is not None and args.end <= args.start:
         raise ConfigError(f"--to ({args.end}) must be after --from ({args.start})")
+    if args.through_broker and args.tier_url:
+        raise ConfigError("--through-broker reads nothing from the tier: give it or --tier-url, not both")
+    tier_url = None if args.through_broker else args.tier_url or _brokers_tier(args)
+    tier = {"tierUrl": tier_url, "tierS3Endpoint": args.tier_s3_endpoint} if tier_url else None
     with _session(args) as spark:
         from skiff.spark.archive import export
 
         where = {"startingTimestamp": args.start, "endingTimestamp": args.end}
-        rows = _spark_errors(lambda: export(spark, args.namesrv, args.topic, args.output,
+        done = _spark_errors(lambda: export(spark, args.namesrv, args.topic, args.output,
                                             {k: str(v) for k, v in where.items() if v is not None},
-                                            "errorifexists" if args.mode == "error" else args.mode))
-    print(f"exported {args.topic} to {args.output}: the archive holds {rows} rows", file=sys.stderr)
+                                            "errorifexists" if args.mode == "error" else args.mode,
+                                            {k: v for k, v in (tier or {}).items() if v}))
+    copied = f" ({done.copied_rows} rows copied in {done.copied_files} files from the tier {tier_url})" if tier else ""
+    print(f"exported {args.topic} to {args.output}: the archive holds {done.rows} rows{copied}", file=sys.stderr)
     return 0
+
+
+def _brokers_tier(args: argparse.Namespace) -> str | None:
+    """The tier every broker of the topic reports for it, when the topic is tiered on each of
+    them and they name one tier; else None (everything is read through the brokers)."""
+    answers = with_admin(args, lambda admin: admin.tier(args.topic))
+    urls = {a.state.url for a in answers if a.state is not None and a.state.tiered}
+    everywhere = bool(answers) and all(a.state is not None and a.state.tiered for a in answers)
+    return urls.pop() if everywhere and len(urls) == 1 else None
 
 
 def run_replay(args: argparse.Namespace) -> int:

@@ -3,7 +3,8 @@ and archives.
 
 `export` reads a topic range with the skiff source (offsets or store times) and
 writes its rows as Parquet, partitioned by the UTC date each message was stored
-(``date=2026-11-24/``); every column of the source is kept. `replay` sends the
+(``date=2026-11-24/``); every column of the source is kept. Given the brokers' tier,
+the tiered files that already are such files are copied instead (`skiff.spark.tier_export`). `replay` sends the
 rows of such an archive (all of it, or a range of dates) to a topic through the
 skiff sink in idempotent mode: each message's id is a hash of the ``writeId``,
 the Spark partition and the row's place in it, so running the same replay again
@@ -17,10 +18,12 @@ sharding key have columns) are not replayed from the map: a replay delivers now.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from skiff.spark import tier_export
 from skiff.spark.arrow_encode import RESERVED
 from skiff.spark.errors import SparkOptionError
 
@@ -28,18 +31,33 @@ DATE_COLUMN = "date"
 _US_PER_DAY = 86_400_000_000
 
 
+@dataclass(frozen=True, slots=True)
+class Exported:
+    rows: int
+    """Rows the archive holds afterwards (with ``mode="append"``, earlier exports' too)."""
+    copied_files: int = 0
+    copied_rows: int = 0
+    """Tiered files copied as they are, and their rows (`skiff.spark.tier_export`)."""
+
+
 def export(spark: SparkSession, namesrv: str, topic: str, path: str, where: Mapping[str, str] | None = None,
-           mode: str = "errorifexists") -> int:
+           mode: str = "errorifexists", tier: Mapping[str, str] | None = None) -> Exported:
     """Write ``topic``'s range (``where``: source options such as ``startingTimestamp``) to Parquet
-    under ``path``, partitioned by store date (UTC); the rows the archive holds afterwards (with
-    ``mode="append"``, earlier exports' too)."""
-    source = spark.read.format("skiff").option("namesrvAddr", namesrv).option("topic", topic) \
-        .option("pullBatchSize", "1024").options(**(where or {})).load()
+    under ``path``, partitioned by store date (UTC). With ``tier`` (the source's ``tierUrl`` and
+    ``tierS3Endpoint`` options) the tiered files that lie wholly in the range and in one day are
+    copied as they are, and the rest is read by the source from after them."""
+    options = {"namesrvAddr": namesrv, "topic": topic, "pullBatchSize": "1024", **(where or {}), **(tier or {})}
+    copies: list[tier_export.TierCopy] = []
+    if tier:
+        planned = tier_export.plan(options, path)
+        copies, options = planned.copies, planned.source_options
+    source = spark.read.format("skiff").options(**options).load()
     # the UTC day of the store time, whatever the session's time zone
     dated = source.withColumn(DATE_COLUMN, F.expr(
         f"date_from_unix_date(CAST(floor(unix_micros(store_timestamp) / {_US_PER_DAY}) AS INT))"))
     dated.write.mode(mode).partitionBy(DATE_COLUMN).parquet(path)
-    return int(spark.read.parquet(path).count())
+    copied = tier_export.copy(options, copies, path) if copies else 0
+    return Exported(int(spark.read.parquet(path).count()), len(copies), copied)
 
 
 def archived(spark: SparkSession, path: str, from_date: str | None = None, to_date: str | None = None) -> DataFrame:

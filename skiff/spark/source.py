@@ -43,11 +43,16 @@ class SkiffBatchReader(DataSourceReader):
         self.options = options
 
     def partitions(self) -> Sequence[InputPartition]:
+        return _partitions(self.options, *self.offsets())
+
+    def offsets(self) -> tuple[Offsets, Offsets]:
+        """Where the read starts and ends in each queue (``skiff export`` plans its copies of
+        tiered files from them too)."""
         table = metadata.bounds(self.options)
         start = metadata.starting_offsets(self.options, table, EARLIEST)
         start = metadata.check_data_loss(self.options, start, table)
         end = {mq: min(off, table[mq].max_offset) for mq, off in metadata.ending_offsets(self.options, table).items()}
-        return _partitions(self.options, start, end)
+        return start, end
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         return read_partition(self.options, partition)

@@ -84,3 +84,43 @@ def test_a_read_spanning_tier_and_broker_equals_the_broker_read_row_for_row(spar
     plain = spark.read.option("recursiveFileLookup", "true").option("pathGlobFilter", "*.parquet")
     history = plain.parquet(str(tier / topic)).select(*through_broker[0].__fields__).orderBy(*ORDER).collect()
     assert history == [r for r in through_broker if r.body.startswith(b"old-")]
+
+
+def test_export_copies_the_tiered_files_and_equals_the_export_through_the_broker(spark, tiered, tmp_path,
+                                                                                 capsys) -> None:
+    """``skiff export`` of a tiered topic copies the tier's files that lie wholly in one day of
+    the range byte for byte and reads only the rest; read back, it is the export made through the
+    broker alone, row for row."""
+    from skiff.cli.main import main
+
+    cluster, tier = tiered
+    ns = cluster.namesrv_addr
+    topic = topic_name("exported")
+    skiff_ok("topic", "create", "-t", topic, "-q", "2", "-n", ns, "--attr", "tiered.storage=true",
+             "--attr", "retention.local.ms=3600000")
+    with Admin(ns) as admin:
+        for batch in range(2):  # two uploads at least: two files per queue or more
+            send(ns, [Message.of(topic, f"b{batch}-{i}", keys=f"k{batch}-{i}", properties={"n": str(i)})
+                      for i in range(40)])
+            wait_for(lambda: sum(q.uploaded_to for q in admin.tier(topic, upload=True)[0].state.queues) == 40 * (batch + 1),
+                     60, "the uploads of what was sent (once flushed)")
+    send(ns, [Message.of(topic, f"new-{i}") for i in range(10)])  # only on the broker
+
+    broker_out, tier_out = tmp_path / "through-broker", tmp_path / "from-tier"
+    assert main(["export", "-n", ns, "-t", topic, "-o", str(broker_out), "--through-broker"]) == 0
+    assert "the archive holds 90 rows" in capsys.readouterr().err
+    assert main(["export", "-n", ns, "-t", topic, "-o", str(tier_out)]) == 0  # the tier the broker reports
+    told = capsys.readouterr().err
+    files = len(list((tier / topic).rglob("*.parquet")))
+    assert f"the archive holds 90 rows (80 rows copied in {files} files from the tier file://" in told, told
+
+    copies = sorted(tier_out.glob("date=*/tier-*.parquet"))
+    assert len(copies) == files >= 4
+    for c in copies:  # tier-<broker>-<queue>-<first>-<last>.parquet, the tier's file byte for byte
+        _, queue, first, last = c.name.rsplit("-", 3)
+        assert c.read_bytes() == (tier / topic / "broker-a" / queue / f"{first}-{last}").read_bytes()
+    order = ["queue_id", "queue_offset"]
+    columns = [*reader(spark, ns, topic).columns, "date"]
+    exported = spark.read.parquet(str(tier_out)).select(*columns).orderBy(*order).collect()
+    assert exported == spark.read.parquet(str(broker_out)).select(*columns).orderBy(*order).collect()
+    assert len(exported) == 90 and spark.read.parquet(str(tier_out)).columns == columns
