@@ -28,6 +28,8 @@ PARENT, PLAIN = "LiteParent", "LitePlainTopic"
 WILDCARD, EXPLICIT, BOUND_ELSEWHERE = "G-lite-wild", "G-lite-explicit", "G-lite-bound"
 DEADLINE_S = 60.0
 
+pytestmark = pytest.mark.xdist_group("grpc-lite")  # one cluster for the module, not one per worker
+
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory):
@@ -42,10 +44,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
                     header = CreateTopicRequestHeader(topic, "TBW102", 4, 4, 6, "SINGLE_TAG", attributes=attributes)
                     resp = await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
                     assert resp.code == ResponseCode.SUCCESS, resp.remark
-                for group, attributes in ((WILDCARD, {"+lite.sub.wildcard": "true", "+lite.bind.topic": PARENT}),
-                                          (EXPLICIT, {"lite.bind.topic": PARENT, "lite.sub.client.quota": "3"}),
-                                          (BOUND_ELSEWHERE, {"lite.bind.topic": "SomeOtherParent"})):
-                    config = SubscriptionGroupConfig(group, attributes=attributes)
+                groups = {WILDCARD: {"+lite.sub.wildcard": "true", "+lite.bind.topic": PARENT},  # as mqadmin sends them
+                          EXPLICIT: {"lite.bind.topic": PARENT, "lite.sub.client.quota": "3"},
+                          BOUND_ELSEWHERE: {"lite.bind.topic": "SomeOtherParent"}}
+                for group, group_attributes in groups.items():
+                    config = SubscriptionGroupConfig(group, attributes=group_attributes)
                     resp = await wire.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, config.to_json())
                     assert resp.code == ResponseCode.SUCCESS, resp.remark
             finally:
@@ -65,7 +68,7 @@ async def send(grpc: GrpcWire, message: pb.Message) -> pb.Status:
 
 
 async def lite_client(endpoint: str, client_id: str, group: str, *,
-                      language: int = pb.JAVA, kind: int = pb.LITE_SIMPLE_CONSUMER) -> tuple[GrpcWire, Any]:
+                      language: Any = pb.JAVA, kind: Any = pb.LITE_SIMPLE_CONSUMER) -> tuple[GrpcWire, Any]:
     """A lite consumer's connection and the server's reply to its Settings."""
     grpc = GrpcWire(endpoint, client_id)
     settings = pb.Settings(client_type=kind, user_agent=pb.UA(language=language, version="5.1.2"),
@@ -75,7 +78,7 @@ async def lite_client(endpoint: str, client_id: str, group: str, *,
     return grpc, await grpc.settings(settings)
 
 
-async def sync(grpc: GrpcWire, group: str, action: int, names: Sequence[str], topic: str = PARENT) -> pb.Status:
+async def sync(grpc: GrpcWire, group: str, action: Any, names: Sequence[str], topic: str = PARENT) -> pb.Status:
     request = rpc.SyncLiteSubscriptionRequest(action=action, topic=pb.Resource(name=topic),
                                               group=pb.Resource(name=group), lite_topic_set=list(names))
     return (await grpc.unary("SyncLiteSubscription", request, rpc.SyncLiteSubscriptionResponse)).status
@@ -212,6 +215,44 @@ def test_the_python_clients_split_subscription_is_read_as_the_name_it_spells(clu
             await producer.close()
             await consumer.close()
             await java.close()
+    asyncio.run(test())
+
+
+def test_a_lite_message_is_hidden_again_redelivered_and_dead_lettered_in_its_lite_topic(cluster: Cluster):
+    endpoint = cluster.grpc_endpoint  # type: ignore[attr-defined]
+    group = "G-lite-retry"
+
+    async def settle(grpc: GrpcWire, method: str, request: Any, response: Any, m: Any) -> Any:
+        request.group.name, request.topic.name = group, PARENT
+        request.receipt_handle, request.message_id = m.system_properties.receipt_handle, m.system_properties.message_id
+        request.lite_topic = m.system_properties.lite_topic
+        return await grpc.unary(method, request, response)
+
+    async def test() -> None:
+        grpc, _ = await lite_client(endpoint, "lite-retry-consumer", group)
+        try:
+            assert (await send(grpc, lite_message(5000, "retried", b"r0"))).code == pb.OK
+            assert (await send(grpc, lite_message(5001, "retried", b"r1"))).code == pb.OK
+            assert (await sync(grpc, group, pb.PARTIAL_ADD, ["retried"])).code == pb.OK
+            first = messages(await grpc.receive(group, PARENT))
+            assert [(m.body, m.system_properties.delivery_attempt) for m in first] == [(b"r0", 1), (b"r1", 1)]
+            assert await ack(grpc, group, first[1]) == pb.OK
+            change = rpc.ChangeInvisibleDurationRequest()
+            change.invisible_duration.FromMilliseconds(0)
+            changed = await settle(grpc, "ChangeInvisibleDuration", change, rpc.ChangeInvisibleDurationResponse,
+                                   first[0])
+            assert changed.status.code == pb.OK
+            again = messages(await grpc.receive(group, PARENT, wait_ms=3000))  # visible again at once
+            assert [(m.body, m.system_properties.delivery_attempt) for m in again] == [(b"r0", 2)]
+            forward = rpc.ForwardMessageToDeadLetterQueueRequest(delivery_attempt=2, max_delivery_attempts=2)
+            moved = await settle(grpc, "ForwardMessageToDeadLetterQueue", forward,
+                                 rpc.ForwardMessageToDeadLetterQueueResponse, again[0])
+            assert moved.status.code == pb.OK
+            assert first_status(await grpc.receive(group, PARENT)).code == pb.MESSAGE_NOT_FOUND
+            dead = [r.message for r in await grpc.pull(group, f"%DLQ%{group}", 0) if r.HasField("message")]
+            assert [m.body for m in dead] == [b"r0"]
+        finally:
+            await grpc.close()
     asyncio.run(test())
 
 

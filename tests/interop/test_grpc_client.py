@@ -79,13 +79,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
 
 
 def run_client(cluster: Cluster | str, tmp_path: Path, *scenarios: str, timeout_s: float = 120,
-               **extra: Any) -> dict:
-    """Run scenarios against ``cluster``'s gRPC endpoint (or the endpoint given)."""
+               script: Path | str = SCRIPT, **extra: Any) -> dict:
+    """Run scenarios of ``script`` against ``cluster``'s gRPC endpoint (or the endpoint given)."""
     endpoint = cluster if isinstance(cluster, str) else cluster.grpc_endpoint  # type: ignore[attr-defined]
     spec = {"endpoint": endpoint, "scenarios": list(scenarios), **extra}
     env = {**os.environ, "HOME": str(tmp_path)}  # the client logs under $HOME/logs
     env.pop("PYTHONPATH", None)
-    proc = subprocess.run([rmq5_python(), str(SCRIPT), json.dumps(spec)], capture_output=True, text=True,
+    proc = subprocess.run([rmq5_python(), str(script), json.dumps(spec)], capture_output=True, text=True,
                           timeout=timeout_s, env=env, cwd=tmp_path)
     assert proc.returncode == 0, f"client failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])

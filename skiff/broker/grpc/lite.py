@@ -154,9 +154,13 @@ class LiteTopics:
 
     def settings(self, settings: pb.Settings) -> None:
         """Add the lite limits to a lite client's Settings reply: the 5.x clients refuse every
-        subscribe while ``lite_subscription_quota`` is 0, which it is when left out."""
+        subscribe while ``lite_subscription_quota`` is 0, which it is when left out. A lite push
+        consumer is a FIFO consumer (the Java client forces it; the Python 5.1.2 client reads the
+        flag), as lite topics are served: one batch of a lite topic at a time, in order."""
         if settings.client_type not in LITE_CLIENT_TYPES or not settings.HasField("subscription"):
             return
+        if settings.client_type == pb.LITE_PUSH_CONSUMER:
+            settings.subscription.fifo = True
         quota = self.quota(settings.subscription.group.name)
         settings.subscription.lite_subscription_quota = quota if quota >= 0 else 2 ** 31 - 1
         settings.subscription.max_lite_topic_size = LITE_TOPIC_MAX_BYTES

@@ -1,0 +1,69 @@
+"""Lite topics (RocketMQ 5.5, RIP-83) with the official RocketMQ 5.x Python client (PyPI
+rocketmq-python-client 5.1.2, unchanged, in its own venv) against a real `skiff broker`'s gRPC
+endpoint: a LitePushConsumer of a wildcard group receives every message of 100 lite topics once,
+in order per lite topic; a LiteSimpleConsumer's subscribe_lite, which that client sends split into
+characters until its 30 s resync, gets its messages at once and only those.
+
+The scenarios run in tests/interop/grpc/lite_client.py under SKIFF_RMQ5_PYTHON.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from skiff.protocol.bodies.admin import SubscriptionGroupConfig
+from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.headers.admin import CreateTopicRequestHeader
+from skiff.testing.cluster import Cluster
+from skiff.testing.processes import free_port
+from skiff.testing.wire import BrokerWire, with_wire
+from tests.interop.test_grpc_client import rmq5_python, run_client
+
+pytestmark = pytest.mark.interop
+
+SCRIPT = Path(__file__).resolve().parent / "grpc" / "lite_client.py"
+PARENT, WILDCARD, EXPLICIT = "GLiteParent", "G-lite-wildcard", "G-lite-simple"
+LITE_TOPICS = 100
+RESYNC_S = 30
+"""The Python client's first COMPLETE_ADD (its true subscription set) comes this long after start."""
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    rmq5_python()
+    port = free_port()
+    with Cluster(tmp_path_factory.mktemp("grpc-lite"), broker_args=[f"--grpcServerPort={port}"]) as c:
+        c.grpc_endpoint = f"127.0.0.1:{port}"  # type: ignore[attr-defined]
+
+        async def create(wire: BrokerWire) -> None:
+            header = CreateTopicRequestHeader(PARENT, "TBW102", 4, 4, 6, "SINGLE_TAG", attributes="+message.type=LITE")
+            resp = await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+            for group, attributes in ((WILDCARD, {"+lite.sub.wildcard": "true", "+lite.bind.topic": PARENT}),
+                                      (EXPLICIT, {"+lite.bind.topic": PARENT})):
+                config = SubscriptionGroupConfig(group, attributes=attributes)
+                resp = await wire.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, config.to_json())
+                assert resp.code == ResponseCode.SUCCESS, resp.remark
+        with_wire(c.broker_addr(), create)
+        yield c
+
+
+def test_official_lite_consumers(cluster: Cluster, tmp_path: Path):
+    r = run_client(cluster, tmp_path, "push_wildcard", "simple_split_name", script=SCRIPT, parent=PARENT,
+                   wildcard_group=WILDCARD, group=EXPLICIT, count=LITE_TOPICS)
+
+    push = r["push_wildcard"]
+    ids = [g["id"] for g in push["got"]]
+    assert len(push["sent"]) == 3 * LITE_TOPICS and sorted(ids) == sorted(push["sent"])  # every message, once
+    assert {g["topic"] for g in push["got"]} == {PARENT} and {g["attempt"] for g in push["got"]} == {1}
+    for i in range(LITE_TOPICS):
+        mine = [g["body"] for g in push["got"] if g["lite"] == f"lite-{i}"]
+        assert mine == [f"{i}:{k}" for k in range(3)]  # in order per lite topic
+
+    simple = r["simple_split_name"]
+    assert simple["quota"] == 2000  # from the Settings: with 0 every subscribe_lite would raise
+    assert [(g["lite"], g["body"], g["topic"]) for g in simple["got"]] == [
+        ("py-lite-topic", f"b{k}", PARENT) for k in range(3)]
+    assert simple["first_after_s"] < RESYNC_S - 5 and simple["extra"] == []  # not "p" or "y"
