@@ -282,7 +282,7 @@ class BrokerServer:
         ops = self.operations
         self.grpc = GrpcServer(self.config, self.topics, self.groups, grpc_clients, ops, self.clock,
                                namesrv_lookup(self._namesrv_client, self.config.namesrv_addrs),
-                               Offsets(self.config, ops.gate, ops.offsets, ops.pull), self.store)
+                               Offsets(self.config, ops.gate, ops.offsets, ops.pull))
         if self.gate.auth is not None:
             self.grpc.auth = GrpcAuth(self.gate.auth, self.gate)
         await self.grpc.start(grpc_credentials(self.config))

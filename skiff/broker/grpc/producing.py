@@ -27,7 +27,16 @@ from skiff.broker.grpc.convert import message_type as convert_type
 from skiff.broker.grpc.lite import LiteTopics
 from skiff.broker.grpc.routes import BrokerQueues, Routes
 from skiff.broker.grpc.status import from_code, refused, status
-from skiff.broker.operations import Outgoing, Refusal, SendOperation, SendRequest, Sent, born_host
+from skiff.broker.operations import (
+    KeyQuery,
+    MessagesOperation,
+    Outgoing,
+    Refusal,
+    SendOperation,
+    SendRequest,
+    Sent,
+    born_host,
+)
 from skiff.broker.operations.timer import CancelOperation
 from skiff.broker.operations.transaction import EndTransactionOperation
 from skiff.broker.processors.end_transaction import outcome_code
@@ -47,7 +56,6 @@ from skiff.protocol.codes import ResponseCode
 from skiff.protocol.headers.transaction import EndTransactionRequestHeader
 from skiff.protocol.v5 import definition_pb2 as pb
 from skiff.protocol.v5 import service_pb2 as rpc
-from skiff.store import MessageStore
 from skiff.store.timer import CancelStatus
 _TRANSACTION_END = {pb.COMMIT: int(MessageSysFlag.TRANSACTION_COMMIT),
                     pb.ROLLBACK: int(MessageSysFlag.TRANSACTION_ROLLBACK)}
@@ -78,12 +86,12 @@ def _batchable(messages: Sequence[pb.Message]) -> bool:
 class Producing:
     def __init__(self, config: BrokerConfig, topics: TopicConfigManager, clients: GrpcClients, clock: Clock,
                  endpoint: Callable[[str], pb.Endpoints], routes: Routes, sender: SendOperation,
-                 ender: EndTransactionOperation, canceller: CancelOperation, store: MessageStore) -> None:
+                 ender: EndTransactionOperation, canceller: CancelOperation, messages: MessagesOperation) -> None:
         self.routes = routes
         self.sender = sender
         self.ender = ender
         self.canceller = canceller
-        self.store = store
+        self.messages = messages
         self.config = config
         self.topics = topics
         self.clients = clients
@@ -243,7 +251,7 @@ class Producing:
     def _stored_half(self, tx_id: str) -> HalfRef | None:
         """A half message found by its id (= UNIQ_KEY) in the half topic's index, for a
         transaction this endpoint did not see sent (the broker restarted since)."""
-        found = self.store.query_by_key(TRANS_HALF_TOPIC, tx_id, 1, 0, self.clock.now_ms())
+        found = self.messages.by_key(KeyQuery(TRANS_HALF_TOPIC, tx_id, 1, 0, self.clock.now_ms())).records
         if not found:
             return None
         head = read_head(found[0])

@@ -42,7 +42,6 @@ from skiff.common.limits import TELEMETRY_QUEUED_MAX
 from skiff.common.service import Periodic
 from skiff.protocol.v5 import definition_pb2 as pb
 from skiff.protocol.v5 import service_pb2 as rpc
-from skiff.store import MessageStore
 from skiff.transport.errors import ListenError
 
 log = logging.getLogger(__name__)
@@ -55,14 +54,14 @@ MAX_INBOUND_BYTES = 130 * 1024 * 1024
 class GrpcServer:
     def __init__(self, config: BrokerConfig, topics: TopicConfigManager, groups: SubscriptionGroupManager,
                  clients: GrpcClients, ops: Operations, clock: Clock, lookup: RouteLookup,
-                 offsets: Offsets, store: MessageStore) -> None:
+                 offsets: Offsets) -> None:
         self.offsets = offsets
         self.config = config
         self.clients = clients
         self.port = config.grpc_server_port
         routes = Routes(topics, config.broker_name, config.advertised_ip, lookup)
         self.producing = Producing(config, topics, clients, clock, self.endpoints, routes, ops.send,
-                                   ops.end_transaction, ops.cancel, store)
+                                   ops.end_transaction, ops.cancel, ops.messages)
         self.consuming = Consuming(config, ops.groups, ops.pop, clock, routes, self.producing.broker_of)
         self.lite = LiteTopics(config, topics, groups, clients, ops.pop, self.consuming.renewals, clock)
         self.producing.lite = self.consuming.lite = self.lite
