@@ -162,6 +162,7 @@ class LiteTopics:
         if settings.client_type == pb.LITE_PUSH_CONSUMER:
             settings.subscription.fifo = True
         quota = self.quota(settings.subscription.group.name)
+        # no limit (-1) as the largest int32: the Python client compares its set size + 1 with it
         settings.subscription.lite_subscription_quota = quota if quota >= 0 else 2 ** 31 - 1
         settings.subscription.max_lite_topic_size = LITE_TOPIC_MAX_BYTES
 
