@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from skiff.testing.chaos.foreign import INTERPRETERS, ForeignClientMissing, interpreter
 from skiff.testing.chaos.history import read_history
 from skiff.testing.chaos.run import ChaosOptions, run_chaos
 from skiff.testing.netns import netns_unavailable
@@ -48,3 +49,36 @@ def test_one_fault_of_each_kind_loses_and_reorders_nothing_under_sync_master(tmp
     events = read_history(tmp_path / "history")
     assert sum(e.is_fault for e in events) == 2 * len(FAULTS)
     assert (tmp_path / "plot.png").stat().st_size > 10_000 and (tmp_path / "logs" / "broker-1.log").exists()
+
+
+@pytest.mark.interop
+def test_rocketmq_cpp_and_5x_clients_send_through_a_master_kill_losing_and_reordering_nothing(tmp_path: Path) -> None:
+    """``--clients python,cpp,rmq5``: the C++ client (remoting, through the NameServer) and the
+    5.x client (gRPC, the brokers' endpoints) send keyed values beside ours through one kill -9
+    of the master; their SEND_OK values are read by our groups like ours, nothing lost, each
+    key's order kept, every history line of theirs well formed."""
+    reason = netns_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    try:
+        for client in INTERPRETERS:
+            interpreter(client)
+    except ForeignClientMissing as exc:
+        pytest.skip(str(exc))
+    opts = ChaosOptions(tmp_path, duration_s=3.0, fault_interval_s=4.0, fault_hold_s=2.0, faults=["kill-master"],
+                        keys=2, rate=10.0, lease_ms=2000, drain_s=40.0, warm_up_s=1.0,
+                        clients=["python", "cpp", "rmq5"])
+    results = asyncio.run(run_chaos(opts, log=lambda line: None))
+    text = (tmp_path / "results.txt").read_text()
+    print(text)
+    assert results["ok"] and results["lost"] == 0 and results["order_violations"] == 0, text
+    clients = results["by_client"]
+    assert set(clients) == {"python", "cpp", "rmq5"}, text
+    for kind, c in clients.items():
+        assert c["success"] >= 10 and c["lost"] == 0 and c["order_violations"] == 0, (kind, text)
+    assert not any("not history lines" in n for n in results["notes"]), text
+    events = read_history(tmp_path / "history")
+    for prefix in ("c", "g"):  # our groups delivered the foreign clients' values
+        delivered = {e.value for e in events if e.op == "dequeue" and e.client == "orderly"}
+        assert any(v.startswith(prefix) for v in delivered), (prefix, text)
+    assert sorted(r["name"] for r in results["rto"]) == ["kill-master"], text

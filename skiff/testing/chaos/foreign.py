@@ -73,6 +73,7 @@ class ForeignSenders:
         self.home = home
         self.log = log
         self.acked = 0
+        """SEND_OK answers so far."""
         self.malformed: list[str] = []
         self._ready = threading.Event()
         self._proc: subprocess.Popen[str] | None = None
