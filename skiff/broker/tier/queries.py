@@ -61,14 +61,17 @@ class TierQueries:
         self.service = service
         self.tier = service.tier
 
-    def by_key(self, topic: str, key: str, begin_ms: int, end_ms: int, limit: int,
-               known: set[int]) -> list[bytes]:
+    def by_key(self, topic: str, key: str, begin_ms: int, end_ms: int, limit: int, known: set[int],
+               local_from: int | None) -> list[bytes]:
         """Stored records of ``topic`` in the tier with ``key``, stored within [begin_ms, end_ms],
-        newest first, at most ``limit``, none whose CommitLog offset is in ``known``."""
+        newest first, at most ``limit``, none whose CommitLog offset is in ``known``. Files whose
+        records all lie at or above CommitLog offset ``local_from`` are skipped: the local index
+        has answered for them (None: it has not, the broker keeps no index)."""
         m = self.service.manifest_of(topic)
         if m is None or limit <= 0:
             return []
-        chosen = sorted((s for s in m.segments if s.first_store_ms <= end_ms and s.last_store_ms >= begin_ms),
+        chosen = sorted((s for s in m.segments if s.first_store_ms <= end_ms and s.last_store_ms >= begin_ms
+                         and not (local_from is not None and s.min_commit_log_offset >= local_from)),
                         key=lambda s: s.last_store_ms, reverse=True)[:TIER_QUERY_MAX_FILES]
         hits: list[tuple[int, bytes]] = []
         for seg in chosen:
@@ -131,10 +134,11 @@ class QueryHooks:
         if not self.service.uploader.is_tiered(q.topic) or len(records) >= limit:
             return local
         known = {read_head(r).physical_offset for r in records}
+        local_from = self.store.min_physical_offset if self.store.index is not None else None
 
         def look() -> RemotingCommand:
             found = records + self.queries.by_key(q.topic, q.key, q.begin_timestamp, q.end_timestamp,
-                                                  limit - len(records), known)
+                                                  limit - len(records), known, local_from)
             if not found:
                 return local
             return req.response(ext_fields=local.ext_fields, body_parts=found)
@@ -156,7 +160,7 @@ class QueryHooks:
         q = SearchOffsetRequestHeader.from_ext(req.ext_fields)
         local_min = self.store.get_min_offset(q.topic, q.queue_id)
         if (local.code != ResponseCode.SUCCESS or not self.service.uploader.is_tiered(q.topic)
-                or int((local.ext_fields or {}).get("offset", -1)) > local_min):
+                or int((local.ext_fields or {}).get("offset", -1)) > local_min or self._not_below(q, local_min)):
             return local
 
         def look() -> RemotingCommand:
@@ -170,12 +174,21 @@ class QueryHooks:
         if local.code != ResponseCode.SUCCESS or not self.service.uploader.is_tiered(q.topic):
             return local
         local_min = self.store.get_min_offset(q.topic, q.queue_id)
+        if self._not_below(q, local_min):
+            return local
 
         def look() -> RemotingCommand:
             found = self.queries.earliest_store_time(q.topic, q.queue_id, local_min)
             return local if found is None else req.response(ext_fields={"timestamp": str(found)})
 
         return self._on_thread(req, look)
+
+    def _not_below(self, q: QueueRequestHeader | SearchOffsetRequestHeader, local_min: int) -> bool:
+        """Whether the manifest kept (if any: none kept means look) says the tier holds nothing
+        of the queue below what is local."""
+        first = self.service.first_offset(q.topic, q.queue_id)
+        kept = self.service.uploader.manifests.get(q.topic) or self.service.reads.manifest_kept(q.topic)
+        return kept is not None and (first is None or first >= local_min)
 
     def _on_thread(self, req: RemotingCommand, look: Callable[[], RemotingCommand]) -> HandlerResult:
         async def answer() -> RemotingCommand:
