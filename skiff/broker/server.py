@@ -49,6 +49,7 @@ from skiff.broker.operations import (
     SendOperation,
     TimerStateOperation,
     TopicsOperation,
+    TopicStatsOperation,
 )
 from skiff.broker.ha.service import Replication
 from skiff.broker.groups import SubscriptionGroupManager
@@ -340,6 +341,7 @@ class BrokerServer:
             timer=TimerStateOperation(lambda: self.timer, store_cfg.timer_slot_ms, store_cfg.timer_precision_ms,
                                       cfg.delay_levels_ms),
             compaction=CompactionOperation(self.gate, self.compaction),
+            topic_stats=TopicStatsOperation(cfg, self.gate, offsets),
         )
 
     def _handlers(self) -> dict[int, Handler]:
@@ -353,8 +355,7 @@ class BrokerServer:
             ClientManageProcessor(ops.membership),
             SendBackProcessor(cfg, store, self.topics, self.groups, self.writer, ops.send),
             QueryProcessor(ops.messages),
-            TopicAdminProcessor(cfg, self.store_config, store, self.topics, self.stats, ops.topics,
-                                min_offset=ops.offsets.min_offset),
+            TopicAdminProcessor(cfg, self.store_config, self.topics, self.stats, ops.topics, ops.topic_stats),
             GroupAdminProcessor(ops.groups, ops.consume_stats, ops.connections, ops.offset_reset),
             EndTransactionProcessor(ops.end_transaction),
             TimerAdminProcessor(ops.timer, ops.cancel),

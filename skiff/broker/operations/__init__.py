@@ -25,6 +25,7 @@ from skiff.broker.operations.refusal import Refusal
 from skiff.broker.operations.send import Outgoing, SendOperation, SendRequest, Sent, born_host
 from skiff.broker.operations.subscription import compile_subscription, properties_of, record_filter
 from skiff.broker.operations.timer import CancelOperation, TimerState, TimerStateOperation
+from skiff.broker.operations.topic_stats import TopicStatsOperation
 from skiff.broker.operations.topics import TopicChange, TopicsOperation
 from skiff.broker.operations.transaction import EndTransactionOperation
 
@@ -51,6 +52,7 @@ class Operations:
     messages: MessagesOperation
     timer: TimerStateOperation
     compaction: CompactionOperation
+    topic_stats: TopicStatsOperation
 
 
 __all__ = [
@@ -60,6 +62,6 @@ __all__ = [
     "Leaving", "LockRequest", "LocksOperation", "MembershipOperation", "MessagesOperation", "OffsetReset",
     "OffsetResetOperation", "OffsetsOperation", "Operations", "Outgoing", "PopOperation", "PopOutcome", "PopRequest",
     "PullOperation", "PullRequest", "Pulled", "QueueEdge", "Refusal", "SendOperation", "SendRequest", "Sent",
-    "TimerState", "TimerStateOperation", "TopicChange", "TopicsOperation", "born_host", "compile_subscription",
+    "TimerState", "TimerStateOperation", "TopicChange", "TopicStatsOperation", "TopicsOperation", "born_host", "compile_subscription",
     "properties_of", "record_filter",
 ]

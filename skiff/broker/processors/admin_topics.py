@@ -4,41 +4,37 @@ UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG
 (21), GET_TOPIC_STATS_INFO (202), GET_BROKER_RUNTIME_INFO (28) and
 GET_BROKER_CONFIG (26). Topic changes are persisted and registered with the
 NameServers at once (the topic manager's ``on_change``), through `TopicsOperation`, which
-Kafka's topic requests use too.
+Kafka's topic requests use too; a topic's stats are `TopicStatsOperation`'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from skiff.broker.config import BrokerConfig, config_properties
 from skiff.broker.operations.refusal import Refusal
+from skiff.broker.operations.topic_stats import TopicStatsOperation
 from skiff.broker.operations.topics import TopicChange, TopicsOperation
+from skiff.broker.processors.answers import answer
 from skiff.broker.stats import BrokerStats
 from skiff.broker.topics import TopicConfigManager
-from skiff.common.message import MessageQueue
-from skiff.protocol.bodies.admin import KVTable, TopicOffset, TopicStatsTable
-from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.bodies.admin import KVTable
+from skiff.protocol.codes import RequestCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers.admin import (
     CreateTopicRequestHeader,
     DeleteTopicRequestHeader,
     GetTopicStatsInfoRequestHeader,
 )
-from skiff.store import MessageStore, StoreConfig
+from skiff.store import StoreConfig
 from skiff.transport.connection import Connection, Handler
 
 
 class TopicAdminProcessor:
-    def __init__(self, config: BrokerConfig, store_config: StoreConfig, store: MessageStore,
-                 topics: TopicConfigManager, stats: BrokerStats, operation: TopicsOperation,
-                 min_offset: Callable[[str, int], int] | None = None) -> None:
+    def __init__(self, config: BrokerConfig, store_config: StoreConfig, topics: TopicConfigManager,
+                 stats: BrokerStats, operation: TopicsOperation, topic_stats: TopicStatsOperation) -> None:
         self.config = config
-        self.min_offset = min_offset or store.get_min_offset
-        """A queue's first readable offset (the offsets operation's: the tier's where it reaches further)."""
         self.operation = operation
+        self.topic_offsets = topic_stats
         self.store_config = store_config
-        self.store = store
         self.topics = topics
         self.stats = stats
 
@@ -72,16 +68,7 @@ class TopicAdminProcessor:
 
     def topic_stats(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         topic = GetTopicStatsInfoRequestHeader.from_ext(req.ext_fields).topic
-        tc = self.topics.get(topic)
-        if tc is None:
-            return req.response(ResponseCode.TOPIC_NOT_EXIST, f"topic {topic} does not exist on this broker")
-        table = {}
-        for queue_id in range(tc.write_queue_nums):
-            high = self.store.get_max_offset(topic, queue_id)
-            last = self.store.get_store_time(topic, queue_id, high - 1) if high > 0 else None
-            table[MessageQueue(topic, self.config.broker_name, queue_id)] = TopicOffset(
-                self.min_offset(topic, queue_id), high, last or 0)
-        return req.response(body=TopicStatsTable(table).to_json())
+        return answer(req, self.topic_offsets.stats(topic))
 
     def runtime_info(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         return req.response(body=KVTable(self.stats.runtime_table()).to_json())

@@ -39,6 +39,7 @@ from skiff.broker.operations import (
     OffsetsOperation,
     Refusal,
     TimerStateOperation,
+    TopicStatsOperation,
 )
 from skiff.broker.operations.timer import NO_DELAY_OFFSETS, NOT_RUNNING
 from skiff.broker.ha.role import Role
@@ -49,7 +50,7 @@ from skiff.broker.writer import MessageWriter
 from skiff.common.clock import ManualClock
 from skiff.common.message import MessageQueue
 from skiff.common.stored_message import decode_record
-from skiff.protocol.bodies.admin import SubscriptionGroupConfig
+from skiff.protocol.bodies.admin import SubscriptionGroupConfig, TopicOffset, TopicStatsTable
 from skiff.protocol.bodies.client_calls import ResetOffsetBody
 from skiff.protocol.bodies.consumer import OffsetWrapper
 from skiff.protocol.bodies.heartbeat import (
@@ -102,6 +103,7 @@ class Broker:
         self.membership = MembershipOperation(self.config, self.clients, self.groups, self.topics)
         self.locks = LocksOperation(RebalanceLockManager(clock, 60_000))
         self.messages = MessagesOperation(self.store)
+        self.topic_stats = TopicStatsOperation(self.config, self.gate, self.offsets)
         self.timer: TimerService | None = None
         self.timer_state = TimerStateOperation(lambda: self.timer, self.store_config.timer_slot_ms,
                                                self.store_config.timer_precision_ms, (1000, 5000))
@@ -378,6 +380,19 @@ def test_messages_are_found_by_offset_and_by_key(broker: Broker):
     assert [decode_record(r).body for r in by_id.records] == [b"message 1"]
     none = broker.messages.by_key(KeyQuery("T", "order-9", 10, 0, T0 + 60_000))
     assert none.records == [] and none.index_offset == found.index_offset
+
+
+def test_a_topic_s_stats_per_write_queue(broker: Broker, clock: ManualClock):
+    assert broker.topic_stats.stats("Nowhere") == Refusal(ResponseCode.TOPIC_NOT_EXIST,
+                                                          "topic Nowhere does not exist on this broker")
+    broker.topic("T", queues=2)
+    broker.put("T", 0, 3)
+    clock.advance(5_000)
+    broker.put("T", 0, 1)
+    assert broker.topic_stats.stats("T") == TopicStatsTable({
+        MessageQueue("T", BROKER, 0): TopicOffset(0, 4, T0 + 5_000),
+        MessageQueue("T", BROKER, 1): TopicOffset(0, 0, 0),
+    })
 
 
 def test_a_queue_s_earliest_store_time_and_the_offset_table(broker: Broker, clock: ManualClock):
