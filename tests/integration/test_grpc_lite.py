@@ -22,6 +22,7 @@ from skiff.protocol.v5 import service_pb2 as rpc
 from skiff.testing.cluster import Cluster
 from skiff.testing.grpc_wire import GrpcWire, first_status, messages
 from skiff.testing.processes import free_port
+from skiff.testing.waits import eventually
 from skiff.testing.wire import BrokerWire
 
 PARENT, PLAIN = "LiteParent", "LitePlainTopic"
@@ -249,8 +250,10 @@ def test_a_lite_message_is_hidden_again_redelivered_and_dead_lettered_in_its_lit
                                  rpc.ForwardMessageToDeadLetterQueueResponse, again[0])
             assert moved.status.code == pb.OK
             assert first_status(await grpc.receive(group, PARENT)).code == pb.MESSAGE_NOT_FOUND
-            dead = [r.message for r in await grpc.pull(group, f"%DLQ%{group}", 0) if r.HasField("message")]
-            assert [m.body for m in dead] == [b"r0"]
+
+            async def dead_lettered() -> list[bytes] | None:
+                return [m.body for m in messages(await grpc.pull(group, f"%DLQ%{group}", 0))] or None
+            assert await eventually(dead_lettered, 15, "the DLQ copy") == [b"r0"]
         finally:
             await grpc.close()
     asyncio.run(test())
