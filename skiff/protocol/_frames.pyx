@@ -15,6 +15,12 @@ selected by `skiff.common.kernels.select` (``SKIFF_NO_EXTENSIONS=1`` forces the 
   `frame.json_head_py` gives (orjson's compact form), or None for a command outside what
   it encodes (a non-str ext value, numbers past 64 bits), which the caller then encodes
   with the reference.
+- `plain_sends` reads a read's single sends into store rows grouped by queue (the send
+  header's fields and the properties the store indexes, no dict per request), or None when
+  one is not plain; `sent_answers` encodes the answers of one stored run of them. Their
+  references are `skiff.broker.processors.send.plain_sends_py` and `sent_answers_py`.
+- `json_frames` repeats neither the decoding of an extFields text equal to the last one at its
+  place (`_Seen`) nor a command's ``__init__`` (its slots are set directly, `_learn`).
 - `pack_batch` and `split_batch` build and split a batch message body, as
   `skiff.protocol.message_codec.pack_batch_py` and `split_batch_py` do.
 
@@ -24,12 +30,15 @@ overrun the buffer is left to the reference.
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
-from cpython.dict cimport PyDict_SetItem
+from cpython.dict cimport PyDict_GetItemWithError, PyDict_SetItem
+from cpython.object cimport PyObject
 from cpython.long cimport PyLong_FromLongLong
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
-from libc.stdlib cimport free, realloc
-from libc.string cimport memcpy
+from libc.stdlib cimport free, malloc, realloc
+from libc.string cimport memchr, memcmp, memcpy
 
 cdef enum:
     SER_JSON = 0
@@ -77,41 +86,145 @@ cdef inline int _hexval(unsigned char ch) noexcept nogil:
     return -1
 
 
+cdef extern from "Python.h":
+    object PyUnicode_New(Py_ssize_t size, Py_UCS4 maxchar)
+    void *PyUnicode_DATA(object o)
+
+
+cdef unsigned char _PLAIN[256]
+"""1 for a byte a JSON string holds as itself in ASCII text (printable, not a quote or a backslash)."""
+for _b in range(256):
+    _PLAIN[_b] = 1 if 32 <= _b < 128 and _b != 34 and _b != 92 else 0
+
+cdef enum:
+    ESCAPED = 1  # the string's raw text holds a backslash escape
+    HIGH = 2  # ... or a byte past ASCII
+    STACK_BYTES = 1024  # escaped strings up to this are unescaped on the stack, no malloc
+    SEEN_SLOTS = 16  # extFields entries whose last text `_Seen` keeps
+
+
+cdef inline object _ascii(const unsigned char *p, Py_ssize_t n):
+    """ASCII bytes as str, copied without a decoder's pass (a 1-char string is CPython's own)."""
+    if n <= 1:
+        return PyUnicode_DecodeUTF8(<const char *>p, n, NULL)
+    text = PyUnicode_New(n, 127)
+    memcpy(PyUnicode_DATA(text), p, n)
+    return text
+
+
+cdef inline int _scan(_Cur *c, const unsigned char **start, Py_ssize_t *n) noexcept nogil:
+    """The raw text of the JSON string at the cursor (past its opening quote), the cursor moved
+    past its closing quote: ESCAPED / HIGH flags, or -1 when it is not one this decoder reads
+    (a raw control byte, no closing quote)."""
+    cdef const unsigned char *q = c.p
+    cdef int flags = 0
+    cdef unsigned char ch
+    while q < c.end:
+        ch = q[0]
+        if _PLAIN[ch]:
+            q += 1
+            continue
+        if ch == 34:
+            break
+        if ch < 32:
+            return -1
+        if ch == 92:
+            flags |= ESCAPED
+            q += 2
+            continue
+        flags |= HIGH
+        q += 1
+    if q >= c.end:
+        return -1
+    start[0] = c.p
+    n[0] = q - c.p
+    c.p = q + 1
+    return flags
+
+
+cdef object _text_of(const unsigned char *p, Py_ssize_t n, int flags):
+    """A scanned string's text; None when it does not decode as this decoder reads it."""
+    if flags & ESCAPED:
+        return _unescape(p, p + n)
+    if not flags & HIGH:
+        return _ascii(p, n)
+    try:
+        return PyUnicode_DecodeUTF8(<const char *>p, n, NULL)
+    except UnicodeDecodeError:
+        return None
+
+
 cdef object _string(_Cur *c):
     """A JSON string at the cursor (past its opening quote) as str; None: not one this
     decoder reads (a surrogate escape, a raw control byte, bad UTF-8, no closing quote)."""
-    cdef const unsigned char *start = c.p
-    cdef const unsigned char *q = c.p
-    cdef bint escaped = False
-    while q < c.end and q[0] != 34:
-        if q[0] < 32:
-            return None
-        if q[0] == 92:
-            escaped = True
-            q += 2
-            continue
-        q += 1
-    if q >= c.end:
+    cdef const unsigned char *start
+    cdef Py_ssize_t n
+    cdef int flags = _scan(c, &start, &n)
+    if flags < 0:
         return None
-    c.p = q + 1
-    if not escaped:
-        try:
-            return PyUnicode_DecodeUTF8(<const char *>start, q - start, NULL)
-        except UnicodeDecodeError:
-            return None
-    return _unescape(start, q)
+    return _text_of(start, n, flags)
+
+
+cdef class _Seen:
+    """The last raw text and str of each of the first extFields entries, by position, for one
+    read: the sends of a producer repeat most of their fields (group, topic, template, flags),
+    and a text equal to the last one at its place is that str again, not decoded anew."""
+    cdef const unsigned char *raw[SEEN_SLOTS]
+    cdef Py_ssize_t n[SEEN_SLOTS]
+    cdef const unsigned char *key_raw[SEEN_SLOTS]
+    cdef Py_ssize_t key_n[SEEN_SLOTS]
+    cdef list texts
+    cdef list keys
+
+    def __cinit__(self):
+        self.texts = [None] * SEEN_SLOTS
+        self.keys = [None] * SEEN_SLOTS
+        for k in range(SEEN_SLOTS):
+            self.raw[k] = self.key_raw[k] = NULL
+            self.n[k] = self.key_n[k] = 0
+
+
+cdef inline object _seen_string(_Cur *c, _Seen seen, Py_ssize_t slot, bint key):
+    """`_string`, through ``seen``'s entry ``slot`` (of keys or values)."""
+    cdef const unsigned char *start
+    cdef Py_ssize_t n
+    cdef int flags = _scan(c, &start, &n)
+    if flags < 0:
+        return None
+    if slot >= SEEN_SLOTS:
+        return _text_of(start, n, flags)
+    if key:
+        if seen.key_raw[slot] != NULL and seen.key_n[slot] == n and memcmp(seen.key_raw[slot], start, n) == 0:
+            return seen.keys[slot]
+    elif seen.raw[slot] != NULL and seen.n[slot] == n and memcmp(seen.raw[slot], start, n) == 0:
+        return seen.texts[slot]
+    text = _text_of(start, n, flags)
+    if text is not None:
+        if key:
+            seen.key_raw[slot], seen.key_n[slot] = start, n
+            seen.keys[slot] = text
+        else:
+            seen.raw[slot], seen.n[slot] = start, n
+            seen.texts[slot] = text
+    return text
 
 
 cdef object _unescape(const unsigned char *p, const unsigned char *end):
     cdef Py_ssize_t cap = end - p
-    cdef unsigned char *out = <unsigned char *>realloc(NULL, cap + 1)
+    cdef unsigned char stack[STACK_BYTES]
+    cdef unsigned char *out = &stack[0]
     cdef Py_ssize_t n = 0
     cdef int code, k, h
-    if out == NULL:
-        raise MemoryError()
+    cdef bint high = False
+    if cap + 1 > STACK_BYTES:
+        out = <unsigned char *>malloc(cap + 1)
+        if out == NULL:
+            raise MemoryError()
     try:
         while p < end:
             if p[0] != 92:
+                if p[0] >= 128:
+                    high = True
                 out[n] = p[0]
                 n += 1
                 p += 1
@@ -147,10 +260,12 @@ cdef object _unescape(const unsigned char *p, const unsigned char *end):
                 if code < 0x80:
                     out[n] = code
                 elif code < 0x800:  # 2 UTF-8 bytes where the escape took 6: fits
+                    high = True
                     out[n] = 0xC0 | (code >> 6)
                     n += 1
                     out[n] = 0x80 | (code & 0x3F)
                 else:
+                    high = True
                     out[n] = 0xE0 | (code >> 12)
                     n += 1
                     out[n] = 0x80 | ((code >> 6) & 0x3F)
@@ -159,12 +274,15 @@ cdef object _unescape(const unsigned char *p, const unsigned char *end):
             else:
                 return None
             n += 1
+        if not high:
+            return _ascii(out, n)
         try:
             return PyUnicode_DecodeUTF8(<const char *>out, n, NULL)
         except UnicodeDecodeError:
             return None
     finally:
-        free(out)
+        if out != &stack[0]:
+            free(out)
 
 
 cdef bint _integer(_Cur *c, int64_t *value) noexcept nogil:
@@ -203,18 +321,19 @@ cdef inline bint _word(_Cur *c, const char *w, Py_ssize_t n) noexcept nogil:
     return True
 
 
-cdef object _ext(_Cur *c):
+cdef object _ext(_Cur *c, _Seen seen):
     """The extFields object (past its brace) as a dict of str, or None when outside the subset.
     Values as `frame._ext_from_json` leaves them: str as is, integers as their text, booleans
     as true/false, null as empty."""
     cdef dict ext = {}
     cdef int64_t number
+    cdef Py_ssize_t slot = 0
     if _eat(c, 125):
         return ext
     while True:
         if not _eat(c, 34):
             return None
-        key = _string(c)
+        key = _seen_string(c, seen, slot, True)
         if key is None or not _eat(c, 58):
             return None
         _ws(c)
@@ -222,7 +341,7 @@ cdef object _ext(_Cur *c):
             return None
         if c.p[0] == 34:
             c.p += 1
-            value = _string(c)
+            value = _seen_string(c, seen, slot, False)
             if value is None:
                 return None
         elif _word(c, b"true", 4):
@@ -236,6 +355,7 @@ cdef object _ext(_Cur *c):
                 return None
             value = str(number)
         PyDict_SetItem(ext, key, value)
+        slot += 1
         if _eat(c, 44):
             continue
         if _eat(c, 125):
@@ -263,7 +383,75 @@ cdef inline int _key(const unsigned char *p, Py_ssize_t n) noexcept nogil:
     return 0
 
 
-cdef object _header(const unsigned char *p, Py_ssize_t n, object cls, object body, object json_type):
+cdef extern from *:
+    """
+    #include "structmember.h"
+    static PyObject *skiff_frames_alloc(PyObject *type) {
+        return ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, 0);
+    }
+    static Py_ssize_t skiff_frames_member_offset(PyObject *descr) {
+        PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+        return (m->type == T_OBJECT_EX && !(m->flags & READONLY)) ? m->offset : -1;
+    }
+    static void skiff_frames_set_slot(PyObject *o, Py_ssize_t offset, PyObject *v) {
+        Py_INCREF(v);
+        *(PyObject **)((char *)o + offset) = v;
+    }
+    """
+    object skiff_frames_alloc(object type)
+    Py_ssize_t skiff_frames_member_offset(object descr)
+    void skiff_frames_set_slot(object o, Py_ssize_t offset, object v)
+
+cdef tuple _COMMAND_FIELDS = ("code", "opaque", "flag", "ext_fields", "remark", "body", "language", "version",
+                              "serialize_type", "body_parts")
+cdef object _slotted = None  # the command class whose slot offsets are known
+cdef Py_ssize_t _offsets[10]
+
+
+cdef bint _learn(object cls) except -1:
+    """Whether commands of ``cls`` can be made slot by slot: a dataclass whose slots are
+    exactly `_COMMAND_FIELDS`, in that order, plain object slots, with no ``__post_init__``
+    (what its ``__init__`` does is then only to set them). Anything else is made by calling it."""
+    global _slotted
+    cdef Py_ssize_t k
+    if cls is _slotted:
+        return True
+    if not isinstance(cls, type) or getattr(cls, "__slots__", None) != _COMMAND_FIELDS \
+            or hasattr(cls, "__post_init__") or cls.__base__ is not object \
+            or tuple(getattr(cls, "__dataclass_fields__", ())) != _COMMAND_FIELDS:
+        return False
+    for k in range(10):
+        descr = (<type>cls).__dict__.get(_COMMAND_FIELDS[k])
+        if type(descr).__name__ != "member_descriptor":
+            return False
+        _offsets[k] = skiff_frames_member_offset(descr)
+        if _offsets[k] < 0:
+            return False
+    _slotted = cls
+    return True
+
+
+cdef object _command(object cls, int64_t code, int64_t opaque, int64_t flag, object ext, object remark, object body,
+                     object language, int64_t version, object json_type):
+    """``cls(code, opaque, flag, ext, remark, body, language, version, json_type)``, made without
+    running its ``__init__`` where `_learn` allows (a command per frame: a third of its cost)."""
+    if not _learn(cls):
+        return _command(cls, code, opaque, flag, ext, remark, body, language, version, json_type)
+    cmd = skiff_frames_alloc(cls)
+    skiff_frames_set_slot(cmd, _offsets[0], PyLong_FromLongLong(code))
+    skiff_frames_set_slot(cmd, _offsets[1], PyLong_FromLongLong(opaque))
+    skiff_frames_set_slot(cmd, _offsets[2], PyLong_FromLongLong(flag))
+    skiff_frames_set_slot(cmd, _offsets[3], ext)
+    skiff_frames_set_slot(cmd, _offsets[4], remark)
+    skiff_frames_set_slot(cmd, _offsets[5], body)
+    skiff_frames_set_slot(cmd, _offsets[6], language)
+    skiff_frames_set_slot(cmd, _offsets[7], PyLong_FromLongLong(version))
+    skiff_frames_set_slot(cmd, _offsets[8], json_type)
+    skiff_frames_set_slot(cmd, _offsets[9], None)
+    return cmd
+
+
+cdef object _header(const unsigned char *p, Py_ssize_t n, object cls, object body, object json_type, _Seen seen):
     """One JSON header as a command of ``cls``, or None when outside the subset."""
     cdef _Cur c
     cdef int64_t code = 0, opaque = 0, flag = 0, version = 0, number
@@ -323,7 +511,7 @@ cdef object _header(const unsigned char *p, Py_ssize_t n, object cls, object bod
                 if _word(&c, b"null", 4):
                     ext = None
                 elif _eat(&c, 123):
-                    ext = _ext(&c)
+                    ext = _ext(&c, seen)
                     if ext is None:
                         return None
                 else:
@@ -344,7 +532,7 @@ cdef object _header(const unsigned char *p, Py_ssize_t n, object cls, object bod
     _ws(&c)
     if c.p != c.end or not has_code:
         return None
-    return cls(code, opaque, flag, ext, remark, body, language, version, json_type)
+    return _command(cls, code, opaque, flag, ext, remark, body, language, version, json_type)
 
 
 def json_frames(buf, Py_ssize_t pos, Py_ssize_t max_frame_bytes, cls, json_type):
@@ -355,6 +543,7 @@ def json_frames(buf, Py_ssize_t pos, Py_ssize_t max_frame_bytes, cls, json_type)
     cdef Py_ssize_t end, length, header_len
     cdef uint32_t word
     cdef list out = []
+    cdef _Seen seen = _Seen.__new__(_Seen)
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
         p = <const unsigned char *>view.buf
@@ -368,7 +557,7 @@ def json_frames(buf, Py_ssize_t pos, Py_ssize_t max_frame_bytes, cls, json_type)
             if (word >> 24) != SER_JSON or header_len <= 0 or 4 + header_len > length:
                 break
             body = PyBytes_FromStringAndSize(<const char *>p + pos + 8 + header_len, length - 4 - header_len)
-            cmd = _header(p + pos + 8, header_len, cls, body, json_type)
+            cmd = _header(p + pos + 8, header_len, cls, body, json_type, seen)
             if cmd is None:
                 break
             out.append(cmd)
@@ -570,6 +759,16 @@ cdef int _truth(object raw):
 
 def send_fields(code, ext):
     """`send_fields_py`'s twin: the send's fields as a tuple in `SendFields`' order, or None."""
+    return _send_fields(code, ext)
+
+
+cdef inline object _get(dict d, object key):
+    """``d.get(key)``, without a method call."""
+    cdef PyObject *v = PyDict_GetItemWithError(d, key)
+    return None if v == NULL else <object>v
+
+
+cdef object _send_fields(code, ext):
     cdef int64_t nums, qid, sflag, born, fl, reconsume = 0, ignored
     cdef int unit, batch
     cdef tuple names
@@ -579,28 +778,201 @@ def send_fields(code, ext):
     d = <dict>ext
     names = _V2_WIRE if code == SEND_MESSAGE_V2 or code == SEND_BATCH_MESSAGE or code == SEND_REPLY_MESSAGE_V2 \
         else _V1_WIRE
-    group, topic, template = d.get(names[0]), d.get(names[1]), d.get(names[2])
+    group, topic, template = _get(d, names[0]), _get(d, names[1]), _get(d, names[2])
     if group is None or topic is None or template is None:
         return None
-    if not (_digits(d.get(names[3]), -2147483648, 2147483647, &nums)
-            and _digits(d.get(names[4]), -2147483648, 2147483647, &qid)
-            and _digits(d.get(names[5]), -2147483648, 2147483647, &sflag)
-            and _digits(d.get(names[6]), -999999999999999999, 999999999999999999, &born)
-            and _digits(d.get(names[7]), -2147483648, 2147483647, &fl)):
+    if not (_digits(_get(d, names[3]), -2147483648, 2147483647, &nums)
+            and _digits(_get(d, names[4]), -2147483648, 2147483647, &qid)
+            and _digits(_get(d, names[5]), -2147483648, 2147483647, &sflag)
+            and _digits(_get(d, names[6]), -999999999999999999, 999999999999999999, &born)
+            and _digits(_get(d, names[7]), -2147483648, 2147483647, &fl)):
         return None
-    raw = d.get(names[9])
+    raw = _get(d, names[9])
     if raw and not _digits(raw, -2147483648, 2147483647, &reconsume):
         return None
-    unit, batch = _truth(d.get(names[10])), _truth(d.get(names[11]))
-    raw = d.get(names[12])
+    unit, batch = _truth(_get(d, names[10])), _truth(_get(d, names[11]))
+    raw = _get(d, names[12])
     if unit < 0 or batch < 0 or (raw and not _digits(raw, -2147483648, 2147483647, &ignored)):
         return None
-    props = d.get(names[8])
+    props = _get(d, names[8])
     return (topic, qid, props or "", fl, sflag, born, reconsume, batch == 1, template, nums)
 
 
 cdef object _fallback(code, ext):
     return None  # a mapping other than a dict: the header decode reads it
+
+
+# -- a read of single sends (skiff.broker.processors.send.plain_sends_py, sent_answers_py) ----
+
+cdef extern from *:
+    """
+    static PyObject *skiff_frames_tuple_alloc(PyObject *type, Py_ssize_t n) {
+        return ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
+    }
+    """
+    # An empty instance of the tuple subclass ``type`` with room for ``n`` items (its
+    # ``tp_alloc``, as ``tuple.__new__`` makes one, without the tuple it would copy from).
+    object skiff_frames_tuple_alloc(object type, Py_ssize_t n)
+
+
+cdef inline void _set_item(object row, Py_ssize_t k, object value):
+    Py_INCREF(value)
+    PyTuple_SET_ITEM(row, k, value)
+
+
+cdef inline bint _named(const unsigned char *p, Py_ssize_t n, bytes name):
+    return n == PyBytes_GET_SIZE(name) and memcmp(p, PyBytes_AS_STRING(name), n) == 0
+
+
+def plain_sends(reqs, bytes host, row_cls, int64_t client_flags, int64_t not_consumable, refused, indexed):
+    """`plain_sends_py`'s twin: the store rows of a read of plain single sends, grouped by
+    (topic, queue id), or None when one of them is not plain."""
+    cdef list refusing = [name.encode() for name in refused]
+    cdef list wanted = [name.encode() for name in indexed]  # TAGS, KEYS, UNIQ_KEY, WAIT
+    cdef dict groups = {}
+    cdef list rows = [], waits = [], g
+    cdef Py_ssize_t i, n = len(reqs), k, pos, stop, sep, end
+    cdef Py_ssize_t at[4]
+    cdef Py_ssize_t length[4]
+    cdef const unsigned char *p
+    cdef const unsigned char *hit
+    cdef int64_t sflag
+    if len(wanted) != 4 or not (isinstance(row_cls, type) and issubclass(row_cls, tuple)):
+        raise ValueError("plain_sends takes a tuple type and four indexed names")
+    for i in range(n):
+        req = reqs[i]
+        fields = _send_fields(req.code, req.ext_fields)
+        if fields is None:
+            return None
+        topic, queue_id, props, fl, sys_flag, born, reconsume, batch, template, nums = <tuple>fields
+        body = req.body
+        sflag = sys_flag
+        if batch or queue_id < 0 or sflag & not_consumable or type(body) is not bytes or type(props) is not str:
+            return None
+        try:
+            p = <const unsigned char *>PyUnicode_AsUTF8AndSize(props, &end)
+        except UnicodeEncodeError:
+            return None
+        at[0] = at[1] = at[2] = at[3] = -1
+        pos = 0
+        while pos < end:  # decode_properties: pairs with one 0x01 and a name, the last of a name wins
+            hit = <const unsigned char *>memchr(p + pos, 2, end - pos)
+            stop = end if hit == NULL else hit - p
+            hit = <const unsigned char *>memchr(p + pos, 1, stop - pos)
+            if hit != NULL:
+                sep = hit - p
+                if sep > pos and memchr(p + sep + 1, 1, stop - sep - 1) == NULL:
+                    for name in refusing:
+                        if _named(p + pos, sep - pos, <bytes>name):
+                            return None
+                    for k in range(4):
+                        if _named(p + pos, sep - pos, <bytes>wanted[k]):
+                            at[k] = sep + 1
+                            length[k] = stop - sep - 1
+            pos = stop + 1
+        row = skiff_frames_tuple_alloc(row_cls, 13)
+        _set_item(row, 0, topic)
+        _set_item(row, 1, queue_id)
+        _set_item(row, 2, body)
+        _set_item(row, 3, PyBytes_FromStringAndSize(<const char *>p, end) if end else b"")
+        _set_item(row, 4, fl)
+        _set_item(row, 5, sflag & client_flags)
+        _set_item(row, 6, born)
+        _set_item(row, 7, host)
+        _set_item(row, 8, reconsume)
+        _set_item(row, 9, 0)
+        for k in range(3):
+            _set_item(row, 10 + k, None if at[k] < 0 else PyUnicode_DecodeUTF8(<const char *>p + at[k], length[k], NULL))
+        rows.append(row)
+        waits.append(not (at[3] >= 0 and length[3] == 5 and memcmp(p + at[3], b"false", 5) == 0))
+        key = (topic, queue_id)
+        found = groups.get(key)
+        if found is None:
+            groups[key] = [template, nums, [i], [row], len(body)]
+            continue
+        g = <list>found
+        if g[0] != template or g[1] != nums:
+            return None  # one queue named with two templates: the gate may answer each apart
+        (<list>g[2]).append(i)
+        (<list>g[3]).append(row)
+        g[4] += len(body)
+    return groups, rows, waits
+
+
+def sent_answers(reqs, indices, ids, int64_t queue_id, int64_t first_offset, int64_t code, language,
+                 int64_t version, int64_t flag, extra, out):
+    """`sent_answers_py`'s twin: the answer frame of each stored send of one append, into ``out``
+    at its request's index; a request not in JSON is left for the caller. Returns how many
+    were left."""
+    cdef _Out head, mid, end
+    cdef Py_ssize_t k, n = len(indices), left = 0
+    head.data = mid.data = end.data = NULL
+    head.len = head.cap = mid.len = mid.cap = end.len = end.cap = 0
+    if type(language) is not str or type(extra) is not dict:
+        raise TypeError("sent_answers takes a str language and a dict of extra fields")
+    for key, value in (<dict>extra).items():
+        if type(key) is not str or type(value) is not str or key in ("msgId", "queueId", "queueOffset"):
+            raise ValueError("sent_answers takes extra fields of str, other than the three it writes")
+    try:
+        # the parts every answer of the call shares: up to the opaque, between the id and the
+        # queue offset, after it
+        _raw(&head, b'{"code":', 8)
+        _int(&head, code)
+        _raw(&head, b',"language":', 12)
+        _str(&head, language)
+        _raw(&head, b',"version":', 11)
+        _int(&head, version)
+        _raw(&head, b',"opaque":', 10)
+        _raw(&mid, b',"queueId":"', 12)
+        _int(&mid, queue_id)
+        _raw(&mid, b'","queueOffset":"', 17)
+        _raw(&end, b'"', 1)
+        for key, value in (<dict>extra).items():
+            _raw(&end, b",", 1)
+            _str(&end, key)
+            _raw(&end, b":", 1)
+            _str(&end, value)
+        _raw(&end, b'},"serializeTypeCurrentRPC":"JSON"}', 35)
+        for k in range(n):
+            i = indices[k]
+            req = reqs[i]
+            if req.serialize_type != SER_JSON:
+                left += 1
+                continue
+            msg_id = ids[k]
+            if type(msg_id) is not str:
+                raise TypeError("a message id is not a str")
+            out[i] = _answer(&head, &mid, &end, req.opaque, flag, <str>msg_id, first_offset + k)
+        return left
+    finally:
+        free(head.data)
+        free(mid.data)
+        free(end.data)
+
+
+cdef object _answer(_Out *head, _Out *mid, _Out *end, int64_t opaque, int64_t flag, str msg_id, int64_t offset):
+    cdef _Out o
+    cdef Py_ssize_t header_len
+    o.data = NULL
+    o.len = o.cap = 0
+    try:
+        _grow(&o, 8 + head.len + mid.len + end.len + 128)
+        o.len = 8
+        _raw(&o, <const char *>head.data, head.len)
+        _int(&o, opaque)
+        _raw(&o, b',"flag":', 8)
+        _int(&o, flag)
+        _raw(&o, b',"extFields":{"msgId":', 22)
+        _str(&o, msg_id)
+        _raw(&o, <const char *>mid.data, mid.len)
+        _int(&o, offset)
+        _raw(&o, <const char *>end.data, end.len)
+        header_len = o.len - 8
+        _put32(o.data, <uint32_t>(4 + header_len))
+        _put32(o.data + 4, (<uint32_t>SER_JSON << 24) | <uint32_t>header_len)
+        return PyBytes_FromStringAndSize(<const char *>o.data, o.len)
+    finally:
+        free(o.data)
 
 
 # -- batch bodies (skiff.protocol.message_codec) ---------------------------------------

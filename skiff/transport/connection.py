@@ -457,8 +457,22 @@ class Connection(asyncio.Protocol):
             for cmd in cmds:
                 self._reply(cmd, self._error_response(cmd, exc))
             return
+        frames: list[Buffer] = []  # answers already encoded, written together
         for cmd, result in zip(cmds, results):
+            if type(result) is bytes:
+                if not cmd.flag & RPC_ONEWAY:
+                    frames.append(result)
+                continue
+            if frames:
+                self._write_frames(frames)
+                frames = []
             self._settle(cmd, result)
+        if frames:
+            self._write_frames(frames)
+
+    def _write_frames(self, frames: list[Buffer]) -> None:
+        if self.close_reason is None:
+            self._output.write([b"".join(frames)] if len(frames) > 1 else frames)
 
     def _settle(self, cmd: RemotingCommand, result: BatchResult) -> None:
         """Where a handler's result goes: written now, owed (a late answer), or awaited."""

@@ -48,7 +48,7 @@ from skiff.transport.late import LateAnswer
 T = TypeVar("T")
 
 _COMPRESSED = int(MessageSysFlag.COMPRESSED)
-_CLIENT_FLAGS = ~int(MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6)
+CLIENT_FLAGS = ~int(MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6)
 """A sender's sysFlag less the host-length bits: the store sets those from the real addresses,
 and a bit that disagreed with the bytes written would make the record unreadable."""
 DEFAULT_TEMPLATE = "TBW102"
@@ -168,7 +168,7 @@ class SendOperation:
             queue_id = priority_queue(tc, props[Prop.PRIORITY], queue_id)
         row = self.writer.message(
             req.topic, queue_id, req.body, props, req.properties.encode() if req.properties else b"", req.flag,
-            req.sys_flag & _CLIENT_FLAGS, req.born_ms, req.born_host, req.reconsume_times)
+            req.sys_flag & CLIENT_FLAGS, req.born_ms, req.born_host, req.reconsume_times)
         if isinstance(row, str):
             return Refusal(ResponseCode.MESSAGE_ILLEGAL, row)
         why = keys_refusal(tc.topic_name, [row]) if is_compacted(tc) else None
@@ -294,7 +294,7 @@ class SendOperation:
             return f"the batch body does not decode: {exc}", outer
         if not REDIRECT_PROPERTIES.isdisjoint(outer):
             return batch_refusal(outer), outer
-        flags = req.sys_flag & _CLIENT_FLAGS & ~_COMPRESSED
+        flags = req.sys_flag & CLIENT_FLAGS & ~_COMPRESSED
         return self.writer.batch(req.topic, queue_id, records, flags, req.born_ms, req.born_host,
                                  req.reconsume_times), outer
 

@@ -17,25 +17,50 @@ A run whose append the store refuses for one message's sake (MESSAGE_ILLEGAL,
 PROPERTIES_SIZE_EXCEEDED: a body or properties over the limits) is appended again
 request by request, so each gets its own answer and the good ones are stored; any
 other failure (a full disk, a shutdown) is every request's answer.
+
+Plain sends (`send_plain`): a read whose sends are all single messages to a named queue
+with no property that takes a message elsewhere (`NOT_PLAIN`: a delay, a transaction, the
+timer's mark, a priority) and no prepared-transaction flag arrives here already as store
+rows grouped by queue (the remoting door's compiled `plain_sends` builds them from the
+frames in one pass): no per-request Python until the answers, which `answer_run` encodes
+for a whole stored run at once. It gives what `send_requests` gives for the same read:
+the gate asked once per queue in arrival order, the runs appended in the order their
+queues first appeared, each request answered with its own offset and id.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from skiff.broker.compaction import is_compacted, keys_refusal
 from skiff.broker.operations.refusal import Refusal
 from skiff.broker.operations.send import SendOperation, SendRequest, Sent, Targeted
+from skiff.broker.redirect import REDIRECT_PROPERTIES
 from skiff.common.limits import BATCH_MAX_MESSAGES, COALESCED_MAX_BYTES
+from skiff.common.properties import Prop
 from skiff.protocol.bodies.topic import TopicConfig
-from skiff.store import MessageInput, PutStatus
+from skiff.protocol.codes import ResponseCode
+from skiff.store import MessageInput, PutResult, PutStatus
 from skiff.store.dispatcher import NOT_CONSUMABLE
 from skiff.transport.late import LateAnswer
 
 T = TypeVar("T")
 
 _ONE_MESSAGE_FAILED = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED})
+
+NOT_PLAIN: tuple[str, ...] = tuple(sorted(REDIRECT_PROPERTIES | {Prop.TIMER_ID, Prop.PRIORITY}))
+"""Properties that keep a single send off the plain path: the writer parks or strips them
+(`MessageWriter.message`), or the queue follows them (`priority_queue`)."""
+PLAIN_INDEXED: tuple[str, ...] = (Prop.TAGS, Prop.KEYS, Prop.UNIQ_KEY, Prop.WAIT)
+"""What a plain send's row needs of its properties: the three the store indexes, then WAIT."""
+
+PlainGroup = list[Any]
+"""One queue's plain sends: [template, template queue count, request indices, rows, body bytes]."""
+PlainSends = tuple[dict[tuple[str, int], PlainGroup], list[MessageInput], list[bool]]
+"""A read of plain sends: its groups by (topic, queue id) in first-arrival order, every
+request's row and whether its sender waits for the flush (WAIT)."""
 
 
 @dataclass(slots=True)
@@ -122,3 +147,59 @@ def _append_run(op: SendOperation, run: list[_Member], answers: Sequence[Callabl
         # the k-th message's id and offset; the run's extent, so a sender waiting for a flush
         # or a slave waits for the whole run's
         out[m.index] = op.settle(Sent(result, m.queue_id, k if shared else None), m.wait, answers[m.index])
+
+
+def send_plain(op: SendOperation, plain: PlainSends, answers: Callable[[int], Callable[[Sent], T]],
+               answer_run: Callable[[list[int], PutResult, int], None], refuse: Callable[[int, Refusal], None],
+               out: list[Any]) -> None:
+    """A read of plain sends (see the module docstring). Each outcome goes to ``out`` at its
+    request's index as `SendOperation.send` would give it, except: a refusal goes to
+    ``refuse``, and a run stored without anything to wait for (the answers can go now) to
+    ``answer_run(indices, result, queue id)``, which answers all of its sends."""
+    groups, rows, waits = plain
+    for (topic, queue_id), (template, nums, members, run_rows, body_bytes) in groups.items():
+        target = op.target(topic, queue_id, template, nums)  # a named queue: the gate keeps its id
+        if isinstance(target, Refusal):
+            for i in members:
+                refuse(i, target)
+            continue
+        if is_compacted(target[0]):
+            members, run_rows, body_bytes = _with_keys(target[0].topic_name, members, rows, refuse)
+            if not members:
+                continue
+        if len(members) <= BATCH_MAX_MESSAGES and body_bytes <= COALESCED_MAX_BYTES:
+            _put_plain(op, queue_id, members, run_rows, body_bytes, waits, answers, answer_run, out)
+            continue
+        for chunk in _chunks([_Member(i, rows[i], queue_id, waits[i], len(rows[i].body)) for i in members]):
+            _put_plain(op, queue_id, [m.index for m in chunk], [m.row for m in chunk],
+                       sum(m.body_bytes for m in chunk), waits, answers, answer_run, out)
+
+
+def _with_keys(topic: str, members: list[int], rows: Sequence[MessageInput], refuse: Callable[[int, Refusal], None]
+               ) -> tuple[list[int], list[MessageInput], int]:
+    """A compacted topic's sends that carry KEYS; the others refused one by one, as `prepare` does."""
+    kept = []
+    for i in members:
+        why = keys_refusal(topic, [rows[i]])
+        if why is None:
+            kept.append(i)
+        else:
+            refuse(i, Refusal(ResponseCode.MESSAGE_ILLEGAL, why))
+    return kept, [rows[i] for i in kept], sum(len(rows[i].body) for i in kept)
+
+
+def _put_plain(op: SendOperation, queue_id: int, members: list[int], run_rows: list[MessageInput], body_bytes: int,
+               waits: Sequence[bool], answers: Callable[[int], Callable[[Sent], T]],
+               answer_run: Callable[[list[int], PutResult, int], None], out: list[Any]) -> None:
+    result = op.put(run_rows, body_bytes)
+    if len(members) > 1 and result.status in _ONE_MESSAGE_FAILED:
+        for i, row in zip(members, run_rows):
+            _put_plain(op, queue_id, [i], [row], len(row.body), waits, answers, answer_run, out)
+        return
+    if result.status is PutStatus.PUT_OK and not result.reason and (
+            (result.flushed is None and not op.role.is_sync_master) or not any(waits[i] for i in members)):
+        answer_run(members, result, queue_id)  # nothing to wait for: `settle` would answer each now
+        return
+    shared = result.ok and len(members) > 1
+    for k, i in enumerate(members):
+        out[i] = op.settle(Sent(result, queue_id, k if shared else None), waits[i], answers(i))

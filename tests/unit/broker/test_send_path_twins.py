@@ -5,7 +5,13 @@ the same answers and the same CommitLog bytes. The stream mixes what producers s
 and V1 headers, tags and keys, several topics and queues) with what must fail alone: a
 header missing a field, an illegal topic, a queue out of range, a body over the broker's
 limit (the store refuses the run; each request gets its own answer), and frames the
-kernels leave to the references (ROCKETMQ binary headers, numbers written " 3")."""
+kernels leave to the references (ROCKETMQ binary headers, numbers written " 3").
+
+A read of plain single sends takes its own path (`plain_sends` reads it into store rows in
+one pass, `sent_answers` encodes a stored run's answers): their compiled twins equal their
+references on random reads, and the plain path answers and stores byte for byte what the
+request-by-request path (`send_requests`) does for the same stream, also with sends that
+are not plain (delays, odd property texts, one-way sends, WAIT=false) mixed in."""
 
 from __future__ import annotations
 
@@ -20,8 +26,12 @@ from skiff.common import kernels
 from skiff.common.clock import ManualClock
 from skiff.common.message import Message
 from skiff.protocol import frame
-from skiff.protocol.codes import RequestCode, ResponseCode, SerializeType
-from skiff.protocol.command import RemotingCommand
+from skiff.broker.operations.send import CLIENT_FLAGS
+from skiff.broker.operations.send_requests import NOT_PLAIN, PLAIN_INDEXED
+from skiff.protocol.codes import SKIFF_VERSION, RequestCode, ResponseCode, SerializeType
+from skiff.store import MessageInput
+from skiff.store.dispatcher import NOT_CONSUMABLE
+from skiff.protocol.command import RPC_ONEWAY, RemotingCommand
 from skiff.protocol.frame import FrameDecoder, encode_frame_bytes, json_frames_py, json_head_py
 from skiff.protocol.headers.send import send_fields_py
 from skiff.protocol.message_codec import encode_batch, send_properties
@@ -32,19 +42,35 @@ MAX_BODY = 300
 TOPICS = ("TwinA", "TwinB")
 
 
-def request(rng: random.Random, i: int) -> bytes:
+KINDS = ["v2", "v1", "batch", "missing", "topic", "queue", "big", "rocketmq", "spaced", "delay", "odd", "nowait",
+         "oneway"]
+MIXED = [40, 10, 3, 2, 2, 2, 3, 3, 3, 0, 0, 0, 0]
+"""Every kind of the module docstring, some of which send a whole read request by request."""
+MOSTLY_PLAIN = [300, 30, 1, 1, 4, 4, 4, 4, 1, 1, 10, 10, 6]
+"""Mostly reads the plain path takes (refusals and a failed run's retries among them)."""
+ODD_PROPERTIES = ("TAGS\x01a\x02TAGS\x01b\x02KEYS\x01k\x01x\x02\x01v\x02UNIQ_KEY\x01\u00e9\u4e2d\x02WAIT\x01false",
+                  "KEYS\x01 k1  k2 \x02TAGS\x01\x02junk\x02WAIT\x01true\x02",
+                  "WAIT\x01false\x02\x02\x02TAGS\x01\"quoted\\\"\x02",
+                  "")
+
+
+def request(rng: random.Random, i: int, weights: list[int] = MIXED) -> bytes:
     """One send request of the kinds the module docstring names."""
     topic = rng.choice(TOPICS)
     queue_id = rng.randrange(4)
     body = rng.randbytes(rng.randrange(1, 60))
-    kind = rng.choices(["v2", "v1", "batch", "missing", "topic", "queue", "big", "rocketmq", "spaced"],
-                       [40, 10, 3, 2, 2, 2, 3, 3, 3])[0]
+    kind = rng.choices(KINDS, weights)[0]
     code = RequestCode.SEND_MESSAGE if kind == "v1" else RequestCode.SEND_MESSAGE_V2
     msg = Message.of(topic, body, tags=rng.choice([None, "t1", "t2"]), keys=rng.choice([None, f"k{i}"]))
+    if kind == "delay":
+        msg = Message.of(topic, body, delay_level=2)
+    if kind == "nowait":
+        msg = Message.of(topic, body, properties={"WAIT": "false"})
     if kind == "batch":
         code, body = RequestCode.SEND_BATCH_MESSAGE, encode_batch([msg, msg], lambda: f"{rng.getrandbits(64):032X}")
+    properties = rng.choice(ODD_PROPERTIES) if kind == "odd" else send_properties(msg, f"{i:032X}")
     ext = send_header(code, "bad topic!" if kind == "topic" else topic, 9 if kind == "queue" else queue_id,
-                      send_properties(msg, f"{i:032X}"), batch=kind == "batch")
+                      properties, batch=kind == "batch")
     ext["g" if code != RequestCode.SEND_MESSAGE else "bornTimestamp"] = str(1_700_000_000_000 + i)
     if kind == "missing":
         del ext["b"]
@@ -56,13 +82,15 @@ def request(rng: random.Random, i: int) -> bytes:
     cmd.opaque = i + 1
     if kind == "rocketmq":
         cmd.serialize_type = SerializeType.ROCKETMQ
+    if kind == "oneway":
+        cmd.flag |= RPC_ONEWAY
     return encode_frame_bytes(cmd)
 
 
-def stream(seed: int, count: int) -> list[bytes]:
+def stream(seed: int, count: int, weights: list[int] = MIXED) -> list[bytes]:
     """The requests cut into reads of 1 to 80 frames, some reads ending inside a frame."""
     rng = random.Random(seed)
-    data = b"".join(request(rng, i) for i in range(count))
+    data = b"".join(request(rng, i, weights) for i in range(count))
     reads, pos = [], 0
     while pos < len(data):
         step = rng.choice([rng.randrange(1, 400), rng.randrange(300, 30_000)])
@@ -71,10 +99,16 @@ def stream(seed: int, count: int) -> list[bytes]:
     return reads
 
 
-async def serve(root: Path, reads: list[bytes], count: int) -> tuple[bytes, bytes]:
+def answered(reads: list[bytes]) -> int:
+    """How many of the requests in ``reads`` get an answer (all but the one-way ones)."""
+    return sum(not c.flag & RPC_ONEWAY for c in FrameDecoder(1 << 26).feed(b"".join(reads)))
+
+
+async def serve(root: Path, reads: list[bytes], count: int, sync_flush: bool = False) -> tuple[bytes, bytes]:
     """The answers' bytes and the CommitLog's bytes after ``reads``, the broker's own address in
     them (message ids, STOREHOST: its port is picked afresh) written as 127.0.0.1:0."""
-    async with in_process_broker(root, clock=ManualClock(), store={"max_message_size": MAX_BODY}) as broker:
+    async with in_process_broker(root, clock=ManualClock(), store={"max_message_size": MAX_BODY},
+                                 sync_flush=sync_flush) as broker:
         for topic in TOPICS:
             broker.topics.find_or_create(topic, 4, 6)
         served = ServedConnection(broker)
@@ -98,6 +132,8 @@ def test_compiled_and_reference_paths_answer_and_store_the_same(tmp_path: Path, 
     monkeypatch.setattr(frame, "_json_frames", json_frames_py)
     monkeypatch.setattr(frame, "_json_head_kernel", json_head_py)
     monkeypatch.setattr(send_processor, "send_fields", send_fields_py)
+    monkeypatch.setattr(send_processor, "plain_sends", send_processor.plain_sends_py)
+    monkeypatch.setattr(send_processor, "sent_answers", send_processor.sent_answers_py)
     ref_answers, ref_log = asyncio.run(serve(tmp_path / "reference", reads, count))
     answers = FrameDecoder(1 << 26).feed(fast_answers)
     codes = {a.code for a in answers}
@@ -105,3 +141,128 @@ def test_compiled_and_reference_paths_answer_and_store_the_same(tmp_path: Path, 
     assert sorted(a.opaque for a in answers) == list(range(1, count + 1))
     assert fast_answers == ref_answers
     assert fast_log == ref_log and len(fast_log) > count * 100
+
+
+def _compiled_send_kernels() -> None:
+    if kernels.DISABLED or kernels.compiled("plain_sends", "skiff.protocol._frames") is None:
+        pytest.skip("the compiled kernels are not built here, or switched off")
+
+
+@pytest.mark.parametrize("seed", [3, 4, 5])
+def test_plain_sends_kernel_equals_its_reference(seed: int) -> None:
+    """Random reads of decoded requests: the same rows, groups (in order), waits, or None."""
+    _compiled_send_kernels()
+    compiled = kernels.compiled("plain_sends", "skiff.protocol._frames")
+    rng = random.Random(seed)
+    weights = [300, 30, 5, 5, 4, 4, 4, 4, 5, 5, 10, 10, 6]  # more that are not plain than MOSTLY_PLAIN
+    cmds = FrameDecoder(1 << 26).feed(b"".join(request(rng, i, weights) for i in range(600)))
+    host = b"\x7f\x00\x00\x01\x00\x00\x9c\x40"
+    args = (MessageInput, CLIENT_FLAGS, NOT_CONSUMABLE, NOT_PLAIN, PLAIN_INDEXED)
+    taken = declined = 0
+    pos = 0
+    while pos < len(cmds):
+        read = cmds[pos:pos + rng.choice([1, 2, rng.randrange(1, 80)])]
+        pos += len(read)
+        got, want = compiled(read, host, *args), send_processor.plain_sends_py(read, host, *args)
+        if want is None:
+            assert got is None
+            declined += 1
+            continue
+        assert got is not None
+        taken += 1
+        assert list(got[0].items()) == list(want[0].items())
+        assert got[1] == want[1] and got[2] == want[2]
+        assert all(type(r) is MessageInput for r in got[1])
+    assert taken > 5 and declined > 5, (taken, declined)
+
+
+def test_plain_sends_declines_what_is_not_plain() -> None:
+    """Each thing that keeps a send off the plain path, alone in a read of otherwise plain sends."""
+    _compiled_send_kernels()
+    compiled = kernels.compiled("plain_sends", "skiff.protocol._frames")
+    args = (b"\x7f\x00\x00\x01\x00\x00\x9c\x40", MessageInput, CLIENT_FLAGS, NOT_CONSUMABLE, NOT_PLAIN,
+            PLAIN_INDEXED)
+
+    def cmd(queue_id: int = 0, properties: str = "UNIQ_KEY\x01a\x02", sys_flag: int = 0, template: str = "TBW102",
+            body: bytes = b"x", code: int = RequestCode.SEND_MESSAGE_V2) -> RemotingCommand:
+        ext = send_header(code, "T", queue_id, properties, sys_flag=sys_flag)
+        ext["c" if code != RequestCode.SEND_MESSAGE else "defaultTopic"] = template
+        return RemotingCommand.request(code, ext, body)
+
+    plain = [cmd(), cmd(code=RequestCode.SEND_MESSAGE)]
+    for impl in (compiled, send_processor.plain_sends_py):
+        groups, rows, waits = impl(plain, *args)
+        assert list(groups) == [("T", 0)] and groups["T", 0][2] == [0, 1] and waits == [True, True]
+        assert rows[0].uniq_key == "a" and rows[0].properties == b"UNIQ_KEY\x01a\x02"
+        for odd in (cmd(-1), cmd(properties="DELAY\x012\x02"), cmd(properties="TIMER_ID\x01x\x02"),
+                    cmd(properties="_SYS_MSG_PRIORITY_\x011\x02"), cmd(properties="TRAN_MSG\x01true\x02"),
+                    cmd(sys_flag=4), cmd(template="Other"), cmd(properties="TAGS\x01\ud800\x02"),
+                    cmd(body=bytearray(b"x")), RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {"b": "T"}, b"x")):
+            assert impl([*plain, odd], *args) is None, odd
+        assert impl([cmd(properties="WAIT\x01false\x02")], *args)[2] == [False]
+        assert impl([cmd(properties="DELAY\x01x\x01y\x02")], *args) is not None  # not a pair: no delay
+
+
+@pytest.mark.parametrize("seed", [6, 7])
+def test_sent_answers_kernel_equals_its_reference(seed: int) -> None:
+    """Random runs of JSON and ROCKETMQ requests, ids, offsets and extra fields (escapes and
+    non-ASCII text among them): the same frames at the same indices, the same count left."""
+    _compiled_send_kernels()
+    compiled = kernels.compiled("sent_answers", "skiff.protocol._frames")
+    rng = random.Random(seed)
+    for _ in range(200):
+        n = rng.randrange(1, 70)
+        reqs = [RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {}, b"") for _ in range(n)]
+        for r in reqs:
+            r.opaque = rng.randrange(-2**31, 2**31)
+            if rng.random() < 0.1:
+                r.serialize_type = SerializeType.ROCKETMQ
+        indices = sorted(rng.sample(range(n), rng.randrange(1, n + 1)))
+        ids = [f"{rng.getrandbits(128):032X}" for _ in indices]
+        extra = rng.choice([{}, {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"},
+                            {"MSG_REGION": "r\u00e9gion \"1\"\\\n", "TRACE_ON": "false", "\u4e2d": "\x01"}])
+        queue_id, first = rng.randrange(0, 1 << 20), rng.choice([0, rng.randrange(1 << 62)])
+        call = (reqs, indices, ids, queue_id, first, ResponseCode.SUCCESS, "PYTHON", SKIFF_VERSION, 1, extra)
+        got: list[object] = [None] * n
+        want: list[object] = [None] * n
+        assert compiled(*call, got) == send_processor.sent_answers_py(*call, want)
+        assert got == want
+        for i in indices:
+            if want[i] is not None:  # what answer_frame makes of put_fields' answer
+                assert FrameDecoder(1 << 20).feed(want[i])[0].ext_fields["queueId"] == str(queue_id)  # type: ignore[arg-type]
+        with pytest.raises(ValueError):
+            compiled(*call[:-1], {"msgId": "x"}, got)
+
+
+@pytest.mark.parametrize(("seed", "sync_flush"), [(8, False), (9, False), (10, True)])
+def test_plain_path_answers_and_stores_as_request_by_request(tmp_path: Path, seed: int, sync_flush: bool,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plain path against `send_requests` on the same stream: the same answers (in order;
+    by opaque under SYNC_FLUSH, whose answers come from the flusher's callback) and CommitLog."""
+    count = 400
+    reads = stream(seed, count, MOSTLY_PLAIN)
+    expected = answered(reads)
+    taken: list[bool] = []
+
+    def plain_sends(*args: object) -> object:
+        plain = real(*args)
+        taken.append(plain is not None)
+        return plain
+    real = send_processor.plain_sends
+    monkeypatch.setattr(send_processor, "plain_sends", plain_sends)
+    plain_answers, plain_log = asyncio.run(serve(tmp_path / "plain", reads, expected, sync_flush))
+    assert taken.count(True) > 3 and taken.count(False) > 0, taken  # both paths ran
+    monkeypatch.setattr(send_processor, "plain_sends", lambda *args: None)
+    ref_answers, ref_log = asyncio.run(serve(tmp_path / "requests", reads, expected, sync_flush))
+    answers = FrameDecoder(1 << 26).feed(plain_answers)
+    codes = {a.code for a in answers}
+    assert len(answers) == expected < count
+    assert {ResponseCode.SUCCESS, ResponseCode.MESSAGE_ILLEGAL, ResponseCode.SYSTEM_ERROR} <= codes, codes
+    if sync_flush:
+        def by_opaque(data: bytes) -> list[bytes]:
+            frames = FrameDecoder(1 << 26).feed(data)
+            return [encode_frame_bytes(c) for c in sorted(frames, key=lambda c: c.opaque)]
+        assert by_opaque(plain_answers) == by_opaque(ref_answers)
+    else:
+        assert plain_answers == ref_answers
+    assert plain_log == ref_log and len(plain_log) > count * 100
