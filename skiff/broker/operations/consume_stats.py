@@ -52,8 +52,8 @@ class ConsumeStatsOperation:
         info = self.clients.consumer_group(group)
         table: dict[MessageQueue, OffsetWrapper] = {}
         for topic in [request.topic] if request.topic else self._topics_of(group):
-            tc = self.gate.topics.get(topic)
-            if tc is None or (info is not None and topic not in info.subscriptions):
+            tc = self.gate.topic(topic)
+            if isinstance(tc, Refusal) or (info is not None and topic not in info.subscriptions):
                 continue
             committed = self.offsets.offsets(group, topic)
             for queue_id in range(tc.read_queue_nums):  # the queues consumers read, as Java's getConsumeStats
