@@ -1,6 +1,8 @@
 """The broker's request handlers, one module per request family (docs/broker.md lists
-every code). Each processor is thin: decode the header or body, call the managers
-and the store, encode the answer; ``handlers()`` maps its request codes to methods."""
+every code). Each processor is the remoting door's adapter: decode the header or body,
+call an operation (`skiff.broker.operations`, shared with the gRPC and Kafka doors),
+encode its outcome or refusal (`answers.answer`); ``handlers()`` maps its request codes
+to methods."""
 
 from __future__ import annotations
 
