@@ -1,8 +1,9 @@
 """The broker's request handlers, one module per request family (docs/broker.md lists
 every code). Each processor is the remoting door's adapter: decode the header or body,
-call an operation (`skiff.broker.operations`, shared with the gRPC and Kafka doors),
-encode its outcome or refusal (`answers.answer`); ``handlers()`` maps its request codes
-to methods."""
+call the operation that serves it (`skiff.broker.operations`, shared with the gRPC and Kafka
+doors; docs/operations-layer.md lists them), encode its outcome or refusal (`answers.answer`);
+``handlers()`` maps its request codes to methods. The requests no operation serves yet are
+listed there too."""
 
 from __future__ import annotations
 
