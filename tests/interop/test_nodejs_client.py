@@ -50,9 +50,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
         yield c
 
 
-def run_node(cluster: Cluster, tmp_path: Path, **spec: Any) -> Any:
+def run_node(cluster: Cluster, tmp_path: Path, script: Path = SCRIPT, **spec: Any) -> Any:
     env = {**os.environ, "NODE_PATH": str(client_dir() / "node_modules"), "HOME": str(tmp_path)}
-    proc = subprocess.run(["node", str(SCRIPT), json.dumps({"endpoint": cluster.grpc_endpoint, **spec})],  # type: ignore[attr-defined]
+    proc = subprocess.run(["node", str(script), json.dumps({"endpoint": cluster.grpc_endpoint, **spec})],  # type: ignore[attr-defined]
                           capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert proc.returncode == 0, f"node client failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr[-4000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])

@@ -8,14 +8,15 @@ TRANSACTION → TRAN_MSG and PGROUP = the topic (the proxy's producer group),
 trace_context → TRACE_CONTEXT, born time → BORN_TIMESTAMP. A stored record becomes a
 `Message` as ``GrpcConverter.buildMessage`` builds it, with what the official
 clients check: the original topic (not the retry topic), an IDENTITY encoding, an
-upper-case hex digest (CRC32, which the clients check as readily as the proxy's MD5
-and costs a tenth of it), ``delivery_attempt`` ≥ 1 and the receipt handle.
+upper-case hex MD5 digest (the proxy's: the Node.js client 1.0.8 computes a CRC32 as a
+decimal string, so a CRC32 hex digest made every message "corrupted" to it and its push
+consumers discarded them), ``delivery_attempt`` ≥ 1 and the receipt handle.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
-import zlib
 from collections.abc import Mapping
 
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -144,7 +145,7 @@ def to_message(m: StoredMessage, *, receipt_handle: str = "", delivery_attempt: 
     topic = props.get(Prop.RETRY_TOPIC, m.topic) if m.topic.startswith(RETRY_PREFIX) else m.topic
     sp = pb.SystemProperties(
         keys=m.keys, message_id=m.msg_id, body_encoding=pb.IDENTITY, message_type=message_type(props),
-        body_digest=pb.Digest(type=pb.CRC32, checksum=f"{zlib.crc32(m.body) & 0xFFFFFFFF:08X}"),
+        body_digest=pb.Digest(type=pb.MD5, checksum=hashlib.md5(m.body).hexdigest().upper()),
         born_timestamp=timestamp(m.born_timestamp), born_host=props.get(BORN_HOST, m.born_host.split(":")[0]),
         store_timestamp=timestamp(m.store_timestamp), store_host=m.store_host, queue_id=m.queue_id,
         queue_offset=m.queue_offset, delivery_attempt=delivery_attempt or m.reconsume_times + 1,
