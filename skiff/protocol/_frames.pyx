@@ -188,16 +188,17 @@ cdef inline object _seen_string(_Cur *c, _Seen seen, Py_ssize_t slot, bint key):
     """`_string`, through ``seen``'s entry ``slot`` (of keys or values)."""
     cdef const unsigned char *start
     cdef Py_ssize_t n
-    cdef int flags = _scan(c, &start, &n)
+    cdef int flags
+    if slot < SEEN_SLOTS:  # the last text at this place again, and its closing quote: no scan
+        start, n = (seen.key_raw[slot], seen.key_n[slot]) if key else (seen.raw[slot], seen.n[slot])
+        if start != NULL and c.end - c.p > n and c.p[n] == 34 and memcmp(start, c.p, n) == 0:
+            c.p += n + 1
+            return seen.keys[slot] if key else seen.texts[slot]
+    flags = _scan(c, &start, &n)
     if flags < 0:
         return None
     if slot >= SEEN_SLOTS:
         return _text_of(start, n, flags)
-    if key:
-        if seen.key_raw[slot] != NULL and seen.key_n[slot] == n and memcmp(seen.key_raw[slot], start, n) == 0:
-            return seen.keys[slot]
-    elif seen.raw[slot] != NULL and seen.n[slot] == n and memcmp(seen.raw[slot], start, n) == 0:
-        return seen.texts[slot]
     text = _text_of(start, n, flags)
     if text is not None:
         if key:
@@ -746,20 +747,51 @@ cdef bint _digits(object raw, int64_t low, int64_t high, int64_t *out):
 
 cdef int _truth(object raw):
     """0 false, 1 true, -1 neither (as `headers.send._flag`)."""
+    cdef Py_ssize_t n
+    cdef const char *p
     if raw is None:
         return 0
     if type(raw) is not str:
         return -1
-    if raw == "false" or raw == "0" or raw == "":
+    try:
+        p = PyUnicode_AsUTF8AndSize(raw, &n)
+    except UnicodeEncodeError:
+        return -1  # a lone surrogate: neither
+    if n == 0 or (n == 5 and memcmp(p, b"false", 5) == 0) or (n == 1 and p[0] == 48):
         return 0
-    if raw == "true" or raw == "1":
+    if (n == 4 and memcmp(p, b"true", 4) == 0) or (n == 1 and p[0] == 49):
         return 1
     return -1
 
 
+cdef struct _Fields:
+    # borrowed from the extFields dict, which the caller holds
+    PyObject *topic
+    PyObject *properties  # NULL: none
+    PyObject *template
+    int64_t queue_id
+    int64_t flag
+    int64_t sys_flag
+    int64_t born_ms
+    int64_t reconsume_times
+    bint batch
+    int64_t queue_nums
+
+
 def send_fields(code, ext):
     """`send_fields_py`'s twin: the send's fields as a tuple in `SendFields`' order, or None."""
-    return _send_fields(code, ext)
+    cdef _Fields f
+    if type(ext) is not dict:
+        return None if ext is None else _fallback(code, ext)
+    if not _read_fields(code, <dict>ext, &f):
+        return None
+    return _fields_tuple(&f)
+
+
+cdef inline tuple _fields_tuple(_Fields *f):
+    props = "" if f.properties == NULL else <object>f.properties
+    return (<object>f.topic, f.queue_id, props or "", f.flag, f.sys_flag, f.born_ms, f.reconsume_times, f.batch,
+            <object>f.template, f.queue_nums)
 
 
 cdef inline object _get(dict d, object key):
@@ -768,34 +800,36 @@ cdef inline object _get(dict d, object key):
     return None if v == NULL else <object>v
 
 
-cdef object _send_fields(code, ext):
-    cdef int64_t nums, qid, sflag, born, fl, reconsume = 0, ignored
+cdef bint _read_fields(object code, dict d, _Fields *f) except -1:
+    """The send header's fields into ``f`` (False: not a header `send_fields_py` reads)."""
+    cdef int64_t ignored
     cdef int unit, batch
-    cdef tuple names
-    cdef dict d
-    if type(ext) is not dict:
-        return None if ext is None else _fallback(code, ext)
-    d = <dict>ext
-    names = _V2_WIRE if code == SEND_MESSAGE_V2 or code == SEND_BATCH_MESSAGE or code == SEND_REPLY_MESSAGE_V2 \
-        else _V1_WIRE
+    cdef tuple names = _V2_WIRE if code == SEND_MESSAGE_V2 or code == SEND_BATCH_MESSAGE \
+        or code == SEND_REPLY_MESSAGE_V2 else _V1_WIRE
+    cdef PyObject *v
     group, topic, template = _get(d, names[0]), _get(d, names[1]), _get(d, names[2])
     if group is None or topic is None or template is None:
-        return None
-    if not (_digits(_get(d, names[3]), -2147483648, 2147483647, &nums)
-            and _digits(_get(d, names[4]), -2147483648, 2147483647, &qid)
-            and _digits(_get(d, names[5]), -2147483648, 2147483647, &sflag)
-            and _digits(_get(d, names[6]), -999999999999999999, 999999999999999999, &born)
-            and _digits(_get(d, names[7]), -2147483648, 2147483647, &fl)):
-        return None
+        return False
+    f.reconsume_times = 0
+    if not (_digits(_get(d, names[3]), -2147483648, 2147483647, &f.queue_nums)
+            and _digits(_get(d, names[4]), -2147483648, 2147483647, &f.queue_id)
+            and _digits(_get(d, names[5]), -2147483648, 2147483647, &f.sys_flag)
+            and _digits(_get(d, names[6]), -999999999999999999, 999999999999999999, &f.born_ms)
+            and _digits(_get(d, names[7]), -2147483648, 2147483647, &f.flag)):
+        return False
     raw = _get(d, names[9])
-    if raw and not _digits(raw, -2147483648, 2147483647, &reconsume):
-        return None
+    if raw and not _digits(raw, -2147483648, 2147483647, &f.reconsume_times):
+        return False
     unit, batch = _truth(_get(d, names[10])), _truth(_get(d, names[11]))
     raw = _get(d, names[12])
     if unit < 0 or batch < 0 or (raw and not _digits(raw, -2147483648, 2147483647, &ignored)):
-        return None
-    props = _get(d, names[8])
-    return (topic, qid, props or "", fl, sflag, born, reconsume, batch == 1, template, nums)
+        return False
+    f.batch = batch == 1
+    f.topic = <PyObject *>topic
+    f.template = <PyObject *>template
+    v = PyDict_GetItemWithError(d, names[8])
+    f.properties = NULL if v == NULL or <object>v is None else v
+    return True
 
 
 cdef object _fallback(code, ext):
@@ -836,19 +870,23 @@ def plain_sends(reqs, bytes host, row_cls, int64_t client_flags, int64_t not_con
     cdef Py_ssize_t length[4]
     cdef const unsigned char *p
     cdef const unsigned char *hit
-    cdef int64_t sflag
+    cdef _Fields f
     if len(wanted) != 4 or not (isinstance(row_cls, type) and issubclass(row_cls, tuple)):
         raise ValueError("plain_sends takes a tuple type and four indexed names")
     for i in range(n):
         req = reqs[i]
-        fields = _send_fields(req.code, req.ext_fields)
-        if fields is None:
+        ext = req.ext_fields
+        if type(ext) is not dict or not _read_fields(req.code, <dict>ext, &f):
             return None
-        topic, queue_id, props, fl, sys_flag, born, reconsume, batch, template, nums = <tuple>fields
         body = req.body
-        sflag = sys_flag
-        if batch or queue_id < 0 or sflag & not_consumable or type(body) is not bytes or type(props) is not str:
+        if f.batch or f.queue_id < 0 or f.sys_flag & not_consumable or type(body) is not bytes:
             return None
+        props = "" if f.properties == NULL else <object>f.properties
+        if not props:
+            props = ""
+        elif type(props) is not str:
+            return None
+        topic, template, queue_id = <object>f.topic, <object>f.template, f.queue_id
         try:
             p = <const unsigned char *>PyUnicode_AsUTF8AndSize(props, &end)
         except UnicodeEncodeError:
@@ -875,11 +913,11 @@ def plain_sends(reqs, bytes host, row_cls, int64_t client_flags, int64_t not_con
         _set_item(row, 1, queue_id)
         _set_item(row, 2, body)
         _set_item(row, 3, PyBytes_FromStringAndSize(<const char *>p, end) if end else b"")
-        _set_item(row, 4, fl)
-        _set_item(row, 5, sflag & client_flags)
-        _set_item(row, 6, born)
+        _set_item(row, 4, f.flag)
+        _set_item(row, 5, f.sys_flag & client_flags)
+        _set_item(row, 6, f.born_ms)
         _set_item(row, 7, host)
-        _set_item(row, 8, reconsume)
+        _set_item(row, 8, f.reconsume_times)
         _set_item(row, 9, 0)
         for k in range(3):
             _set_item(row, 10 + k, None if at[k] < 0 else PyUnicode_DecodeUTF8(<const char *>p + at[k], length[k], NULL))
@@ -888,10 +926,10 @@ def plain_sends(reqs, bytes host, row_cls, int64_t client_flags, int64_t not_con
         key = (topic, queue_id)
         found = groups.get(key)
         if found is None:
-            groups[key] = [template, nums, [i], [row], len(body)]
+            groups[key] = [template, f.queue_nums, [i], [row], len(body)]
             continue
         g = <list>found
-        if g[0] != template or g[1] != nums:
+        if g[0] != template or g[1] != f.queue_nums:
             return None  # one queue named with two templates: the gate may answer each apart
         (<list>g[2]).append(i)
         (<list>g[3]).append(row)
