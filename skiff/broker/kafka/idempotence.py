@@ -12,7 +12,7 @@ restarts.
 
 A batch is recorded when the store has appended it, before any wait for the flush or a
 slave: a retry of a batch whose answer timed out is still a duplicate. The state survives
-restarts through `skiff.broker.kafka.producer_snapshot`: each batch's first message
+restarts through `skiff.broker.kafka.producer_snapshot`: each batch's last message
 carries `PRODUCER_PROPERTY` (``producer-id epoch first-sequence last-sequence``), and a
 restarted broker reads its last snapshot and then the batches stored after it.
 """
@@ -31,7 +31,8 @@ from skiff.protocol.kafka.records import RecordBatch
 
 _INT32_SPAN = 1 << 31
 PRODUCER_PROPERTY = "KAFKA_PRODUCER"
-"""The property on an idempotent batch's first stored message that records the batch."""
+"""The property on an idempotent batch's last stored message that records the batch (the
+last: a batch cut by a crash's torn tail is not read back as stored)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,16 +112,22 @@ class ProducerStates:
         return [[t, q, pid, st.epoch, [list(b) for b in st.batches]] for (t, q, pid), st in self._states.items()]
 
     def load_obj(self, states: list[list[object]], queue_end: Callable[[str, int], int]) -> None:
-        """Adopt `to_obj`'s states, without batches at or past their queue's end (a store that
-        lost its tail in a crash: those batches are not there to be duplicated)."""
+        """Adopt `to_obj`'s states, without batches that reach past their queue's end (a store
+        that lost its tail in a crash: those batches are not all there to be duplicated)."""
         for topic, queue_id, pid, epoch, batches in states:
             assert isinstance(topic, str) and isinstance(queue_id, int) and isinstance(pid, int)
             assert isinstance(epoch, int) and isinstance(batches, list)
             end = queue_end(topic, queue_id)
             state = _State(epoch)
-            state.batches.extend((int(f), int(l), int(b)) for f, l, b in batches if int(b) < end)
+            state.batches.extend((int(f), int(l), int(b)) for f, l, b in batches
+                                 if int(b) + batch_count(int(f), int(l)) <= end)
             if state.batches:
                 self._states[(topic, queue_id, pid)] = state
+
+
+def batch_count(first: int, last: int) -> int:
+    """Records in a batch of sequences ``first`` to ``last`` (sequences wrap at 2^31)."""
+    return (last - first) % _INT32_SPAN + 1
 
 
 def batch_property(batch: RecordBatch) -> str | None:

@@ -96,8 +96,8 @@ class Produce:
         recorded = batch_property(batch)
         for rec in batch.records:
             props = record_properties(rec)
-            if recorded is not None and not rows:  # the batch, for a restarted broker's producer state
-                props[PRODUCER_PROPERTY] = recorded
+            if recorded is not None and len(rows) == len(batch.records) - 1:
+                props[PRODUCER_PROPERTY] = recorded  # on the last: read back, the whole batch is there
             row = self.send.writer.message(topic, queue_id, rec.value or b"", props, encode_properties(props), 0, 0,
                                            rec.timestamp, host)
             if isinstance(row, str):

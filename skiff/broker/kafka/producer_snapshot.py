@@ -10,9 +10,10 @@ the CommitLog offset it covers::
 It is written every ``flushConsumerOffsetInterval`` while the state or the CommitLog
 moved, and when the listener stops. Both are read on the event loop, where Produce
 appends and records its batches in one step, so every batch below the offset is in the
-states. A restarted broker loads the file, drops batches at or past their queue's end (a
-tail the store lost), and reads the CommitLog from the covered offset to its end: each
-message carrying `PRODUCER_PROPERTY` (an idempotent batch's first) is recorded again. So
+states. A restarted broker loads the file, drops batches reaching past their queue's end
+(a tail the store lost), and reads the CommitLog from the covered offset to its end: each
+message carrying `PRODUCER_PROPERTY` (an idempotent batch's last, so a batch a torn tail
+cut is not taken as stored) records its batch again. So
 after a SIGKILL a retry of the last batch is still answered as a duplicate, and the next
 batch still follows. Without a file (a new broker) nothing is read back.
 """
@@ -22,7 +23,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from skiff.broker.kafka.idempotence import PRODUCER_PROPERTY, ProducerStates, parse_batch_property
+from skiff.broker.kafka.idempotence import PRODUCER_PROPERTY, ProducerStates, batch_count, parse_batch_property
 from skiff.broker.persist import Documents, JsonFile, WrittenWhenChanged
 from skiff.common.errors import CorruptionError, DecodeError
 from skiff.common.stored_message import decode_record
@@ -77,8 +78,9 @@ class ProducerSnapshots(WrittenWhenChanged):
                 continue
             parsed = parse_batch_property(msg.properties.get(PRODUCER_PROPERTY, ""))
             if parsed is not None:
-                pid, epoch, first, last = parsed
-                self.states.record(msg.topic, msg.queue_id, pid, epoch, first, last, msg.queue_offset)
+                pid, epoch, first, last = parsed  # on the batch's last message
+                base = msg.queue_offset - batch_count(first, last) + 1
+                self.states.record(msg.topic, msg.queue_id, pid, epoch, first, last, base)
                 found += 1
         self.changed()
         self.persist()

@@ -31,8 +31,9 @@ def test_batches_past_the_queue_end_are_dropped() -> None:
     states.appended("t", 0, _batch(0, 3), 0)
     states.appended("t", 0, _batch(3, 2), 3)
     restored = ProducerStates()
-    restored.load_obj(states.to_obj(), lambda topic, queue_id: 3)  # the store lost offsets 3 and 4
-    assert restored.check("t", 0, _batch(3, 2)).duplicate_of is None  # stored again: it is not there
+    restored.load_obj(states.to_obj(), lambda topic, queue_id: 4)  # the store lost offset 4, half a batch
+    assert restored.check("t", 0, _batch(3, 2)).duplicate_of is None  # stored again: it is not all there
+    assert restored.check("t", 0, _batch(0, 3)).duplicate_of == 0
 
 
 def test_a_replayed_batch_is_recorded_once() -> None:
