@@ -26,6 +26,8 @@ from skiff.testing.waits import eventually
 from skiff.testing.wire import BrokerWire
 
 PARENT, PLAIN = "LiteParent", "LitePlainTopic"
+NESTED = PARENT + "|nested"
+"""A parent whose lite topics' store names start as PARENT's do."""
 WILDCARD, EXPLICIT, BOUND_ELSEWHERE = "G-lite-wild", "G-lite-explicit", "G-lite-bound"
 DEADLINE_S = 60.0
 
@@ -41,7 +43,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
         async def setup() -> None:
             wire = BrokerWire(c.broker_addr())
             try:
-                for topic, attributes in ((PARENT, "+message.type=LITE"), (PLAIN, "+message.type=NORMAL")):
+                for topic, attributes in ((PARENT, "+message.type=LITE"), (PLAIN, "+message.type=NORMAL"),
+                                          (NESTED, "+message.type=LITE")):
                     header = CreateTopicRequestHeader(topic, "TBW102", 4, 4, 6, "SINGLE_TAG", attributes=attributes)
                     resp = await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())
                     assert resp.code == ResponseCode.SUCCESS, resp.remark
@@ -119,6 +122,7 @@ def test_a_wildcard_group_receives_each_message_of_100_lite_topics_once_in_order
             route = await producer.unary("QueryRoute", rpc.QueryRouteRequest(topic=pb.Resource(name=PARENT)),
                                          rpc.QueryRouteResponse)
             assert list(route.message_queues[0].accept_message_types) == [pb.LITE]
+            assert (await send(producer, lite_message(999, "lite-1", b"nested", topic=NESTED))).code == pb.OK
             sent = {}
             for i in range(100):  # topics 0-49 get messages before the subscription, 50-99 after
                 for k in range(3):

@@ -285,8 +285,9 @@ class LiteTopics:
         """The store topics ``sub`` receives from, in a random rotation (no lite topic first
         every time)."""
         if sub.wildcard:
-            prefix = lmq_name(sub.parent, "")
-            names = [t for t in self.topics.topics() if t.startswith(prefix) and parent_and_lite(t) is not None]
+            prefix = lmq_name(sub.parent, "")  # also the prefix of a parent "<parent>|x"'s: compared whole below
+            names = [t for t in self.topics.topics()
+                     if t.startswith(prefix) and (parent_and_lite(t) or ("",))[0] == sub.parent]
         else:
             names = [lmq_name(sub.parent, n) for n in sub.names]
         if names:
