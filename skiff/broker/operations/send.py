@@ -22,7 +22,7 @@ import functools
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol, TypeVar
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from skiff.broker.compaction import is_compacted, keys_refusal
 from skiff.broker.config import BrokerConfig
@@ -136,7 +136,7 @@ class SendOperation:
         self.writer = writer
         self.stats = stats
         self.sync_replicas = sync_replicas
-        self._flush_waiters: dict[concurrent.futures.Future[PutStatus], list[FlushedAnswer[typing.Any]]] = {}
+        self._flush_waiters: dict[concurrent.futures.Future[PutStatus], list[FlushWaiter]] = {}
         """SYNC_FLUSH answers by the flush future they wait for (one per append)."""
 
     def send(self, req: SendRequest, answer: Callable[[Sent], T]) -> T | Refusal | LateAnswer[T] | Awaitable[T]:
@@ -251,15 +251,27 @@ class SendOperation:
         The sends of one append share its flush future, and one callback from the flusher's
         thread answers all of them in one loop step (no task, no future per send)."""
         late = FlushedAnswer(sent, answer)
-        future = sent.result.flushed
+        self._wait_flush(sent.result, late)
+        return late
+
+    def when_run_flushed(self, result: PutResult, queue_id: int, members: list[int],
+                         answer_run: Callable[[list[int], PutResult, int, list[typing.Any]], None],
+                         answers: Callable[[int], Callable[[Sent], T]]) -> list[LateAnswer[T]]:
+        """`_when_flushed` for every send of a stored run at once (all waiting for the flush):
+        one waiter whose callback encodes all their answers in one ``answer_run`` call."""
+        run = FlushedRun(result, queue_id, members, answer_run, answers)
+        self._wait_flush(result, run)
+        return run.lates
+
+    def _wait_flush(self, result: PutResult, waiter: FlushWaiter) -> None:
+        future = result.flushed
         assert future is not None
         waiting = self._flush_waiters.get(future)
         if waiting is None:
             waiting = self._flush_waiters[future] = []
             loop = asyncio.get_running_loop()
             future.add_done_callback(lambda done: loop.call_soon_threadsafe(self._flushed, done))
-        waiting.append(late)
-        return late
+        waiting.append(waiter)
 
     def _flushed(self, future: concurrent.futures.Future[PutStatus]) -> None:
         status = PutStatus.FLUSH_DISK_TIMEOUT if future.cancelled() else future.result()
@@ -310,6 +322,38 @@ class FlushedAnswer(LateAnswer[T]):
 
     def settle(self, status: PutStatus) -> None:
         self.give(self.answer(flush_failed(self.sent, status)))
+
+
+class FlushedRun(Generic[T]):
+    """The SYNC_FLUSH answers of one stored run of single sends (`when_run_flushed`): one late
+    answer per send, all given when the fsync is done, encoded together (``answer_run``, which
+    writes each send's answer at its index of the list it is given); after a late fsync each
+    is answered alone as `FlushedAnswer` would be (FLUSH_DISK_TIMEOUT, with its result)."""
+
+    __slots__ = ("result", "queue_id", "members", "answer_run", "answers", "lates")
+
+    def __init__(self, result: PutResult, queue_id: int, members: list[int],
+                 answer_run: Callable[[list[int], PutResult, int, list[typing.Any]], None],
+                 answers: Callable[[int], Callable[[Sent], T]]) -> None:
+        self.result, self.queue_id, self.members = result, queue_id, members
+        self.answer_run, self.answers = answer_run, answers
+        self.lates: list[LateAnswer[T]] = [LateAnswer() for _ in members]
+
+    def settle(self, status: PutStatus) -> None:
+        members, lates = self.members, self.lates
+        if status is PutStatus.PUT_OK:
+            given: list[typing.Any] = [None] * (max(members) + 1)
+            self.answer_run(members, self.result, self.queue_id, given)
+            for i, late in zip(members, lates):
+                late.give(given[i])
+            return
+        shared = len(members) > 1
+        for k, (i, late) in enumerate(zip(members, lates)):
+            late.give(self.answers(i)(flush_failed(Sent(self.result, self.queue_id, k if shared else None), status)))
+
+
+FlushWaiter = typing.Union[FlushedAnswer[typing.Any], FlushedRun[typing.Any]]
+"""What waits for a flush future: one send's answer, or a run's."""
 
 
 def flush_failed(sent: Sent, status: PutStatus) -> Sent:

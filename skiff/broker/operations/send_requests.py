@@ -149,13 +149,19 @@ def _append_run(op: SendOperation, run: list[_Member], answers: Sequence[Callabl
         out[m.index] = op.settle(Sent(result, m.queue_id, k if shared else None), m.wait, answers[m.index])
 
 
+AnswerRun = Callable[[list[int], PutResult, int, list[Any]], None]
+"""Answers every send of a stored run: ``(request indices, result, queue id, into)`` writes the
+k-th send's answer (its k-th id and offset) at its index of ``into``."""
+
+
 def send_plain(op: SendOperation, plain: PlainSends, answers: Callable[[int], Callable[[Sent], T]],
-               answer_run: Callable[[list[int], PutResult, int], None], refuse: Callable[[int, Refusal], None],
-               out: list[Any]) -> None:
+               answer_run: AnswerRun, refuse: Callable[[int, Refusal], None], out: list[Any]) -> None:
     """A read of plain sends (see the module docstring). Each outcome goes to ``out`` at its
     request's index as `SendOperation.send` would give it, except: a refusal goes to
-    ``refuse``, and a run stored without anything to wait for (the answers can go now) to
-    ``answer_run(indices, result, queue id)``, which answers all of its sends."""
+    ``refuse``, and a stored run's answers are made by ``answer_run`` for all of its sends at
+    once: now when nothing waits (into ``out``), after the fsync under SYNC_FLUSH when every
+    send of the run waits for it (`SendOperation.when_run_flushed`: ``out`` gets their late
+    answers)."""
     groups, rows, waits = plain
     for (topic, queue_id), (template, nums, members, run_rows, body_bytes) in groups.items():
         target = op.target(topic, queue_id, template, nums)  # a named queue: the gate keeps its id
@@ -189,17 +195,21 @@ def _with_keys(topic: str, members: list[int], rows: Sequence[MessageInput], ref
 
 
 def _put_plain(op: SendOperation, queue_id: int, members: list[int], run_rows: list[MessageInput], body_bytes: int,
-               waits: Sequence[bool], answers: Callable[[int], Callable[[Sent], T]],
-               answer_run: Callable[[list[int], PutResult, int], None], out: list[Any]) -> None:
+               waits: Sequence[bool], answers: Callable[[int], Callable[[Sent], T]], answer_run: AnswerRun,
+               out: list[Any]) -> None:
     result = op.put(run_rows, body_bytes)
     if len(members) > 1 and result.status in _ONE_MESSAGE_FAILED:
         for i, row in zip(members, run_rows):
             _put_plain(op, queue_id, [i], [row], len(row.body), waits, answers, answer_run, out)
         return
-    if result.status is PutStatus.PUT_OK and not result.reason and (
-            (result.flushed is None and not op.role.is_sync_master) or not any(waits[i] for i in members)):
-        answer_run(members, result, queue_id)  # nothing to wait for: `settle` would answer each now
-        return
+    if result.status is PutStatus.PUT_OK and not result.reason and not op.role.is_sync_master:
+        if result.flushed is None or not any(waits[i] for i in members):
+            answer_run(members, result, queue_id, out)  # nothing to wait for: `settle` would answer each now
+            return
+        if all(waits[i] for i in members):
+            for i, late in zip(members, op.when_run_flushed(result, queue_id, members, answer_run, answers)):
+                out[i] = late
+            return
     shared = result.ok and len(members) > 1
     for k, i in enumerate(members):
         out[i] = op.settle(Sent(result, queue_id, k if shared else None), waits[i], answers(i))

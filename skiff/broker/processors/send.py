@@ -108,12 +108,12 @@ class SendProcessor:
         out: list[Any] = [None] * len(reqs)
         extra = self._extra
 
-        def answer_run(members: list[int], result: PutResult, queue_id: int) -> None:
+        def answer_run(members: list[int], result: PutResult, queue_id: int, into: list[Any]) -> None:
             if sent_answers(reqs, members, result.offset_msg_ids, queue_id, result.queue_offset, ResponseCode.SUCCESS,
-                            "PYTHON", SKIFF_VERSION, RPC_TYPE_RESPONSE, extra, out):
+                            "PYTHON", SKIFF_VERSION, RPC_TYPE_RESPONSE, extra, into):
                 for k, i in enumerate(members):  # those not in JSON
-                    if out[i] is None:
-                        out[i] = answer_frame(reqs[i], *put_fields(Sent(result, queue_id, k), extra))
+                    if into[i] is None:
+                        into[i] = answer_frame(reqs[i], *put_fields(Sent(result, queue_id, k), extra))
 
         def refuse(i: int, refusal: Refusal) -> None:
             out[i] = answer_frame(reqs[i], refusal.code, refusal.reason, {})

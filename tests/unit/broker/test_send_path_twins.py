@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,10 +27,10 @@ from skiff.common import kernels
 from skiff.common.clock import ManualClock
 from skiff.common.message import Message
 from skiff.protocol import frame
-from skiff.broker.operations.send import CLIENT_FLAGS
+from skiff.broker.operations.send import CLIENT_FLAGS, FlushedAnswer, FlushedRun, Sent
 from skiff.broker.operations.send_requests import NOT_PLAIN, PLAIN_INDEXED
 from skiff.protocol.codes import SKIFF_VERSION, RequestCode, ResponseCode, SerializeType
-from skiff.store import MessageInput
+from skiff.store import MessageInput, PutResult, PutStatus
 from skiff.store.dispatcher import NOT_CONSUMABLE
 from skiff.protocol.command import RPC_ONEWAY, RemotingCommand
 from skiff.protocol.frame import FrameDecoder, encode_frame_bytes, json_frames_py, json_head_py
@@ -266,3 +267,31 @@ def test_plain_path_answers_and_stores_as_request_by_request(tmp_path: Path, see
     else:
         assert plain_answers == ref_answers
     assert plain_log == ref_log and len(plain_log) > count * 100
+
+
+@pytest.mark.parametrize("status", [PutStatus.PUT_OK, PutStatus.FLUSH_DISK_TIMEOUT])
+def test_a_flushed_run_answers_each_send_as_it_would_be_answered_alone(status: PutStatus) -> None:
+    """SYNC_FLUSH: a run's late answers, given when its fsync is done, are what each send's own
+    `FlushedAnswer` gives: its id and queue offset in the run; after a late fsync,
+    FLUSH_DISK_TIMEOUT with that result, answered one by one."""
+    result = PutResult(PutStatus.PUT_OK, "", 100, ("A" * 32, "B" * 32, "C" * 32), 7, 3, 0, 300, None)
+    members = [0, 2, 5]
+
+    def answers(i: int) -> Callable[[Sent], tuple[object, ...]]:
+        return lambda sent: (i, sent.msg_ids, sent.queue_offset, sent.result.status, sent.result.reason)
+
+    def answer_run(indices: list[int], r: PutResult, queue_id: int, into: list[object]) -> None:
+        for k, i in enumerate(indices):  # as answers(i) of the k-th member would answer it
+            into[i] = (i, r.offset_msg_ids[k:k + 1], r.queue_offset + k, r.status, r.reason)
+
+    run = FlushedRun(result, 3, members, answer_run, answers)
+    given: list[tuple[int, object]] = []
+    for i, late in zip(members, run.lates):
+        late.then(lambda request, answer: given.append((request, answer)), i)
+    run.settle(status)
+    alone = [FlushedAnswer(Sent(result, 3, k), answers(i)) for k, i in enumerate(members)]
+    for late in alone:
+        late.settle(status)
+    assert given == [(i, late._answer) for i, late in zip(members, alone)]
+    assert [a[2] for _, a in given] == [7, 8, 9]  # type: ignore[index]
+    assert {a[3] for _, a in given} == {status}  # type: ignore[index]
