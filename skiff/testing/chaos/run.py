@@ -80,8 +80,8 @@ async def run_chaos(opts: ChaosOptions, log: Callable[[str], None] = print) -> d
     notes: list[str] = []
     with tempfile.TemporaryDirectory(prefix="skiff-chaos-") as tmp:
         cluster = ChaosCluster(Path(tmp), role=opts.mode, lease_ms=opts.lease_ms, broker_args=broker_args)
-        await asyncio.to_thread(cluster.start)
         try:
+            await asyncio.to_thread(cluster.start)  # a broker that fails to start: what did start is undone
             await _run_with_clients(cluster, opts, names, history, notes, log, Path(tmp))
         except BaseException:
             await asyncio.to_thread(cluster.kill_all)
