@@ -16,6 +16,7 @@ object and the door's encoding is done where the bytes leave.
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import dataclasses
 import functools
@@ -138,6 +139,10 @@ class SendOperation:
         self.sync_replicas = sync_replicas
         self._flush_waiters: dict[concurrent.futures.Future[PutStatus], list[FlushWaiter]] = {}
         """SYNC_FLUSH answers by the flush future they wait for (one per append)."""
+        self._flushes_done: collections.deque[concurrent.futures.Future[PutStatus]] = collections.deque()
+        """Flush futures resolved by the flusher's thread, not yet answered in the loop."""
+        self._drain_scheduled = False
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     def send(self, req: SendRequest, answer: Callable[[Sent], T]) -> T | Refusal | LateAnswer[T] | Awaitable[T]:
         if req.batch:
@@ -269,9 +274,25 @@ class SendOperation:
         waiting = self._flush_waiters.get(future)
         if waiting is None:
             waiting = self._flush_waiters[future] = []
-            loop = asyncio.get_running_loop()
-            future.add_done_callback(lambda done: loop.call_soon_threadsafe(self._flushed, done))
+            self._loop = asyncio.get_running_loop()
+            future.add_done_callback(self._flush_done)
         waiting.append(waiter)
+
+    def _flush_done(self, future: concurrent.futures.Future[PutStatus]) -> None:
+        """The flusher's thread resolved ``future``. One fsync resolves the futures of every
+        append it covers (one per read of single sends): they are queued, and one wake-up of
+        the loop answers all of them (`_drain_flushes`), not a ``call_soon_threadsafe`` each."""
+        self._flushes_done.append(future)
+        if not self._drain_scheduled:
+            self._drain_scheduled = True
+            assert self._loop is not None
+            self._loop.call_soon_threadsafe(self._drain_flushes)
+
+    def _drain_flushes(self) -> None:
+        self._drain_scheduled = False  # before draining: a future queued from now on schedules again
+        done = self._flushes_done
+        while done:
+            self._flushed(done.popleft())
 
     def _flushed(self, future: concurrent.futures.Future[PutStatus]) -> None:
         status = PutStatus.FLUSH_DISK_TIMEOUT if future.cancelled() else future.result()
