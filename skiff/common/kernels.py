@@ -80,7 +80,8 @@ ROW_LAYOUTS: dict[str, tuple[str, ...]] = {
     "MessageInput": (
         # skiff.store.results.MessageInput. skiff/common/_kernels.pyx: pack_records reads
         # slots 1 to 9 (as skiff.common.record.pack_records_py does), batch_inputs fills all
-        # 13; skiff/store/_kernels.pyx: batch_columns reads slots 0 to 12; skiff.broker.writer._rows and
+        # 13; skiff/store/_kernels.pyx: batch_columns reads slots 0 to 12; skiff/protocol/_frames.pyx:
+        # plain_sends fills all 13; skiff.broker.writer._rows and
         # skiff.store.checks.batch_columns_py build and unpack them in this order.
         "topic", "queue_id", "body", "properties", "flag", "sys_flag", "born_timestamp", "born_host",
         "reconsume_times", "prepared_transaction_offset", "tags", "keys", "uniq_key",
