@@ -63,7 +63,8 @@ suite = contracts=0; types=0; whole=0; kernels=0; \
 # references: CI exercises the fallback as well.
 KERNEL_SUITES := tests/unit/common tests/unit/store/test_kernels.py tests/unit/store/test_commitlog.py \
 	tests/unit/store/test_index.py tests/unit/store/test_recovery.py tests/unit/protocol/test_message_codec.py \
-	tests/unit/protocol/test_frame.py tests/unit/protocol/test_frame_kernels.py tests/unit/protocol/test_headers.py
+	tests/unit/protocol/test_frame.py tests/unit/protocol/test_frame_kernels.py tests/unit/protocol/test_headers.py \
+	tests/unit/broker/test_send_path_twins.py
 
 venv: $(STAMP)
 
