@@ -415,6 +415,7 @@ cdef bint _learn(object cls) except -1:
     (what its ``__init__`` does is then only to set them). Anything else is made by calling it."""
     global _slotted
     cdef Py_ssize_t k
+    cdef Py_ssize_t learnt[10]
     if cls is _slotted:
         return True
     if not isinstance(cls, type) or getattr(cls, "__slots__", None) != _COMMAND_FIELDS \
@@ -425,9 +426,11 @@ cdef bint _learn(object cls) except -1:
         descr = (<type>cls).__dict__.get(_COMMAND_FIELDS[k])
         if type(descr).__name__ != "member_descriptor":
             return False
-        _offsets[k] = skiff_frames_member_offset(descr)
-        if _offsets[k] < 0:
+        learnt[k] = skiff_frames_member_offset(descr)
+        if learnt[k] < 0:
             return False
+    for k in range(10):  # only now: the class learnt before keeps its offsets until then
+        _offsets[k] = learnt[k]
     _slotted = cls
     return True
 
@@ -437,7 +440,7 @@ cdef object _command(object cls, int64_t code, int64_t opaque, int64_t flag, obj
     """``cls(code, opaque, flag, ext, remark, body, language, version, json_type)``, made without
     running its ``__init__`` where `_learn` allows (a command per frame: a third of its cost)."""
     if not _learn(cls):
-        return _command(cls, code, opaque, flag, ext, remark, body, language, version, json_type)
+        return cls(code, opaque, flag, ext, remark, body, language, version, json_type)
     cmd = skiff_frames_alloc(cls)
     skiff_frames_set_slot(cmd, _offsets[0], PyLong_FromLongLong(code))
     skiff_frames_set_slot(cmd, _offsets[1], PyLong_FromLongLong(opaque))

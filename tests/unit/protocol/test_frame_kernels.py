@@ -7,6 +7,7 @@ for the same bad bytes, and byte-for-byte the same encoded headers; its batch-bo
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import struct
 from collections.abc import Iterator
 from typing import Any
@@ -127,6 +128,41 @@ def test_a_read_of_sends_is_decoded_by_the_kernel_alone() -> None:
     commands, pos = kernel(data, 0, 1 << 20, RemotingCommand, SerializeType.JSON)
     assert pos == len(data) and [c.opaque for c in commands] == list(range(64))
     assert commands[1].ext_fields["topic"] == "Topic" and "\x01" in commands[0].ext_fields["i"]
+
+
+def test_commands_of_another_layout_are_made_by_calling_the_class() -> None:
+    """The kernel sets a command's slots directly only for RemotingCommand's exact slotted
+    layout; a class of the same fields without slots (or with a field more) is called, and
+    both give the same commands."""
+    kernel = compiled("json_frames")
+    data = b"".join(send_frame(i, "Topic", b"x" * 10, i % 2 == 0) for i in range(8))
+
+    @dataclasses.dataclass
+    class Unslotted:
+        code: int
+        opaque: int = 0
+        flag: int = 0
+        ext_fields: dict[str, str] | None = None
+        remark: str | None = None
+        body: bytes = b""
+        language: str = "PYTHON"
+        version: int = 0
+        serialize_type: SerializeType = SerializeType.JSON
+        body_parts: object = None
+        made: bool = True
+
+    SlottedMore = dataclasses.dataclass(slots=True)(type("SlottedMore", (), {
+        "__annotations__": dict(Unslotted.__annotations__),
+        **{f.name: f.default for f in dataclasses.fields(Unslotted)}}))
+
+    slotted, _ = kernel(data, 0, 1 << 20, RemotingCommand, SerializeType.JSON)
+    for other in (Unslotted, SlottedMore):
+        called, _ = kernel(data, 0, 1 << 20, other, SerializeType.JSON)
+        assert all(type(c) is other and c.made for c in called)  # type: ignore[attr-defined]
+        assert [dataclasses.astuple(c)[:10] for c in called] == [dataclasses.astuple(c) for c in slotted]
+    again, _ = kernel(data, 0, 1 << 20, RemotingCommand, SerializeType.JSON)
+    assert again == slotted and all(type(c) is RemotingCommand for c in again)
+    assert all(c.body_parts is None and c.serialize_type is SerializeType.JSON for c in slotted)
 
 
 @SETTINGS
