@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,15 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from skiff.client import ConsumeFromWhere, ConsumeStatus, Message, Producer, PushConsumer
+from skiff.client import Admin, ConsumeFromWhere, ConsumeStatus, Message, Producer, PushConsumer
 from skiff.client._impl.config import ClientConfig
 from skiff.testing.cluster import Cluster
-from skiff.testing.processes import SkiffProcess, start_skiff
+from skiff.testing.processes import SkiffProcess, free_port, start_skiff
 from skiff.testing.waits import wait_for
 from tests.integration.dashboard_browser_kit import Page, browser, shots  # noqa: F401 - fixtures
+from tests.interop.test_grpc_client import rmq5_python
+
+HOLDER = Path(__file__).resolve().parents[1] / "interop" / "grpc" / "holder.py"
 
 TOPIC, GROUP, DLQ_GROUP = "BrowserOrders", "browser-g", "browser-dlq"
 pytestmark = pytest.mark.slow
@@ -29,7 +33,9 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with Cluster(tmp_path_factory.mktemp("dashboard-browser")) as c:
+    port = free_port()
+    with Cluster(tmp_path_factory.mktemp("dashboard-browser"), broker_args=[f"--grpcServerPort={port}"]) as c:
+        c.grpc_endpoint = f"127.0.0.1:{port}"  # type: ignore[attr-defined]
         yield c
 
 
@@ -174,3 +180,56 @@ def test_main_flows_in_a_browser(cluster: Cluster, dashboard: SkiffProcess, brow
     page.wait_text("#topics", lambda t: TOPIC not in t, "the topic gone from the list", reload=True)
     errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert not errors, errors
+
+
+def test_a_grpc_consumer_group_online_with_its_lag(cluster: Cluster, dashboard: SkiffProcess, browser: WebDriver,
+                                                  shots: Path, tmp_path: Path):
+    """The complaint about rocketmq-dashboard: a 5.x (gRPC) client's group shows offline, its
+    lag -1. Here the official 5.x Python client holds a SimpleConsumer of a group with a backlog
+    of 5 and 2 of them received, not acknowledged: the pages show the group with its member
+    (client id, language) and its lag, messages not yet popped plus those in flight."""
+    topic, group, backlog, taken = "BrowserGrpc", "browser-grpc-g", 5, 2
+    python = rmq5_python()
+    with Admin(cluster.namesrv_addr) as admin:
+        admin.create_topic(topic, queue_nums=1)
+    config = ClientConfig(cluster.namesrv_addr, "browser-grpc", client_ip="127.0.0.1")
+    with Producer("browser-grpc-pg", client_config=config) as producer:
+        for i in range(backlog):
+            producer.send(Message.of(topic, f"g{i}".encode()))
+    spec = {"endpoint": cluster.grpc_endpoint, "group": group, "topic": topic,  # type: ignore[attr-defined]
+            "take": taken, "invisible_s": 300}
+    holder = subprocess.Popen([python, str(HOLDER), json.dumps(spec)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                              env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})  # it logs under $HOME/logs
+    try:
+        assert holder.stdout is not None
+        line = holder.stdout.readline()
+        assert line, f"the 5.x consumer failed:\n{holder.stderr.read() if holder.stderr else ''}"
+        held = json.loads(line)
+        assert len(held["bodies"]) == taken and set(held["bodies"]) <= {f"g{i}" for i in range(backlog)}, held
+
+        page = Page(browser, f"http://127.0.0.1:{dashboard.port}", shots)
+        page.open(f"/groups/{group}")
+        page.wait_text("#total-lag", lambda t: t == str(backlog), "the gRPC group's lag: 3 not popped + 2 in flight",
+                       reload=True)
+        head = [th.text for th in browser.find_elements(By.CSS_SELECTOR, "#lag thead th")]
+        [queue] = [dict(zip(head, (td.text for td in tr.find_elements(By.TAG_NAME, "td"))))
+                   for tr in browser.find_elements(By.CSS_SELECTOR, "#lag tbody tr")]
+        assert (queue["Topic"], queue["Lag"], queue["In flight"]) == (topic, str(backlog), str(taken)), queue
+        members = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")]
+                   for tr in browser.find_elements(By.CSS_SELECTOR, "#members tr")[1:]]
+        assert [(m[0], m[2]) for m in members] == [(held["client_id"], "PYTHON")], members
+        page.shot("grpc-group")
+
+        page.open("/groups")
+        row = page.wait_text(f"#groups tr:has(a[href='/groups/{group}'])", bool, "the gRPC group in the list")
+        assert row.split() == [group, "1", topic, str(backlog), "0.0"]
+    finally:
+        if holder.stdin:
+            holder.stdin.close()
+        try:
+            holder.wait(timeout=30)
+        finally:
+            if holder.poll() is None:
+                holder.kill()
+                holder.wait()
