@@ -159,6 +159,12 @@ KAFKA_PRODUCER_STATES_MAX = 100_000
 is forgotten (its producer is then treated as new, as Kafka does after
 producer.id.expiration.ms)."""
 
+DEDUP_WINDOW_MAX_KEYS = 200_000
+"""Most UNIQ_KEYs a topic's duplicate window (``dedup.window.ms``) holds; past it the oldest
+are forgotten first, so the window is shorter than its span. About 250 bytes each in
+memory (50 MB at the limit), and a window read back after a restart reads at most this many
+messages per queue."""
+
 KAFKA_CLUSTER_VIEW_TTL_MS = 1_000
 """How long a broker's Kafka door reuses what the NameServers said (the broker groups'
 masters and Kafka listeners, a topic's queues per group) before asking again: Produce and

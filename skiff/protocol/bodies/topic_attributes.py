@@ -8,9 +8,10 @@ Skiff knows ``cleanup.policy`` (DELETE or COMPACTION; RocketMQ 5.1's name),
 name), and the tier's ``tiered.storage``, ``retention.local.ms`` and
 ``retention.tiered.ms`` (docs/tiered-storage.md), and RocketMQ 5's ``message.type`` (what 5.x
 producers may send to the topic: NORMAL, FIFO, DELAY, TRANSACTION, PRIORITY, LITE, or MIXED for the
-first four). RocketMQ marks cleanup.policy unchangeable after creation; Skiff lets an
-update switch it, since compaction only ever reads a topic's existing records.
-Any other name is refused, as RocketMQ refuses unsupported keys.
+first four), and ``dedup.window.ms`` (a message whose UNIQ_KEY the topic stored within that many
+milliseconds is not stored again: skiff/broker/dedup.py; 0, the default, is off). RocketMQ marks
+cleanup.policy unchangeable after creation; Skiff lets an update switch it, since compaction
+only ever reads a topic's existing records. Any other name is refused, as RocketMQ refuses unsupported keys.
 """
 
 from __future__ import annotations
@@ -72,6 +73,15 @@ def _check_ms(name: str, allow_forever: bool) -> Callable[[str], str]:
     return check
 
 
+DEDUP_WINDOW_MS = "dedup.window.ms"
+"""A send whose UNIQ_KEY the topic stored within this many ms is answered with the original, not
+stored (skiff/broker/dedup.py); 0 (the default): every send is stored."""
+
+
+def dedup_window_ms(attributes: Mapping[str, str]) -> int:
+    return int(attributes.get(DEDUP_WINDOW_MS, 0))
+
+
 MESSAGE_TYPE = "message.type"
 
 
@@ -107,7 +117,8 @@ def message_type(attributes: Mapping[str, str]) -> TopicMessageType | None:
 _KNOWN = {MESSAGE_TYPE: _check_message_type, CLEANUP_POLICY: _check_policy, DELETE_RETENTION_MS: _check_retention,
           TIERED_STORAGE: _check_bool,
           RETENTION_LOCAL_MS: _check_ms(RETENTION_LOCAL_MS, False),
-          RETENTION_TIERED_MS: _check_ms(RETENTION_TIERED_MS, True)}
+          RETENTION_TIERED_MS: _check_ms(RETENTION_TIERED_MS, True),
+          DEDUP_WINDOW_MS: _check_ms(DEDUP_WINDOW_MS, False)}
 
 
 def parse_attribute_changes(text: str) -> dict[str, str | None]:
