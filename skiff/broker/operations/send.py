@@ -27,6 +27,7 @@ from typing import Generic, NamedTuple, Protocol, TypeVar
 
 from skiff.broker.compaction import is_compacted, keys_refusal
 from skiff.broker.config import BrokerConfig
+from skiff.broker.dedup import Deduplication
 from skiff.broker.ha.role import Role
 from skiff.broker.operations.gate import Gate
 from skiff.broker.operations.refusal import Refusal
@@ -137,6 +138,8 @@ class SendOperation:
         self.writer = writer
         self.stats = stats
         self.sync_replicas = sync_replicas
+        self.dedup = Deduplication(store, topics, writer.clock.now_ms)
+        """Topics' duplicate windows over UNIQ_KEY (``dedup.window.ms``), checked in `append`."""
         self._flush_waiters: dict[concurrent.futures.Future[PutStatus], list[FlushWaiter]] = {}
         """SYNC_FLUSH answers by the flush future they wait for (one per append)."""
         self._flushes_done: collections.deque[concurrent.futures.Future[PutStatus]] = collections.deque()
@@ -200,6 +203,8 @@ class SendOperation:
         if isinstance(target, Refusal):
             return target
         tc, queue_id = target
+        if self.dedup.covers(topic):
+            return None  # a duplicate's answer is its own
         rows = [self.writer.message(topic, queue_id, m.body, m.properties, None, 0, 0, m.born_ms, host)
                 for m in messages]
         if any(isinstance(r, str) for r in rows):
@@ -220,6 +225,9 @@ class SendOperation:
         why = keys_refusal(tc.topic_name, rows) if tc is not None and is_compacted(tc) else None
         if why is not None:
             return Refusal(ResponseCode.MESSAGE_ILLEGAL, why)
+        window = self.dedup.window(rows[0].topic)
+        if window is not None:  # only what the topic did not store within the window is appended
+            return self.settle(Sent(*self.dedup.append(window, queue_id, rows, body_bytes, self.put)), wait, answer)
         return self.settle(Sent(self.put(rows, body_bytes), queue_id), wait, answer)
 
     def put(self, rows: list[MessageInput], body_bytes: int) -> PutResult:

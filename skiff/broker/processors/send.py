@@ -81,10 +81,13 @@ class SendProcessor:
         frame encoded at once (no command per answer). A read of plain single sends (what
         producers send) is read into store rows in one compiled pass (`plain_sends`) and its
         answers encoded per stored run (`sent_answers`); any other read goes request by request
-        (`send_requests`), where a header that does not decode fails its own request only."""
+        (`send_requests`), where a header that does not decode fails its own request only. A
+        read that sends to a topic with a duplicate window goes send by send (each duplicate's
+        answer is its own: skiff/broker/dedup.py)."""
         host = born_host(conn.peer)
         plain = plain_sends(reqs, host, MessageInput, CLIENT_FLAGS, NOT_CONSUMABLE, NOT_PLAIN, PLAIN_INDEXED)
-        if plain is not None:
+        dedup = self.operation.dedup
+        if plain is not None and not any(dedup.covers(topic) for topic, _ in plain[0]):
             return self._send_plain(reqs, plain)
         out: list[BatchResult] = [None] * len(reqs)
         requests: list[SendRequest] = []
@@ -96,8 +99,8 @@ class SendProcessor:
                 out[i] = answer_frame(req, ResponseCode.SYSTEM_ERROR, str(exc) or type(exc).__name__, {})
                 continue
             taken.append(i)
-        if len(requests) == 1:  # a lone send: nothing to share, the operation's own path
-            outcomes = [self.operation.send(requests[0], self.frame_to(reqs[taken[0]]))]
+        if len(requests) == 1 or any(dedup.covers(r.topic) for r in requests):  # the operation's own path
+            outcomes = [self.operation.send(r, self.frame_to(reqs[i])) for i, r in zip(taken, requests)]
         else:
             outcomes = send_requests(self.operation, requests, [self.frame_to(reqs[i]) for i in taken])
         for i, sent in zip(taken, outcomes):
