@@ -18,8 +18,8 @@ offset.
 The window of a topic is a map UNIQ_KEY -> where it was stored, oldest first, bounded by
 time (entries older than *w* by their store time go) and by `DEDUP_WINDOW_MAX_KEYS` (past
 it the oldest go first, so a window that would hold more is shorter than *w*). It is built
-from the store on the topic's first send (after a restart, a crash, a promotion, or when
-the attribute is set): the ConsumeQueue's time search finds each queue's first message
+from the store on the topic's first send (after a restart, a crash, a promotion to a new
+master term, or when the attribute is set or its span changed): the ConsumeQueue's time search finds each queue's first message
 within *w*, and the messages from there to the queue's end are read back. The CommitLog is
 the only truth: everything stored survives a restart (a SIGKILL included) in the store's
 recovery, so a window read back from it lets no duplicate in; what a crash lost was never
@@ -115,10 +115,15 @@ Put = Callable[[list[MessageInput], int], PutResult]
 class Deduplication:
     """The windows of every topic with ``dedup.window.ms`` set, built on first use."""
 
-    def __init__(self, store: MessageStore, topics: TopicConfigManager, now_ms: Callable[[], int]) -> None:
+    def __init__(self, store: MessageStore, topics: TopicConfigManager, now_ms: Callable[[], int],
+                 master_epoch: Callable[[], int] = lambda: 0) -> None:
+        """``master_epoch``: the master term this broker serves; a new one (a promotion in
+        controller mode, after another master stored messages) reads every window back."""
         self.store = store
         self.topics = topics
         self.now_ms = now_ms
+        self.master_epoch = master_epoch
+        self._epoch = master_epoch()
         self._windows: dict[str, DedupWindow] = {}
 
     def window(self, topic: str) -> DedupWindow | None:
@@ -130,6 +135,9 @@ class Deduplication:
             if self._windows:
                 self._windows.pop(topic, None)
             return None
+        if self._epoch != self.master_epoch():
+            self._epoch = self.master_epoch()
+            self._windows.clear()
         window = self._windows.get(topic)
         if window is None or window.window_ms != window_ms:
             window = self._windows[topic] = self.read_back(topic, window_ms)

@@ -138,7 +138,7 @@ class SendOperation:
         self.writer = writer
         self.stats = stats
         self.sync_replicas = sync_replicas
-        self.dedup = Deduplication(store, topics, writer.clock.now_ms)
+        self.dedup = Deduplication(store, topics, writer.clock.now_ms, lambda: role.epoch)
         """Topics' duplicate windows over UNIQ_KEY (``dedup.window.ms``), checked in `append`."""
         self._flush_waiters: dict[concurrent.futures.Future[PutStatus], list[FlushWaiter]] = {}
         """SYNC_FLUSH answers by the flush future they wait for (one per append)."""

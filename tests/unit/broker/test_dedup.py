@@ -144,6 +144,17 @@ def test_the_window_is_read_back_from_the_store_after_a_restart(tmp_path: Path) 
     b.store.shutdown()
 
 
+def test_a_new_master_term_reads_the_window_back(broker: Broker) -> None:
+    epoch = [0]
+    broker.dedup = Deduplication(broker.store, broker.topics, broker.clock.now_ms, lambda: epoch[0])
+    broker.send(0, [row(1)])
+    broker.store.put_messages([row(2, 1)])  # stored under another master's term (replicated here)
+    assert broker.send(1, [row(2, 1)])[0].message_count == 1  # the window of the old term missed it
+    epoch[0] = 1
+    again, queue = broker.send(0, [row(2)])
+    assert (again.message_count, queue, again.queue_offset) == (0, 1, 0)
+
+
 def test_a_topic_without_the_attribute_has_no_window(tmp_path: Path) -> None:
     b = Broker(tmp_path, ManualClock(T0), window_ms=None)
     assert b.dedup.window(TOPIC) is None and not b.dedup.covers(TOPIC)
