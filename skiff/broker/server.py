@@ -297,10 +297,9 @@ class BrokerServer:
         """Serve Kafka clients on ``port`` (0: a free one); `ListenError` if it is taken.
         Public for `skiff up`, whose Kafka port is a try-out's convenience: taken, it is
         skipped with a warning instead of stopping the broker."""
-        if self.acl is not None or self.auth.enabled:
-            log.warning("the Kafka listener stays off: it does not authenticate Kafka clients, and access "
-                        "control is on (docs/acl.md)")
-            return
+        if self.gate.auth is not None:
+            log.info("the Kafka listener requires SASL (PLAIN, SCRAM-SHA-256/512) with %s's users: access control "
+                     "is on (docs/kafka.md)", "plain ACL" if self.acl is not None else "ACL 2.0")
         waiters = FetchWaiters()
         waiters.start()
         self.store.add_dispatch_listener(waiters.notify)

@@ -182,6 +182,12 @@ KAFKA_INITIAL_REBALANCE_DELAY_MS = 500
 generation instead of rebalancing once per arrival; shorter than Kafka's so a lone consumer
 starts reading sooner."""
 
+KAFKA_FAILED_AUTH_CLOSE_DELAY_MS = 100
+"""How long the Kafka listener keeps a connection whose SASL authentication failed open after
+its answer, unless the client closes first (Kafka's connection.failed.authentication.delay.ms
+default): a client that reads an end of stream before the answer (kafka-python) would report
+a lost connection instead of the authentication error, and a guesser is slowed down."""
+
 AUTH_DECISIONS_CACHED = 10_000
 """ACL 2.0 decisions remembered per (user, what a request needs, peer host) until the users or
 ACLs change; past it the memory starts again (a client asks the same few questions repeatedly)."""

@@ -6,7 +6,9 @@ does (it mutes a connection while one of its requests is in progress): kafka-pyt
 aiokafka match each answer to their oldest request in flight and close the connection
 on a mismatch, and a long-polled Fetch or a held JoinGroup may take seconds. Clients open
 more connections where they need parallelism (librdkafka: one per broker and purpose).
-A request that answers nothing (Produce with acks=0) writes nothing.
+A request that answers nothing (Produce with acks=0) writes nothing. Each connection has
+its `Session` (SASL's state and the authenticated caller, `sasl.py`); a SASL failure
+closes it after the answer.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ import asyncio
 import logging
 import struct
 
+from skiff.broker.kafka.sasl import Session
 from skiff.broker.kafka.service import KafkaService
 from skiff.common.errors import DecodeError
-from skiff.common.limits import KAFKA_FRAME_MAX_BYTES
+from skiff.common.limits import KAFKA_FAILED_AUTH_CLOSE_DELAY_MS, KAFKA_FRAME_MAX_BYTES
 from skiff.transport.errors import ListenError
 
 log = logging.getLogger(__name__)
@@ -57,7 +60,8 @@ class KafkaListener:
         task = asyncio.current_task()
         assert task is not None
         self._tasks.add(task)
-        peer = writer.get_extra_info("peername") or ("?", 0)
+        session = Session(writer.get_extra_info("peername") or ("?", 0))
+        peer = session.peer
         try:
             while True:
                 head = await reader.readexactly(4)
@@ -68,13 +72,16 @@ class KafkaListener:
                     return
                 frame = await reader.readexactly(size)
                 try:
-                    answer = await self.service.handle(frame, peer)
+                    answer = await self.service.handle(frame, session)
                 except DecodeError as exc:
                     log.warning("Kafka client %s sent a request that does not decode (%s): closing", peer, exc)
                     return
                 if answer is not None:
                     writer.write(answer)
                     await writer.drain()
+                if session.close:  # a SASL failure: Kafka closes after its answer, a moment later
+                    await _drain_until_closed(reader, KAFKA_FAILED_AUTH_CLOSE_DELAY_MS / 1000)
+                    return
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         except asyncio.CancelledError:
@@ -82,3 +89,13 @@ class KafkaListener:
         finally:
             self._tasks.discard(task)
             writer.close()
+
+
+async def _drain_until_closed(reader: asyncio.StreamReader, timeout_s: float) -> None:
+    """Read (and drop) what the client still sends until it closes or ``timeout_s`` passes."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            while await reader.read(1 << 16):
+                pass
+    except TimeoutError:
+        pass

@@ -13,6 +13,8 @@
 | OffsetCommit, OffsetFetch | the consumer offset table of the group holding the partition — `offsets.py` |
 | consumer groups | `groups.py`, on the master a group's id hashes to (FindCoordinator) |
 | CreateTopics, DeleteTopics, CreatePartitions, Describe/AlterConfigs | `TopicsOperation` — `admin.py` |
+| SaslHandshake, SaslAuthenticate | ACL 2.0's users (plain ACL's accounts) — `sasl.py`, per connection |
+| ACLs | every request screened through `Gate.access` before it is served — `access.py` |
 
 Requests and versions Skiff does not serve are answered with UNSUPPORTED_VERSION
 (`skiff.protocol.kafka.frames.unsupported_response`); a body that does not decode is
@@ -23,11 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.ha.role import Role
+from skiff.broker.kafka.access import Allowed, screens
 from skiff.broker.kafka.admin import TopicAdmin
 from skiff.broker.kafka.cluster import ClusterView, Layout, Node, coordinator, node_id
 from skiff.broker.kafka.fetch import Fetch, FetchWaiters
@@ -36,6 +40,7 @@ from skiff.broker.kafka.idempotence import ProducerIds, ProducerStates
 from skiff.broker.kafka.offsets import PartitionOffsets
 from skiff.broker.kafka.producer_snapshot import ProducerSnapshots
 from skiff.broker.kafka.produce import Produce
+from skiff.broker.kafka.sasl import MECHANISMS, SaslFailure, SaslState, Session, exchange as sasl_exchange
 from skiff.broker.operations.send import DEFAULT_TEMPLATE
 from skiff.broker.operations import Operations, QueueEdge, Refusal, born_host
 from skiff.broker.topics import TopicConfigManager
@@ -60,6 +65,9 @@ log = logging.getLogger(__name__)
 
 Body = dict[str, Any]
 Handler = Callable[[Body, RequestHeader, tuple[str, int]], Awaitable[Body | None]]
+_SASL = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+_BEFORE_SASL = (ApiKey.API_VERSIONS, *_SASL)
+"""What a connection may send before it has authenticated (the SASL requests check their order)."""
 
 
 class KafkaService:
@@ -108,6 +116,7 @@ class KafkaService:
             ApiKey.ALTER_CONFIGS: admin.alter_configs,
             **self.groups.handlers(),
         }
+        self._screens = screens(config.broker_cluster_name)
 
     async def recover(self) -> None:
         """Before serving: a master reads its idempotent producers' state back (`producer_snapshot`)."""
@@ -160,26 +169,110 @@ class KafkaService:
         host = self.master_host() if self.role.is_slave else self.config.advertised_ip
         return None if host is None else Node(node_id(self.config.broker_name), host, self.advertised_port())
 
-    async def handle(self, frame: bytes, peer: tuple[str, int]) -> bytes | None:
-        """The answer frame to one request frame (None: the request takes no answer)."""
+    async def handle(self, frame: bytes, session: Session) -> bytes | None:
+        """The answer frame to one request frame of ``session``'s connection (None: the
+        request takes no answer; ``session.close``: close the connection after it)."""
+        if session.state is SaslState.RAW:
+            return self._raw_token(frame, session)
+        peer = session.peer
         header, body = read_header(frame)
+        sasl = header.api_key in _SASL
         handler = self._handlers.get(header.api_key)
-        if handler is None or not header.supported:
+        if (handler is None and not sasl) or not header.supported:
             log.info("Kafka client %s (%s) asked for %s v%d, which Skiff does not serve", peer, header.client_id,
                      _api_name(header.api_key), header.api_version)
             return unsupported_response(header)
+        if self.ops.gate.auth is not None and session.caller is None and header.api_key not in _BEFORE_SASL:
+            # Kafka's broker closes without an answer (IllegalSaslStateException)
+            log.warning("Kafka client %s sent %s before authenticating with SASL, which access control requires: "
+                        "closing", peer, _api_name(header.api_key))
+            session.close = True
+            return None
         try:
             req = decode_request(header, body)
         except DecodeError as exc:
             log.warning("Kafka client %s sent a %s v%d that does not decode: %s", peer, _api_name(header.api_key),
                         header.api_version, exc)
             return error_response(header, ErrorCode.INVALID_REQUEST)
+        if sasl:
+            return encode_response(header, self._sasl(req, header, session))
+        assert handler is not None
+        complete = None
+        if session.caller is not None and header.api_key in self._screens:
+            screened = self._screens[header.api_key](req, self._allowed(session, header.api_key))
+            if screened.answer is not None:
+                return encode_response(header, screened.answer)
+            complete = screened.complete
         try:
             answer = await handler(req, header, peer)
         except Exception:
             log.exception("Kafka %s v%d from %s failed", _api_name(header.api_key), header.api_version, peer)
             return error_response(header, ErrorCode.UNKNOWN_SERVER_ERROR)
-        return None if answer is None else encode_response(header, answer)
+        if answer is None:
+            return None
+        if complete is not None:
+            complete(answer)
+        return encode_response(header, answer)
+
+    def _allowed(self, session: Session, key: int) -> Allowed:
+        """The gate's question for one need of ``session``'s caller (its host: the connection's peer)."""
+        gate, caller, name = self.ops.gate, session.caller, f"Kafka {_api_name(key)}"
+        assert caller is not None
+        return lambda need: gate.access(caller, [need], name) is None
+
+    # -- SASL (sasl.py) ------------------------------------------------------------
+
+    def _sasl(self, req: Body, header: RequestHeader, session: Session) -> Body:
+        auth = self.ops.gate.auth
+        handshake = header.api_key == ApiKey.SASL_HANDSHAKE
+        if auth is None or session.state is SaslState.DONE:
+            # what Kafka's broker answers on a listener without SASL, or once authenticated (no re-authentication)
+            why = "SASL is not enabled on this listener (access control is off)" if auth is None \
+                else "the connection is already authenticated"
+            return _sasl_error(handshake, ErrorCode.ILLEGAL_SASL_STATE, why)
+        expected = SaslState.HANDSHAKE if handshake else SaslState.AUTHENTICATE
+        if session.state is not expected:
+            session.close = True
+            return _sasl_error(handshake, ErrorCode.ILLEGAL_SASL_STATE,
+                               f"{_api_name(header.api_key)} is not expected while the connection is at "
+                               f"{session.state.value}")
+        if handshake:
+            session.exchange = sasl_exchange(auth, req["mechanism"], session.host)
+            if session.exchange is None:
+                session.close = True
+                log.warning("Kafka client %s asked for SASL mechanism %r; Skiff offers %s", session.peer, req["mechanism"],
+                            ", ".join(MECHANISMS))
+                return {"error_code": int(ErrorCode.UNSUPPORTED_SASL_MECHANISM), "mechanisms": list(MECHANISMS)}
+            session.state = SaslState.AUTHENTICATE if header.api_version >= 1 else SaslState.RAW
+            return {"error_code": 0, "mechanisms": list(MECHANISMS)}
+        assert session.exchange is not None
+        try:
+            token = session.exchange.step(req["auth_bytes"])
+        except SaslFailure as exc:
+            session.close = True
+            return {"error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED), "error_message": str(exc),
+                    "auth_bytes": b"", "session_lifetime_ms": 0}
+        self._authenticated(session)
+        return {"error_code": 0, "error_message": None, "auth_bytes": token, "session_lifetime_ms": 0}
+
+    def _raw_token(self, frame: bytes, session: Session) -> bytes | None:
+        """After a v0 handshake: a bare token in, a size-prefixed bare token out; a failure
+        closes the connection without an answer, as Kafka does."""
+        assert session.exchange is not None
+        try:
+            token = session.exchange.step(frame)
+        except SaslFailure:
+            session.close = True
+            return None
+        self._authenticated(session)
+        return struct.pack(">i", len(token)) + token
+
+    @staticmethod
+    def _authenticated(session: Session) -> None:
+        assert session.exchange is not None
+        if session.exchange.caller is not None:
+            session.caller, session.state, session.exchange = session.exchange.caller, SaslState.DONE, None
+            log.info("Kafka client %s authenticated as User:%s", session.peer, session.caller.name)
 
     # -- ApiVersions, Metadata -----------------------------------------------------
 
@@ -280,6 +373,12 @@ class KafkaService:
                     "node_id": -1, "host": "", "port": -1}
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "node_id": node.node_id,
                 "host": node.host, "port": node.port}
+
+
+def _sasl_error(handshake: bool, code: ErrorCode, why: str) -> Body:
+    if handshake:
+        return {"error_code": int(code), "mechanisms": list(MECHANISMS)}
+    return {"error_code": int(code), "error_message": why, "auth_bytes": b"", "session_lifetime_ms": 0}
 
 
 def _partitions(layout: Layout, nodes: dict[str, Node]) -> list[Body]:

@@ -35,6 +35,7 @@ class ApiKey(enum.IntEnum):
     INIT_PRODUCER_ID = 22
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
 
 
@@ -51,6 +52,9 @@ class Api:
     def flexible(self, version: int) -> bool:
         return version >= self.first_flexible
 
+
+NEVER_FLEXIBLE = 1 << 15
+"""The first flexible version of an API that has none (SaslHandshake)."""
 
 _I32S = Array("int32")
 
@@ -287,6 +291,14 @@ LIST_GROUPS_RESPONSE: Struct = (
 SASL_HANDSHAKE_REQUEST: Struct = (F("mechanism", "string"),)
 SASL_HANDSHAKE_RESPONSE: Struct = (F("error_code", "int16"), F("mechanisms", Array("string")))
 
+SASL_AUTHENTICATE_REQUEST: Struct = (F("auth_bytes", "bytes"),)
+SASL_AUTHENTICATE_RESPONSE: Struct = (
+    F("error_code", "int16"),
+    F("error_message", "nstring"),
+    F("auth_bytes", "bytes"),
+    F("session_lifetime_ms", "int64", 1),
+)
+
 API_VERSIONS_REQUEST: Struct = (
     F("client_software_name", "string", 3),
     F("client_software_version", "string", 3),
@@ -400,12 +412,14 @@ _ALL = (
     Api(ApiKey.SYNC_GROUP, 0, 3, 4, SYNC_GROUP_REQUEST, SYNC_GROUP_RESPONSE),
     Api(ApiKey.DESCRIBE_GROUPS, 0, 2, 5, DESCRIBE_GROUPS_REQUEST, DESCRIBE_GROUPS_RESPONSE),
     Api(ApiKey.LIST_GROUPS, 0, 2, 3, LIST_GROUPS_REQUEST, LIST_GROUPS_RESPONSE),
+    Api(ApiKey.SASL_HANDSHAKE, 0, 1, NEVER_FLEXIBLE, SASL_HANDSHAKE_REQUEST, SASL_HANDSHAKE_RESPONSE),
     Api(ApiKey.API_VERSIONS, 0, 4, 3, API_VERSIONS_REQUEST, API_VERSIONS_RESPONSE),
     Api(ApiKey.CREATE_TOPICS, 2, 4, 5, CREATE_TOPICS_REQUEST, CREATE_TOPICS_RESPONSE),
     Api(ApiKey.DELETE_TOPICS, 1, 3, 4, DELETE_TOPICS_REQUEST, DELETE_TOPICS_RESPONSE),
     Api(ApiKey.INIT_PRODUCER_ID, 0, 1, 2, INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE),
     Api(ApiKey.DESCRIBE_CONFIGS, 1, 2, 4, DESCRIBE_CONFIGS_REQUEST, DESCRIBE_CONFIGS_RESPONSE),
     Api(ApiKey.ALTER_CONFIGS, 0, 1, 2, ALTER_CONFIGS_REQUEST, ALTER_CONFIGS_RESPONSE),
+    Api(ApiKey.SASL_AUTHENTICATE, 0, 2, 2, SASL_AUTHENTICATE_REQUEST, SASL_AUTHENTICATE_RESPONSE),
     Api(ApiKey.CREATE_PARTITIONS, 0, 1, 2, CREATE_PARTITIONS_REQUEST, CREATE_PARTITIONS_RESPONSE),
 )
 APIS: dict[int, Api] = {int(a.key): a for a in _ALL}
