@@ -7,6 +7,7 @@ shows against what the test did, and saves a screenshot of each page to a tempor
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from collections.abc import Iterator
@@ -198,13 +199,15 @@ def test_a_grpc_consumer_group_online_with_its_lag(cluster: Cluster, dashboard: 
             producer.send(Message.of(topic, f"g{i}".encode()))
     spec = {"endpoint": cluster.grpc_endpoint, "group": group, "topic": topic,  # type: ignore[attr-defined]
             "take": taken, "invisible_s": 300}
-    holder = subprocess.Popen([python, str(HOLDER), json.dumps(spec)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-                              env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})  # it logs under $HOME/logs
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"HOME": str(tmp_path)}  # logs in $HOME/logs
+    errors = tmp_path / "holder.err"  # a file, not a pipe nobody drains while the page is checked
+    with errors.open("w") as err:
+        holder = subprocess.Popen([python, str(HOLDER), json.dumps(spec)], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=err, text=True, cwd=tmp_path, env=env)
     try:
         assert holder.stdout is not None
         line = holder.stdout.readline()
-        assert line, f"the 5.x consumer failed:\n{holder.stderr.read() if holder.stderr else ''}"
+        assert line, f"the 5.x consumer failed:\n{errors.read_text()[-4000:]}"
         held = json.loads(line)
         assert len(held["bodies"]) == taken and set(held["bodies"]) <= {f"g{i}" for i in range(backlog)}, held
 
@@ -233,3 +236,5 @@ def test_a_grpc_consumer_group_online_with_its_lag(cluster: Cluster, dashboard: 
             if holder.poll() is None:
                 holder.kill()
                 holder.wait()
+            if holder.stdout:
+                holder.stdout.close()
