@@ -1,5 +1,5 @@
 """Builds the optional compiled kernels (`skiff.common._kernels`, `skiff.store._kernels`,
-`skiff.protocol._frames`: Cython); everything
+`skiff.broker._kernels`, `skiff.spark._kernels`, `skiff.protocol._frames`: Cython); everything
 else is in pyproject.toml.
 
 The extension is optional: without Cython the build skips it, and without a C
@@ -20,6 +20,8 @@ KERNELS = [
     for name, path in [
         ("skiff.common._kernels", "skiff/common/_kernels.pyx"),
         ("skiff.store._kernels", "skiff/store/_kernels.pyx"),  # the store's (cimports skiff/common/_kernels.pxd)
+        ("skiff.broker._kernels", "skiff/broker/_kernels.pyx"),  # the writer's
+        ("skiff.spark._kernels", "skiff/spark/_kernels.pyx"),  # the Spark source's
         ("skiff.protocol._frames", "skiff/protocol/_frames.pyx"),  # the remoting frame codec's
     ]
 ]

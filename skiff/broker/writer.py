@@ -155,7 +155,7 @@ def _rows(cls: type[MessageInput], head: tuple[str, int, int, int, bytes, int], 
         repeat(born_host), repeat(reconsume_times), repeat(0), *fields)))
 
 
-batch_inputs = kernels.select("batch_inputs", batch_inputs_py)
+batch_inputs = kernels.select("batch_inputs", batch_inputs_py, "skiff.broker._kernels")
 
 
 def batch_refusal(props: Mapping[str, str]) -> str:

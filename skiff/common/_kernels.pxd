@@ -1,10 +1,14 @@
 # cython: language_level=3
-"""What `skiff.common._kernels` shares with the other kernel modules (`skiff.store._kernels`):
-the record layout's constants, big-endian reads and writes, the held buffer and zlib's CRC-32.
-The inline helpers are compiled into each module that cimports them; `_Buf`, `_buf` and
-`_crc32` are defined in `_kernels.pyx`, and the other modules call them through it."""
+"""What `skiff.common._kernels` shares with the other kernel modules (`skiff.store._kernels`,
+`skiff.broker._kernels`, `skiff.spark._kernels`, `skiff.protocol._frames`): the record layout's
+constants, big-endian reads and writes, the held buffer, zlib's CRC-32 and the making of
+rows by slot. The inline helpers (and the C of `skiff_tuple_alloc`) are compiled into each
+module that cimports them; `_Buf`, `_buf` and `_crc32` are defined in `_kernels.pyx`, and
+the other modules call them through it."""
 
 from cpython.bytes cimport PyBytes_AS_STRING
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcmp
@@ -102,3 +106,21 @@ cdef inline void _hex(char *out, const unsigned char *p, Py_ssize_t n) noexcept 
 
 
 cdef uint32_t _crc32(uint32_t crc, const unsigned char *p, Py_ssize_t n) noexcept nogil
+
+
+cdef extern from *:
+    """
+    static inline PyObject *skiff_tuple_alloc(PyObject *type, Py_ssize_t n) {
+        return ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
+    }
+    """
+    # An empty instance of the tuple subclass ``type`` with room for ``n`` items (its
+    # ``tp_alloc``, as ``tuple.__new__`` makes one, without the tuple it would copy from).
+    # Static inline C: this block is included in every module that cimports this file.
+    object skiff_tuple_alloc(object type, Py_ssize_t n)
+
+
+cdef inline void _set_item(object row, Py_ssize_t k, object value):
+    """Item ``k`` of a row fresh from `skiff_tuple_alloc` (its slot is empty: nothing to release)."""
+    Py_INCREF(value)
+    PyTuple_SET_ITEM(row, k, value)

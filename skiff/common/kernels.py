@@ -3,11 +3,13 @@
 The hot loops named in docs/performance.md ("Compiled kernels") have a pure-Python
 reference, which stays the definition of what they do, and an optional compiled
 version in the kernel module beside the package whose logic it is
-(`skiff.common._kernels`, `skiff.store._kernels`, `skiff.protocol._frames`: Cython,
+(`skiff.common._kernels`, `skiff.store._kernels`, `skiff.broker._kernels`,
+`skiff.spark._kernels`, `skiff.protocol._frames`: Cython,
 built by ``pip install`` / ``make`` where a C compiler is found; a build without one
 silently leaves them out). A module defines its reference and binds the public name once::
 
     pack_records = kernels.select("pack_records", pack_records_py)
+    batch_inputs = kernels.select("batch_inputs", batch_inputs_py, "skiff.broker._kernels")
 
 `select` returns the compiled function when the extension is importable and
 ``SKIFF_NO_EXTENSIONS`` is not set (to anything but ``0`` or empty), else the
@@ -50,7 +52,9 @@ def _load(module: str = "skiff.common._kernels") -> tuple[ModuleType | None, str
 _COMPILED, _MISSING = _load()
 _MODULES: dict[str, ModuleType | None] = {"skiff.common._kernels": _COMPILED}
 """Kernel modules by name, loaded on first use: a kernel lives beside the package whose
-logic it compiles (``skiff.protocol._frames`` for the frame and batch-body codecs), each module optional."""
+logic it compiles (``skiff.store._kernels`` for the store's, ``skiff.broker._kernels`` for the writer's,
+``skiff.spark._kernels`` for the Spark source's, ``skiff.protocol._frames`` for the frame and batch-body
+codecs), each module optional."""
 
 
 IMPLEMENTATION = (
@@ -79,9 +83,9 @@ def select(name: str, reference: F, module: str = "skiff.common._kernels") -> F:
 ROW_LAYOUTS: dict[str, tuple[str, ...]] = {
     "MessageInput": (
         # skiff.store.results.MessageInput. skiff/common/_kernels.pyx: pack_records reads
-        # slots 1 to 9 (as skiff.common.record.pack_records_py does), batch_inputs fills all
-        # 13; skiff/store/_kernels.pyx: batch_columns reads slots 0 to 12; skiff/protocol/_frames.pyx:
-        # plain_sends fills all 13; skiff.broker.writer._rows and
+        # slots 1 to 9 (as skiff.common.record.pack_records_py does); skiff/broker/_kernels.pyx:
+        # batch_inputs fills all 13; skiff/store/_kernels.pyx: batch_columns reads slots 0 to 12;
+        # skiff/protocol/_frames.pyx: plain_sends fills all 13; skiff.broker.writer._rows and
         # skiff.store.checks.batch_columns_py build and unpack them in this order.
         "topic", "queue_id", "body", "properties", "flag", "sys_flag", "born_timestamp", "born_host",
         "reconsume_times", "prepared_transaction_offset", "tags", "keys", "uniq_key",
@@ -117,7 +121,8 @@ def check_row_layout(row_type: type) -> None:
     if found != expected:
         raise RowLayoutError(
             f"{row_type.__module__}.{row_type.__qualname__} has the fields {found}, but the compiled kernels "
-            f"(skiff/common/_kernels.pyx, skiff/store/_kernels.pyx) and their Python references read a {name} "
+            f"(skiff/common/_kernels.pyx, skiff/store/_kernels.pyx, skiff/broker/_kernels.pyx, "
+            f"skiff/protocol/_frames.pyx) and their Python references read a {name} "
             f"by slot in the order {expected} (skiff.common.kernels.ROW_LAYOUTS): keep that order, or change the kernels, the "
             f"references and ROW_LAYOUTS together"
         )

@@ -24,6 +24,9 @@ selected by `skiff.common.kernels.select` (``SKIFF_NO_EXTENSIONS=1`` forces the 
 - `pack_batch` and `split_batch` build and split a batch message body, as
   `skiff.protocol.message_codec.pack_batch_py` and `split_batch_py` do.
 
+The store rows are made by slot with `skiff.common._kernels`' `skiff_tuple_alloc` and
+`_set_item` (declared in `skiff/common/_kernels.pxd`, compiled into this module).
+
 Everything reads its input with bounds checked first: a frame whose declared lengths
 overrun the buffer is left to the reference.
 """
@@ -33,12 +36,12 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.dict cimport PyDict_GetItemWithError, PyDict_SetItem
 from cpython.object cimport PyObject
 from cpython.long cimport PyLong_FromLongLong
-from cpython.ref cimport Py_INCREF
-from cpython.tuple cimport PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memchr, memcmp, memcpy
+
+from skiff.common._kernels cimport _set_item, skiff_tuple_alloc
 
 cdef enum:
     SER_JSON = 0
@@ -841,22 +844,6 @@ cdef object _fallback(code, ext):
 
 # -- a read of single sends (skiff.broker.processors.send.plain_sends_py, sent_answers_py) ----
 
-cdef extern from *:
-    """
-    static PyObject *skiff_frames_tuple_alloc(PyObject *type, Py_ssize_t n) {
-        return ((PyTypeObject *)type)->tp_alloc((PyTypeObject *)type, n);
-    }
-    """
-    # An empty instance of the tuple subclass ``type`` with room for ``n`` items (its
-    # ``tp_alloc``, as ``tuple.__new__`` makes one, without the tuple it would copy from).
-    object skiff_frames_tuple_alloc(object type, Py_ssize_t n)
-
-
-cdef inline void _set_item(object row, Py_ssize_t k, object value):
-    Py_INCREF(value)
-    PyTuple_SET_ITEM(row, k, value)
-
-
 cdef inline bint _named(const unsigned char *p, Py_ssize_t n, bytes name):
     return n == PyBytes_GET_SIZE(name) and memcmp(p, PyBytes_AS_STRING(name), n) == 0
 
@@ -911,7 +898,7 @@ def plain_sends(reqs, bytes host, row_cls, int64_t client_flags, int64_t not_con
                             at[k] = sep + 1
                             length[k] = stop - sep - 1
             pos = stop + 1
-        row = skiff_frames_tuple_alloc(row_cls, 13)
+        row = skiff_tuple_alloc(row_cls, 13)
         _set_item(row, 0, topic)
         _set_item(row, 1, queue_id)
         _set_item(row, 2, body)

@@ -1,5 +1,9 @@
-"""Every compiled kernel gives the same bytes and results as its pure-Python reference
-on the same inputs (hypothesis), and the selection point honours SKIFF_NO_EXTENSIONS.
+"""skiff.common._kernels' compiled kernels give the same bytes and results as their
+pure-Python references on the same inputs (hypothesis), every kernel module holds the
+kernels it should, and the selection point honours SKIFF_NO_EXTENSIONS. (The other modules'
+twins are tested beside their packages: tests/unit/store/test_kernels.py,
+tests/unit/broker/test_writer_kernels.py, tests/unit/spark/test_kernels.py,
+tests/unit/protocol/test_frame_kernels.py.)
 
 Where the extension is not built the comparisons are skipped, and the references are
 what every other test exercises."""
@@ -18,19 +22,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from skiff.broker.writer import batch_inputs_py
 from skiff.common import kernels
 from skiff.common.record import HOST_V4_BYTES, HOST_V6_BYTES, pack_records_py, record_size
 from skiff.common.stored_message import decode_run_py
 from skiff.store.dispatcher import DispatchBatch, QueueRun
 from skiff.store.results import MessageInput
-from tests.unit.spark.record_runs import records as spark_records
 
 SETTINGS = settings(max_examples=60, deadline=None)
 INT32 = st.integers(-(2**31), 2**31 - 1)
 INT64 = st.integers(-(2**63), 2**63 - 1)
 HOST = st.sampled_from([HOST_V4_BYTES, HOST_V6_BYTES]).flatmap(lambda n: st.binary(min_size=n, max_size=n))
-TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 
 
 def compiled(name: str) -> Callable[..., Any]:
@@ -40,11 +41,24 @@ def compiled(name: str) -> Callable[..., Any]:
     return kernel
 
 
+KERNEL_MODULES = {
+    "skiff.common._kernels": ("pack_records", "decode_run"),
+    "skiff.store._kernels": ("batch_columns", "index_key_items", "put_index_entries", "put_queue_entries",
+                             "offset_msg_ids", "replicated_columns"),
+    "skiff.broker._kernels": ("batch_inputs",),
+    "skiff.spark._kernels": ("record_starts", "run_columns"),
+    "skiff.protocol._frames": ("json_frames", "json_head", "plain_sends", "sent_answers", "pack_batch",
+                               "split_batch"),
+}
+"""Each kernel module (setup.py builds them together) and the kernels it holds."""
+
+
 def test_each_reference_has_a_compiled_twin_when_built():
-    names = ["pack_records", "decode_run", "batch_inputs", "record_starts", "run_columns"]
     if kernels.compiled("pack_records") is None:
         pytest.skip("the compiled kernels are not built here")
-    assert all(callable(kernels.compiled(n)) for n in names)
+    missing = [(module, name) for module, names in KERNEL_MODULES.items() for name in names
+               if not callable(kernels.compiled(name, module))]
+    assert missing == []
 
 
 def test_skiff_no_extensions_selects_the_references_and_skiff_version_says_so():
@@ -188,80 +202,3 @@ def test_decode_run_is_identical_on_good_cut_and_damaged_runs(rows, store_host, 
     src = object()
     for data in (run, run[: max(0, len(run) - cut)], run + junk, bytes(damaged)):
         assert kernel(data, tuple, src, inflate, 1000) == decode_run_py(data, tuple, src, inflate, 1000)
-
-
-PROPERTY_NAME = st.sampled_from([b"TAGS", b"KEYS", b"UNIQ_KEY", b"WAIT", b"DELAY", b"TIMER_ID", b"", b"T\x01",
-                                 b"\xff\xfe"])
-PROPERTY_VALUE = st.one_of(TEXT.map(str.encode), st.binary(max_size=8))
-"""Names the writer reads, refuses and passes, and malformed ones (empty, with a 0x01 inside,
-not UTF-8); values of text or any bytes (invalid UTF-8 and separators included)."""
-property_strings = st.lists(st.tuples(PROPERTY_NAME, PROPERTY_VALUE), max_size=6).flatmap(
-    lambda pairs: st.tuples(st.just(pairs), st.booleans())).map(
-    lambda drawn: b"\x02".join(n + b"\x01" + v for n, v in drawn[0]) + (b"\x02" if drawn[1] else b""))
-
-
-@SETTINGS
-@given(props=st.lists(property_strings, min_size=1, max_size=8), uniform=st.booleans(),
-       refused=st.sampled_from([("DELAY", "TIMER_ID"), (), ("WAIT",)]))
-def test_batch_inputs_are_identical_and_decline_the_same_batches(props, uniform, refused):
-    """Batches with the same names in every message (the reference's column path) and mixed ones."""
-    if uniform:
-        props = [props[0]] * len(props)
-    head = ("T", 3, 8, 1_700_000_000_000, bytes(8), 2)
-    args = (MessageInput, head, list(range(len(props))), [b"b%d" % i for i in range(len(props))], props,
-            ("TAGS", "KEYS", "UNIQ_KEY"), refused)
-    got = compiled("batch_inputs")(*args)
-    assert got == batch_inputs_py(*args)
-    assert got is None or all(type(row) is MessageInput for row in got)
-
-
-def test_batch_inputs_read_the_last_of_a_repeated_name_and_skip_malformed_pairs():
-    props = b"TAGS\x01a\x02TAGS\x01b\x02KEYS\x01k1 k2\x02UNIQ_KEY\x01u\x01x\x02\x01v\x02"
-    for impl in filter(None, (kernels.compiled("batch_inputs"), batch_inputs_py)):
-        (row,) = impl(MessageInput, ("T", 0, 0, 1, bytes(8), 0), [7], [b"body"], [props], ("TAGS", "KEYS", "UNIQ_KEY"),
-                      ("DELAY",))
-        assert (row.tags, row.keys, row.uniq_key, row.flag, row.body, row.properties) == ("b", "k1 k2", None, 7,
-                                                                                         b"body", props)
-        assert impl(MessageInput, ("T", 0, 0, 1, bytes(8), 0), [0], [b""], [b"DELAY\x013"], ("TAGS", "KEYS", "UNIQ_KEY"),
-                    ("DELAY",)) is None
-
-
-def _plain(columns: Any) -> Any:
-    """`run_columns`' result with its arrays and buffers as lists and bytes, to compare."""
-    if isinstance(columns, tuple):
-        return tuple(_plain(c) for c in columns)
-    if columns is None or isinstance(columns, (bytes, int)):
-        return columns
-    if hasattr(columns, "tolist"):
-        return columns.tolist()
-    return bytes(columns)
-
-
-def _outcome(call: Callable[[], Any]) -> Any:
-    try:
-        return _plain(call())
-    except Exception as exc:  # noqa: BLE001 - both must fail alike (a body that does not inflate)
-        return type(exc), str(exc)
-
-
-@SETTINGS
-@given(run=spark_records(), include_properties=st.booleans(), flip=st.integers(0, 2**20), every=st.integers(1, 3))
-def test_spark_run_columns_and_record_starts_are_identical(run, include_properties, flip, every):
-    pytest.importorskip("pyarrow")
-    from skiff.common.compression import inflate
-    from skiff.common.properties import decode_properties
-    from skiff.spark.arrow_decode import run_columns_py
-    from skiff.spark.record_columns import record_starts_py
-
-    kernel, walk = compiled("run_columns"), compiled("record_starts")
-    buf = b"".join(run)
-    damaged = bytearray(buf)
-    if buf:
-        damaged[flip % len(buf)] ^= 0xFF
-    for data in (buf, bytes(damaged), buf[:-1]):
-        starts = record_starts_py(data)
-        assert _plain(walk(data)) == _plain(starts)
-        if starts is None:
-            continue
-        args = (data, starts[::every], include_properties, 1000, inflate, decode_properties)
-        assert _outcome(lambda: kernel(*args)) == _outcome(lambda: run_columns_py(*args))

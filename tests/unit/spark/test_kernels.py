@@ -1,0 +1,88 @@
+"""The Spark source's compiled kernels (skiff.spark._kernels: record_starts, run_columns)
+give exactly what their pure-Python references (skiff.spark.record_columns.record_starts_py,
+skiff.spark.arrow_decode.run_columns_py) give, on generated runs of records, good, damaged
+and cut: the same starts, the same columns, the same refusals and errors.
+
+Pure (no Spark session, so not marked ``spark``); skipped where the extension is not built
+or SKIFF_NO_EXTENSIONS is set."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from skiff.common import kernels
+from tests.unit.spark.record_runs import records as spark_records
+
+SETTINGS = settings(max_examples=60, deadline=None)
+SPARK = "skiff.spark._kernels"
+NAMES = ("record_starts", "run_columns")
+
+
+def compiled(name: str) -> Callable[..., Any]:
+    kernel = kernels.compiled(name, SPARK)
+    if kernel is None or kernels.DISABLED:  # not built, or the pure-Python run of `make test`
+        pytest.skip("the compiled kernels are not built here, or switched off")
+    return kernel
+
+
+def test_each_spark_reference_has_a_compiled_twin_when_built_and_only_there():
+    if kernels.compiled("pack_records") is None:
+        pytest.skip("the compiled kernels are not built here")
+    assert all(callable(kernels.compiled(n, SPARK)) for n in NAMES)
+    assert not any(kernels.compiled(n) for n in NAMES)  # not left in skiff.common._kernels as well
+
+
+def _plain(columns: Any) -> Any:
+    """`run_columns`' result with its arrays and buffers as lists and bytes, to compare."""
+    if isinstance(columns, tuple):
+        return tuple(_plain(c) for c in columns)
+    if columns is None or isinstance(columns, (bytes, int)):
+        return columns
+    if hasattr(columns, "tolist"):
+        return columns.tolist()
+    return bytes(columns)
+
+
+def _outcome(call: Callable[[], Any]) -> Any:
+    try:
+        return _plain(call())
+    except Exception as exc:  # noqa: BLE001 - both must fail alike (a body that does not inflate)
+        return type(exc), str(exc)
+
+
+@SETTINGS
+@given(run=spark_records(), include_properties=st.booleans(), flip=st.integers(0, 2**20), every=st.integers(1, 3))
+def test_spark_run_columns_and_record_starts_are_identical(run, include_properties, flip, every):
+    pytest.importorskip("pyarrow")
+    from skiff.common.compression import inflate
+    from skiff.common.properties import decode_properties
+    from skiff.spark.arrow_decode import run_columns_py
+    from skiff.spark.record_columns import record_starts_py
+
+    kernel, walk = compiled("run_columns"), compiled("record_starts")
+    buf = b"".join(run)
+    damaged = bytearray(buf)
+    if buf:
+        damaged[flip % len(buf)] ^= 0xFF
+    for data in (buf, bytes(damaged), buf[:-1]):
+        starts = record_starts_py(data)
+        assert _plain(walk(data)) == _plain(starts)
+        if starts is None:
+            continue
+        args = (data, starts[::every], include_properties, 1000, inflate, decode_properties)
+        assert _outcome(lambda: kernel(*args)) == _outcome(lambda: run_columns_py(*args))
+
+
+def test_the_source_uses_the_compiled_kernels_when_built():
+    """The names the source calls are the kernels of `skiff.spark._kernels`, not the references."""
+    pytest.importorskip("pyarrow")
+    from skiff.spark import arrow_decode, record_columns
+
+    kernel, walk = compiled("run_columns"), compiled("record_starts")
+    assert arrow_decode.run_columns is kernel
+    assert record_columns._record_starts is walk
