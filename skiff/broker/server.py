@@ -307,7 +307,7 @@ class BrokerServer:
                                lambda: self.kafka.port if self.kafka is not None else 0,
                                self.store_config.file_reserved_time * 3_600_000, self._master_host,
                                broker_addr=lambda: self.addr)
-        listener = KafkaListener(self.config.listen_host, port, service)
+        listener = KafkaListener(self.config.listen_host, port, service, tls=self.config.server_tls())
         await listener.start()
         self.kafka = listener
 

@@ -30,6 +30,7 @@ from skiff.protocol.kafka.apis import ApiKey
 from skiff.protocol.kafka.errors import ErrorCode
 from skiff.testing.cluster import Cluster
 from skiff.testing.processes import free_port
+from skiff.transport.certificates import CertificatePair, write_self_signed
 from skiff.transport.loop import run_coroutine
 from tests.integration.test_kafka_wire import Wire, batch, fetch_body, produce_body
 
@@ -42,10 +43,18 @@ DEADLINE_S = 30.0
 
 
 @pytest.fixture(scope="module")
-def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def cert(tmp_path_factory: pytest.TempPathFactory) -> CertificatePair:
+    return write_self_signed(tmp_path_factory.mktemp("kafka-sasl-certs"), "server")
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory: pytest.TempPathFactory, cert: CertificatePair) -> Iterator[str]:
+    """The broker's port in tls.server.mode=permissive: SASL_PLAINTEXT and SASL_SSL on one port."""
     port = free_port()
     args = [f"--kafkaListenPort={port}", "--authenticationEnabled=true", "--authorizationEnabled=true",
-            '--initAuthenticationUser={"username":"root","password":"root-secret-1"}']
+            '--initAuthenticationUser={"username":"root","password":"root-secret-1"}',
+            "--tls.server.mode=permissive", f"--tls.server.certPath={cert.cert_path}",
+            f"--tls.server.keyPath={cert.key_path}"]
     with Cluster(tmp_path_factory.mktemp("kafka-sasl"), broker_args=args) as c:
         run_coroutine(prepare(c))
         yield f"127.0.0.1:{port}"
@@ -190,14 +199,18 @@ def test_plain_over_a_v0_handshake_sends_bare_tokens(kafka: str) -> None:
 
 # -- real clients ------------------------------------------------------------------------
 
-def confluent_config(bootstrap: str, user: str, password: str, mechanism: str = "PLAIN") -> dict[str, Any]:
+def confluent_config(bootstrap: str, user: str, password: str, mechanism: str = "PLAIN",
+                     ca: CertificatePair | None = None) -> dict[str, Any]:
+    """SASL_PLAINTEXT, or SASL_SSL trusting ``ca`` (the host name checked, librdkafka's default)."""
+    tls = {} if ca is None else {"security.protocol": "SASL_SSL", "ssl.ca.location": str(ca.cert_path)}
     return {"bootstrap.servers": bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": mechanism,
-            "sasl.username": user, "sasl.password": password}
+            "sasl.username": user, "sasl.password": password, **tls}
 
 
-def confluent_produce(bootstrap: str, user: str, values: list[bytes], mechanism: str = "PLAIN") -> list[Any]:
+def confluent_produce(bootstrap: str, user: str, values: list[bytes], mechanism: str = "PLAIN",
+                      ca: CertificatePair | None = None) -> list[Any]:
     """Each message's delivery error (None when stored)."""
-    producer = Producer(confluent_config(bootstrap, user, USERS[user], mechanism) | {"message.timeout.ms": 20_000})
+    producer = Producer(confluent_config(bootstrap, user, USERS[user], mechanism, ca) | {"message.timeout.ms": 20_000})
     errors: list[Any] = []
     for v in values:
         producer.produce(TOPIC, v, partition=0, on_delivery=lambda err, msg: errors.append(err))
@@ -205,11 +218,14 @@ def confluent_produce(bootstrap: str, user: str, values: list[bytes], mechanism:
     return errors
 
 
-@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])
-def test_confluent_produces_and_consumes_with_the_right_password(kafka: str, mechanism: str) -> None:
-    values = [f"{mechanism} {i}".encode() for i in range(5)]
-    assert confluent_produce(kafka, "writer", values, mechanism) == [None] * 5
-    consumer = Consumer(confluent_config(kafka, "writer", USERS["writer"], mechanism) | {
+@pytest.mark.parametrize("mechanism, tls", [("PLAIN", False), ("SCRAM-SHA-256", False), ("SCRAM-SHA-512", False),
+                                             ("PLAIN", True), ("SCRAM-SHA-512", True)])
+def test_confluent_produces_and_consumes_with_the_right_password(kafka: str, cert: CertificatePair, mechanism: str,
+                                                                 tls: bool) -> None:
+    ca = cert if tls else None
+    values = [f"{mechanism} {tls} {i}".encode() for i in range(5)]
+    assert confluent_produce(kafka, "writer", values, mechanism, ca) == [None] * 5
+    consumer = Consumer(confluent_config(kafka, "writer", USERS["writer"], mechanism, ca) | {
         "group.id": GROUP, "enable.auto.commit": False, "fetch.wait.max.ms": 200})
     consumer.assign([TopicPartition(TOPIC, 0, 0)])
     got: list[bytes] = []
@@ -259,14 +275,16 @@ def test_confluent_group_without_sub_is_group_authorization_failed(kafka: str) -
     assert error is not None and error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, error
 
 
-@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-256"])
-def test_kafka_python_produces_and_consumes(kafka: str, mechanism: str) -> None:
+@pytest.mark.parametrize("mechanism, tls", [("PLAIN", False), ("SCRAM-SHA-256", False), ("SCRAM-SHA-256", True)])
+def test_kafka_python_produces_and_consumes(kafka: str, cert: CertificatePair, mechanism: str, tls: bool) -> None:
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KTP
 
-    auth = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism,
-            "sasl_plain_username": "writer", "sasl_plain_password": USERS["writer"]}
-    values = [f"kp {mechanism} {i}".encode() for i in range(5)]
+    auth: dict[str, Any] = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism,
+                            "sasl_plain_username": "writer", "sasl_plain_password": USERS["writer"]}
+    if tls:
+        auth |= {"security_protocol": "SASL_SSL", "ssl_cafile": str(cert.cert_path)}
+    values = [f"kp {mechanism} {tls} {i}".encode() for i in range(5)]
     producer = KafkaProducer(bootstrap_servers=kafka, acks="all", **auth)
     sent = [producer.send(TOPIC, v, partition=0) for v in values]
     producer.flush(DEADLINE_S)

@@ -22,23 +22,36 @@ from skiff.broker.kafka.service import KafkaService
 from skiff.common.errors import DecodeError
 from skiff.common.limits import KAFKA_FAILED_AUTH_CLOSE_DELAY_MS, KAFKA_FRAME_MAX_BYTES
 from skiff.transport.errors import ListenError
+from skiff.transport.tls import ServerTls, SniffingListener, listen_socket
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
+_BACKLOG = 100
+"""asyncio.start_server's default backlog, kept when TLS is served."""
 
 
 class KafkaListener:
-    def __init__(self, host: str, port: int, service: KafkaService) -> None:
+    def __init__(self, host: str, port: int, service: KafkaService, tls: ServerTls | None = None) -> None:
+        """``tls``: the broker's TLS (its ``tls.*`` keys, docs/tls.md), served here by the same
+        mode as on the remoting port: permissive takes TLS (SSL, SASL_SSL) and plaintext
+        clients on this one port, told apart by their first byte (a Kafka frame's size
+        cannot start with 0x16, a TLS handshake: that is over `KAFKA_FRAME_MAX_BYTES`);
+        enforcing closes plaintext ones."""
         self.host = host
         self.port = port
         self.service = service
-        self._server: asyncio.Server | None = None
+        self.tls = tls
+        self._server: asyncio.Server | SniffingListener | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         await self.service.recover()
         try:
-            self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+            if self.tls is None:
+                self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+            else:
+                self._server = SniffingListener(listen_socket(self.host, self.port, _BACKLOG), self.tls,
+                                                self._protocol, lambda protocol: None)
         except OSError as exc:
             raise ListenError(f"the Kafka listener cannot listen on {self.host}:{self.port} "
                               f"(kafkaListenPort): {exc}") from None
@@ -55,6 +68,10 @@ class KafkaListener:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._server.wait_closed()
         self._server = None
+
+    def _protocol(self) -> asyncio.Protocol:
+        """A connection's protocol, as `asyncio.start_server` makes it (for `SniffingListener`)."""
+        return asyncio.StreamReaderProtocol(asyncio.StreamReader(), self._serve)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
