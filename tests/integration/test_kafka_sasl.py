@@ -315,3 +315,48 @@ def test_kafka_python_wrong_password_is_an_authentication_error(kafka: str, capl
     attempts = [r.getMessage() for r in caplog.records if "Bootstrap connection" in r.getMessage()]
     assert attempts and all("SaslAuthenticationFailedError" in a and "wrong password for User:writer" in a
                             for a in attempts), attempts
+
+
+# -- plain ACL (RocketMQ 4.x) --------------------------------------------------------------
+
+PLAIN_ACL = """
+accounts:
+  - accessKey: app-user
+    secretKey: app-secret-1
+    defaultTopicPerm: DENY
+    defaultGroupPerm: SUB
+    topicPerms: [KOpen=PUB|SUB, KReadOnly=SUB]
+  - accessKey: admin-user
+    secretKey: admin-secret-1
+    admin: true
+"""
+
+
+def test_plain_acl_accounts_are_the_kafka_users(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Under aclEnable the listener serves plain_acl.yml's accounts (accessKey/secretKey as the
+    SASL username/password) with their permissions, as the gRPC door does."""
+    acl = tmp_path_factory.mktemp("kafka-plain-acl") / "plain_acl.yml"
+    acl.write_text(PLAIN_ACL)
+    port = free_port()
+    args = [f"--kafkaListenPort={port}", "--aclEnable=true", f"--plainAclFile={acl}"]
+    with Cluster(tmp_path_factory.mktemp("kafka-plain-acl-broker"), broker_args=args):
+        bootstrap = f"127.0.0.1:{port}"
+        admin = Wire(bootstrap)
+        assert handshake(admin)["error_code"] == 0
+        assert authenticate(admin, plain("admin-user", "admin-secret-1"))["error_code"] == 0
+        made = admin.call(ApiKey.METADATA, 5, {"topics": [{"name": "KOpen"}, {"name": "KReadOnly"}],
+                                               "allow_auto_topic_creation": True})
+        assert [t["error_code"] for t in made["topics"]] == [0, 0]
+        admin.close()
+        wire = Wire(bootstrap)
+        assert handshake(wire)["error_code"] == 0
+        assert authenticate(wire, plain("app-user", "app-secret-1"))["error_code"] == 0
+        for topic, code in (("KOpen", 0), ("KReadOnly", ErrorCode.TOPIC_AUTHORIZATION_FAILED)):
+            produced = wire.call(ApiKey.PRODUCE, 7, produce_body(topic, batch(b"plain acl")))
+            assert produced["responses"][0]["partition_responses"][0]["error_code"] == code, topic
+        wire.close()
+        wrong = Wire(bootstrap)
+        assert handshake(wrong)["error_code"] == 0
+        assert authenticate(wrong, plain("app-user", "wrong-secret"))["error_code"] == \
+            ErrorCode.SASL_AUTHENTICATION_FAILED
+        wrong.close()
