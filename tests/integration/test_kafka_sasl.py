@@ -184,6 +184,32 @@ def test_plain_then_requests_through_the_gate(kafka: str) -> None:
         wire.close()
 
 
+def test_group_and_cluster_refusals_on_the_wire(kafka: str) -> None:
+    wire = logged_in(kafka, "loner")  # Pub and Sub on the topic, nothing on any group
+    try:
+        joined = wire.call(ApiKey.JOIN_GROUP, 5, {
+            "group_id": GROUP, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000, "member_id": "",
+            "group_instance_id": None, "protocol_type": "consumer", "protocols": [{"name": "range", "metadata": b""}]})
+        assert (joined["error_code"], joined["generation_id"]) == (ErrorCode.GROUP_AUTHORIZATION_FAILED, -1)
+        committed = wire.call(ApiKey.OFFSET_COMMIT, 3, {
+            "group_id": GROUP, "generation_id": -1, "member_id": "", "retention_time_ms": -1,
+            "topics": [{"name": TOPIC, "partitions": [{"partition_index": 0, "committed_offset": 0,
+                                                       "committed_metadata": None}]}]})
+        assert committed["topics"][0]["partitions"] == [
+            {"partition_index": 0, "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}]
+        fetched = wire.call(ApiKey.OFFSET_FETCH, 3, {"group_id": GROUP, "topics": None})
+        assert (fetched["error_code"], fetched["topics"]) == (ErrorCode.GROUP_AUTHORIZATION_FAILED, [])
+        described = wire.call(ApiKey.DESCRIBE_GROUPS, 2, {"groups": [GROUP]})
+        assert described["groups"][0]["error_code"] == ErrorCode.GROUP_AUTHORIZATION_FAILED
+        configs = wire.call(ApiKey.DESCRIBE_CONFIGS, 2, {"resources": [
+            {"resource_type": 4, "resource_name": "0", "configuration_keys": None},
+            {"resource_type": 2, "resource_name": HIDDEN, "configuration_keys": None}], "include_synonyms": False})
+        assert {r["resource_type"]: r["error_code"] for r in configs["results"]} == {
+            4: ErrorCode.CLUSTER_AUTHORIZATION_FAILED, 2: ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+    finally:
+        wire.close()
+
+
 def test_plain_over_a_v0_handshake_sends_bare_tokens(kafka: str) -> None:
     wire = Wire(kafka)
     try:
