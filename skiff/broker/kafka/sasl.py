@@ -47,7 +47,8 @@ MECHANISMS = (PLAIN, SCRAM_SHA_256, SCRAM_SHA_512)
 """What SaslHandshake offers, in this order."""
 SCRAM_ITERATIONS = 4096
 """PBKDF2 rounds Skiff asks of a SCRAM client: Kafka's minimum, which every client accepts
-(kafka-python refuses more than 1 000 000); the broker pays them once per connection."""
+(kafka-python refuses more than 1 000 000); the broker pays them once per connection
+(measured 2 ms with SHA-256, 6 ms with SHA-512), on a thread."""
 _NONCE_BYTES = 24
 _SALT_BYTES = 16
 
