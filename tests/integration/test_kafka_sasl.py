@@ -16,6 +16,7 @@ by the Super user over remoting: ``writer`` may Pub and Sub the topic and Sub th
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterator
@@ -326,6 +327,41 @@ def test_kafka_python_produces_and_consumes(kafka: str, cert: CertificatePair, m
             got += [r.value for r in records]
     consumer.close()
     assert got[:len(values)] == values
+
+
+@pytest.mark.parametrize("mechanism", ["PLAIN", "SCRAM-SHA-512"])
+def test_aiokafka_produces_and_consumes(kafka: str, mechanism: str) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.structs import TopicPartition as ATP
+
+    auth = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism,
+            "sasl_plain_username": "writer", "sasl_plain_password": USERS["writer"]}
+    values = [f"aio {mechanism} {i}".encode() for i in range(5)]
+
+    async def run() -> list[bytes]:
+        producer = AIOKafkaProducer(bootstrap_servers=kafka, **auth)
+        await producer.start()
+        try:
+            first = (await producer.send_and_wait(TOPIC, values[0], partition=0)).offset
+            for v in values[1:]:
+                await producer.send_and_wait(TOPIC, v, partition=0)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(bootstrap_servers=kafka, enable_auto_commit=False, fetch_max_wait_ms=200, **auth)
+        await consumer.start()
+        got: list[bytes] = []
+        try:
+            consumer.assign([ATP(TOPIC, 0)])
+            consumer.seek(ATP(TOPIC, 0), first)
+            deadline = time.monotonic() + DEADLINE_S
+            while len(got) < len(values) and time.monotonic() < deadline:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    got += [r.value for r in records]
+        finally:
+            await consumer.stop()
+        return got
+
+    assert asyncio.run(run())[:len(values)] == values
 
 
 def test_kafka_python_wrong_password_is_an_authentication_error(kafka: str, caplog: pytest.LogCaptureFixture) -> None:
