@@ -8,10 +8,12 @@ by the Super user over remoting: ``writer`` may Pub and Sub the topic and Sub th
   before authentication, an unknown mechanism, SaslAuthenticate before the handshake, a wrong
   password: each answered with its code and the connection closed; PLAIN over v1 and v0
   handshakes; no re-authentication);
-- confluent-kafka and kafka-python with SASL_PLAINTEXT: PLAIN and SCRAM-SHA-256/512 with the
-  right password produce and consume; a wrong password is an authentication error, at once;
-  Produce without Pub is TOPIC_AUTHORIZATION_FAILED; a group without Sub is
-  GROUP_AUTHORIZATION_FAILED; Metadata leaves out the topics a user may not see.
+- confluent-kafka, kafka-python and aiokafka with SASL_PLAINTEXT (and SASL_SSL: the broker's
+  port is tls.server.mode=permissive): PLAIN and SCRAM-SHA-256/512 with the right password
+  produce and consume; a wrong password is an authentication error, at once; Produce without
+  Pub is TOPIC_AUTHORIZATION_FAILED; a group without Sub is GROUP_AUTHORIZATION_FAILED;
+  Metadata leaves out the topics a user may not see;
+- a broker under plain ACL takes plain_acl.yml's accounts as the SASL users.
 """
 
 from __future__ import annotations

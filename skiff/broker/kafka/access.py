@@ -25,12 +25,14 @@ topics name their group (as at the other doors).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from skiff.broker.auth import Need
 from skiff.broker.auth.model import Action, Resource
+from skiff.common.limits import AUTH_DECISIONS_CACHED
 from skiff.common.names import is_retry_topic
 from skiff.protocol.kafka.apis import ApiKey
 from skiff.protocol.kafka.errors import ErrorCode
@@ -47,10 +49,14 @@ _GROUP = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
 _CLUSTER = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
 
+@functools.lru_cache(maxsize=AUTH_DECISIONS_CACHED)
 def topic_need(name: str, *actions: Action) -> Need:
+    """Made once per topic and actions (remembered as many as the gate's decisions): a
+    producer asks the same question with every request, and a Need is costly to make."""
     return Need.of(Resource.group(name), SUB) if is_retry_topic(name) else Need.of(Resource.topic(name), *actions)
 
 
+@functools.lru_cache(maxsize=AUTH_DECISIONS_CACHED)
 def group_need(name: str, *actions: Action) -> Need:
     return Need.of(Resource.group(name), *actions)
 
