@@ -41,7 +41,7 @@ pytestmark = pytest.mark.xdist_group("kafka-sasl")  # one worker, one broker for
 
 ROOT = Credentials("root", "root-secret-1")
 TOPIC, HIDDEN, GROUP = "KSasl", "KSaslHidden", "ksasl-group"
-USERS = {"writer": "writer-secret-1", "reader": "reader-secret-1", "loner": "loner-secret-1"}
+USERS = {"writer": "writer-secret-1", "reader": "reader-secret-1", "loner": "loner-secret-1", "far": "far-secret-1"}
 DEADLINE_S = 30.0
 
 
@@ -73,6 +73,8 @@ async def prepare(c: Cluster) -> None:
         await admin.set_acl("User:writer", [f"Topic:{TOPIC}", f"Group:{GROUP}"], ["Pub", "Sub"], "Allow", create=True)
         await admin.set_acl("User:reader", [f"Topic:{TOPIC}", f"Group:{GROUP}"], ["Sub"], "Allow", create=True)
         await admin.set_acl("User:loner", [f"Topic:{TOPIC}"], ["Pub", "Sub"], "Allow", create=True)
+        await admin.set_acl("User:far", [f"Topic:{TOPIC}"], ["Pub", "Sub"], "Allow", source_ips=["10.0.0.0/8"],
+                            create=True)
 
 
 # -- the wire ----------------------------------------------------------------------------
@@ -183,6 +185,17 @@ def test_plain_then_requests_through_the_gate(kafka: str) -> None:
         created = wire.call(ApiKey.CREATE_TOPICS, 4, {"topics": [{"name": "KSaslNew", "num_partitions": 1,
                                                                   "replication_factor": 1}], "timeout_ms": 5000})
         assert created["topics"][0]["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    finally:
+        wire.close()
+
+
+def test_the_source_address_is_the_connections(kafka: str) -> None:
+    """``far`` may publish only from 10.0.0.0/8; this connection comes from 127.0.0.1."""
+    wire = logged_in(kafka, "far")
+    try:
+        produced = wire.call(ApiKey.PRODUCE, 7, produce_body(TOPIC, batch(b"from afar")))
+        assert produced["responses"][0]["partition_responses"][0]["error_code"] == \
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED
     finally:
         wire.close()
 
