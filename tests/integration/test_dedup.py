@@ -14,7 +14,10 @@ import pytest
 
 from skiff.client import Admin, AsyncProducer, Message, MessageQueue, Producer, PullClient, PullStatus, SendResult
 from skiff.protocol.bodies.topic_attributes import DEDUP_WINDOW_MS
+from skiff.protocol.v5 import definition_pb2 as pb
 from skiff.testing.cluster import Cluster
+from skiff.testing.grpc_wire import GrpcWire
+from skiff.testing.processes import free_port
 from tests.integration.consumer_kit import config
 
 DEDUP, PLAIN = "DedupOrders", "PlainOrders"
@@ -22,7 +25,9 @@ DEDUP, PLAIN = "DedupOrders", "PlainOrders"
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    with Cluster(tmp_path_factory.mktemp("dedup")) as c:
+    port = free_port()
+    with Cluster(tmp_path_factory.mktemp("dedup"), broker_args=[f"--grpcServerPort={port}"]) as c:
+        c.grpc_endpoint = f"127.0.0.1:{port}"  # type: ignore[attr-defined]
         with Admin(c.namesrv_addr) as admin:
             admin.create_topic(DEDUP, queue_nums=4, attributes={DEDUP_WINDOW_MS: "600000"})
             admin.create_topic(PLAIN, queue_nums=4)
@@ -82,6 +87,24 @@ def test_sends_in_flight_together_are_stored_once_each(cluster: Cluster) -> None
     assert len(by_id) == 8 and all(len(answers) == 1 for answers in by_id.values())
     stored = bodies(cluster.namesrv_addr, DEDUP)
     assert [stored[f"order-{100 + i}".encode()] for i in range(8)] == [1] * 8
+
+
+def test_grpc_sends_are_deduplicated_message_by_message(cluster: Cluster) -> None:
+    """A 5.x SendMessage of several messages: each entry answered with its own original."""
+    async def scenario() -> tuple[list[int], list[int]]:
+        grpc = GrpcWire(cluster.grpc_endpoint)  # type: ignore[attr-defined]
+        try:
+            ids = [f"{n:032X}" for n in (500, 501, 502)]
+            first = await grpc.send(DEDUP, [b"order-500", b"order-501"], message_ids=ids[:2])
+            again = await grpc.send(DEDUP, [b"order-502", b"order-500"], message_ids=[ids[2], ids[0]])
+        finally:
+            await grpc.close()
+        assert all(e.status.code == pb.OK for e in [*first.entries, *again.entries])
+        return [e.offset for e in first.entries], [e.offset for e in again.entries]
+    first, again = asyncio.run(scenario())
+    assert again[1] == first[0]
+    stored = bodies(cluster.namesrv_addr, DEDUP)
+    assert [stored[f"order-{n}".encode()] for n in (500, 501, 502)] == [1, 1, 1]
 
 
 @pytest.mark.parametrize("how", ["restart", "kill"])
