@@ -149,15 +149,19 @@ class Deduplication:
         return tc is not None and dedup_window_ms(tc.attributes) > 0
 
     def read_back(self, topic: str, window_ms: int) -> DedupWindow:
-        """A window of ``topic`` holding the messages its queues stored within ``window_ms``
-        (the newest `DEDUP_WINDOW_MAX_KEYS` of them)."""
+        """A window of ``topic`` holding the messages its queues stored within ``window_ms``:
+        of each queue at most its even share of `DEDUP_WINDOW_MAX_KEYS`, the newest (so a
+        read back costs at most that many records in all: it runs on the loop, at the
+        topic's first send)."""
         window = DedupWindow(window_ms)
         since = self.now_ms() - window_ms
         found: list[tuple[str, Original]] = []
         store = self.store
-        for queue_id in store.queue_ids(topic):
+        queue_ids = store.queue_ids(topic)
+        share = window.max_keys // max(1, len(queue_ids))
+        for queue_id in queue_ids:
             end = store.get_max_offset(topic, queue_id)
-            offset = max(store.get_offset_by_time(topic, queue_id, since), end - window.max_keys,
+            offset = max(store.get_offset_by_time(topic, queue_id, since), end - share,
                          store.get_min_offset(topic, queue_id))
             while offset < end:
                 got = store.get_messages(topic, queue_id, offset, _READ_BATCH, max_bytes=PULL_MAX_BYTES)
@@ -200,8 +204,10 @@ class Deduplication:
         self._record(window, queue_id, fresh, result)
         new_ids = result.offset_msg_ids
         ids = tuple(s.offset_msg_id if isinstance(s, Original) else new_ids[s] for s in sources)
-        return PutResult(result.status, result.reason, result.physical_offset, ids, result.queue_offset,
-                         result.message_count, result.store_timestamp, result.wrote_bytes, result.flushed), queue_id
+        return PutResult(status=result.status, reason=result.reason, physical_offset=result.physical_offset,
+                         offset_msg_ids=ids, queue_offset=result.queue_offset, message_count=result.message_count,
+                         store_timestamp=result.store_timestamp, wrote_bytes=result.wrote_bytes,
+                         flushed=result.flushed), queue_id
 
     def _record(self, window: DedupWindow, queue_id: int, rows: list[MessageInput], result: PutResult) -> None:
         if not result.ok:
@@ -219,8 +225,9 @@ def _duplicate(originals: list[Original]) -> tuple[PutResult, int]:
     first = originals[0]
     physical = decode_offset_msg_id(first.offset_msg_id).physical_offset
     ids = tuple(o.offset_msg_id for o in originals)
-    return PutResult(PutStatus.PUT_OK, "", physical, ids, first.queue_offset, 0, first.store_ms, 0, None), \
-        first.queue_id
+    return PutResult(status=PutStatus.PUT_OK, physical_offset=physical, offset_msg_ids=ids,
+                     queue_offset=first.queue_offset, message_count=0, store_timestamp=first.store_ms,
+                     wrote_bytes=0), first.queue_id
 
 
 def _originals(buffers: list[memoryview], since_ms: int) -> list[tuple[str, Original]]:

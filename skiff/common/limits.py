@@ -162,8 +162,8 @@ producer.id.expiration.ms)."""
 DEDUP_WINDOW_MAX_KEYS = 200_000
 """Most UNIQ_KEYs a topic's duplicate window (``dedup.window.ms``) holds; past it the oldest
 are forgotten first, so the window is shorter than its span. About 250 bytes each in
-memory (50 MB at the limit), and a window read back after a restart reads at most this many
-messages per queue."""
+memory (50 MB at the limit); a window read back after a restart reads at most this many
+messages in all (each queue's newest, its even share), on the broker's loop."""
 
 KAFKA_CLUSTER_VIEW_TTL_MS = 1_000
 """How long a broker's Kafka door reuses what the NameServers said (the broker groups'
