@@ -19,7 +19,8 @@ The window of a topic is a map UNIQ_KEY -> where it was stored, oldest first, bo
 time (entries older than *w* by their store time go) and by `DEDUP_WINDOW_MAX_KEYS` (past
 it the oldest go first, so a window that would hold more is shorter than *w*). It is built
 from the store on the topic's first send (after a restart, a crash, a promotion to a new
-master term, or when the attribute is set or its span changed): the ConsumeQueue's time search finds each queue's first message
+master term, or a change of the topic's config: the attribute set or its span changed, the
+topic deleted and made again): the ConsumeQueue's time search finds each queue's first message
 within *w*, and the messages from there to the queue's end are read back. The CommitLog is
 the only truth: everything stored survives a restart (a SIGKILL included) in the store's
 recovery, so a window read back from it lets no duplicate in; what a crash lost was never
@@ -55,6 +56,7 @@ from skiff.common.limits import DEDUP_WINDOW_MAX_KEYS, PULL_MAX_BYTES
 from skiff.common.msgid import decode_offset_msg_id
 from skiff.common.properties import Prop
 from skiff.common.stored_message import decode_record
+from skiff.protocol.bodies.topic import TopicConfig
 from skiff.protocol.bodies.topic_attributes import dedup_window_ms
 from skiff.store import MessageInput, MessageStore, PutResult, PutStatus
 
@@ -124,7 +126,9 @@ class Deduplication:
         self.now_ms = now_ms
         self.master_epoch = master_epoch
         self._epoch = master_epoch()
-        self._windows: dict[str, DedupWindow] = {}
+        self._windows: dict[str, tuple[TopicConfig, DedupWindow]] = {}
+        """Each window with the topic config it was read back under: a topic changed (deleted
+        and made again, its queues changed) reads its window back."""
 
     def window(self, topic: str) -> DedupWindow | None:
         """``topic``'s window, read back from the store when it has none yet (or its span
@@ -138,9 +142,12 @@ class Deduplication:
         if self._epoch != self.master_epoch():
             self._epoch = self.master_epoch()
             self._windows.clear()
-        window = self._windows.get(topic)
-        if window is None or window.window_ms != window_ms:
-            window = self._windows[topic] = self.read_back(topic, window_ms)
+        held = self._windows.get(topic)
+        if held is not None and held[0] is tc:
+            return held[1]
+        assert tc is not None
+        window = self.read_back(topic, window_ms)
+        self._windows[topic] = (tc, window)
         return window
 
     def covers(self, topic: str) -> bool:

@@ -155,6 +155,16 @@ def test_a_new_master_term_reads_the_window_back(broker: Broker) -> None:
     assert (again.message_count, queue, again.queue_offset) == (0, 1, 0)
 
 
+def test_a_topic_deleted_and_made_again_starts_an_empty_window(broker: Broker) -> None:
+    broker.send(0, [row(1)])
+    broker.topics.delete(TOPIC)
+    broker.store.delete_topic(TOPIC)
+    broker.topics.put(TopicConfig(TOPIC, 4, 4, attributes={DEDUP_WINDOW_MS: "60000"}))
+    again, _ = broker.send(0, [row(1)])
+    assert (again.message_count, again.queue_offset) == (1, 0)
+    assert broker.stored() == [b"body001"]
+
+
 def test_a_topic_without_the_attribute_has_no_window(tmp_path: Path) -> None:
     b = Broker(tmp_path, ManualClock(T0), window_ms=None)
     assert b.dedup.window(TOPIC) is None and not b.dedup.covers(TOPIC)
