@@ -48,7 +48,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import NamedTuple, TypeVar
+from typing import NamedTuple
 
 from skiff.broker.topics import TopicConfigManager
 from skiff.common.errors import DecodeError
@@ -60,7 +60,6 @@ from skiff.protocol.bodies.topic import TopicConfig
 from skiff.protocol.bodies.topic_attributes import dedup_window_ms
 from skiff.store import MessageInput, MessageStore, PutResult, PutStatus
 
-T = TypeVar("T")
 _READ_BATCH = 256
 """Messages read per store call when a window is read back."""
 
@@ -131,8 +130,8 @@ class Deduplication:
         and made again, its queues changed) reads its window back."""
 
     def window(self, topic: str) -> DedupWindow | None:
-        """``topic``'s window, read back from the store when it has none yet (or its span
-        changed); None when the topic has no ``dedup.window.ms``."""
+        """``topic``'s window, read back from the store when it has none yet (or the topic's
+        config changed); None when the topic has no ``dedup.window.ms``."""
         tc = self.topics.get(topic)
         window_ms = 0 if tc is None else dedup_window_ms(tc.attributes)
         if window_ms <= 0:
