@@ -51,6 +51,8 @@ class MessageChecker:
         self.file_size = file_size
         self.store_host_bytes = store_host_bytes
         self._topics: dict[str, bytes] = {}
+        self._bare_record = record_size(0, 0, 0, 0, store_host_bytes)
+        """A record's size without body, topic, properties and born host (sizes add up)."""
 
     def topic_bytes(self, topic: str) -> bytes | str:
         """The UTF-8 topic, or why the name is refused."""
@@ -76,7 +78,7 @@ class MessageChecker:
             return _illegal(topic_raw)
         if not 0 <= first.queue_id <= _INT32_MAX:
             return _illegal(f"queue id {first.queue_id} is out of range")
-        base = record_size(0, len(topic_raw), 0, 0, self.store_host_bytes)
+        base = self._bare_record + len(topic_raw)  # record_size(0, len(topic_raw), 0, 0, store host)
         sizes, sys_flags, tags, keys, uniq_keys, any_flags, key_count, bad = batch_columns(
             msgs, first.topic, first.queue_id, self.max_body_bytes, base)
         if bad >= 0:

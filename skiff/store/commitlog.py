@@ -198,8 +198,9 @@ class CommitLog:
         (the disk is full)."""
         f = self._file_with_room(total)
         rel = self.write_pos - f.start
-        f.ensure_reserved(rel + total, f.size)
-        offsets = list(itertools.accumulate(sizes[:-1], initial=self.write_pos))
+        if rel + total > f.reserved:  # `ensure_reserved`'s own test, without its call on every append
+            f.ensure_reserved(rel + total, f.size)
+        offsets = list(itertools.accumulate(sizes[:-1], initial=self.write_pos)) if len(sizes) > 1 else [self.write_pos]
         if len(self._packed) < total:
             self._packed = bytearray(total)
         pack_records(msgs, topic_raw, queue_offsets, offsets, sizes, store_timestamp, self.store_host, None,

@@ -210,8 +210,9 @@ class ConsumeQueue:
         count = len(physical_offsets)
         if not count:
             return
-        self.ensure_room(count)
         pos = self.max_offset * CQ_ENTRY_BYTES
+        if pos + count * CQ_ENTRY_BYTES > self._room_end:  # `ensure_room`'s own test: reserved by the append
+            self.ensure_room(count)
         f = self.files.find(pos)
         assert f is not None  # ensure_room made it
         done = 0

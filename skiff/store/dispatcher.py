@@ -25,7 +25,7 @@ from skiff.common.properties import Prop, decode_properties
 from skiff.common.record import read_head, read_tail
 from skiff.common.sysflag import MessageSysFlag
 from skiff.store.commitlog import CommitLog
-from skiff.store.consume_queue import ConsumeQueueTable
+from skiff.store.consume_queue import ConsumeQueue, ConsumeQueueTable
 from skiff.store.index_service import IndexService
 
 NOT_CONSUMABLE = int(MessageSysFlag.TRANSACTION_PREPARED)
@@ -183,6 +183,17 @@ class Dispatcher:
         if keys and self.index is not None:
             self.index.ensure_room(keys)
 
+    def reserve_run(self, topic: str, queue_id: int, count: int, keys: int) -> ConsumeQueue | None:
+        """`reserve` for an append to one queue (``count`` entries: none when every record is
+        a transaction's half, and then no queue is made); return that queue."""
+        cq = None
+        if count:
+            cq = self.queues.get_or_create(topic, queue_id)
+            cq.ensure_room(count)
+        if keys and self.index is not None:
+            self.index.ensure_room(keys)
+        return cq
+
     def reserve_for(self, batch: DispatchBatch) -> None:
         """`reserve` what dispatching ``batch`` will write."""
         counts: dict[tuple[str, int], int] = {}
@@ -203,6 +214,21 @@ class Dispatcher:
         if len(touched) > 1:  # one touch per queue, with its final max offset
             touched = [(t, q, m) for (t, q), m in {(t, q): m for t, q, m in touched}.items()]
         return touched
+
+    def dispatch_run(self, cq: ConsumeQueue | None, first: int, physical_offsets: Sequence[int], sizes: Sequence[int],
+                     tag_codes: Sequence[int], store_timestamp: int, sys_flags: Sequence[int],
+                     keys: Sequence[str | None], uniq_keys: Sequence[str | None], key_count: int) -> list[QueueTouch]:
+        """`dispatch` of an append whose records all go into ``cq`` (from `reserve_run`) from
+        offset ``first`` on, stored at one time: the same entries, without a column per field
+        (what a lone send's append would spend most of its dispatch building). ``key_count``:
+        the index keys the records can have at most; none, and the index is not asked."""
+        assert cq is not None, "an append of consumed records reserves its queue"
+        cq.append(first, physical_offsets, sizes, tag_codes)
+        if key_count and self.index is not None:
+            n = len(physical_offsets)
+            self.index.add_records((cq.topic,) * n, physical_offsets, (store_timestamp,) * n, sys_flags, keys,
+                                   uniq_keys)
+        return [(cq.topic, cq.queue_id, cq.max_offset)]
 
 
 def key_count(keys: Sequence[str | None], uniq_keys: Sequence[str | None]) -> int:

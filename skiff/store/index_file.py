@@ -117,7 +117,9 @@ class IndexFile:
 
     def ensure_room(self, count: int) -> None:
         """Reserve the blocks for ``count`` more entries (as many as fit). Raises OSError."""
-        self.file.ensure_reserved(self._entry_pos(min(self.capacity, self.index_count + count)))
+        upto = self._entries_at + min(self.capacity, self.index_count + count) * _ENTRY_BYTES  # `_entry_pos`
+        if upto > self.file.reserved:  # its test, without its call: appends ask twice (reserve, then add)
+            self.file.ensure_reserved(upto)
 
     def put_many(self, items: Sequence[int]) -> None:
         """Add keys given flat as (key hash, CommitLog offset, store time) triples, as many

@@ -41,6 +41,14 @@ def index_items(batch: DispatchBatch, end_phys: int, prefixes: KeyPrefixes) -> l
     """The keys of the records at or past ``end_phys``, in CommitLog order, flat: key hash,
     CommitLog offset, store time, key hash, ... (`index_key_items`)."""
     topics, _, _, physical_offsets, _, _, store_timestamps, sys_flags, keys_column, uniq_keys, _ = batch
+    return record_items(topics, physical_offsets, store_timestamps, sys_flags, keys_column, uniq_keys, end_phys,
+                        prefixes)
+
+
+def record_items(topics: Sequence[str], physical_offsets: Sequence[int], store_timestamps: Sequence[int],
+                 sys_flags: Sequence[int], keys_column: Sequence[str | None], uniq_keys: Sequence[str | None],
+                 end_phys: int, prefixes: KeyPrefixes) -> list[int]:
+    """`index_items` of records given as columns."""
     return index_key_items(topics, physical_offsets, store_timestamps, sys_flags, keys_column, uniq_keys,
                            bisect.bisect_left(physical_offsets, end_phys), prefixes)
 
@@ -137,7 +145,15 @@ class IndexService:
     def add(self, batch: DispatchBatch) -> None:
         """Index the KEYS words and the UNIQ_KEY of each record (rolled-back transactions
         excepted). Records below the newest indexed offset were indexed before and are skipped."""
-        items = index_items(batch, self.end_phy_offset, self._prefixes)
+        topics, _, _, physical_offsets, _, _, store_timestamps, sys_flags, keys_column, uniq_keys, _ = batch
+        self.add_records(topics, physical_offsets, store_timestamps, sys_flags, keys_column, uniq_keys)
+
+    def add_records(self, topics: Sequence[str], physical_offsets: Sequence[int], store_timestamps: Sequence[int],
+                    sys_flags: Sequence[int], keys_column: Sequence[str | None],
+                    uniq_keys: Sequence[str | None]) -> None:
+        """`add` of records given as those columns (an append has them without a `DispatchBatch`)."""
+        items = record_items(topics, physical_offsets, store_timestamps, sys_flags, keys_column, uniq_keys,
+                             self.end_phy_offset, self._prefixes)
         while items:
             current = self.files[-1] if self.files else None
             if current is None or current.full:

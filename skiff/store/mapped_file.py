@@ -198,8 +198,8 @@ class MappedFile:
         is on the append path, which opens nothing."""
         fd = self._fd
         assert fd >= 0, "written files hold their descriptor"
-        done = 0
-        while done < len(data):
+        done = os.pwrite(fd, data, pos)
+        while done < len(data):  # a short write (a signal, a nearly full disk): the rest
             done += os.pwrite(fd, data[done:], pos + done)
 
     def sync_filesystem(self) -> bool:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
-import dataclasses
 import functools
 import typing
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -389,7 +388,7 @@ def flush_failed(sent: Sent, status: PutStatus) -> Sent:
     """``sent`` as its fsync's outcome leaves it: stored, and FLUSH_DISK_TIMEOUT if the fsync was late."""
     if status is PutStatus.PUT_OK:
         return sent
-    return Sent(dataclasses.replace(sent.result, status=status, reason="the fsync did not finish within syncFlushTimeout"),
+    return Sent(sent.result._replace(status=status, reason="the fsync did not finish within syncFlushTimeout"),
                 sent.queue_id, sent.member)
 
 
@@ -411,7 +410,7 @@ def replicated(sent: Sent, status: PutStatus) -> Sent:
     """``sent`` as the replica's outcome leaves it: stored here, and the slave's status if it failed."""
     if status is PutStatus.PUT_OK:
         return sent
-    return Sent(dataclasses.replace(sent.result, status=status, reason=_REPLICA_REASONS[status]), sent.queue_id,
+    return Sent(sent.result._replace(status=status, reason=_REPLICA_REASONS[status]), sent.queue_id,
                 sent.member)
 
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import dataclasses
 from collections.abc import Awaitable
 
 from skiff.broker.transactions import EndResult, EndStatus, TransactionService
@@ -35,4 +34,4 @@ async def _after_flush(result: EndResult, put: PutResult,
     if status is PutStatus.PUT_OK:
         return result
     return EndResult(EndStatus.PUT_FAILED, "the committed message was not flushed within syncFlushTimeout",
-                     dataclasses.replace(put, status=status))
+                     put._replace(status=status))
