@@ -169,7 +169,9 @@ class CommitLog:
 
     def iter_records(self, start: int, end: int) -> Iterator[tuple[int, memoryview]]:
         """(offset, file mapping) of each record in [start, end), blanks skipped; the data
-        must have been validated."""
+        must have been validated, and ``start`` must be a record's start. Raises
+        `DecodeError` where the bytes read as no record or blank (a ``start`` inside a
+        record), rather than walking them (a zero length there looped for ever)."""
         pos = start
         while pos < end:
             f = self.files.find(pos)
@@ -177,6 +179,9 @@ class CommitLog:
                 return
             rel = pos - f.start
             total, magic = BLANK_HEAD.unpack_from(f.mm, rel)
+            if total <= 0 or rel + total > f.size or (magic != MAGIC_V1 and magic != BLANK_MAGIC):
+                raise DecodeError(f"no CommitLog record starts at {pos} (length {total}, magic {magic:#x}): "
+                                  f"the walk from {start} did not begin at a record")
             if magic == MAGIC_V1:
                 yield pos, memoryview(f.mm)[rel : rel + total]
             pos += total

@@ -41,6 +41,7 @@ from skiff.broker.ha.slave import HASlave
 from skiff.common.record import parse_host_port
 from skiff.common.service import Service
 from skiff.store import MessageStore
+from skiff.store.timer.cut import after_cut as timer_after_cut
 
 log = logging.getLogger(__name__)
 
@@ -249,6 +250,7 @@ class ReplicasManager(Service):
         if cut < self.store.max_physical_offset:
             dropped = await asyncio.to_thread(self.store.truncate, cut)
             log.warning("controller: cut %d bytes the master of epoch %d never had", dropped, state.epoch)
+            await asyncio.to_thread(timer_after_cut, self.store, cut, int(time.time() * 1000))
         self.epochs.save(state.epochs)
         self.store.set_visible_end(None)  # what is left is what the master has
         self._following = target

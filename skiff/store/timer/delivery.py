@@ -269,8 +269,17 @@ class Deliverer:
             log.warning("no timer checkpoint: reading the whole CommitLog for deliveries")
         else:
             start = min(max(decode_checkpoint(raw, self.checkpoint_path), self.store.min_physical_offset), end)
+        try:
+            deliveries = self._deliveries_between(start, end)
+        except DecodeError as exc:
+            # a checkpoint inside a record: the CommitLog was cut below it and written again
+            # (`skiff.store.timer.cut` lowers it when that happens; this is for stores cut before)
+            log.warning("timer checkpoint %d is not at a record (%s): reading the whole CommitLog for "
+                        "deliveries", start, exc)
+            start = self.store.min_physical_offset
+            deliveries = self._deliveries_between(start, end)
         missing = 0
-        for slot, ids in self._deliveries_between(start, end).items():
+        for slot, ids in deliveries.items():
             known = self.dispatch.read(slot)
             new = [i for i in dict.fromkeys(ids) if i not in known]
             self.dispatch.append(slot, Outcome.DELIVERED, new)

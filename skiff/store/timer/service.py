@@ -29,6 +29,7 @@ from skiff.store.config import StoreConfig
 from skiff.store.dispatcher import QueueTouch
 from skiff.store.message_store import MessageStore
 from skiff.store.timer.cancel import Canceller
+from skiff.store.timer.cut import CHECKPOINT_FILE, PROGRESS_FILE, timer_root
 from skiff.store.timer.delivery import DELIVER_BATCH, Deliverer
 from skiff.store.timer.dispatch_log import DispatchLogs
 from skiff.store.timer.formats import Progress, decode_progress, read_small_file
@@ -49,15 +50,15 @@ class TimerService:
     def __init__(self, store: MessageStore, config: StoreConfig, *, clock: Clock = SYSTEM_CLOCK) -> None:
         self.store = store
         self.clock = clock
-        self.root = os.path.join(config.root, "timer")
+        self.root = timer_root(config.root)
         self.tick_ms = config.timer_precision_ms
         self.flush_interval_s = config.timer_flush_interval_ms / 1000
         self.state = TimerState(self.tick_ms)
         self.logs = ScheduleLogs(os.path.join(self.root, "schedule"))
         self.dispatch = DispatchLogs(os.path.join(self.root, "dispatch"))
         self.keeper = SlotKeeper(self.state, self.logs, self.dispatch, config.timer_slot_ms, config.timer_lookahead_ms)
-        self.replayer = Replayer(store, self.state, self.logs, self.keeper, os.path.join(self.root, "progress"), clock)
-        self.deliverer = Deliverer(store, self.state, self.logs, self.dispatch, os.path.join(self.root, "checkpoint"), clock)
+        self.replayer = Replayer(store, self.state, self.logs, self.keeper, os.path.join(self.root, PROGRESS_FILE), clock)
+        self.deliverer = Deliverer(store, self.state, self.logs, self.dispatch, os.path.join(self.root, CHECKPOINT_FILE), clock)
         self.canceller = Canceller(store, self.state, self.logs, self.dispatch, self.keeper)
         self._wake = threading.Event()
         self._stop = threading.Event()
