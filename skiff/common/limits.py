@@ -198,3 +198,10 @@ AUTH_ADDRESSES_CACHED = 1024
 AUTH_NEEDS_CACHED = 4096
 """What a remoting request needs (a topic or group and its actions), kept per name: sends and
 pulls name the same few topics and groups over and over."""
+
+HA_SLAVE_GONE_GRACE_S = 1.0
+"""Controller mode: how long a SyncStateSet member whose HA connection is closed stays in the
+set before the master shrinks it, instead of `haMaxTimeSlaveNotCatchup` (15 s). A closed
+connection cannot acknowledge, so until the shrink is in etcd every SYNC_MASTER send waits:
+a killed slave held sends for 8-9 s in the chaos runs. The shrink is safe at any time (the
+slave can no longer be elected); the grace absorbs a reconnect after a blip."""

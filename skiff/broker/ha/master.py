@@ -29,6 +29,7 @@ from skiff.broker.config import BrokerConfig, BrokerRole
 from skiff.broker.ha.feed import PushFeed
 from skiff.broker.ha.waiters import Done, ReplicaWaiters
 from skiff.common.errors import DecodeError
+from skiff.common.limits import HA_SLAVE_GONE_GRACE_S
 from skiff.protocol.ha import ReportReader, encode_frame_head
 from skiff.store import MessageStore, PutStatus
 from skiff.transport.errors import ListenError
@@ -54,6 +55,8 @@ class HAMaster:
         self.connections: set[SlaveConnection] = set()
         self.sync_members: set[int] | None = set() if config.enable_controller_mode else None
         self._caught_up_at: dict[int, float] = {}
+        self._gone_at: dict[int, float] = {}
+        """Slave id → when its last connection closed (`caught_up`)."""
         """Controller mode: the SyncStateSet's slaves; None: classic HA."""
         self._server: asyncio.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -116,14 +119,19 @@ class HAMaster:
             conn.slave_id = by_client_addr.get(conn.peer, conn.slave_id)
 
     def caught_up(self, window_s: float) -> set[int]:
-        """Slaves that reached the master's end within ``window_s``, connected now or not: a
-        slave that drops its connection stays in the set for the window (sends meanwhile are
-        not answered SEND_OK, since it cannot acknowledge them, so it still has every one)."""
+        """Slaves that reached the master's end within ``window_s`` and are connected, or
+        whose connection closed less than `HA_SLAVE_GONE_GRACE_S` ago (sends meanwhile are
+        not answered SEND_OK, since it cannot acknowledge them, so it still has every one;
+        past the grace it can acknowledge nothing more, and waiting out the window would
+        hold every SYNC send for it)."""
         now = time.monotonic()
+        connected = set()
         for c in self.connections:
             if c.slave_id is not None:
+                connected.add(c.slave_id)
                 self._caught_up_at[c.slave_id] = max(self._caught_up_at.get(c.slave_id, -1e9), c.caught_up_at)
-        return {i for i, t in self._caught_up_at.items() if now - t <= window_s}
+        return {i for i, t in self._caught_up_at.items() if now - t <= window_s
+                and (i in connected or now - self._gone_at.get(i, now) <= HA_SLAVE_GONE_GRACE_S)}
 
     def drop_all(self, why: str) -> None:
         """Close every slave's connection and answer every waiting send (stepping down)."""
@@ -132,6 +140,7 @@ class HAMaster:
         self.waiters.fail_all()
         self.sync_members = set()
         self._caught_up_at.clear()
+        self._gone_at.clear()
 
     def _ack_changed(self) -> None:
         if self.sync_members is None:
@@ -200,6 +209,8 @@ class HAMaster:
             await conn.run()
         finally:
             self.connections.discard(conn)
+            if conn.slave_id is not None:
+                self._gone_at[conn.slave_id] = time.monotonic()
             log.info("slave %s disconnected: %s", conn.peer, conn.why)
 
     def acknowledged(self, offset: int) -> None:
