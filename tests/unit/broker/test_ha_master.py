@@ -16,6 +16,7 @@ from skiff.broker.ha.master import HAMaster
 from skiff.common.record import pack_host
 from skiff.protocol.ha import FRAME_HEAD, encode_report
 from skiff.common.config import build_config
+from skiff.common.limits import HA_SLAVE_GONE_GRACE_S
 from skiff.store import MessageInput, MessageStore, PutStatus, StoreConfig
 from skiff.testing.waits import eventually
 
@@ -147,4 +148,31 @@ def test_sync_master_sends_wait_for_the_acknowledgement_that_covers_them(tmp_pat
         finally:
             await master.stop()
             store.shutdown()
+    asyncio.run(main())
+
+
+def test_a_slave_whose_connection_closed_leaves_the_caught_up_set_after_the_grace(tmp_path: Path) -> None:
+    """Controller mode shrinks the SyncStateSet to `caught_up`: a killed slave (its connection
+    closed) must leave it after HA_SLAVE_GONE_GRACE_S, not after haMaxTimeSlaveNotCatchup,
+    while a connected slave that reported the end stays for the whole window."""
+    async def main() -> None:
+        store, master = await started(tmp_path, BrokerRole.SYNC_MASTER)
+        try:
+            reader, writer = await slave_of(master)
+            (conn,) = master.connections
+            conn.slave_id = 2
+            put(store, 0)
+            end = store.max_physical_offset
+            await read_frame(reader)
+            writer.write(encode_report(end))
+            await eventually(lambda: master.caught_up(15.0) == {2}, 10, "the slave caught up")
+            writer.close()
+            await eventually(lambda: not master.connections, 10, "the connection closed")
+            assert master.caught_up(15.0) == {2}, "left at once: a blip would shrink the set"
+            await eventually(lambda: master.caught_up(15.0) == set(), 10 * HA_SLAVE_GONE_GRACE_S,
+                             "the closed slave leaving after the grace")
+        finally:
+            await master.stop()
+            store.shutdown()
+
     asyncio.run(main())
