@@ -256,3 +256,31 @@ def pop_gauges(port: int, group: str) -> dict[str, float]:
             if s.labels.get("consumer_group") == group and s.labels.get("queue_id") == "0"
             and s.name in ("rocketmq_consumer_lag_messages", "rocketmq_consumer_inflight_messages",
                            "rocketmq_consumer_ready_messages")}
+
+
+def test_a_terminated_grpc_consumer_leaves_its_group_as_a_closed_connection(cluster: Cluster):
+    """NotifyClientTermination drops the client's registrations through the membership
+    operation, as a remoting connection that closes: the group has nobody online after it."""
+    group = "G-terminating"
+
+    async def test() -> None:
+        grpc = GrpcWire(cluster.grpc_endpoint, client_id="terminating-client")  # type: ignore[attr-defined]
+        admin = AsyncAdmin(cluster.namesrv_addr)
+        await admin.start()
+        try:
+            settings = pb.Settings(client_type=pb.SIMPLE_CONSUMER, user_agent=pb.UA(language=pb.PYTHON),
+                                   subscription=pb.Subscription(group=pb.Resource(name=group)))
+            assert (await grpc.settings(settings)).status.code == pb.OK
+            conns = await admin.consumer_connections(group)
+            assert [c.client_id for c in conns.connections] == ["terminating-client"]
+            answer = await grpc.unary("NotifyClientTermination",
+                                      rpc.NotifyClientTerminationRequest(group=pb.Resource(name=group)),
+                                      rpc.NotifyClientTerminationResponse)
+            assert answer.status.code == pb.OK
+            with pytest.raises(ResponseError) as gone:
+                await admin.consumer_connections(group)
+            assert gone.value.code == ResponseCode.CONSUMER_NOT_ONLINE
+        finally:
+            await admin.shutdown()
+            await grpc.close()
+    run(test())

@@ -194,12 +194,11 @@ class GrpcClients:
                             subscriptions)
         self.clients.register_consumer(data, self._channel(conn))
 
-    def terminate(self, client_id: str) -> None:
-        conn = self.conns.pop(client_id, None)
+    def forget(self, client_id: str) -> GrpcClientConn | None:
+        """Drop a terminating client's conn and Settings; its registrations in the client table
+        are the caller's to drop (`MembershipOperation.closed`, as a closed remoting connection's)."""
         self.settings.pop(client_id, None)
-        if conn is not None:
-            self.clients.connection_closed(conn, "NotifyClientTermination")
-            conn.close()
+        return self.conns.pop(client_id, None)
 
 
 def _backoff(policy: pb.RetryPolicy, backoff: ExponentialRetryPolicy | list[int]) -> None:

@@ -49,6 +49,8 @@ log = logging.getLogger(__name__)
 SERVICE = "apache.rocketmq.v2.MessagingService"
 MAX_INBOUND_BYTES = 130 * 1024 * 1024
 """The proxy's grpcMaxInboundMessageSize."""
+TERMINATED = "NotifyClientTermination"
+"""Why a terminated 5.x client's registrations were dropped (the consumer table's log says it)."""
 
 
 class GrpcServer:
@@ -58,6 +60,7 @@ class GrpcServer:
         self.offsets = offsets
         self.config = config
         self.clients = clients
+        self.membership = ops.membership
         self.port = config.grpc_server_port
         routes = Routes(topics, config.broker_name, config.advertised_ip, lookup)
         self.producing = Producing(config, topics, clients, clock, self.endpoints, routes, ops.send,
@@ -175,7 +178,10 @@ class GrpcServer:
 
     def _terminate(self, conn: GrpcClientConn, req: rpc.NotifyClientTerminationRequest) -> \
             rpc.NotifyClientTerminationResponse:
-        self.clients.terminate(conn.client_id)
+        gone = self.clients.forget(conn.client_id)
+        if gone is not None:
+            self.membership.closed(gone, TERMINATED)
+            gone.close()
         self.lite.forget(conn.client_id)
         return rpc.NotifyClientTerminationResponse(status=status(pb.OK, "OK"))
 

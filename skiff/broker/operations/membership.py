@@ -85,8 +85,9 @@ class MembershipOperation:
     def leave(self, leaving: Leaving) -> None:
         self.clients.unregister(leaving.conn, leaving.producer_group, leaving.consumer_group)
 
-    def closed(self, conn: ClientConn, reason: CloseReason) -> None:
-        """Forget everything the connection registered."""
+    def closed(self, conn: ClientConn, reason: CloseReason | str) -> None:
+        """Forget everything the connection registered: a remoting connection that closed, a
+        5.x client's NotifyClientTermination (``reason`` says which)."""
         self.clients.connection_closed(conn, reason)
 
     def _refusal_of_consumer(self, consumer: ConsumerData) -> Refusal | None:
