@@ -281,7 +281,7 @@ class BrokerServer:
         grpc_clients = GrpcClients(self.config, self.clients, self.operations.groups,
                                    self.store_config.max_message_size)
         ops = self.operations
-        self.grpc = GrpcServer(self.config, self.topics, self.groups, grpc_clients, ops, self.clock,
+        self.grpc = GrpcServer(self.config, self.topics, grpc_clients, ops, self.clock,
                                namesrv_lookup(self._namesrv_client, self.config.namesrv_addrs),
                                Offsets(self.config, ops.gate, ops.offsets, ops.pull))
         if self.gate.auth is not None:

@@ -40,12 +40,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from skiff.broker.config import BrokerConfig
-from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.grpc.clients import GrpcClientConn, GrpcClients
 from skiff.broker.grpc.convert import Invalid, now_timestamp, to_message
 from skiff.broker.grpc.renewal import Renewals
 from skiff.broker.grpc.status import refused, status
-from skiff.broker.operations import ANY_QUEUE, Refusal
+from skiff.broker.operations import ANY_QUEUE, GroupsOperation, Refusal
 from skiff.broker.operations.pop import PopOperation, PopRequest
 from skiff.broker.pop.service import Popped
 from skiff.broker.topics import TopicConfigManager
@@ -120,8 +119,10 @@ class LiteSubscription:
 
 
 class LiteTopics:
-    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, groups: SubscriptionGroupManager,
+    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, groups: GroupsOperation,
                  clients: GrpcClients, pop: PopOperation, renewals: Renewals, clock: Clock) -> None:
+        """``groups``: the group a lite client names is made on first sight (`GroupsOperation.ensure`),
+        as a 5.x consumer's Settings and the remoting heartbeat make theirs."""
         self.config = config
         self.topics = topics
         self.groups = groups
@@ -146,7 +147,7 @@ class LiteTopics:
 
     def quota(self, group_name: str) -> int:
         """The group's ``lite.sub.client.quota`` (-1: no limit), else 2000, 5.5's default."""
-        text = group_attribute(self.groups.find_or_create(group_name), CLIENT_QUOTA)
+        text = group_attribute(self.groups.ensure(group_name), CLIENT_QUOTA)
         try:
             return int(text) if text is not None else LITE_SUBSCRIPTION_QUOTA_DEFAULT
         except ValueError:
@@ -222,7 +223,7 @@ class LiteTopics:
             return answer(pb.TOPIC_NOT_FOUND, f"topic {parent} not found")
         if not self.is_parent(parent):
             return answer(pb.ILLEGAL_TOPIC, f"the topic {parent} is not a lite parent topic (message.type LITE)")
-        group = self.groups.find_or_create(group_name)
+        group = self.groups.ensure(group_name)
         if group is None:
             return answer(pb.CONSUMER_GROUP_NOT_FOUND, f"consumer group {group_name} not found")
         bound = group_attribute(group, BIND_TOPIC)

@@ -25,7 +25,6 @@ from typing import Any
 import grpc
 
 from skiff.broker.config import BrokerConfig
-from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.grpc.clients import GrpcClientConn, GrpcClients, end_stream
 from skiff.broker.auth import Caller
 from skiff.broker.grpc.auth import TELEMETRY, GrpcAuth, settings_needs
@@ -54,7 +53,7 @@ TERMINATED = "NotifyClientTermination"
 
 
 class GrpcServer:
-    def __init__(self, config: BrokerConfig, topics: TopicConfigManager, groups: SubscriptionGroupManager,
+    def __init__(self, config: BrokerConfig, topics: TopicConfigManager,
                  clients: GrpcClients, ops: Operations, clock: Clock, lookup: RouteLookup,
                  offsets: Offsets) -> None:
         self.offsets = offsets
@@ -66,7 +65,7 @@ class GrpcServer:
         self.producing = Producing(config, topics, clients, clock, self.endpoints, routes, ops.send,
                                    ops.end_transaction, ops.cancel, ops.messages)
         self.consuming = Consuming(config, ops.groups, ops.pop, clock, routes, self.producing.broker_of)
-        self.lite = LiteTopics(config, topics, groups, clients, ops.pop, self.consuming.renewals, clock)
+        self.lite = LiteTopics(config, topics, ops.groups, clients, ops.pop, self.consuming.renewals, clock)
         self.producing.lite = self.consuming.lite = self.lite
         self._server: grpc.aio.Server | None = None
         self.auth: GrpcAuth | None = None
