@@ -31,6 +31,7 @@ from skiff.broker.compaction import CompactionService
 from skiff.broker.config import BrokerConfig
 from skiff.broker.ha.role import Role
 from skiff.broker.operations import (
+    BrokerInfoOperation,
     CancelOperation,
     CompactionOperation,
     ConnectionsOperation,
@@ -328,7 +329,7 @@ class BrokerServer:
             end_transaction=EndTransactionOperation(self.transactions),
             cancel=CancelOperation(lambda: self.timer),
             offsets=offsets,
-            topics=TopicsOperation(cfg, store, self.topics, self.offsets, self.registration.settled),
+            topics=TopicsOperation(cfg, store, self.topics, self.offsets, self.registration.settled, self.gate),
             pop=PopOperation(cfg, self.gate, self.pop),
             groups=groups,
             consume_stats=ConsumeStatsOperation(cfg, store, self.gate, self.offsets, self.clients, self.pop),
@@ -341,6 +342,7 @@ class BrokerServer:
                                       cfg.delay_levels_ms),
             compaction=CompactionOperation(self.gate, self.compaction),
             topic_stats=TopicStatsOperation(cfg, self.gate, offsets),
+            broker_info=BrokerInfoOperation(cfg, store_cfg, self.topics, self.stats),
         )
 
     def _handlers(self) -> dict[int, Handler]:
@@ -354,7 +356,7 @@ class BrokerServer:
             ClientManageProcessor(ops.membership),
             SendBackProcessor(cfg, store, self.topics, self.groups, self.writer, ops.send),
             QueryProcessor(ops.messages),
-            TopicAdminProcessor(cfg, self.store_config, self.topics, self.stats, ops.topics, ops.topic_stats),
+            TopicAdminProcessor(ops.topics, ops.topic_stats, ops.broker_info),
             GroupAdminProcessor(ops.groups, ops.consume_stats, ops.connections, ops.offset_reset),
             EndTransactionProcessor(ops.end_transaction),
             TimerAdminProcessor(ops.timer, ops.cancel),

@@ -9,6 +9,7 @@ operation and encode the answer. Every check made before an operation is the
 
 from dataclasses import dataclass
 
+from skiff.broker.operations.broker_info import BrokerInfoOperation, BrokerProperties
 from skiff.broker.operations.compaction import CompactionOperation, CompactionState
 from skiff.broker.operations.connections import ConnectionsOperation
 from skiff.broker.operations.consume_stats import ConsumeStatsOperation, ConsumeStatsRequest
@@ -53,10 +54,12 @@ class Operations:
     timer: TimerStateOperation
     compaction: CompactionOperation
     topic_stats: TopicStatsOperation
+    broker_info: BrokerInfoOperation
 
 
 __all__ = [
-    "ANY_QUEUE", "LATEST", "AckRequest", "CancelOperation", "ChangeInvisibleRequest", "CompactionOperation",
+    "ANY_QUEUE", "LATEST", "AckRequest", "BrokerInfoOperation", "BrokerProperties", "CancelOperation",
+    "ChangeInvisibleRequest", "CompactionOperation",
     "CompactionState", "ConnectionsOperation", "ConsumeStatsOperation", "ConsumeStatsRequest",
     "EndTransactionOperation", "Gate", "GroupDeletion", "GroupsOperation", "Heartbeat", "KeyMatches", "KeyQuery",
     "Leaving", "LockRequest", "LocksOperation", "MembershipOperation", "MessagesOperation", "OffsetReset",

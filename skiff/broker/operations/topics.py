@@ -1,6 +1,7 @@
 """Topics: create or update one (queue counts, permission, attributes) and delete one, for
 remoting's UPDATE_AND_CREATE_TOPIC / DELETE_TOPIC_IN_BROKER and Kafka's CreateTopics,
-CreatePartitions, AlterConfigs and DeleteTopics.
+CreatePartitions, AlterConfigs and DeleteTopics; read one (Kafka's DescribeConfigs, and
+the current settings a Kafka change starts from) or the whole table (GET_ALL_TOPIC_CONFIG).
 
 A change is persisted and registered with the NameServers at once (the topic manager's
 ``on_change``); the answer waits up to `REGISTER_WAIT_S` for the registration, so a client
@@ -17,12 +18,13 @@ from dataclasses import dataclass
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.offsets import ConsumerOffsetManager
+from skiff.broker.operations.gate import Gate
 from skiff.broker.operations.refusal import Refusal
 from skiff.broker.topics import TopicConfigManager
 from skiff.common.limits import QUEUES_PER_TOPIC_MAX
 from skiff.common.names import SYSTEM_TOPICS, topic_error
 from skiff.protocol.bodies.base import BodyError
-from skiff.protocol.bodies.topic import Perm, TopicConfig, TopicFilterType
+from skiff.protocol.bodies.topic import Perm, TopicConfig, TopicConfigSerializeWrapper, TopicFilterType
 from skiff.protocol.bodies.topic_attributes import apply_attribute_changes, parse_attribute_changes
 from skiff.protocol.codes import ResponseCode
 from skiff.store import MessageStore
@@ -53,13 +55,23 @@ class TopicChange:
 
 class TopicsOperation:
     def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
-                 offsets: ConsumerOffsetManager, registered: Callable[[float], Awaitable[None]]) -> None:
-        """``registered``: waits (at most the seconds given) until topic changes reach the NameServers."""
+                 offsets: ConsumerOffsetManager, registered: Callable[[float], Awaitable[None]], gate: Gate) -> None:
+        """``registered``: waits (at most the seconds given) until topic changes reach the NameServers;
+        ``gate``: a topic read names one that must exist (`Gate.topic`)."""
         self.config = config
         self.store = store
         self.topics = topics
         self.offsets = offsets
         self.registered = registered
+        self.gate = gate
+
+    def get(self, topic: str) -> TopicConfig | Refusal:
+        """The topic's settings; TOPIC_NOT_EXIST when it is not here."""
+        return self.gate.topic(topic)
+
+    def table(self) -> TopicConfigSerializeWrapper:
+        """Every topic here, with the table's data version."""
+        return self.topics.wrapper()
 
     def refusal(self, topic: str) -> Refusal | None:
         """Why ``topic`` may not be changed here (a bad name, a system topic), or None."""

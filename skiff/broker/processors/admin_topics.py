@@ -4,19 +4,18 @@ UPDATE_AND_CREATE_TOPIC (17), DELETE_TOPIC_IN_BROKER (215), GET_ALL_TOPIC_CONFIG
 (21), GET_TOPIC_STATS_INFO (202), GET_BROKER_RUNTIME_INFO (28) and
 GET_BROKER_CONFIG (26). Topic changes are persisted and registered with the
 NameServers at once (the topic manager's ``on_change``), through `TopicsOperation`, which
-Kafka's topic requests use too; a topic's stats are `TopicStatsOperation`'s.
+Kafka's topic requests use too, as its table; a topic's stats are `TopicStatsOperation`'s, the
+broker's runtime info and configuration `BrokerInfoOperation`'s. Each handler decodes, calls
+the operation and encodes its outcome.
 """
 
 from __future__ import annotations
 
-from skiff.broker.config import BrokerConfig, config_properties
+from skiff.broker.operations.broker_info import BrokerInfoOperation
 from skiff.broker.operations.refusal import Refusal
 from skiff.broker.operations.topic_stats import TopicStatsOperation
 from skiff.broker.operations.topics import TopicChange, TopicsOperation
 from skiff.broker.processors.answers import answer
-from skiff.broker.stats import BrokerStats
-from skiff.broker.topics import TopicConfigManager
-from skiff.protocol.bodies.admin import KVTable
 from skiff.protocol.codes import RequestCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers.admin import (
@@ -24,19 +23,15 @@ from skiff.protocol.headers.admin import (
     DeleteTopicRequestHeader,
     GetTopicStatsInfoRequestHeader,
 )
-from skiff.store import StoreConfig
 from skiff.transport.connection import Connection, Handler
 
 
 class TopicAdminProcessor:
-    def __init__(self, config: BrokerConfig, store_config: StoreConfig, topics: TopicConfigManager,
-                 stats: BrokerStats, operation: TopicsOperation, topic_stats: TopicStatsOperation) -> None:
-        self.config = config
+    def __init__(self, operation: TopicsOperation, topic_stats: TopicStatsOperation,
+                 broker_info: BrokerInfoOperation) -> None:
         self.operation = operation
         self.topic_offsets = topic_stats
-        self.store_config = store_config
-        self.topics = topics
-        self.stats = stats
+        self.broker_info = broker_info
 
     def handlers(self) -> dict[int, Handler]:
         return {
@@ -64,17 +59,15 @@ class TopicAdminProcessor:
         return req.response()
 
     def all_topics(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        return req.response(body=self.topics.wrapper().to_json())
+        return answer(req, self.operation.table())
 
     def topic_stats(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         topic = GetTopicStatsInfoRequestHeader.from_ext(req.ext_fields).topic
         return answer(req, self.topic_offsets.stats(topic))
 
     def runtime_info(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        return req.response(body=KVTable(self.stats.runtime_table()).to_json())
+        return answer(req, self.broker_info.runtime())
 
     def broker_config(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
-        props = config_properties(self.config, self.store_config)
-        text = "".join(f"{k}={v}\n" for k, v in sorted(props.items()))
-        return req.response(ext_fields={"version": self.topics.data_version.to_json().decode()}, body=text.encode())
-
+        props = self.broker_info.properties()
+        return req.response(ext_fields={"version": props.version.to_json().decode()}, body=props.text().encode())

@@ -20,6 +20,7 @@ from skiff.broker.locks import RebalanceLockManager
 from skiff.broker.offsets import ConsumerOffsetManager
 from skiff.broker.operations import (
     LATEST,
+    BrokerInfoOperation,
     CompactionOperation,
     ConnectionsOperation,
     ConsumeStatsOperation,
@@ -39,12 +40,15 @@ from skiff.broker.operations import (
     OffsetsOperation,
     Refusal,
     TimerStateOperation,
+    TopicChange,
+    TopicsOperation,
     TopicStatsOperation,
 )
 from skiff.broker.operations.timer import NO_DELAY_OFFSETS, NOT_RUNNING
 from skiff.broker.ha.role import Role
 from skiff.broker.pop.service import PopService
 from skiff.broker.redirect import DelayPolicy
+from skiff.broker.stats import BrokerStats
 from skiff.broker.topics import TopicConfigManager
 from skiff.broker.writer import MessageWriter
 from skiff.common.clock import ManualClock
@@ -107,6 +111,10 @@ class Broker:
         self.timer: TimerService | None = None
         self.timer_state = TimerStateOperation(lambda: self.timer, self.store_config.timer_slot_ms,
                                                self.store_config.timer_precision_ms, (1000, 5000))
+        self.topics_op = TopicsOperation(self.config, self.store, self.topics, self.offsets_table, _registered,
+                                         self.gate)
+        self.broker_info = BrokerInfoOperation(self.config, self.store_config, self.topics,
+                                               BrokerStats(self.config, self.store, clock, Role.of(self.config)))
         self.compaction = CompactionOperation(self.gate, CompactionService(self.store, self.topics,
                                                                            self.store_config, clock))
 
@@ -132,6 +140,10 @@ class Broker:
         if self.timer is not None:
             self.timer.stop()
         self.store.shutdown()
+
+
+async def _registered(wait_s: float) -> None:
+    """No NameServer here: a topic change is registered at once."""
 
 
 @pytest.fixture
@@ -393,6 +405,37 @@ def test_a_topic_s_stats_per_write_queue(broker: Broker, clock: ManualClock):
         MessageQueue("T", BROKER, 0): TopicOffset(0, 4, T0 + 5_000),
         MessageQueue("T", BROKER, 1): TopicOffset(0, 0, 0),
     })
+
+
+# -- topics and the broker itself --------------------------------------------------------
+
+def test_a_topic_is_read_alone_and_in_the_table_with_its_version(broker: Broker):
+    assert broker.topics_op.get("Nowhere") == Refusal(ResponseCode.TOPIC_NOT_EXIST,
+                                                      "topic Nowhere does not exist on this broker")
+    before = broker.topics_op.table().data_version.counter
+    made = asyncio.run(broker.topics_op.put(TopicChange("T", 3, 2, attribute_changes="+cleanup.policy=COMPACTION")))
+    assert made == TopicConfig("T", 3, 2, attributes={"cleanup.policy": "COMPACTION"})
+    assert broker.topics_op.get("T") == made
+    table = broker.topics_op.table()
+    assert table.topic_config_table["T"] == made
+    assert table.data_version.counter > before
+    assert asyncio.run(broker.topics_op.delete("T")) is None
+    assert isinstance(broker.topics_op.get("T"), Refusal)
+    assert "T" not in broker.topics_op.table().topic_config_table
+
+
+def test_the_broker_s_runtime_info_and_configuration(broker: Broker, clock: ManualClock):
+    broker.topic("T")
+    broker.put("T", 0, 2)
+    clock.advance(61_000)
+    runtime = broker.broker_info.runtime().table
+    assert (runtime["msgPutTotalTodayNow"], runtime["runtime"]) == ("2", "[ 0 days, 0 hours, 1 minutes, 1 seconds ]")
+    props = broker.broker_info.properties()
+    assert (props.properties["brokerName"], props.properties["maxMessageSize"]) == (
+        BROKER, str(broker.store_config.max_message_size))
+    assert props.version == broker.topics.data_version
+    lines = props.text().splitlines()
+    assert lines == sorted(lines) and f"brokerName={BROKER}" in lines and len(lines) == len(props.properties)
 
 
 def test_a_queue_s_earliest_store_time_and_the_offset_table(broker: Broker, clock: ManualClock):
