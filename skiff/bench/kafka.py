@@ -34,6 +34,29 @@ PARTITIONS = 8
 CONSUME_TIMEOUT_S = 120.0
 """Longest a consume phase reads before it gives up (it reports what it read)."""
 
+ONE_PER_REQUEST = {"linger.ms": 0, "batch.num.messages": 1}
+"""librdkafka settings for one message per request (``skiff bench compare``'s single shape):
+no lingering, and a partition's batch capped at one record. librdkafka sends each partition's
+batch in its own ProduceRequest, so every request carries one record, as a RocketMQ
+application's ``send(msg)`` does; the messages in flight are the caller's window."""
+
+
+def producer_config(bootstrap: str, *, one_per_request: bool = False) -> dict[str, object]:
+    """librdkafka's producer with its defaults (linger 5 ms, batches up to 1 MB, acks=all),
+    or one record per request; the one configuration both Kafka benches use."""
+    return {"bootstrap.servers": bootstrap, **(ONE_PER_REQUEST if one_per_request else {})}
+
+
+def consumer_config(bootstrap: str, group: str) -> dict[str, object]:
+    """librdkafka's consumer with its defaults; partitions are assigned from offset 0 by the
+    caller and nothing is committed (the benches read a topic once)."""
+    return {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+
+
+def assign_from_start(consumer: Consumer, topic: str, partitions: int) -> None:
+    """Read every partition of ``topic`` from offset 0 (no group coordination needed)."""
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+
 
 @dataclass(frozen=True, slots=True)
 class Row:
@@ -64,7 +87,7 @@ def kafka_produce(bootstrap: str, topic: str, size: int, seconds: float, limit: 
         else:
             failed.append(str(err))
 
-    producer = Producer({"bootstrap.servers": bootstrap})
+    producer = Producer(producer_config(bootstrap))
     body = b"k" * size
     end = time.monotonic() + seconds
     i = 0
@@ -82,8 +105,8 @@ def kafka_produce(bootstrap: str, topic: str, size: int, seconds: float, limit: 
 
 
 def kafka_consume(bootstrap: str, topic: str, expected: int, timeout_s: float) -> int:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-kafka", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    consumer = Consumer(consumer_config(bootstrap, "bench-kafka"))
+    assign_from_start(consumer, topic, PARTITIONS)
     got = 0
     deadline = time.monotonic() + timeout_s
     try:

@@ -69,11 +69,17 @@ def _ok_rows(rows: Iterable[Row], mode: Mode, workload: Workload | None = None,
             and (workload is None or r.workload == workload)]
 
 
+def is_peer(system: str) -> bool:
+    """Whether a row is another system's: skiff-kafka is Skiff through its Kafka listener, never the
+    "best peer" the bar compares Skiff's own protocol against."""
+    return not system.startswith(SKIFF)
+
+
 def e2e_ratio(rows: Sequence[Row], size: int, shape: Shape = Shape.BATCHED) -> tuple[float | None, str]:
     """Skiff's end-to-end msg/s over the best peer's, and that peer's name."""
     e2e = [r for r in _ok_rows(rows, Mode.NORMAL, Workload.E2E, shape) if r.size_bytes == size]
     ours = [r for r in e2e if r.system == SKIFF]
-    peers = [r for r in e2e if r.system != SKIFF]
+    peers = [r for r in e2e if is_peer(r.system)]
     if not ours or not peers:
         return None, max(peers, key=lambda r: r.msgs_per_s).system if peers else "–"
     best = max(peers, key=lambda r: r.msgs_per_s)
@@ -131,7 +137,7 @@ def single_bar_lines(rows: Sequence[Row], sizes: Sequence[int]) -> list[str]:
         for mode in Mode:
             produced = [r for r in _ok_rows(rows, mode, Workload.PRODUCE, Shape.SINGLE) if r.size_bytes == size]
             ours = [r for r in produced if r.system == SKIFF]
-            peers = [r for r in produced if r.system != SKIFF]
+            peers = [r for r in produced if is_peer(r.system)]
             best = max(peers, key=lambda r: r.msgs_per_s) if peers else None
             lines.append(f"single messages: {mode.value} produce ({_label(size)}): Skiff "
                          f"{_produce_text(ours[0] if ours else None)}; best peer "

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import os
 import platform
 import shlex
@@ -32,7 +33,7 @@ from skiff.bench.compare.install import ensure_installed
 from skiff.bench.compare.phases import PhaseOptions
 from skiff.bench.compare.procs import CHILDREN, install_cleanup, raise_open_files
 from skiff.bench.compare.results import RunResult, Shape
-from skiff.bench.compare.servers import IMPORT_ROOT, command_output
+from skiff.bench.compare.servers import IMPORT_ROOT, SkiffServer, command_output
 from skiff.bench.compare.suite import SuiteOptions, run_all
 from skiff.bench.compare.systems import SYSTEMS, System, parse_systems
 
@@ -101,7 +102,7 @@ def machine_facts() -> dict[str, object]:
 
 
 def versions(systems: Sequence[System]) -> dict[str, str]:
-    out = {"skiff": _skiff_version()} if any(s.name == "skiff" for s in systems) else {}
+    out = {"skiff": _skiff_version()} if any(s.server is SkiffServer for s in systems) else {}
     for system in systems:
         if system.package and system.package not in out:
             out[system.package] = system.server.version()
@@ -124,10 +125,15 @@ def _load() -> str:
 
 
 def select_installed(systems: list[System], allow_install: bool) -> tuple[list[System], list[str]]:
+    """The systems whose server package and client module are present; the others, with why."""
     packages = sorted({s.package for s in systems if s.package})
     missing = set(ensure_installed(packages, allow_install))
     skipped = [f"{s.name}: Debian package {s.package} is not installed" for s in systems if s.package in missing]
-    return [s for s in systems if s.package not in missing], skipped
+    no_client = {s.name for s in systems if s.client_module and importlib.util.find_spec(s.client_module) is None}
+    skipped += [f"{s.name}: Python module {s.client_module} is not importable" for s in systems if s.name in no_client]
+    for line in skipped:
+        print(f"skipped {line}", flush=True)
+    return [s for s in systems if s.package not in missing and s.name not in no_client], skipped
 
 
 def shape_options(args: argparse.Namespace, shape: Shape, sizes: tuple[int, ...], work: Path) -> SuiteOptions:

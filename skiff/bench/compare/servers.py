@@ -249,11 +249,13 @@ class SkiffServer(Server):
 
     def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.namesrv_port, self.broker_port = free_port(), free_port()
+        self.namesrv_port, self.broker_port, self.kafka_port = free_port(), free_port(), free_port()
         flush = f"--flushDiskType={self.flush_type()}"
+        kafka = f"--kafkaListenPort={self.kafka_port}"  # the skiff-kafka rows; idle for the others
         if skiff_has("up"):
             child = self._spawn("skiff", [*skiff_command(), "up", "--dir", str(self.data_dir), "--namesrv-port",
                                           str(self.namesrv_port), "--broker-port", str(self.broker_port), flush,
+                                          "--kafka-port", str(self.kafka_port),
                                           "--metricsPort=0",  # no peer exports metrics in this comparison
                                           "--grpcServerPort=0"],
                                 cwd=IMPORT_ROOT)
@@ -265,10 +267,11 @@ class SkiffServer(Server):
             wait_port(self.namesrv_port, namesrv, READY_TIMEOUT_S)
             self._broker = self._spawn("skiff-broker", [
                 *skiff_command(), "broker", f"--listenPort={self.broker_port}", "--brokerIP1=127.0.0.1",
-                f"--namesrvAddr=127.0.0.1:{self.namesrv_port}", f"--storePathRootDir={self.data_dir}", flush,
+                f"--namesrvAddr=127.0.0.1:{self.namesrv_port}", f"--storePathRootDir={self.data_dir}", flush, kafka,
                 "--grpcServerPort=0",  # the comparison drives remoting; no gRPC port to collide on
             ], cwd=IMPORT_ROOT)
         wait_port(self.broker_port, self._broker, READY_TIMEOUT_S)
+        wait_port(self.kafka_port, self._broker, READY_TIMEOUT_S)
 
     @property
     def pids(self) -> list[int]:
@@ -278,10 +281,11 @@ class SkiffServer(Server):
         return "SYNC_FLUSH" if self.durable else "ASYNC_FLUSH"
 
     def endpoint(self) -> dict[str, Any]:
-        return {"namesrv_addr": f"127.0.0.1:{self.namesrv_port}", "broker_port": self.broker_port}
+        return {"namesrv_addr": f"127.0.0.1:{self.namesrv_port}", "broker_port": self.broker_port,
+                "kafka_bootstrap": f"127.0.0.1:{self.kafka_port}"}
 
     def settings(self) -> str:
-        return f"skiff defaults, flushDiskType={self.flush_type()}"
+        return f"skiff defaults, flushDiskType={self.flush_type()}, Kafka listener on (kafkaListenPort)"
 
     @staticmethod
     def version() -> str:

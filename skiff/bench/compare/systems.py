@@ -13,12 +13,16 @@ class System:
     server: type[Server]
     package: str | None
     """Debian package that provides the server; None for Skiff (this repository)."""
+    client_module: str | None = None
+    """Python module the driver needs beyond the harness's own (the system is skipped, and the
+    run says so, when it cannot be imported)."""
 
 
 SYSTEMS: dict[str, System] = {
     s.name: s
     for s in (
         System("skiff", SkiffServer, None),
+        System("skiff-kafka", SkiffServer, None, client_module="confluent_kafka"),  # the same broker, Kafka door
         System("rabbitmq-stream", RabbitServer, "rabbitmq-server"),
         System("rabbitmq-quorum", RabbitServer, "rabbitmq-server"),
         System("redis", RedisServer, "redis-server"),

@@ -8,6 +8,7 @@ from skiff.bench.compare.drivers.base import Driver
 
 DRIVERS: dict[str, str] = {
     "skiff": "skiff.bench.compare.drivers.skiff_client:SkiffDriver",
+    "skiff-kafka": "skiff.bench.compare.drivers.skiff_kafka:SkiffKafkaDriver",
     "rabbitmq-stream": "skiff.bench.compare.drivers.rabbit_stream:RabbitStreamDriver",
     "rabbitmq-quorum": "skiff.bench.compare.drivers.rabbit_quorum:RabbitQuorumDriver",
     "redis": "skiff.bench.compare.drivers.redis_streams:RedisStreamsDriver",

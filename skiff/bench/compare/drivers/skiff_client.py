@@ -30,6 +30,24 @@ ADMIN_TIMEOUT_MS = 60_000
 """The broker answers a topic deletion once its files are gone: a second or more per 1,024 written queues."""
 
 
+def new_admin(namesrv: str) -> AsyncAdmin:
+    """The admin client that creates and deletes the bench's topics (also for the Kafka driver)."""
+    return AsyncAdmin(client_config=ClientConfig(namesrv, request_timeout_ms=ADMIN_TIMEOUT_MS))
+
+
+async def create_topic(admin: AsyncAdmin, topic: str, queues: int) -> None:
+    """Create the topic, retrying while the new broker is not yet registered with the NameServer."""
+    deadline = time.monotonic() + REGISTER_WAIT_S
+    while True:
+        try:
+            await admin.create_topic(topic, queue_nums=queues)
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.5)
+
+
 class SkiffDriver(Driver):
     how = ("skiff.client: AsyncProducer.send_batch per batch (AsyncProducer.send, SEND_MESSAGE_V2, for a batch "
            "of one), a batch in flight per window slot; "
@@ -38,23 +56,14 @@ class SkiffDriver(Driver):
 
     async def connect(self) -> None:
         self.namesrv = self.endpoint["namesrv_addr"]
-        self.admin = AsyncAdmin(client_config=ClientConfig(self.namesrv, request_timeout_ms=ADMIN_TIMEOUT_MS))
+        self.admin = new_admin(self.namesrv)
         await self.admin.start()
         self.producer = AsyncProducer("bench-producer", self.namesrv, trace=False)
         await self.producer.start()
         self.consumer: AsyncLitePullConsumer | None = None
 
     async def prepare(self, topic: str) -> None:
-        """Create the topic, retrying while the new broker is not yet registered with the NameServer."""
-        deadline = time.monotonic() + REGISTER_WAIT_S
-        while True:
-            try:
-                await self.admin.create_topic(topic, queue_nums=self.options.queues)
-                return
-            except Exception:
-                if time.monotonic() > deadline:
-                    raise
-                await asyncio.sleep(0.5)
+        await create_topic(self.admin, topic, self.options.queues)
 
     async def publish(self, topic: str, bodies: list[bytes]) -> Awaitable[Any]:
         if len(bodies) == 1:  # one message per request: SEND_MESSAGE_V2, as DefaultMQProducer.send(msg)
