@@ -1,6 +1,7 @@
 """Kafka's admin requests over Skiff's topic operation (`TopicsOperation`, the one the
-remoting admin requests use): CreateTopics, DeleteTopics, CreatePartitions, and the topic
-configs Skiff has, read by DescribeConfigs and set by AlterConfigs.
+remoting admin requests use, for reads as for changes): CreateTopics, DeleteTopics,
+CreatePartitions, and the topic configs Skiff has, read by DescribeConfigs and set by
+AlterConfigs.
 
 | Kafka config | Skiff |
 |---|---|
@@ -18,7 +19,6 @@ from __future__ import annotations
 from typing import Any
 
 from skiff.broker.operations import Refusal, TopicChange, TopicsOperation
-from skiff.broker.topics import TopicConfigManager
 from skiff.common.limits import QUEUES_PER_TOPIC_MAX
 from skiff.protocol.bodies.topic_attributes import (
     CLEANUP_POLICY,
@@ -41,10 +41,9 @@ class ConfigError(Exception):
 
 
 class TopicAdmin:
-    def __init__(self, operation: TopicsOperation, topics: TopicConfigManager, default_partitions: int,
-                 retention_ms: int) -> None:
+    def __init__(self, operation: TopicsOperation, default_partitions: int, retention_ms: int) -> None:
+        """``operation``: every read and change of a topic (`TopicsOperation`, the remoting door's too)."""
         self.operation = operation
-        self.topics = topics
         self.default_partitions = default_partitions
         self.retention_ms = retention_ms
 
@@ -54,7 +53,7 @@ class TopicAdmin:
             name, n = t["name"], t["num_partitions"]
             n = self.default_partitions if n == -1 else n
             answer: Body = {"name": name, "error_code": 0, "error_message": None}
-            if name in self.topics:
+            if not isinstance(self.operation.get(name), Refusal):
                 out.append(answer | _error(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {name} already exists"))
                 continue
             if not 1 <= n <= QUEUES_PER_TOPIC_MAX:
@@ -78,7 +77,7 @@ class TopicAdmin:
         out = []
         for name in req["topic_names"]:
             code = ErrorCode.NONE
-            if name not in self.topics:
+            if isinstance(self.operation.get(name), Refusal):
                 code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif await self.operation.delete(name) is not None:
                 code = ErrorCode.INVALID_TOPIC_EXCEPTION
@@ -89,9 +88,9 @@ class TopicAdmin:
         out = []
         for t in req["topics"]:
             name, count = t["name"], t["count"]
-            tc = self.topics.get(name)
+            tc = self.operation.get(name)
             answer: Body = {"name": name, "error_code": 0, "error_message": None}
-            if tc is None:
+            if isinstance(tc, Refusal):
                 answer |= _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name} does not exist")
             elif not tc.read_queue_nums < count <= QUEUES_PER_TOPIC_MAX:
                 answer |= _error(ErrorCode.INVALID_PARTITIONS, f"topic {name} has {tc.read_queue_nums} partitions; "
@@ -111,8 +110,8 @@ class TopicAdmin:
             result: Body = {"error_code": 0, "error_message": None, "resource_type": kind, "resource_name": name,
                             "configs": []}
             if kind == TOPIC_RESOURCE:
-                tc = self.topics.get(name)
-                if tc is None:
+                tc = self.operation.get(name)
+                if isinstance(tc, Refusal):
                     result |= _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"topic {name} does not exist")
                 else:
                     configs = self._topic_configs(tc.attributes)
@@ -139,8 +138,8 @@ class TopicAdmin:
         for r in req["resources"]:
             kind, name = r["resource_type"], r["resource_name"]
             answer: Body = {"error_code": 0, "error_message": None, "resource_type": kind, "resource_name": name}
-            tc = self.topics.get(name) if kind == TOPIC_RESOURCE else None
-            if tc is None:
+            tc = self.operation.get(name) if kind == TOPIC_RESOURCE else None
+            if tc is None or isinstance(tc, Refusal):
                 out.append(answer | _error(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if kind == TOPIC_RESOURCE
                                            else ErrorCode.INVALID_REQUEST, f"no topic {name} to alter"))
                 continue

@@ -100,7 +100,7 @@ class KafkaService:
         self.groups = GroupCoordinator(ops.offsets, register=ops.groups.ensure,
                                        partitions=PartitionOffsets(ops.offsets, self.view.place, self._partition_of,
                                                                    self.client))
-        admin = TopicAdmin(ops.topics, topics, config.default_topic_queue_nums, retention_ms)
+        admin = TopicAdmin(ops.topics, config.default_topic_queue_nums, retention_ms)
         self._handlers: dict[int, Handler] = {
             ApiKey.API_VERSIONS: self.api_versions,
             ApiKey.METADATA: self.metadata,
