@@ -48,6 +48,7 @@ from skiff.broker.operations import (
     PopOperation,
     PullOperation,
     SendOperation,
+    TierOperation,
     TimerStateOperation,
     TopicsOperation,
     TopicStatsOperation,
@@ -343,6 +344,7 @@ class BrokerServer:
             compaction=CompactionOperation(self.gate, self.compaction),
             topic_stats=TopicStatsOperation(cfg, self.gate, offsets),
             broker_info=BrokerInfoOperation(cfg, store_cfg, self.topics, self.stats),
+            tier=TierOperation(self.gate, self.tier),
         )
 
     def _handlers(self) -> dict[int, Handler]:
@@ -362,7 +364,7 @@ class BrokerServer:
             TimerAdminProcessor(ops.timer, ops.cancel),
             PopProcessor(ops.pop),
             CompactionAdminProcessor(ops.compaction),
-            TierAdminProcessor(self.topics, self.tier),
+            TierAdminProcessor(ops.tier),
             AuthAdminProcessor(self.auth.store),
         ]
         handlers: dict[int, Handler] = {}

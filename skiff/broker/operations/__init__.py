@@ -25,6 +25,7 @@ from skiff.broker.operations.pull import PullOperation, PullRequest, Pulled
 from skiff.broker.operations.refusal import Refusal
 from skiff.broker.operations.send import Outgoing, SendOperation, SendRequest, Sent, born_host
 from skiff.broker.operations.subscription import compile_subscription, properties_of, record_filter
+from skiff.broker.operations.tier import TierOperation
 from skiff.broker.operations.timer import CancelOperation, TimerState, TimerStateOperation
 from skiff.broker.operations.topic_stats import TopicStatsOperation
 from skiff.broker.operations.topics import TopicChange, TopicsOperation
@@ -55,6 +56,7 @@ class Operations:
     compaction: CompactionOperation
     topic_stats: TopicStatsOperation
     broker_info: BrokerInfoOperation
+    tier: TierOperation
 
 
 __all__ = [
@@ -65,6 +67,7 @@ __all__ = [
     "Leaving", "LockRequest", "LocksOperation", "MembershipOperation", "MessagesOperation", "OffsetReset",
     "OffsetResetOperation", "OffsetsOperation", "Operations", "Outgoing", "PopOperation", "PopOutcome", "PopRequest",
     "PullOperation", "PullRequest", "Pulled", "QueueEdge", "Refusal", "SendOperation", "SendRequest", "Sent",
-    "TimerState", "TimerStateOperation", "TopicChange", "TopicStatsOperation", "TopicsOperation", "born_host", "compile_subscription",
+    "TierOperation", "TimerState", "TimerStateOperation", "TopicChange", "TopicStatsOperation", "TopicsOperation",
+    "born_host", "compile_subscription",
     "properties_of", "record_filter",
 ]

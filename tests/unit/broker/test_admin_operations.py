@@ -44,6 +44,8 @@ from skiff.broker.operations import (
     TopicsOperation,
     TopicStatsOperation,
 )
+from skiff.broker.operations.tier import NO_TIER, TierOperation
+from skiff.broker.tier.setup import tier_service
 from skiff.broker.operations.timer import NO_DELAY_OFFSETS, NOT_RUNNING
 from skiff.broker.ha.role import Role
 from skiff.broker.pop.service import PopService
@@ -54,6 +56,7 @@ from skiff.broker.writer import MessageWriter
 from skiff.common.clock import ManualClock
 from skiff.common.message import MessageQueue
 from skiff.common.stored_message import decode_record
+from skiff.tier.backends import TierError
 from skiff.protocol.bodies.admin import SubscriptionGroupConfig, TopicOffset, TopicStatsTable
 from skiff.protocol.bodies.client_calls import ResetOffsetBody
 from skiff.protocol.bodies.consumer import OffsetWrapper
@@ -436,6 +439,36 @@ def test_the_broker_s_runtime_info_and_configuration(broker: Broker, clock: Manu
     assert props.version == broker.topics.data_version
     lines = props.text().splitlines()
     assert lines == sorted(lines) and f"brokerName={BROKER}" in lines and len(lines) == len(props.properties)
+
+
+def test_a_topic_s_tier_state_and_an_upload_or_why_not(tmp_path: Path, clock: ManualClock, broker: Broker,
+                                                        monkeypatch: pytest.MonkeyPatch):
+    none = TierOperation(broker.gate, None)
+    assert asyncio.run(none.status("Nowhere")) == Refusal(ResponseCode.TOPIC_NOT_EXIST,
+                                                          "topic Nowhere does not exist on this broker")
+    broker.topic("T")
+    assert asyncio.run(none.upload("T")) == NO_TIER
+    url = (tmp_path / "tier").as_uri()
+    tiered = Broker(tmp_path / "tiered", clock, tier_storage_url=url)
+    try:
+        service = tier_service(tiered.config, tiered.store, tiered.topics, clock)
+        assert service is not None
+        op = TierOperation(tiered.gate, service)
+        tiered.topic("T", queues=1)
+        tiered.put("T", 0, 3)
+        state = asyncio.run(op.upload("T"))
+        assert not isinstance(state, Refusal)
+        assert (state.topic, state.url) == ("T", url)
+        assert [(q.queue_id, q.local_min_offset, q.local_max_offset) for q in state.queues] == [(0, 0, 3)]
+        assert asyncio.run(op.status("T")) == state
+
+        def unreachable(*args: object) -> None:
+            raise TierError("bucket unreachable")
+        monkeypatch.setattr(service, "status", unreachable)
+        assert asyncio.run(op.status("T")) == Refusal(ResponseCode.SYSTEM_ERROR,
+                                                      f"tier of T at {url}: bucket unreachable")
+    finally:
+        tiered.close()
 
 
 def test_a_queue_s_earliest_store_time_and_the_offset_table(broker: Broker, clock: ManualClock):
