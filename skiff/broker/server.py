@@ -31,6 +31,7 @@ from skiff.broker.compaction import CompactionService
 from skiff.broker.config import BrokerConfig
 from skiff.broker.ha.role import Role
 from skiff.broker.operations import (
+    AuthAdminOperation,
     BrokerInfoOperation,
     CancelOperation,
     CompactionOperation,
@@ -345,6 +346,7 @@ class BrokerServer:
             topic_stats=TopicStatsOperation(cfg, self.gate, offsets),
             broker_info=BrokerInfoOperation(cfg, store_cfg, self.topics, self.stats),
             tier=TierOperation(self.gate, self.tier),
+            auth_admin=AuthAdminOperation(self.auth.store),
         )
 
     def _handlers(self) -> dict[int, Handler]:
@@ -365,7 +367,7 @@ class BrokerServer:
             PopProcessor(ops.pop),
             CompactionAdminProcessor(ops.compaction),
             TierAdminProcessor(ops.tier),
-            AuthAdminProcessor(self.auth.store),
+            AuthAdminProcessor(ops.auth_admin),
         ]
         handlers: dict[int, Handler] = {}
         for processor in processors:

@@ -9,6 +9,7 @@ operation and encode the answer. Every check made before an operation is the
 
 from dataclasses import dataclass
 
+from skiff.broker.operations.auth import AclDeletion, AuthAdminOperation, UserChange
 from skiff.broker.operations.broker_info import BrokerInfoOperation, BrokerProperties
 from skiff.broker.operations.compaction import CompactionOperation, CompactionState
 from skiff.broker.operations.connections import ConnectionsOperation
@@ -57,17 +58,18 @@ class Operations:
     topic_stats: TopicStatsOperation
     broker_info: BrokerInfoOperation
     tier: TierOperation
+    auth_admin: AuthAdminOperation
 
 
 __all__ = [
-    "ANY_QUEUE", "LATEST", "AckRequest", "BrokerInfoOperation", "BrokerProperties", "CancelOperation",
-    "ChangeInvisibleRequest", "CompactionOperation",
+    "ANY_QUEUE", "LATEST", "AckRequest", "AclDeletion", "AuthAdminOperation", "BrokerInfoOperation",
+    "BrokerProperties", "CancelOperation", "ChangeInvisibleRequest", "CompactionOperation",
     "CompactionState", "ConnectionsOperation", "ConsumeStatsOperation", "ConsumeStatsRequest",
     "EndTransactionOperation", "Gate", "GroupDeletion", "GroupsOperation", "Heartbeat", "KeyMatches", "KeyQuery",
     "Leaving", "LockRequest", "LocksOperation", "MembershipOperation", "MessagesOperation", "OffsetReset",
     "OffsetResetOperation", "OffsetsOperation", "Operations", "Outgoing", "PopOperation", "PopOutcome", "PopRequest",
     "PullOperation", "PullRequest", "Pulled", "QueueEdge", "Refusal", "SendOperation", "SendRequest", "Sent",
     "TierOperation", "TimerState", "TimerStateOperation", "TopicChange", "TopicStatsOperation", "TopicsOperation",
-    "born_host", "compile_subscription",
+    "UserChange", "born_host", "compile_subscription",
     "properties_of", "record_filter",
 ]

@@ -1,5 +1,5 @@
 """RocketMQ 5.3's user and ACL admin requests (mqadmin createUser ... listAcl; `skiff user`,
-`skiff acl`), served whether or not ACL 2.0 is switched on, so users can be made first.
+`skiff acl`): the adapter of `AuthAdminOperation`, which holds the rules and the refusals.
 
 | code | request          | ext fields                              | body                       |
 |------|------------------|-----------------------------------------|----------------------------|
@@ -14,20 +14,19 @@
 | 3009 | AUTH_GET_ACL     | subject                                 | answer: AclInfo            |
 | 3010 | AUTH_LIST_ACL    | subjectFilter, resourceFilter           | answer: [AclInfo]          |
 
-Answers carry the password, as RocketMQ's (only a user allowed Cluster Get reads them; a slave
-copies its master's users through these). Only a Super caller (the request's ``AccessKey``) may
-make a Super user or change or delete one (RocketMQ's rule; a request without ``AccessKey`` is
-let through it, as upstream, when authentication is off). Errors: NO_PERMISSION for those,
-SYSTEM_ERROR with the reason for anything else (a missing user, a malformed body).
+A request this door cannot decode (no body, a malformed one, a bad subject, policy type or
+resource) is SYSTEM_ERROR with the reason, as the operation's own refusals are; a Super caller
+is the request's ``AccessKey``.
 """
 
 from __future__ import annotations
 
-import logging
+from collections.abc import Callable
 from typing import Any
 
-from skiff.broker.auth.model import Acl, AuthDataError, PolicyType, Resource, User, UserType, parse_subject
-from skiff.broker.auth.store import AuthStore
+from skiff.broker.auth.model import Acl, AuthDataError, PolicyType, Resource, User, parse_subject
+from skiff.broker.operations.auth import AclDeletion, AuthAdminOperation, UserChange
+from skiff.broker.operations.refusal import Refusal
 from skiff.protocol import fastjson
 from skiff.protocol.acl_sign import ACCESS_KEY
 from skiff.protocol.codes import AuthRequestCode as A
@@ -35,116 +34,75 @@ from skiff.protocol.codes import ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.transport.connection import Connection, Handler
 
-log = logging.getLogger(__name__)
-
-
-class NotSuper(Exception):
-    """A change to a Super user by a caller who is not one."""
+Outcome = User | Acl | list[User] | list[Acl] | Refusal | None
+"""What an operation answered: a user or ACL, a list of them, a refusal, or nothing (done)."""
 
 
 class AuthAdminProcessor:
-    def __init__(self, store: AuthStore) -> None:
-        self.store = store
+    def __init__(self, operation: AuthAdminOperation) -> None:
+        self.operation = operation
 
     def handlers(self) -> dict[int, Handler]:
         table = {A.AUTH_CREATE_USER: self.create_user, A.AUTH_UPDATE_USER: self.update_user,
                  A.AUTH_DELETE_USER: self.delete_user, A.AUTH_GET_USER: self.get_user,
                  A.AUTH_LIST_USER: self.list_users, A.AUTH_CREATE_ACL: self.put_acl, A.AUTH_UPDATE_ACL: self.put_acl,
                  A.AUTH_DELETE_ACL: self.delete_acl, A.AUTH_GET_ACL: self.get_acl, A.AUTH_LIST_ACL: self.list_acls}
-        return {int(code): self._answering(fn) for code, fn in table.items()}
-
-    def _answering(self, fn: Any) -> Handler:
-        def handler(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
-            try:
-                body = fn(cmd, cmd.ext_fields or {})
-            except NotSuper as exc:
-                return cmd.response(ResponseCode.NO_PERMISSION, str(exc))
-            except (AuthDataError, fastjson.JsonDecodeError) as exc:
-                return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
-            if body is not None:
-                return cmd.response(body=fastjson.dumps(body))
-            return cmd.response()
-        return handler
-
-    def _caller_is_super(self, ext: dict[str, str]) -> bool:
-        name = ext.get(ACCESS_KEY)
-        if not name:
-            return True
-        user = self.store.user(name)
-        return user is not None and user.type is UserType.SUPER
-
-    def _super_only(self, ext: dict[str, str], what: str) -> None:
-        if not self._caller_is_super(ext):
-            raise NotSuper(f"only a Super user may {what}")
+        return {int(code): _answering(fn) for code, fn in table.items()}
 
     # -- users --------------------------------------------------------------------
 
-    def create_user(self, cmd: RemotingCommand, ext: dict[str, str]) -> None:
+    def create_user(self, cmd: RemotingCommand, ext: dict[str, str]) -> Outcome:
         user = User.from_json(_body(cmd), ext.get("username") or None)
-        if user.type is UserType.SUPER:
-            self._super_only(ext, f"create the Super user {user.username!r}")
-        self.store.create_user(user)
-        log.info("user %s created (%s)", user.username, user.type.title)
+        return self.operation.create_user(user, ext.get(ACCESS_KEY))
 
-    def update_user(self, cmd: RemotingCommand, ext: dict[str, str]) -> None:
+    def update_user(self, cmd: RemotingCommand, ext: dict[str, str]) -> Outcome:
         raw = _body(cmd)
         name = ext.get("username") or str(raw.get("username") or "")
-        old = self.store.user(name)
-        if old is not None and (old.type is UserType.SUPER or str(raw.get("userType", "")).lower() == "super"):
-            self._super_only(ext, f"change the user {name!r} to or from Super")
-        self.store.update_user(name, raw)
-        log.info("user %s updated", name)
+        updated = self.operation.update_user(UserChange(name, raw), ext.get(ACCESS_KEY))
+        return updated if isinstance(updated, Refusal) else None
 
-    def delete_user(self, cmd: RemotingCommand, ext: dict[str, str]) -> None:
-        name = ext.get("username", "")
-        old = self.store.user(name)
-        if old is not None and old.type is UserType.SUPER:
-            self._super_only(ext, f"delete the Super user {name!r}")
-        self.store.delete_user(name)
-        log.info("user %s deleted", name)
+    def delete_user(self, cmd: RemotingCommand, ext: dict[str, str]) -> Outcome:
+        return self.operation.delete_user(ext.get("username", ""), ext.get(ACCESS_KEY))
 
-    def get_user(self, cmd: RemotingCommand, ext: dict[str, str]) -> dict[str, Any]:
-        name = ext.get("username", "")
-        user = self.store.user(name)
-        if user is None:
-            raise AuthDataError(f"user {name!r} does not exist")
-        return user.to_json()
+    def get_user(self, cmd: RemotingCommand, ext: dict[str, str]) -> Outcome:
+        return self.operation.user(ext.get("username", ""))
 
-    def list_users(self, cmd: RemotingCommand, ext: dict[str, str]) -> list[dict[str, Any]]:
-        part = ext.get("filter") or ""
-        return [u.to_json() for name, u in sorted(self.store.data.users.items()) if part in name]
+    def list_users(self, cmd: RemotingCommand, ext: dict[str, str]) -> Outcome:
+        return self.operation.users(ext.get("filter") or "")
 
     # -- ACLs ---------------------------------------------------------------------
 
-    def put_acl(self, cmd: RemotingCommand, ext: dict[str, str]) -> None:
-        acl = Acl.from_json(_body(cmd), ext.get("subject") or None)
-        merged = self.store.put_acl(acl)
-        log.info("ACL of %s set: %d policies", merged.subject, len(merged.policies))
+    def put_acl(self, cmd: RemotingCommand, ext: dict[str, str]) -> Outcome:
+        merged = self.operation.put_acl(Acl.from_json(_body(cmd), ext.get("subject") or None))
+        return merged if isinstance(merged, Refusal) else None
 
-    def delete_acl(self, cmd: RemotingCommand, ext: dict[str, str]) -> None:
+    def delete_acl(self, cmd: RemotingCommand, ext: dict[str, str]) -> Outcome:
         subject = parse_subject(ext.get("subject"))
         ptype = PolicyType.parse(ext.get("policyType") or "Custom", "policyType")
         resource = Resource.parse(ext["resource"]) if ext.get("resource") else None
-        self.store.delete_acl(subject, ptype, resource)
-        log.info("ACL of %s: %s deleted", subject, resource.key if resource else "all")
+        return self.operation.delete_acl(AclDeletion(subject, ptype, resource))
 
-    def get_acl(self, cmd: RemotingCommand, ext: dict[str, str]) -> dict[str, Any]:
-        subject = parse_subject(ext.get("subject"))
-        acl = self.store.acl(subject)
-        if acl is None:
-            raise AuthDataError(f"{subject} has no ACL")
-        return acl.to_json()
+    def get_acl(self, cmd: RemotingCommand, ext: dict[str, str]) -> Outcome:
+        return self.operation.acl(parse_subject(ext.get("subject")))
 
-    def list_acls(self, cmd: RemotingCommand, ext: dict[str, str]) -> list[dict[str, Any]]:
-        subjects, resources = ext.get("subjectFilter") or "", ext.get("resourceFilter") or ""
-        out = []
-        for subject, acl in sorted(self.store.data.acls.items()):
-            if subjects not in subject:
-                continue
-            if resources and not any(resources in e.resource.key for p in acl.policies.values() for e in p.entries):
-                continue
-            out.append(acl.to_json())
-        return out
+    def list_acls(self, cmd: RemotingCommand, ext: dict[str, str]) -> Outcome:
+        return self.operation.acls(ext.get("subjectFilter") or "", ext.get("resourceFilter") or "")
+
+
+def _answering(fn: Callable[[RemotingCommand, dict[str, str]], Outcome]) -> Handler:
+    """The handler of one request: decode and call (``fn``), then encode what came back."""
+    def handler(conn: Connection, cmd: RemotingCommand) -> RemotingCommand:
+        try:
+            outcome = fn(cmd, cmd.ext_fields or {})
+        except (AuthDataError, fastjson.JsonDecodeError) as exc:
+            return cmd.response(ResponseCode.SYSTEM_ERROR, str(exc))
+        if isinstance(outcome, Refusal):
+            return cmd.response(outcome.code, outcome.reason)
+        if outcome is None:
+            return cmd.response()
+        body: Any = [o.to_json() for o in outcome] if isinstance(outcome, list) else outcome.to_json()
+        return cmd.response(body=fastjson.dumps(body))
+    return handler
 
 
 def _body(cmd: RemotingCommand) -> dict[str, Any]:

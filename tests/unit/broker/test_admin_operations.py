@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from skiff.broker.auth.model import Acl, PolicyType, Resource, User, UserType
+from skiff.broker.auth.store import AuthStore
 from skiff.broker.clients import ClientManager
 from skiff.broker.compaction import CompactionService
 from skiff.broker.config import BrokerConfig
@@ -44,6 +46,7 @@ from skiff.broker.operations import (
     TopicsOperation,
     TopicStatsOperation,
 )
+from skiff.broker.operations.auth import AclDeletion, AuthAdminOperation, UserChange
 from skiff.broker.operations.tier import NO_TIER, TierOperation
 from skiff.broker.tier.setup import tier_service
 from skiff.broker.operations.timer import NO_DELAY_OFFSETS, NOT_RUNNING
@@ -469,6 +472,63 @@ def test_a_topic_s_tier_state_and_an_upload_or_why_not(tmp_path: Path, clock: Ma
                                                       f"tier of T at {url}: bucket unreachable")
     finally:
         tiered.close()
+
+
+# -- ACL 2.0's users and ACLs ------------------------------------------------------------
+
+def _acl(subject: str, *resources: str) -> Acl:
+    return Acl.from_json({"subject": subject, "policies": [{"policyType": "Custom", "entries": [
+        {"resource": r, "actions": ["Pub"], "decision": "Allow"} for r in resources]}]})
+
+
+def test_users_are_made_changed_read_and_deleted_and_only_a_super_caller_touches_super(tmp_path: Path):
+    auth = AuthAdminOperation(AuthStore(str(tmp_path)))
+    assert auth.create_user(User("root", "root-pw", UserType.SUPER), None) is None  # no AccessKey: let through
+    assert auth.create_user(User("app", "app-pw"), "root") is None
+    assert auth.create_user(User("app", "again"), "root") == Refusal(ResponseCode.SYSTEM_ERROR,
+                                                                      "user 'app' already exists")
+    assert auth.create_user(User("boss", "pw", UserType.SUPER), "app") == Refusal(
+        ResponseCode.NO_PERMISSION, "only a Super user may create the Super user 'boss'")
+    assert auth.update_user(UserChange("app", {"userType": "Super"}), "app") == Refusal(
+        ResponseCode.NO_PERMISSION, "only a Super user may change the user 'app' to or from Super")
+    assert auth.update_user(UserChange("app", {"password": "new-pw"}), "app") == User("app", "new-pw")
+    assert auth.update_user(UserChange("ghost", {"password": "x"}), "root") == Refusal(
+        ResponseCode.SYSTEM_ERROR, "user 'ghost' does not exist")
+    assert auth.delete_user("root", "app") == Refusal(ResponseCode.NO_PERMISSION,
+                                                      "only a Super user may delete the Super user 'root'")
+    assert auth.user("root") == User("root", "root-pw", UserType.SUPER)
+    assert [u.username for u in auth.users()] == ["app", "root"]
+    assert [u.username for u in auth.users("ro")] == ["root"]
+    assert auth.delete_user("app", "root") is None
+    assert auth.user("app") == Refusal(ResponseCode.SYSTEM_ERROR, "user 'app' does not exist")
+    assert auth.delete_user("app", "root") == Refusal(ResponseCode.SYSTEM_ERROR, "user 'app' does not exist")
+
+
+def test_acls_are_merged_read_filtered_and_deleted_by_entry_or_whole(tmp_path: Path):
+    auth = AuthAdminOperation(AuthStore(str(tmp_path)))
+    assert auth.put_acl(_acl("User:app", "Topic:a")) == Refusal(
+        ResponseCode.SYSTEM_ERROR, "user 'app' does not exist: create the user first")
+    auth.create_user(User("app", "pw"), None)
+    auth.create_user(User("ops", "pw"), None)
+    auth.put_acl(_acl("User:app", "Topic:a"))
+    merged = auth.put_acl(_acl("User:app", "Topic:b"))
+    assert not isinstance(merged, Refusal)
+    keys = [e.resource.key for e in merged.policies[PolicyType.CUSTOM].entries]
+    assert sorted(keys) == ["Topic:a", "Topic:b"]
+    assert auth.acl("User:app") == merged
+    assert auth.acl("User:ops") == Refusal(ResponseCode.SYSTEM_ERROR, "User:ops has no ACL")
+    auth.put_acl(_acl("User:ops", "Topic:c"))
+    assert [a.subject for a in auth.acls()] == ["User:app", "User:ops"]
+    assert [a.subject for a in auth.acls("ops")] == ["User:ops"]
+    assert [a.subject for a in auth.acls("", "Topic:b")] == ["User:app"]
+    assert auth.delete_acl(AclDeletion("User:app", PolicyType.CUSTOM, Resource.parse("Topic:a"))) is None
+    left = auth.acl("User:app")
+    assert not isinstance(left, Refusal)
+    assert [e.resource.key for e in left.policies[PolicyType.CUSTOM].entries] == ["Topic:b"]
+    assert auth.delete_acl(AclDeletion("User:app")) is None
+    assert auth.delete_acl(AclDeletion("User:app")) == Refusal(ResponseCode.SYSTEM_ERROR, "User:app has no ACL")
+    assert auth.delete_user("ops", None) is None
+    assert auth.acls() == []  # a user's ACL goes with the user
 
 
 def test_a_queue_s_earliest_store_time_and_the_offset_table(broker: Broker, clock: ManualClock):
