@@ -18,6 +18,8 @@ from skiff.broker.compaction import CompactionService
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.grpc.clients import GrpcClients
+from skiff.broker.grpc.lite import LiteTopics
+from skiff.broker.grpc.renewal import Renewals
 from skiff.broker.locks import RebalanceLockManager
 from skiff.broker.offsets import ConsumerOffsetManager
 from skiff.broker.operations import (
@@ -40,6 +42,7 @@ from skiff.broker.operations import (
     OffsetReset,
     OffsetResetOperation,
     OffsetsOperation,
+    PopOperation,
     Refusal,
     TimerStateOperation,
     TopicChange,
@@ -76,6 +79,7 @@ from skiff.protocol.codes import LanguageCode, RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers.client_calls import ResetOffsetRequestHeader
 from skiff.protocol.v5 import definition_pb2 as pb
+from skiff.protocol.v5 import service_pb2 as rpc
 from skiff.store import MessageStore, PutResult
 from skiff.store.timer import TimerService
 from skiff.transport import RemotingClient, RemotingServer
@@ -225,6 +229,31 @@ def test_a_grpc_consumer_s_group_is_made_and_read_by_the_same_operation(broker: 
     made = broker.groups.table().subscription_group_table["Fresh"]
     assert made == SubscriptionGroupConfig("Fresh", retry_max_times=broker.config.max_reconsume_times)
     assert (fresh.backoff_policy.max_attempts, fresh.subscription.fifo) == (made.retry_max_times + 1, False)
+
+
+def test_a_lite_subscription_s_group_is_made_by_the_same_operation_or_not_found(tmp_path: Path, clock: ManualClock):
+    """SyncLiteSubscription names a group as a Settings does: made on first sight when
+    ``autoCreateSubscriptionGroup`` (`GroupsOperation.ensure`), else CONSUMER_GROUP_NOT_FOUND."""
+    def synced(b: Broker, group: str) -> pb.Status:
+        grpc = GrpcClients(b.config, b.clients, b.groups, 4 << 20)
+        lite = LiteTopics(b.config, b.topics, b.groups, grpc, PopOperation(b.config, b.gate, b.pop),
+                          Renewals(b.config, b.pop, clock), clock)
+        b.topic("Parent", **{"message.type": "LITE"})
+        req = rpc.SyncLiteSubscriptionRequest(action=pb.PARTIAL_ADD, topic=pb.Resource(name="Parent"),
+                                              group=pb.Resource(name=group), lite_topic_set=["a"])
+        return lite.sync(grpc.conn("lite-client", ("127.0.0.1", 5000)), req).status
+
+    on = Broker(tmp_path / "on", clock)
+    off = Broker(tmp_path / "off", clock, auto_create_subscription_group=False)
+    try:
+        assert synced(on, "LiteG").code == pb.OK
+        assert "LiteG" in on.groups.table().subscription_group_table
+        refused = synced(off, "LiteG")
+        assert (refused.code, refused.message) == (pb.CONSUMER_GROUP_NOT_FOUND, "consumer group LiteG not found")
+        assert off.groups.table().subscription_group_table == {}
+    finally:
+        on.close()
+        off.close()
 
 
 # -- consume stats and offset resets ----------------------------------------------------
