@@ -20,7 +20,10 @@ selected by `skiff.common.kernels.select` (``SKIFF_NO_EXTENSIONS=1`` forces the 
   one is not plain; `sent_answers` encodes the answers of one stored run of them. Their
   references are `skiff.broker.processors.send.plain_sends_py` and `sent_answers_py`.
 - `json_frames` repeats neither the decoding of an extFields text equal to the last one at its
-  place (`_Seen`) nor a command's ``__init__`` (its slots are set directly, `_learn`).
+  place, in this read or an earlier one (`_Seen`), nor a command's ``__init__`` (its slots are
+  set directly, `_learn`).
+- `plain_sends` encodes the property names it is given once (`_plain_names`), and
+  `sent_answers` the parts its answers share once per set of fields (`_Shared`).
 - `pack_batch` and `split_batch` build and split a batch message body, as
   `skiff.protocol.message_codec.pack_batch_py` and `split_batch_py` do.
 
@@ -40,6 +43,8 @@ from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
 from libc.string cimport memchr, memcmp, memcpy
+
+cimport cython
 
 from skiff.common._kernels cimport _set_item, skiff_tuple_alloc
 
@@ -94,6 +99,21 @@ cdef extern from "Python.h":
     void *PyUnicode_DATA(object o)
 
 
+cdef extern from *:
+    """
+    /* a dict with room for n entries without growing (CPython's own presizing where it has it) */
+    static PyObject *skiff_frames_dict(Py_ssize_t n) {
+    #if defined(PYPY_VERSION) || PY_VERSION_HEX >= 0x030D0000
+        (void)n;
+        return PyDict_New();
+    #else
+        return n > 5 ? _PyDict_NewPresized(n) : PyDict_New();
+    #endif
+    }
+    """
+    dict skiff_frames_dict(Py_ssize_t n)
+
+
 cdef unsigned char _PLAIN[256]
 """1 for a byte a JSON string holds as itself in ASCII text (printable, not a quote or a backslash)."""
 for _b in range(256):
@@ -103,7 +123,8 @@ cdef enum:
     ESCAPED = 1  # the string's raw text holds a backslash escape
     HIGH = 2  # ... or a byte past ASCII
     STACK_BYTES = 1024  # escaped strings up to this are unescaped on the stack, no malloc
-    SEEN_SLOTS = 16  # extFields entries whose last text `_Seen` keeps
+    SEEN_SLOTS = 32  # extFields entries whose last text `_Seen` keeps
+    SEEN_TEXT_BYTES = 1024  # ... when it is at most this long (a longer one is decoded each time)
 
 
 cdef inline object _ascii(const unsigned char *p, Py_ssize_t n):
@@ -169,47 +190,61 @@ cdef object _string(_Cur *c):
 
 
 cdef class _Seen:
-    """The last raw text and str of each of the first extFields entries, by position, for one
-    read: the sends of a producer repeat most of their fields (group, topic, template, flags),
-    and a text equal to the last one at its place is that str again, not decoded anew."""
-    cdef const unsigned char *raw[SEEN_SLOTS]
-    cdef Py_ssize_t n[SEEN_SLOTS]
-    cdef const unsigned char *key_raw[SEEN_SLOTS]
-    cdef Py_ssize_t key_n[SEEN_SLOTS]
+    """The last raw text and str of each of the first extFields keys and values, by position:
+    the sends of a producer repeat most of their fields (group, topic, template, flags), and a
+    text equal to the last one at its place is that str again, not decoded anew. The raw texts
+    are copies, so what one read learnt serves the next (a lone send per read too); one is kept
+    for the module (`_SEEN`), a call that finds it in use makes its own."""
+    cdef unsigned char *raw[2 * SEEN_SLOTS]  # entry 2 * slot + (1 for a key, 0 for a value)
+    cdef Py_ssize_t n[2 * SEEN_SLOTS]
+    cdef Py_ssize_t cap[2 * SEEN_SLOTS]
     cdef list texts
-    cdef list keys
+    cdef Py_ssize_t ext_size  # entries of the last extFields decoded: the next dict's size
+    cdef bint busy
 
     def __cinit__(self):
-        self.texts = [None] * SEEN_SLOTS
-        self.keys = [None] * SEEN_SLOTS
-        for k in range(SEEN_SLOTS):
-            self.raw[k] = self.key_raw[k] = NULL
-            self.n[k] = self.key_n[k] = 0
+        self.texts = [None] * (2 * SEEN_SLOTS)
+        for k in range(2 * SEEN_SLOTS):
+            self.raw[k] = NULL
+            self.n[k] = self.cap[k] = 0
+        self.ext_size = 0
+        self.busy = False
+
+    def __dealloc__(self):
+        for k in range(2 * SEEN_SLOTS):
+            free(self.raw[k])
 
 
+cdef _Seen _SEEN = _Seen.__new__(_Seen)
+
+
+@cython.boundscheck(False)
 cdef inline object _seen_string(_Cur *c, _Seen seen, Py_ssize_t slot, bint key):
-    """`_string`, through ``seen``'s entry ``slot`` (of keys or values)."""
+    """`_string`, through ``seen``'s entry for ``slot`` (of keys or values)."""
     cdef const unsigned char *start
     cdef Py_ssize_t n
+    cdef Py_ssize_t i = 2 * slot + key
     cdef int flags
+    cdef unsigned char *copy
     if slot < SEEN_SLOTS:  # the last text at this place again, and its closing quote: no scan
-        start, n = (seen.key_raw[slot], seen.key_n[slot]) if key else (seen.raw[slot], seen.n[slot])
-        if start != NULL and c.end - c.p > n and c.p[n] == 34 and memcmp(start, c.p, n) == 0:
+        n = seen.n[i]
+        if seen.raw[i] != NULL and c.end - c.p > n and c.p[n] == 34 and memcmp(seen.raw[i], c.p, n) == 0:
             c.p += n + 1
-            return seen.keys[slot] if key else seen.texts[slot]
+            return seen.texts[i]
     flags = _scan(c, &start, &n)
     if flags < 0:
         return None
-    if slot >= SEEN_SLOTS:
-        return _text_of(start, n, flags)
     text = _text_of(start, n, flags)
-    if text is not None:
-        if key:
-            seen.key_raw[slot], seen.key_n[slot] = start, n
-            seen.keys[slot] = text
-        else:
-            seen.raw[slot], seen.n[slot] = start, n
-            seen.texts[slot] = text
+    if text is None or slot >= SEEN_SLOTS or n > SEEN_TEXT_BYTES:
+        return text
+    if n > seen.cap[i] or seen.raw[i] == NULL:
+        copy = <unsigned char *>realloc(seen.raw[i], n if n > 0 else 1)
+        if copy == NULL:
+            return text  # not kept: the entry is still the last one it kept
+        seen.raw[i], seen.cap[i] = copy, n
+    memcpy(seen.raw[i], start, n)
+    seen.n[i] = n
+    seen.texts[i] = text
     return text
 
 
@@ -329,7 +364,7 @@ cdef object _ext(_Cur *c, _Seen seen):
     """The extFields object (past its brace) as a dict of str, or None when outside the subset.
     Values as `frame._ext_from_json` leaves them: str as is, integers as their text, booleans
     as true/false, null as empty."""
-    cdef dict ext = {}
+    cdef dict ext = skiff_frames_dict(seen.ext_size)
     cdef int64_t number
     cdef Py_ssize_t slot = 0
     if _eat(c, 125):
@@ -363,6 +398,7 @@ cdef object _ext(_Cur *c, _Seen seen):
         if _eat(c, 44):
             continue
         if _eat(c, 125):
+            seen.ext_size = min(slot, 2 * SEEN_SLOTS)  # a huge one does not size every next dict
             return ext
         return None
 
@@ -550,8 +586,11 @@ def json_frames(buf, Py_ssize_t pos, Py_ssize_t max_frame_bytes, cls, json_type)
     cdef Py_ssize_t end, length, header_len
     cdef uint32_t word
     cdef list out = []
-    cdef _Seen seen = _Seen.__new__(_Seen)
+    cdef _Seen seen = _SEEN
+    if seen.busy:  # a command class's __init__ that decodes frames itself
+        seen = _Seen.__new__(_Seen)
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    seen.busy = True
     try:
         p = <const unsigned char *>view.buf
         end = view.len
@@ -570,6 +609,7 @@ def json_frames(buf, Py_ssize_t pos, Py_ssize_t max_frame_bytes, cls, json_type)
             out.append(cmd)
             pos += 4 + length
     finally:
+        seen.busy = False
         PyBuffer_Release(&view)
     return out, pos
 
@@ -848,11 +888,29 @@ cdef inline bint _named(const unsigned char *p, Py_ssize_t n, bytes name):
     return n == PyBytes_GET_SIZE(name) and memcmp(p, PyBytes_AS_STRING(name), n) == 0
 
 
+cdef object _refused_of = None  # the two tuples of names whose UTF-8 `_plain_utf8` holds
+cdef object _indexed_of = None
+cdef tuple _plain_utf8 = None
+
+
+cdef tuple _plain_names(object refused, object indexed):
+    """The ``refused`` and ``indexed`` names as lists of UTF-8 bytes: the two tuples the last
+    call passed are not encoded again (the broker passes the same two each read, and a tuple
+    of str cannot change under it); anything else is encoded each call."""
+    global _refused_of, _indexed_of, _plain_utf8
+    if refused is _refused_of and indexed is _indexed_of:
+        return _plain_utf8
+    names = ([name.encode() for name in refused], [name.encode() for name in indexed])
+    if type(refused) is tuple and type(indexed) is tuple:
+        _refused_of, _indexed_of, _plain_utf8 = refused, indexed, names
+    return names
+
+
 def plain_sends(reqs, bytes host, row_cls, int64_t client_flags, int64_t not_consumable, refused, indexed):
     """`plain_sends_py`'s twin: the store rows of a read of plain single sends, grouped by
     (topic, queue id), or None when one of them is not plain."""
-    cdef list refusing = [name.encode() for name in refused]
-    cdef list wanted = [name.encode() for name in indexed]  # TAGS, KEYS, UNIQ_KEY, WAIT
+    cdef tuple names = _plain_names(refused, indexed)
+    cdef list refusing = names[0], wanted = names[1]  # wanted: TAGS, KEYS, UNIQ_KEY, WAIT
     cdef dict groups = {}
     cdef list rows = [], waits = [], g
     cdef Py_ssize_t i, n = len(reqs), k, pos, stop, sep, end
@@ -927,80 +985,131 @@ def plain_sends(reqs, bytes host, row_cls, int64_t client_flags, int64_t not_con
     return groups, rows, waits
 
 
+cdef class _Shared:
+    """The parts every answer of a `sent_answers` call shares, for one code, language, version
+    and extra fields (the broker's are the same each call): up to the opaque, and after the
+    queue offset. Kept for the next call (`_SHARED`); a call with other fields makes a new one."""
+    cdef _Out head
+    cdef _Out end
+    cdef int64_t code
+    cdef int64_t version
+    cdef str language
+    cdef tuple extra  # its (key, value) pairs in order
+
+    def __cinit__(self):
+        self.head.data = self.end.data = NULL
+        self.head.len = self.head.cap = self.end.len = self.end.cap = 0
+
+    def __dealloc__(self):
+        free(self.head.data)
+        free(self.end.data)
+
+
+cdef _Shared _SHARED = None
+
+
+cdef bint _shares(_Shared shared, int64_t code, str language, int64_t version, dict extra):
+    """Whether ``shared`` was made for these fields (str for str, equal, extra in the same order)."""
+    cdef Py_ssize_t k = 0
+    if shared is None or shared.code != code or shared.version != version or len(extra) != len(shared.extra):
+        return False
+    if language is not shared.language and language != shared.language:
+        return False
+    for key, value in extra.items():
+        pair = <tuple>shared.extra[k]
+        if type(key) is not str or type(value) is not str or key != pair[0] or value != pair[1]:
+            return False
+        k += 1
+    return True
+
+
+cdef _Shared _shared(int64_t code, str language, int64_t version, dict extra):
+    """The `_Shared` parts of these fields: the last call's, or made anew (then kept)."""
+    global _SHARED
+    cdef _Shared shared = _SHARED
+    if _shares(shared, code, language, version, extra):
+        return shared
+    for key, value in extra.items():
+        if type(key) is not str or type(value) is not str or key in ("msgId", "queueId", "queueOffset"):
+            raise ValueError("sent_answers takes extra fields of str, other than the three it writes")
+    shared = _Shared.__new__(_Shared)
+    shared.code, shared.language, shared.version = code, language, version
+    shared.extra = tuple(extra.items())
+    _raw(&shared.head, b'{"code":', 8)
+    _int(&shared.head, code)
+    _raw(&shared.head, b',"language":', 12)
+    _str(&shared.head, language)
+    _raw(&shared.head, b',"version":', 11)
+    _int(&shared.head, version)
+    _raw(&shared.head, b',"opaque":', 10)
+    _raw(&shared.end, b'"', 1)
+    for key, value in shared.extra:
+        _raw(&shared.end, b",", 1)
+        _str(&shared.end, key)
+        _raw(&shared.end, b":", 1)
+        _str(&shared.end, value)
+    _raw(&shared.end, b'},"serializeTypeCurrentRPC":"JSON"}', 35)
+    _SHARED = shared
+    return shared
+
+
+cdef enum:
+    SCRATCH_KEPT_BYTES = 4096  # `_scratch` stays allocated up to this size
+
+
+cdef _Out _scratch  # one answer at a time is written here, kept for the next one
+_scratch.data = NULL
+_scratch.len = _scratch.cap = 0
+
+
 def sent_answers(reqs, indices, ids, int64_t queue_id, int64_t first_offset, int64_t code, language,
                  int64_t version, int64_t flag, extra, out):
     """`sent_answers_py`'s twin: the answer frame of each stored send of one append, into ``out``
     at its request's index; a request not in JSON is left for the caller. Returns how many
     were left."""
-    cdef _Out head, mid, end
     cdef Py_ssize_t k, n = len(indices), left = 0
-    head.data = mid.data = end.data = NULL
-    head.len = head.cap = mid.len = mid.cap = end.len = end.cap = 0
     if type(language) is not str or type(extra) is not dict:
         raise TypeError("sent_answers takes a str language and a dict of extra fields")
-    for key, value in (<dict>extra).items():
-        if type(key) is not str or type(value) is not str or key in ("msgId", "queueId", "queueOffset"):
-            raise ValueError("sent_answers takes extra fields of str, other than the three it writes")
-    try:
-        # the parts every answer of the call shares: up to the opaque, between the id and the
-        # queue offset, after it
-        _raw(&head, b'{"code":', 8)
-        _int(&head, code)
-        _raw(&head, b',"language":', 12)
-        _str(&head, language)
-        _raw(&head, b',"version":', 11)
-        _int(&head, version)
-        _raw(&head, b',"opaque":', 10)
-        _raw(&mid, b',"queueId":"', 12)
-        _int(&mid, queue_id)
-        _raw(&mid, b'","queueOffset":"', 17)
-        _raw(&end, b'"', 1)
-        for key, value in (<dict>extra).items():
-            _raw(&end, b",", 1)
-            _str(&end, key)
-            _raw(&end, b":", 1)
-            _str(&end, value)
-        _raw(&end, b'},"serializeTypeCurrentRPC":"JSON"}', 35)
-        for k in range(n):
-            i = indices[k]
-            req = reqs[i]
-            if req.serialize_type != SER_JSON:
-                left += 1
-                continue
-            msg_id = ids[k]
-            if type(msg_id) is not str:
-                raise TypeError("a message id is not a str")
-            out[i] = _answer(&head, &mid, &end, req.opaque, flag, <str>msg_id, first_offset + k)
-        return left
-    finally:
-        free(head.data)
-        free(mid.data)
-        free(end.data)
+    cdef _Shared shared = _shared(code, <str>language, version, <dict>extra)
+    for k in range(n):
+        i = indices[k]
+        req = reqs[i]
+        if req.serialize_type != SER_JSON:
+            left += 1
+            continue
+        msg_id = ids[k]
+        if type(msg_id) is not str:
+            raise TypeError("a message id is not a str")
+        out[i] = _answer(shared, queue_id, req.opaque, flag, <str>msg_id, first_offset + k)
+    return left
 
 
-cdef object _answer(_Out *head, _Out *mid, _Out *end, int64_t opaque, int64_t flag, str msg_id, int64_t offset):
-    cdef _Out o
+cdef object _answer(_Shared shared, int64_t queue_id, int64_t opaque, int64_t flag, str msg_id, int64_t offset):
+    cdef _Out *o = &_scratch
     cdef Py_ssize_t header_len
-    o.data = NULL
-    o.len = o.cap = 0
-    try:
-        _grow(&o, 8 + head.len + mid.len + end.len + 128)
-        o.len = 8
-        _raw(&o, <const char *>head.data, head.len)
-        _int(&o, opaque)
-        _raw(&o, b',"flag":', 8)
-        _int(&o, flag)
-        _raw(&o, b',"extFields":{"msgId":', 22)
-        _str(&o, msg_id)
-        _raw(&o, <const char *>mid.data, mid.len)
-        _int(&o, offset)
-        _raw(&o, <const char *>end.data, end.len)
-        header_len = o.len - 8
-        _put32(o.data, <uint32_t>(4 + header_len))
-        _put32(o.data + 4, (<uint32_t>SER_JSON << 24) | <uint32_t>header_len)
-        return PyBytes_FromStringAndSize(<const char *>o.data, o.len)
-    finally:
+    o.len = 0
+    _grow(o, 8 + shared.head.len + shared.end.len + 160)
+    o.len = 8
+    _raw(o, <const char *>shared.head.data, shared.head.len)
+    _int(o, opaque)
+    _raw(o, b',"flag":', 8)
+    _int(o, flag)
+    _raw(o, b',"extFields":{"msgId":', 22)
+    _str(o, msg_id)
+    _raw(o, b',"queueId":"', 12)
+    _int(o, queue_id)
+    _raw(o, b'","queueOffset":"', 17)
+    _int(o, offset)
+    _raw(o, <const char *>shared.end.data, shared.end.len)
+    header_len = o.len - 8
+    _put32(o.data, <uint32_t>(4 + header_len))
+    _put32(o.data + 4, (<uint32_t>SER_JSON << 24) | <uint32_t>header_len)
+    answer = PyBytes_FromStringAndSize(<const char *>o.data, o.len)
+    if o.cap > SCRATCH_KEPT_BYTES:  # an answer past the usual size does not stay allocated
         free(o.data)
+        o.data = NULL
+        o.cap = 0
+    return answer
 
 
 # -- batch bodies (skiff.protocol.message_codec) ---------------------------------------

@@ -235,6 +235,35 @@ def test_sent_answers_kernel_equals_its_reference(seed: int) -> None:
             compiled(*call[:-1], {"msgId": "x"}, got)
 
 
+def test_sent_answers_kernel_follows_fields_changed_between_calls() -> None:
+    """The kernel keeps the parts its answers share for the next call: the same call again,
+    the same extra dict changed in place (a value, then its order), another language, another
+    code, each gives the reference's frames."""
+    _compiled_send_kernels()
+    compiled = kernels.compiled("sent_answers", "skiff.protocol._frames")
+    reqs = [RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, {}, b"") for _ in range(3)]
+    extra = {"MSG_REGION": "DefaultRegion", "TRACE_ON": "true"}
+    frames = []
+
+    def same_as_reference(code: int, language: str) -> None:
+        call = (reqs, [0, 2], ["A" * 32, "B" * 32], 3, 77, code, language, SKIFF_VERSION, 1, extra)
+        got: list[object] = [None] * 3
+        want: list[object] = [None] * 3
+        assert compiled(*call, got) == send_processor.sent_answers_py(*call, want) == 0
+        assert got == want and got[1] is None
+        frames.append(got[2])
+
+    same_as_reference(ResponseCode.SUCCESS, "PYTHON")
+    same_as_reference(ResponseCode.SUCCESS, "PYTHON")
+    extra["TRACE_ON"] = "fals"
+    same_as_reference(ResponseCode.SUCCESS, "PYTHON")
+    extra["MSG_REGION"] = extra.pop("MSG_REGION")  # the same fields, the other order
+    same_as_reference(ResponseCode.SUCCESS, "PYTHON")
+    same_as_reference(ResponseCode.SUCCESS, "JAVA")
+    same_as_reference(ResponseCode.SYSTEM_ERROR, "JAVA")
+    assert frames[0] == frames[1] and len(set(frames[1:])) == 5
+
+
 @pytest.mark.parametrize(("seed", "sync_flush"), [(8, False), (9, False), (10, True)])
 def test_plain_path_answers_and_stores_as_request_by_request(tmp_path: Path, seed: int, sync_flush: bool,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:

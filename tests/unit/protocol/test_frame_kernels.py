@@ -130,6 +130,23 @@ def test_a_read_of_sends_is_decoded_by_the_kernel_alone() -> None:
     assert commands[1].ext_fields["topic"] == "Topic" and "\x01" in commands[0].ext_fields["i"]
 
 
+def test_lone_sends_each_in_its_own_read_decode_as_the_reference() -> None:
+    """What the kernel learnt of one read's fields serves the next read only where the bytes
+    are equal: a buffer overwritten in place with a topic of the same length (the same
+    address, other bytes) decodes to the new topic, and lone sends read one by one give the
+    reference's commands."""
+    kernel = compiled("json_frames")
+    buf = bytearray(send_frame(0, "TopicA", b"x", True))
+    first, _ = kernel(buf, 0, 1 << 20, RemotingCommand, SerializeType.JSON)
+    buf[:] = send_frame(0, "TopicB", b"x", True)
+    second, pos = kernel(buf, 0, 1 << 20, RemotingCommand, SerializeType.JSON)
+    assert pos == len(buf) and first[0].ext_fields["b"] == "TopicA" and second[0].ext_fields["b"] == "TopicB"
+    lone = [send_frame(i, "T" if i % 3 else "Other", b"y" * i, i % 2 == 0) for i in range(24)]
+    fast = [decode(one, []) for one in lone]
+    with reference_decoder():
+        assert fast == [decode(one, []) for one in lone]
+
+
 def test_commands_of_another_layout_are_made_by_calling_the_class() -> None:
     """The kernel sets a command's slots directly only for RemotingCommand's exact slotted
     layout; a class of the same fields without slots (or with a field more) is called, and
