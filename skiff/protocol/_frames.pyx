@@ -99,21 +99,6 @@ cdef extern from "Python.h":
     void *PyUnicode_DATA(object o)
 
 
-cdef extern from *:
-    """
-    /* a dict with room for n entries without growing (CPython's own presizing where it has it) */
-    static PyObject *skiff_frames_dict(Py_ssize_t n) {
-    #if defined(PYPY_VERSION) || PY_VERSION_HEX >= 0x030D0000
-        (void)n;
-        return PyDict_New();
-    #else
-        return n > 5 ? _PyDict_NewPresized(n) : PyDict_New();
-    #endif
-    }
-    """
-    dict skiff_frames_dict(Py_ssize_t n)
-
-
 cdef unsigned char _PLAIN[256]
 """1 for a byte a JSON string holds as itself in ASCII text (printable, not a quote or a backslash)."""
 for _b in range(256):
@@ -199,7 +184,6 @@ cdef class _Seen:
     cdef Py_ssize_t n[2 * SEEN_SLOTS]
     cdef Py_ssize_t cap[2 * SEEN_SLOTS]
     cdef list texts
-    cdef Py_ssize_t ext_size  # entries of the last extFields decoded: the next dict's size
     cdef bint busy
 
     def __cinit__(self):
@@ -207,7 +191,6 @@ cdef class _Seen:
         for k in range(2 * SEEN_SLOTS):
             self.raw[k] = NULL
             self.n[k] = self.cap[k] = 0
-        self.ext_size = 0
         self.busy = False
 
     def __dealloc__(self):
@@ -364,7 +347,7 @@ cdef object _ext(_Cur *c, _Seen seen):
     """The extFields object (past its brace) as a dict of str, or None when outside the subset.
     Values as `frame._ext_from_json` leaves them: str as is, integers as their text, booleans
     as true/false, null as empty."""
-    cdef dict ext = skiff_frames_dict(seen.ext_size)
+    cdef dict ext = {}  # not presized: a presized table is for any keys, and its str lookups cost more
     cdef int64_t number
     cdef Py_ssize_t slot = 0
     if _eat(c, 125):
@@ -398,7 +381,6 @@ cdef object _ext(_Cur *c, _Seen seen):
         if _eat(c, 44):
             continue
         if _eat(c, 125):
-            seen.ext_size = min(slot, 2 * SEEN_SLOTS)  # a huge one does not size every next dict
             return ext
         return None
 
