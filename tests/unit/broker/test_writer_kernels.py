@@ -8,8 +8,6 @@ and the reference alone is checked on the hand-written case."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -18,17 +16,14 @@ from hypothesis import strategies as st
 from skiff.broker.writer import batch_inputs_py
 from skiff.common import kernels
 from skiff.store.results import MessageInput
+from tests.unit.kernel_twins import compiled_kernels
 
 SETTINGS = settings(max_examples=60, deadline=None)
 TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 BROKER = "skiff.broker._kernels"
 
 
-def compiled(name: str) -> Callable[..., Any]:
-    kernel = kernels.compiled(name, BROKER)
-    if kernel is None or kernels.DISABLED:  # not built, or the pure-Python run of `make test`
-        pytest.skip("the compiled kernels are not built here, or switched off")
-    return kernel
+compiled = compiled_kernels(BROKER)
 
 
 def test_batch_inputs_has_a_compiled_twin_when_built_and_only_there():

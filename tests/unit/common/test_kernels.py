@@ -15,8 +15,8 @@ import os
 import dataclasses
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import pytest
 from hypothesis import given, settings
@@ -27,6 +27,7 @@ from skiff.common.record import HOST_V4_BYTES, HOST_V6_BYTES, pack_records_py, r
 from skiff.common.stored_message import decode_run_py
 from skiff.store.dispatcher import DispatchBatch, QueueRun
 from skiff.store.results import MessageInput
+from tests.unit.kernel_twins import compiled_kernels
 
 SETTINGS = settings(max_examples=60, deadline=None)
 INT32 = st.integers(-(2**31), 2**31 - 1)
@@ -34,11 +35,7 @@ INT64 = st.integers(-(2**63), 2**63 - 1)
 HOST = st.sampled_from([HOST_V4_BYTES, HOST_V6_BYTES]).flatmap(lambda n: st.binary(min_size=n, max_size=n))
 
 
-def compiled(name: str) -> Callable[..., Any]:
-    kernel = kernels.compiled(name)
-    if kernel is None or kernels.DISABLED:  # not built, or the pure-Python run of `make test`
-        pytest.skip("the compiled kernels are not built here, or switched off")
-    return kernel
+compiled = compiled_kernels("skiff.common._kernels")
 
 
 KERNEL_MODULES = {

@@ -25,6 +25,7 @@ from skiff.protocol.command import RemotingCommand
 from skiff.protocol.frame import FrameDecoder, FrameError, encode_frame_bytes, json_frames_py, json_head_py
 from skiff.protocol.headers.send import SendMessageRequestHeader, SendMessageRequestHeaderV2
 from skiff.protocol.message_codec import encode_batch, pack_batch_py, send_properties, split_batch_py
+from tests.unit.kernel_twins import compiled_kernels
 
 SETTINGS = settings(max_examples=80, deadline=None)
 TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=14)
@@ -33,11 +34,7 @@ INT = st.one_of(st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**63 - 
 FRAMES = "skiff.protocol._frames"
 
 
-def compiled(name: str) -> Any:
-    kernel = kernels.compiled(name, FRAMES)
-    if kernel is None or kernels.DISABLED:
-        pytest.skip("the compiled kernels are not built here, or switched off")
-    return kernel
+compiled = compiled_kernels(FRAMES)
 
 
 @contextlib.contextmanager

@@ -17,17 +17,14 @@ from hypothesis import strategies as st
 
 from skiff.common import kernels
 from tests.unit.spark.record_runs import records as spark_records
+from tests.unit.kernel_twins import compiled_kernels
 
 SETTINGS = settings(max_examples=60, deadline=None)
 SPARK = "skiff.spark._kernels"
 NAMES = ("record_starts", "run_columns")
 
 
-def compiled(name: str) -> Callable[..., Any]:
-    kernel = kernels.compiled(name, SPARK)
-    if kernel is None or kernels.DISABLED:  # not built, or the pure-Python run of `make test`
-        pytest.skip("the compiled kernels are not built here, or switched off")
-    return kernel
+compiled = compiled_kernels(SPARK)
 
 
 def test_each_spark_reference_has_a_compiled_twin_when_built_and_only_there():

@@ -5,8 +5,6 @@ damaged): the same bytes written, the same results, the same refusals."""
 from __future__ import annotations
 
 import mmap
-from collections.abc import Callable
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -21,6 +19,7 @@ from skiff.store.index_service import KeyPrefixes, index_key_items_py
 from skiff.store.message_store import offset_msg_ids_py
 from skiff.store.replicated import replicated_columns_py
 from skiff.store.results import MessageInput
+from tests.unit.kernel_twins import compiled_kernels
 
 SETTINGS = settings(max_examples=60, deadline=None)
 INT32 = st.integers(-(2**31), 2**31 - 1)
@@ -32,11 +31,7 @@ NAMES = ("index_key_items", "put_index_entries", "put_queue_entries", "offset_ms
          "replicated_columns")
 
 
-def compiled(name: str) -> Callable[..., Any]:
-    kernel = kernels.compiled(name, STORE)
-    if kernel is None or kernels.DISABLED:  # not built, or the pure-Python run of `make test`
-        pytest.skip("the compiled kernels are not built here, or switched off")
-    return kernel
+compiled = compiled_kernels(STORE)
 
 
 def test_each_store_reference_has_a_compiled_twin_when_built():
