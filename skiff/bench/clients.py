@@ -30,20 +30,14 @@ from pathlib import Path
 
 import psutil
 
-import skiff
 from skiff.bench import _rocketmq_senders
 from skiff.client.admin import AsyncAdmin
+from skiff.testing.chaos.foreign import INTERPRETERS, ForeignClientMissing, interpreter as client_interpreter
 from skiff.testing.processes import SkiffProcess, broker_args, free_port, start_namesrv, start_skiff
 
 TOPIC = "BenchRocketMQClients"
 GROUP = "BenchRocketMQClientsProducer"
 QUEUES = 8
-BUILD = Path(skiff.__file__).resolve().parents[1] / "build"
-INTERPRETERS = {
-    "cpp": ("SKIFF_CPP_PYTHON", BUILD / "venv-rocketmq-cpp" / "bin" / "python"),
-    "rmq5": ("SKIFF_RMQ5_PYTHON", BUILD / "venv-rocketmq5" / "bin" / "python"),
-}
-"""Which interpreter runs each client: the environment variable the tests use, else the checkout's build."""
 WHAT = {"cpp": "RocketMQ C++ client 0.4.4, send_sync (SEND_MESSAGE)",
         "rmq5": "RocketMQ 5.x Python client, Producer.send (gRPC SendMessage)"}
 READY_TIMEOUT_S = 60.0
@@ -63,12 +57,11 @@ class Run:
 
 
 def interpreter(client: str) -> str:
-    env, default = INTERPRETERS[client]
-    path = os.environ.get(env) or str(default)
-    if not Path(path).exists():
-        raise SystemExit(f"the {WHAT[client]} is not installed: {env} is unset and {default} is missing "
-                         f"(`make test` builds it)")
-    return path
+    """The client's interpreter, found as the chaos runs find it; a missing one ends the bench."""
+    try:
+        return client_interpreter(client)
+    except ForeignClientMissing as exc:
+        raise SystemExit(f"{WHAT[client]}: {exc}") from None
 
 
 async def create_topic(namesrv: str) -> None:
