@@ -123,6 +123,7 @@ class MessageStore:
         self._queue_offsets: dict[tuple[str, int], int] = {}
         self._listeners: list[DispatchListener] = []
         self._append_listeners: list[Callable[[int], None]] = []
+        self._truncate_listeners: list[Callable[[int], None]] = []
         self._visible_lock = threading.Lock()
         self._unconfirmed: list[tuple[int, list[QueueTouch]]] = []
         """Dispatch notices held back until `set_visible_end` passes their CommitLog end."""
@@ -406,6 +407,8 @@ class MessageStore:
             self._dispatched = offset
             self._queue_offsets = {(cq.topic, cq.queue_id): cq.max_offset for cq in self.queues.all()}
             self._make_durable(flush_commitlog=True)
+            for fn in self._truncate_listeners:
+                fn(offset)
         log.warning("store %s truncated from %d to %d (%d bytes dropped)", self.root, end, offset, end - offset)
         return end - offset
 
@@ -425,6 +428,12 @@ class MessageStore:
         """Call ``fn(max physical offset)`` after each put, on the appending thread, outside
         the put lock (a replicating master wakes its senders); ``fn`` must not raise."""
         self._append_listeners.append(fn)
+
+    def add_truncate_listener(self, fn: Callable[[int], None]) -> None:
+        """Call ``fn(offset)`` after `truncate` dropped the records from ``offset`` on, on the
+        truncating thread, inside the put lock (before anything is appended there again): what
+        was read from the dropped tail (the Kafka producer state) must be read again."""
+        self._truncate_listeners.append(fn)
 
     def set_visible_end(self, offset: int | None) -> None:
         """Serve reads only up to CommitLog ``offset`` (None: everything), and tell the
