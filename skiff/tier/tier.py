@@ -17,6 +17,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import NamedTuple
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,6 +31,13 @@ from skiff.tier.manifest import (Manifest, ManifestError, Segment, SegmentIndex,
                                  segment_file)
 
 log = logging.getLogger(__name__)
+
+
+class TimedOffset(NamedTuple):
+    """A queue offset and its message's store time (ms)."""
+
+    offset: int
+    store_ms: int
 
 
 def parquet_bytes(table: pa.Table) -> bytes:
@@ -273,16 +281,20 @@ class Tier:
             parts.append(group.filter(pc.is_in(group.column(column), pa.array(values, pa.int64()))))
         return pa.concat_tables(parts) if parts else TIER_SCHEMA.empty_table()
 
-    def offset_at_time(self, seg: Segment, timestamp_ms: int) -> int | None:
-        """The first offset of the file stored at or after ``timestamp_ms`` (None: none is),
-        reading the file only when the time falls inside its range."""
+    def offset_at_time(self, seg: Segment, timestamp_ms: int) -> TimedOffset | None:
+        """The first offset of the file stored at or after ``timestamp_ms`` and its store time
+        (None: none is), reading the file only when the time falls inside its range."""
         if timestamp_ms <= seg.first_store_ms:
-            return seg.first_offset
+            return TimedOffset(seg.first_offset, seg.first_store_ms)
         if timestamp_ms > seg.last_store_ms:
             return None
         table = self.open(seg).read(columns=["queue_offset", "store_timestamp"])
-        late = (table.column("store_timestamp").cast(pa.int64()).to_numpy() >= timestamp_ms * 1000).nonzero()[0]
-        return int(table.column("queue_offset")[int(late[0])].as_py()) if len(late) else None
+        stored = table.column("store_timestamp").cast(pa.int64()).to_numpy()
+        late = (stored >= timestamp_ms * 1000).nonzero()[0]
+        if not len(late):
+            return None
+        at = int(late[0])
+        return TimedOffset(int(table.column("queue_offset")[at].as_py()), int(stored[at]) // 1000)
 
 
 def _leaf_index(f: pq.ParquetFile, column: str) -> int:

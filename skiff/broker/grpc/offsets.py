@@ -47,13 +47,16 @@ class Offsets:
             return other
         found = self.gate.readable_queue(mq.topic.name, mq.id)
         return refused(found) if isinstance(found, Refusal) else None
-    def query_offset(self, req: rpc.QueryOffsetRequest) -> rpc.QueryOffsetResponse:
+    async def query_offset(self, req: rpc.QueryOffsetRequest) -> rpc.QueryOffsetResponse:
         mq = req.message_queue
         refused = self._queue(mq)
         if refused is not None:
             return rpc.QueryOffsetResponse(status=refused)
         edge = _EDGES.get(req.query_offset_policy, QueueEdge.FIRST)
-        offset = self.offsets.queue_offset(mq.topic.name, mq.id, edge, req.timestamp.ToMilliseconds())
+        if edge is QueueEdge.AT_TIME:  # may look in the tier (docs/tiered-storage.md)
+            offset, _ = await self.offsets.offset_at_time(mq.topic.name, mq.id, req.timestamp.ToMilliseconds())
+        else:
+            offset = self.offsets.queue_offset(mq.topic.name, mq.id, edge)
         return rpc.QueryOffsetResponse(status=status(pb.OK, "OK"), offset=offset)
 
     def get_offset(self, req: rpc.GetOffsetRequest) -> rpc.GetOffsetResponse:

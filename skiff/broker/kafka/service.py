@@ -348,10 +348,9 @@ class KafkaService:
                     answer["offset"] = offsets.queue_offset(t["name"], q, QueueEdge.END)
                 elif ts == -2:
                     answer["offset"] = offsets.queue_offset(t["name"], q, QueueEdge.FIRST)
-                elif ts >= 0:
-                    at = offsets.queue_offset(t["name"], q, QueueEdge.AT_TIME, ts)
+                elif ts >= 0:  # may look in the tier (docs/tiered-storage.md)
+                    at, stored = await offsets.offset_at_time(t["name"], q, ts)
                     if at < offsets.queue_offset(t["name"], q, QueueEdge.END):
-                        stored = offsets.store.get_store_time(t["name"], q, at)
                         answer.update(offset=at, timestamp=-1 if stored is None else stored)
                 else:
                     answer["error_code"] = int(ErrorCode.UNSUPPORTED_VERSION)

@@ -15,7 +15,7 @@ and the client's consumeFromWhere decides.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from skiff.broker.offsets import ConsumerOffsetManager, ConsumerOffsetTable
 from skiff.store import MessageStore
@@ -36,6 +36,10 @@ class OffsetsOperation:
         self.tier_first: Callable[[str, int], int | None] | None = None
         """Set when the broker has a tier: a tiered queue's first offset in it, which is the
         queue's first offset when the tier reaches back further than the disk (docs/tiered-storage.md)."""
+        self.tier_at_time: Callable[[str, int, int, int], Awaitable[tuple[int, int] | None]] | None = None
+        """Set when the broker has a tier: (topic, queue, time, the disk's answer) to the first
+        tiered offset stored at or after the time and its store time, when the disk answered its
+        first offset and the tier reaches further back (None: the disk's answer stands)."""
 
     def min_offset(self, topic: str, queue_id: int) -> int:
         """The queue's first readable offset: locally, or in the tier."""
@@ -61,6 +65,18 @@ class OffsetsOperation:
         if edge is QueueEdge.AT_TIME:
             return self.store.get_offset_by_time(topic, queue_id, timestamp_ms)
         return self.min_offset(topic, queue_id)
+
+    async def offset_at_time(self, topic: str, queue_id: int, timestamp_ms: int) -> tuple[int, int | None]:
+        """The queue's first offset stored at or after ``timestamp_ms`` (its end when none is) and
+        that message's store time (None at the end): from the disk, or from the tier for a time
+        before the disk's first message (gRPC QueryOffset, Kafka ListOffsets; remoting's
+        SEARCH_OFFSET_BY_TIMESTAMP looks in the tier after its handler, skiff.broker.tier.queries)."""
+        local = self.store.get_offset_by_time(topic, queue_id, timestamp_ms)
+        if self.tier_at_time is not None:
+            found = await self.tier_at_time(topic, queue_id, timestamp_ms, local)
+            if found is not None:
+                return found
+        return local, self.store.get_store_time(topic, queue_id, local)
 
     def earliest_store_time(self, topic: str, queue_id: int) -> int:
         """The store time of the queue's first message on this broker's disk, -1 when it has none."""

@@ -28,12 +28,13 @@ import asyncio
 import logging
 import random
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.offsets import ConsumerOffsetManager
+from skiff.broker.operations.pull import PullRequest
 from skiff.broker.pop.state import InFlight, OrderBatch, PopState, QueueKey
 from skiff.broker.operations.subscription import record_filter
 from skiff.broker.requeue import Retry, requeue
@@ -44,16 +45,19 @@ from skiff.common.errors import SkiffError
 from skiff.common.names import pop_retry_topic
 from skiff.common.record import read_head
 from skiff.common.service import Periodic
-from skiff.filter import MessageFilter
+from skiff.filter import ExpressionType, MessageFilter, build_filter
 from skiff.protocol.bodies.topic_attributes import TopicMessageType, message_type
 from skiff.protocol.headers.pop import NORMAL_TOPIC, ORDERLY_REVIVE_QID, RETRY_TOPIC, ExtraInfo
-from skiff.store import GetStatus, MessageStore
+from skiff.store import GetResult, GetStatus, MessageStore
 
 log = logging.getLogger(__name__)
 
 INIT_MIN = 0
 INIT_MAX = 1
 _SIZE = struct.Struct(">i")
+_EVERY_MESSAGE = build_filter("*", ExpressionType.TAG)
+TIER_RETRY_S = 0.05
+"""How soon a pop that found its queue's next messages being fetched from the tier looks again."""
 
 
 class PopQuery(NamedTuple):
@@ -83,6 +87,10 @@ class Popped(NamedTuple):
     delivery_attempt: int
 
 
+class _NotYet(Exception):
+    """A popped message's record is only in the tier and is being fetched: ask again later."""
+
+
 class PopRefused(SkiffError):
     """A pop that found nothing and may not wait: too many wait already (``full``), or the
     broker is shutting down."""
@@ -110,6 +118,12 @@ class PopService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._polling = 0
         self._closed = False
+        self.tier_read: Callable[[PullRequest, MessageFilter, GetResult], GetResult] | None = None
+        """Set when the broker has a tier (`skiff.broker.tier.setup`): a read below what is kept
+        locally goes there, as a pull's does (docs/tiered-storage.md)."""
+        self._tier_fetching = False
+        self.first_offset: Callable[[str, int], int] = store.get_min_offset
+        """A queue's first offset: the tier's when it reaches back further than the disk."""
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -146,7 +160,8 @@ class PopService:
                 left = deadline - self.clock.monotonic()
                 if left <= 0:
                     return found
-                await self._wait((req.topic, pop_retry_topic(req.group, req.topic)), min(left, 1.0))
+                wait = TIER_RETRY_S if self._tier_fetching else 1.0
+                await self._wait((req.topic, pop_retry_topic(req.group, req.topic)), min(left, wait))
                 found = self.pop_once(req)
                 if found:
                     return found
@@ -176,6 +191,7 @@ class PopService:
                     future.set_result(None)
 
     def pop_once(self, req: PopQuery) -> list[Popped]:
+        self._tier_fetching = False
         tc = self.topics.get(req.topic)
         if tc is None:
             return []
@@ -291,11 +307,16 @@ class PopService:
         out = []
         same_attempt = bool(req.attempt_id) and req.attempt_id == batch.attempt_id
         start = min(batch.pending)
+        try:
+            records = {offset: self._stored(key, offset, entry.commit_log_offset)
+                       for offset, entry in batch.pending.items()}
+        except _NotYet:
+            return []
         for offset in sorted(batch.pending):
             entry = batch.pending[offset]
             if not same_attempt:
                 batch.counts[offset] = batch.counts.get(offset, 1) + 1
-            record = self.store.read_record(entry.commit_log_offset)
+            record = records[offset]
             if record is None or batch.counts[offset] > self.groups.retry_max_times(req.group) + 1:
                 if record is not None:
                     self._dead_letter(req.group, record)
@@ -322,6 +343,11 @@ class PopService:
         flt = req.flt
         result = self.store.get_messages(topic, queue_id, start, n, tag_codes=flt.tag_codes,
                                          record_filter=record_filter(flt))
+        if self.tier_read is not None and result.status is GetStatus.OFFSET_TOO_SMALL:
+            result = self.tier_read(PullRequest(req.group, topic, queue_id, start, n), flt, result)
+            if result.status is GetStatus.MESSAGE_WAS_REMOVING:  # the tier is fetching it: pop again soon
+                self._tier_fetching = True
+                return [], [], None
         if result.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
             self.state.cursors[key] = result.min_offset if result.status is GetStatus.OFFSET_TOO_SMALL \
                 else result.max_offset
@@ -339,7 +365,7 @@ class PopService:
         committed = self.offsets.query(key[0], key[1], key[2])
         if committed is not None:
             return committed
-        low = self.store.get_min_offset(key[1], key[2])
+        low = self.first_offset(key[1], key[2])
         if req.init_mode == INIT_MIN or low == 0 or key[1] != req.topic:
             return low
         return self.store.get_max_offset(key[1], key[2])
@@ -383,7 +409,10 @@ class PopService:
         """Move the message to ``%DLQ%<group>`` now and acknowledge it; False as `ack` says."""
         key = self.real_key(group, topic, handle)
         entry = self.state.find(key, handle.queue_offset, handle.pop_time, handle.orderly)
-        record = None if entry is None else self.store.read_record(entry.commit_log_offset)
+        try:
+            record = None if entry is None else self._stored(key, handle.queue_offset, entry.commit_log_offset)
+        except _NotYet:
+            return False
         if record is None:
             return False
         self._dead_letter(group, record)
@@ -407,7 +436,10 @@ class PopService:
         moved = 0
         for key, offset, entry in self.state.due(self.clock.now_ms()):
             group, topic, queue_id = key
-            record = self.store.read_record(entry.commit_log_offset)
+            try:
+                record = self._stored(key, offset, entry.commit_log_offset)
+            except _NotYet:  # in the tier, being fetched: redelivered at a later tick
+                continue
             if record is not None and not self._redeliver(group, topic, queue_id, record):
                 continue
             self.state.remove(key, offset)
@@ -427,6 +459,22 @@ class PopService:
             where = Retry(retry, tc.read_queue_nums, queue_id=queue_id)
         return self._put(requeue(self.writer, self.topics, record, group, where,
                                  self.groups.retry_max_times(group)))
+
+    def _stored(self, key: QueueKey, offset: int, commit_log_offset: int) -> bytes | None:
+        """A popped message's stored record: from the CommitLog, else (retention deleted it
+        there) from the tier; None when neither has it; `_NotYet` while the tier fetches it."""
+        record = self.store.read_record(commit_log_offset)
+        if record is not None or self.tier_read is None:
+            return record
+        _, topic, queue_id = key
+        local = GetResult(GetStatus.OFFSET_TOO_SMALL, offset, self.store.get_min_offset(topic, queue_id),
+                          self.store.get_max_offset(topic, queue_id))
+        found = self.tier_read(PullRequest(key[0], topic, queue_id, offset, 1), _EVERY_MESSAGE, local)
+        if found.status is GetStatus.MESSAGE_WAS_REMOVING:
+            raise _NotYet
+        if not found.found or found.queue_offsets[0] != offset:
+            return None
+        return bytes(_split(found.buffers)[0])
 
     def _put(self, made: object) -> bool:
         if isinstance(made, str):

@@ -42,8 +42,10 @@ from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers.consumer import QueueRequestHeader, SearchOffsetRequestHeader
 from skiff.protocol.headers.query import QueryMessageRequestHeader, ViewMessageRequestHeader
+from skiff.tier.backends import TierError
 from skiff.tier.columns import rows_to_record_list
 from skiff.tier.index import offsets_of, rows_with_key
+from skiff.tier.tier import TimedOffset
 from skiff.transport.connection import Connection, Handler, HandlerResult
 
 if TYPE_CHECKING:
@@ -98,16 +100,16 @@ class TierQueries:
                         return rows_to_record_list(rows.slice(0, 1))[0]
         return None
 
-    def offset_at_time(self, topic: str, queue_id: int, timestamp_ms: int, local_min: int) -> int | None:
-        """The queue's first tiered offset below ``local_min`` stored at or after ``timestamp_ms``
-        (None: the tier has none, the local answer stands)."""
+    def offset_at_time(self, topic: str, queue_id: int, timestamp_ms: int, local_min: int) -> TimedOffset | None:
+        """The queue's first tiered offset below ``local_min`` stored at or after ``timestamp_ms``,
+        and its store time (None: the tier has none, the local answer stands)."""
         m = self.service.manifest_of(topic)
         for seg in () if m is None else m.queue(queue_id):
             if seg.first_offset >= local_min:
                 break
             found = self.tier.offset_at_time(seg, timestamp_ms)
             if found is not None:
-                return found if found < local_min else None
+                return found if found.offset < local_min else None
         return None
 
     def earliest_store_time(self, topic: str, queue_id: int, local_min: int) -> int | None:
@@ -158,23 +160,46 @@ class QueryHooks:
 
     def search_offset(self, req: RemotingCommand, local: RemotingCommand) -> HandlerResult:
         q = SearchOffsetRequestHeader.from_ext(req.ext_fields)
-        local_min = self.store.get_min_offset(q.topic, q.queue_id)
-        if (local.code != ResponseCode.SUCCESS or not self.service.uploader.is_tiered(q.topic)
-                or int((local.ext_fields or {}).get("offset", -1)) > local_min or self._not_below(q, local_min)):
+        local_min = self._time_in_tier(q.topic, q.queue_id, int((local.ext_fields or {}).get("offset", -1)))
+        if local.code != ResponseCode.SUCCESS or local_min is None:
             return local
 
         def look() -> RemotingCommand:
             found = self.queries.offset_at_time(q.topic, q.queue_id, q.timestamp, local_min)
-            return local if found is None else req.response(ext_fields={"offset": str(found)})
+            return local if found is None else req.response(ext_fields={"offset": str(found.offset)})
 
         return self._on_thread(req, look)
+
+    async def offset_at_time(self, topic: str, queue_id: int, timestamp_ms: int,
+                             local: int) -> tuple[int, int] | None:
+        """gRPC QueryOffset's and Kafka ListOffsets' look at the tier after the disk answered
+        ``local`` (`OffsetsOperation.tier_at_time`): the tiered offset and its store time, or
+        None (the disk's answer stands). A tier that cannot be read raises `TierError`."""
+        local_min = self._time_in_tier(topic, queue_id, local)
+        if local_min is None:
+            return None
+        try:
+            return await asyncio.to_thread(self.queries.offset_at_time, topic, queue_id, timestamp_ms, local_min)
+        except TierError:
+            raise
+        except Exception as exc:  # a bucket that cannot be reached, a damaged file
+            raise TierError(f"the tier {self.service.tier.backend.url} could not be read: {exc}") from exc
+
+    def _time_in_tier(self, topic: str, queue_id: int, local: int) -> int | None:
+        """The queue's local first offset when a search by time the disk answered ``local`` may
+        find an earlier offset in the tier (the disk answered its first offset: the time is at or
+        before its first message), else None."""
+        if not self.service.uploader.is_tiered(topic):
+            return None
+        local_min = self.store.get_min_offset(topic, queue_id)
+        return None if local > local_min or self._not_below(topic, queue_id, local_min) else local_min
 
     def earliest_store_time(self, req: RemotingCommand, local: RemotingCommand) -> HandlerResult:
         q = QueueRequestHeader.from_ext(req.ext_fields)
         if local.code != ResponseCode.SUCCESS or not self.service.uploader.is_tiered(q.topic):
             return local
         local_min = self.store.get_min_offset(q.topic, q.queue_id)
-        if self._not_below(q, local_min):
+        if self._not_below(q.topic, q.queue_id, local_min):
             return local
 
         def look() -> RemotingCommand:
@@ -183,11 +208,11 @@ class QueryHooks:
 
         return self._on_thread(req, look)
 
-    def _not_below(self, q: QueueRequestHeader | SearchOffsetRequestHeader, local_min: int) -> bool:
+    def _not_below(self, topic: str, queue_id: int, local_min: int) -> bool:
         """Whether the manifest kept (if any: none kept means look) says the tier holds nothing
         of the queue below what is local."""
-        first = self.service.first_offset(q.topic, q.queue_id)
-        kept = self.service.uploader.manifests.get(q.topic) or self.service.reads.manifest_kept(q.topic)
+        first = self.service.first_offset(topic, queue_id)
+        kept = self.service.uploader.manifests.get(topic) or self.service.reads.manifest_kept(topic)
         return kept is not None and (first is None or first >= local_min)
 
     def _on_thread(self, req: RemotingCommand, look: Callable[[], RemotingCommand]) -> HandlerResult:

@@ -40,11 +40,17 @@ def tier_periodics(tier: TierService | None) -> list[Periodic]:
 
 
 def attach_reads(ops: Operations, tier: TierService | None) -> None:
-    """Pulls below what is kept locally read through the tier, and a queue's first offset is
-    the tier's where it reaches further back."""
+    """Pulls and pops below what is kept locally read through the tier, a queue's first offset
+    is the tier's where it reaches further back, and gRPC's and Kafka's searches by time look
+    in the tier."""
     if tier is not None:
         ops.pull.tier_read = tier.reads.read
         ops.offsets.tier_first = tier.first_offset
+        ops.pop.service.tier_read = tier.reads.read
+        ops.pop.service.first_offset = ops.offsets.min_offset
+        from skiff.broker.tier.queries import QueryHooks
+
+        ops.offsets.tier_at_time = QueryHooks(tier).offset_at_time
 
 
 def with_tier_queries(handlers: dict[int, Handler], tier: TierService | None) -> dict[int, Handler]:

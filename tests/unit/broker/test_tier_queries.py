@@ -60,8 +60,8 @@ def test_by_commit_log_offset_finds_the_record_stored_there(tmp_path) -> None:
 
 def test_offset_at_time_and_earliest_store_time_stop_at_what_is_local(tmp_path) -> None:
     q, _ = _queries(tmp_path)
-    assert q.offset_at_time("T", 0, 0, 45) == 0
-    assert q.offset_at_time("T", 0, T0 + 36, 45) == 35  # in the second file
+    assert q.offset_at_time("T", 0, 0, 45) == (0, T0 + 1)
+    assert q.offset_at_time("T", 0, T0 + 36, 45) == (35, T0 + 36)  # in the second file
     assert q.offset_at_time("T", 0, T0 + 50, 45) is None  # local from 45: the local answer stands
     assert q.offset_at_time("T", 0, T0 + 36, 30) is None  # the second file is all local
     assert q.earliest_store_time("T", 0, 45) == T0 + 1 and q.earliest_store_time("T", 0, 0) is None

@@ -198,7 +198,7 @@ def test_offset_at_time_reads_a_file_only_when_the_time_falls_inside_it(tmp_path
     t0 = 1_700_000_000_000
     m, seg = tier.upload(tier.manifest("T", "b"), records_to_table(make_records("T", 0, 10, 20, t0_ms=t0), "b"))
     # store time of offset i is t0 + i + 1
-    assert tier.offset_at_time(seg, 0) == 10 and tier.cache.size_bytes == 0  # before the file: no fetch
-    assert tier.offset_at_time(seg, t0 + 31) is None and tier.offset_at_time(seg, t0 + 30) == 29
-    assert tier.offset_at_time(seg, t0 + 16) == 15
-    assert tier.offset_at_time(seg, t0 + 29) == 28
+    assert tier.offset_at_time(seg, 0) == (10, seg.first_store_ms) and tier.cache.size_bytes == 0  # no fetch
+    assert tier.offset_at_time(seg, t0 + 31) is None and tier.offset_at_time(seg, t0 + 30) == (29, t0 + 30)
+    assert tier.offset_at_time(seg, t0 + 16) == (15, t0 + 16)
+    assert tier.offset_at_time(seg, t0 + 29) == (28, t0 + 29)
