@@ -181,15 +181,7 @@ class ReplicasManager(Service):
         process is gone, which a partition never looks like) ends the lease at once."""
         if self.role.is_slave is False or self.slave.connected or self._following is None:
             return False
-        host, port = parse_host_port(state.master_addr)
-        try:
-            _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 1.0)
-        except ConnectionRefusedError:
-            return True
-        except (OSError, asyncio.TimeoutError):
-            return False
-        writer.transport.abort()
-        return False
+        return await _refuses_connections(state.master_addr)
 
     def _live(self) -> Live:
         return Live(self.me, self.addr, self.ha_addr, self.slave.local_addr, self.store.max_physical_offset,
@@ -199,7 +191,7 @@ class ReplicasManager(Service):
 
     async def _try_elect(self, seen: Snapshot, *, first: bool) -> None:
         state = seen.state
-        if state is not None and not self._electable(state, seen):
+        if state is not None and not await self._electable(state, seen):
             return
         self.slave.pause()
         end = self.store.max_physical_offset
@@ -215,13 +207,27 @@ class ReplicasManager(Service):
                     " (first election)" if first else "")
         await self._promote(new)
 
-    def _electable(self, state: GroupState, seen: Snapshot) -> bool:
+    async def _electable(self, state: GroupState, seen: Snapshot) -> bool:
+        """In the set, and no rival beats this broker on data (max offset, then lower id).
+
+        A rival's ``live`` key outlives a crashed rival by up to a TTL, as the master's lease
+        does: when the master and a slave die together, waiting for the slave's key to expire
+        kept the survivor from taking over for 7.5 s with the default lease. A rival whose
+        remoting port refuses connections (its process is gone) is no rival. Passing it over
+        loses nothing acknowledged: every SEND_OK message is on every broker of the set,
+        this one included; its extra data is what no client was told was stored."""
         if self.me not in state.sync_state_set and not self.config.allow_unclean_election:
             return False
         mine = (self.store.max_physical_offset, -self.me)
-        rivals = [(live.max_offset, -live.broker_id) for live in seen.lives.values() if live.broker_id != self.me
-                  and (live.broker_id in state.sync_state_set or self.config.allow_unclean_election)]
-        return all(mine > rival for rival in rivals)
+        ahead = [live for live in seen.lives.values() if live.broker_id != self.me
+                 and (live.broker_id in state.sync_state_set or self.config.allow_unclean_election)
+                 and (live.max_offset, -live.broker_id) > mine]
+        for live in ahead:
+            if not await _refuses_connections(live.addr):
+                return False
+            log.warning("controller: broker %d has more data or a lower id but its port %s refuses connections "
+                        "(its process is gone): not waiting for its lease", live.broker_id, live.addr)
+        return True
 
     async def _promote(self, state: GroupState) -> None:
         self._stale_term = False
@@ -304,3 +310,17 @@ class ReplicasManager(Service):
             except (ControllerError, asyncio.TimeoutError):
                 pass
             await self.etcd.close()
+
+
+async def _refuses_connections(addr: str) -> bool:
+    """Nothing listens at ``addr``: the process is gone (a partition or a paused process
+    times out instead, and counts as alive)."""
+    host, port = parse_host_port(addr)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), 1.0)
+    except ConnectionRefusedError:
+        return True
+    except (OSError, asyncio.TimeoutError):
+        return False
+    writer.transport.abort()
+    return False
