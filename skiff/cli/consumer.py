@@ -2,6 +2,7 @@
 
     skiff consumer create -g orders-consumer --orderly true --retry-max-times 5
     skiff consumer update -g orders-consumer --consume-enable false
+    skiff consumer create -g lite-group --attributes +lite.bind.topic=Orders,+lite.sub.client.quota=100
     skiff consumer progress -g orders-consumer [-t Orders]
     skiff consumer reset-offset -g orders-consumer -t Orders --timestamp 2024-05-01T12:00:00
 """
@@ -19,6 +20,7 @@ from skiff.client.errors import ClientError
 from skiff.common.times import parse_time_ms
 from skiff.protocol.bodies.admin import GroupRetryPolicy, SubscriptionGroupConfig
 from skiff.protocol.bodies.base import BodyError
+from skiff.protocol.bodies.group_attributes import parse_changes
 
 LATEST = -1
 """The timestamp that resets to the end of every queue."""
@@ -65,6 +67,14 @@ def parse_retry_policy(text: str) -> GroupRetryPolicy:
         raise argparse.ArgumentTypeError(f"not a retry policy: {exc}") from None
 
 
+def parse_attributes(text: str) -> dict[str, str | None]:
+    """mqadmin's ``+a=b,+c=d,-e``: set a and c, remove e."""
+    try:
+        return parse_changes(text)
+    except BodyError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def parse_timestamp_ms(text: str) -> int:
     """``1714560000000``, ``-1``, ``now`` or an ISO-8601 time (local time unless it has an offset)."""
     try:
@@ -109,18 +119,25 @@ GROUP_SETTINGS: tuple[tuple[str, str, str, Callable[[str], Any], str], ...] = (
      "the broker id consumers read from when they fall behind"),
     ("--notify-consumer-ids-changed", "-a", "notify_consumer_ids_changed_enable", parse_bool,
      "tell members when the group's members change"),
+    ("--attributes", "", "attributes", parse_attributes,
+     "RocketMQ 5's group attributes to change, mqadmin's +a=b,+c=d,-e (set a and c, remove e): "
+     "5.5's lite ones, e.g. +lite.bind.topic=Orders,+lite.sub.client.quota=100 (docs/grpc.md)"),
 )
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(SubscriptionGroupConfig)}
 """RocketMQ's defaults, what a created group gets for the settings not given."""
+_DEFAULT_TEXT = {"group_retry_policy": "the broker's delay levels", "attributes": "none"}
+_METAVARS: dict[Callable[[str], Any], str] = {parse_bool: "true|false", parse_retry_policy: "JSON",
+                                              parse_attributes: "+NAME=VALUE,-NAME"}
 
 
 def _group_settings(cmd: Any, *, create: bool) -> None:
     cmd.add_argument("-g", "--group", required=True)
     for option, short, dest, kind, help_text in GROUP_SETTINGS:
-        default = "the broker's delay levels" if dest == "group_retry_policy" else str(_DEFAULTS[dest]).lower()
+        default = _DEFAULT_TEXT.get(dest) or str(_DEFAULTS[dest]).lower()
         shown = f"default {default}" if create else "unchanged if not given"
-        metavar = "true|false" if kind is parse_bool else "JSON" if kind is parse_retry_policy else "N"
-        cmd.add_argument(option, short, dest=dest, type=kind, metavar=metavar, help=f"{help_text} ({shown})")
+        metavar = _METAVARS.get(kind, "N")
+        names = (option, short) if short else (option,)
+        cmd.add_argument(*names, dest=dest, type=kind, metavar=metavar, help=f"{help_text} ({shown})")
     where = cmd.add_mutually_exclusive_group()
     where.add_argument("-c", "--cluster")
     where.add_argument("-b", "--broker", metavar="HOST:PORT")

@@ -58,6 +58,7 @@ from skiff.protocol.bodies.admin import GroupRetryPolicy, SubscriptionGroupConfi
 from skiff.protocol.bodies.route import ClusterInfo, TopicRouteData
 from skiff.protocol.bodies.timer import CancelScheduledBody, overall_status
 from skiff.protocol.bodies.base import BodyError
+from skiff.protocol.bodies.group_attributes import patch as attribute_patch
 from skiff.protocol.bodies.topic import Perm, TopicConfig
 from skiff.protocol.bodies.topic_attributes import changes_text, parse_attribute_changes
 from skiff.protocol.errors import ConsumerNotOnlineError, ResponseError, TopicNotExistError
@@ -278,13 +279,19 @@ class AsyncAdmin(UserAdmin, AsyncClient):
                                     consume_from_min_enable: bool = True, consume_message_orderly: bool = False,
                                     broker_id: int = 0, which_broker_when_consume_slowly: int = 1,
                                     notify_consumer_ids_changed_enable: bool = True,
-                                    group_retry_policy: GroupRetryPolicy | None = None) -> list[str]:
+                                    group_retry_policy: GroupRetryPolicy | None = None,
+                                    attributes: Mapping[str, str | None] | None = None) -> list[str]:
         """Create the subscription group on one broker or every master (of ``cluster``), or replace
         its settings there: each setting of ``mqadmin updateSubGroup``, RocketMQ's defaults for
         those not given. ``consume_message_orderly`` makes POP and 5.x (gRPC) consumers of the
         group receive each queue in order, one batch at a time; ``group_retry_policy`` is the
-        backoff those consumers retry with (default: the broker's delay levels)."""
+        backoff those consumers retry with (default: the broker's delay levels). ``attributes``
+        sets RocketMQ 5's group attributes named (a value None removes one; those not named are
+        kept, as the broker applies them as a patch): 5.5's lite ones, e.g.
+        ``{"lite.bind.topic": "Orders", "lite.sub.client.quota": "100"}``
+        (skiff.protocol.bodies.group_attributes); an unknown name or bad value is refused here."""
         _check_group(group)
+        body_attributes = _attribute_patch(attributes or {})
         config = SubscriptionGroupConfig(
             group, consume_enable=consume_enable, consume_from_min_enable=consume_from_min_enable,
             consume_broadcast_enable=consume_broadcast_enable, retry_queue_nums=retry_queue_nums,
@@ -292,7 +299,7 @@ class AsyncAdmin(UserAdmin, AsyncClient):
             which_broker_when_consume_slowly=which_broker_when_consume_slowly,
             notify_consumer_ids_changed_enable=notify_consumer_ids_changed_enable,
             consume_message_orderly=consume_message_orderly,
-            group_retry_policy=group_retry_policy or GroupRetryPolicy())
+            group_retry_policy=group_retry_policy or GroupRetryPolicy(), attributes=body_attributes)
         masters = await self._masters(cluster, broker_addr)
         await asyncio.gather(*(self._inst.api.create_subscription_group(a, config) for a in masters.values()))
         return list(masters.values())
@@ -300,12 +307,14 @@ class AsyncAdmin(UserAdmin, AsyncClient):
     async def update_consumer_group(self, group: str, *, cluster: str | None = None, broker_addr: str | None = None,
                                     **changes: Any) -> list[str]:
         """Change only the settings named (the keyword arguments of `create_consumer_group`),
-        keeping each master's others (a master without the group starts from the defaults)."""
+        keeping each master's others (a master without the group starts from the defaults);
+        ``attributes`` changes only the attributes it names."""
         _check_group(group)
         unknown = set(changes) - _GROUP_SETTINGS
         if unknown:
             raise MessageValidationError(f"not a consumer group setting: {', '.join(sorted(unknown))} "
                                          f"(settings: {', '.join(sorted(_GROUP_SETTINGS))})")
+        changes["attributes"] = _attribute_patch(changes.get("attributes") or {})
         masters = await self._masters(cluster, broker_addr)
 
         async def one(addr: str) -> None:
@@ -534,6 +543,14 @@ class AsyncAdmin(UserAdmin, AsyncClient):
                          for n, body in bodies.items() for o in body.outcomes)
         failures = tuple(f"{n}: {a}" for n, a in zip(targets, answers) if isinstance(a, BaseException))
         return CancelScheduledResult(msg_id, overall_status([b.status for b in bodies.values()]), outcomes, failures)
+
+
+def _attribute_patch(changes: Mapping[str, str | None]) -> dict[str, str]:
+    """The body's patch of group attributes (the broker applies it to the group's current ones)."""
+    try:
+        return attribute_patch(changes)
+    except BodyError as exc:
+        raise MessageValidationError(str(exc)) from None
 
 
 _GROUP_SETTINGS = frozenset(f.name for f in dataclasses.fields(SubscriptionGroupConfig)) - {"group_name"}

@@ -34,6 +34,7 @@ from skiff.common.names import (
     TRANS_GROUP,
 )
 from skiff.dashboard.form import Form
+from skiff.dashboard.group_form import group_changes, group_settings
 from skiff.dashboard.messages import MESSAGES_PER_REQUEST_MAX, MessageService, message_row
 from skiff.dashboard.rates import Rates
 from skiff.protocol.bodies.topic import Perm
@@ -325,11 +326,16 @@ class Dashboard:
         configs = await self.admin.consumer_group_configs(group)
         if not configs:
             return None
-        config = configs[min(configs)]
-        policy = config.group_retry_policy
-        return {"orderly": config.consume_message_orderly, "consume_enable": config.consume_enable,
-                "broadcast": config.consume_broadcast_enable, "retry_max_times": config.retry_max_times,
-                "retry_policy": policy.to_json().decode()}
+        return group_settings(configs[min(configs)])
+
+    async def save_group(self, form: Form) -> dict[str, Any]:
+        """Create the group ``group`` or change the settings the form gives (`group_changes`) on
+        every master, keeping the others."""
+        group = form.text("group")
+        changes = group_changes(form)
+        brokers = await self.admin.update_consumer_group(group, **changes)
+        return {"group": group, "brokers": brokers, "changed": sorted(changes),
+                "settings": await self._group_settings(group)}
 
     async def reset_offset(self, group: str, form: Form) -> dict[str, Any]:
         topic = form.text("topic")

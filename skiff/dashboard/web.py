@@ -73,6 +73,7 @@ ACTIONS: list[tuple[str, str, Read]] = [
     ("POST", "/api/topics", lambda d, r: _with_body(r, d.save_topic)),
     ("DELETE", "/api/topics/{topic}", lambda d, r: d.delete_topic(r.match_info["topic"])),
     ("POST", "/api/topics/{topic}/send", lambda d, r: _with_body(r, lambda f: d.send(r.match_info["topic"], f))),
+    ("POST", "/api/groups", lambda d, r: _with_body(r, d.save_group)),
     ("POST", "/api/groups/{group}/reset-offset",
      lambda d, r: _with_body(r, lambda f: d.reset_offset(r.match_info["group"], f))),
     ("POST", "/api/groups/{group}/consume", lambda d, r: _with_body(r, lambda f: d.consume(r.match_info["group"], f))),

@@ -113,6 +113,35 @@ def test_lag_rises_with_sends_falls_with_consumption_and_resets_by_time(cluster:
     with_client(cluster, test)
 
 
+def test_a_group_is_created_and_its_settings_and_attributes_changed(cluster: Cluster):
+    """POST /api/groups: every updateSubGroup setting and RocketMQ 5's group attributes, the
+    given ones changing and the others kept; the group page shows them; bad values answer 400."""
+    async def test(client: TestClient) -> None:
+        made = await call(client, "POST", "/api/groups", {
+            "group": "api-settings-g", "orderly": "true", "retry_max_times": 3,
+            "retry_policy": '{"type":"EXPONENTIAL","exponentialRetryPolicy":{"initial":1000,"max":9000,"multiplier":3}}',
+            "attributes": "+lite.bind.topic=ApiLite,+lite.sub.client.quota=50"})
+        assert made["changed"] == ["attributes", "consume_message_orderly", "group_retry_policy", "retry_max_times"]
+        await call(client, "POST", "/api/groups", {"group": "api-settings-g", "broadcast": False, "orderly": "",
+                                                   "attributes": "-lite.sub.client.quota,+lite.sub.model=Exclusive"})
+        settings = (await call(client, "GET", "/api/groups/api-settings-g"))["settings"]
+        assert {k: settings[k] for k in ("orderly", "broadcast", "consume_enable", "retry_max_times")} == {
+            "orderly": True, "broadcast": False, "consume_enable": True, "retry_max_times": 3}
+        assert json.loads(settings["retry_policy"])["exponentialRetryPolicy"] == {
+            "initial": 1000, "max": 9000, "multiplier": 3}
+        assert settings["attributes"] == {"lite.bind.topic": "ApiLite", "lite.sub.model": "Exclusive"}
+        page = await (await client.get("/groups/api-settings-g")).text()
+        assert "lite.bind.topic=ApiLite" in page and 'id="settings-form"' in page
+        for bad, why in (({"orderly": "yes"}, "orderly must be true or false"),
+                         ({"retry_max_times": -1}, "retry_max_times must be between 0"),
+                         ({"attributes": "+lite.nope=1"}, "unknown consumer group attribute 'lite.nope'"),
+                         ({"retry_policy": "{"}, "retry_policy:")):
+            refused = await call(client, "POST", "/api/groups", {"group": "api-settings-g", **bad}, status=400)
+            assert why in json.dumps(refused), refused
+        await call(client, "POST", "/api/groups", {"orderly": "true"}, status=400)  # no group
+    with_client(cluster, test)
+
+
 def test_put_total_counts_trace_messages_apart_and_the_uptime_is_readable(cluster: Cluster):
     async def test(client: TestClient) -> None:
         await call(client, "POST", "/api/topics", {"topic": "ApiPuts", "queue_nums": 1})

@@ -24,7 +24,14 @@ from prometheus_client.parser import text_string_to_metric_families
 from skiff.cli.main import main as cli_main
 from skiff.client.admin import AsyncAdmin
 from skiff.common.message import Message
-from skiff.protocol.bodies.admin import CustomizedRetryPolicy, ExponentialRetryPolicy, GroupRetryPolicy, RetryPolicyType
+from skiff.client.errors import MessageValidationError
+from skiff.protocol.bodies.admin import (
+    CustomizedRetryPolicy,
+    ExponentialRetryPolicy,
+    GroupRetryPolicy,
+    RetryPolicyType,
+    SubscriptionGroupConfig,
+)
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.errors import ResponseError
 from skiff.protocol.headers.admin import CreateTopicRequestHeader
@@ -95,6 +102,58 @@ def test_an_orderly_group_is_made_and_changed_by_the_admin_api_and_the_cli(clust
         run(_admin(cluster, lambda admin: admin.create_consumer_group("G-wrong", group_retry_policy=wrong)))
     code, _, err = cli("consumer", "update", "-g", "G-cli-fifo", "--orderly", "yes")
     assert code == 2 and "'yes' is not true or false" in err
+
+
+def test_group_attributes_are_patched_by_the_admin_api_and_the_cli_and_reach_lite_clients(cluster: Cluster):
+    """RocketMQ 5's group attributes: each change names only what it changes (the broker applies
+    it as a patch, as RocketMQ's), a settings change keeps them, and 5.5's lite quota reaches a
+    lite consumer's Settings. Unknown names and bad values are refused by the client and the broker."""
+    group = "G-attrs"
+
+    async def made(admin: AsyncAdmin) -> Any:
+        await admin.create_consumer_group(group, attributes={"lite.bind.topic": "AttrParent",
+                                                             "lite.sub.client.quota": "100"})
+        await admin.update_consumer_group(group, retry_max_times=1)
+        return await admin.consumer_group_configs(group)
+    [config] = run(_admin(cluster, made)).values()
+    assert (dict(config.attributes), config.retry_max_times) == (
+        {"lite.bind.topic": "AttrParent", "lite.sub.client.quota": "100"}, 1)
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert cli_main(["consumer", "update", "-g", group, "--attributes=+lite.sub.model=exclusive,"
+                         "-lite.sub.client.quota,+lite.sub.wildcard=TRUE", "-n", cluster.namesrv_addr]) == 0
+    assert "G-attrs" in out.getvalue()
+    [config] = run(_admin(cluster, lambda admin: admin.consumer_group_configs(group))).values()
+    assert dict(config.attributes) == {"lite.bind.topic": "AttrParent", "lite.sub.model": "Exclusive",
+                                       "lite.sub.wildcard": "true"}
+    run(_admin(cluster, lambda admin: admin.update_consumer_group(group, attributes={"lite.sub.client.quota": "7"})))
+
+    async def settings() -> Any:
+        grpc = GrpcWire(cluster.grpc_endpoint, "attr-lite-client")  # type: ignore[attr-defined]
+        try:
+            return await grpc.settings(pb.Settings(client_type=pb.LITE_SIMPLE_CONSUMER, subscription=pb.Subscription(
+                group=pb.Resource(name=group), subscriptions=[pb.SubscriptionEntry(
+                    topic=pb.Resource(name="AttrParent"), expression=pb.FilterExpression(type=pb.TAG, expression="*"))])))
+        finally:
+            await grpc.close()
+    assert run(settings()).settings.subscription.lite_subscription_quota == 7
+
+    with pytest.raises(MessageValidationError, match="unknown consumer group attribute 'lite.nope'"):
+        run(_admin(cluster, lambda admin: admin.update_consumer_group(group, attributes={"lite.nope": "1"})))
+    with pytest.raises(MessageValidationError, match="lite.sub.client.quota='x': must be a whole number"):
+        run(_admin(cluster, lambda admin: admin.create_consumer_group(group, attributes={"lite.sub.client.quota": "x"})))
+
+    async def raw(body: SubscriptionGroupConfig) -> Any:
+        wire = BrokerWire(cluster.broker_addr())
+        try:
+            return await wire.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, body.to_json())
+        finally:
+            await wire.close()
+    refused = run(raw(SubscriptionGroupConfig(group, attributes={"+lite.sub.client.max.event.cnt": "3"})))
+    assert refused.code != ResponseCode.SUCCESS and "must be 10 or more" in (refused.remark or "")
+    [config] = run(_admin(cluster, lambda admin: admin.consumer_group_configs(group))).values()
+    assert config.attributes["lite.sub.client.quota"] == "7"  # the refused patch changed nothing
 
 
 def test_an_orderly_receive_pops_every_queue_whatever_queue_it_names(cluster: Cluster):

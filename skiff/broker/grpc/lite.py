@@ -59,6 +59,7 @@ from skiff.common.limits import (
 )
 from skiff.common.stored_message import decode_record
 from skiff.protocol.bodies.admin import SubscriptionGroupConfig
+from skiff.protocol.bodies.group_attributes import BIND_TOPIC, CLIENT_QUOTA, WILDCARD
 from skiff.protocol.bodies.topic_attributes import TopicMessageType, message_type
 from skiff.protocol.codes import ResponseCode
 from skiff.protocol.v5 import definition_pb2 as pb
@@ -66,9 +67,6 @@ from skiff.protocol.v5 import service_pb2 as rpc
 
 LMQ_PREFIX = "%LMQ%|"
 SEPARATOR = "|"
-BIND_TOPIC = "lite.bind.topic"
-WILDCARD = "lite.sub.wildcard"
-CLIENT_QUOTA = "lite.sub.client.quota"
 LITE_CLIENT_TYPES = frozenset({pb.LITE_PUSH_CONSUMER, pb.LITE_SIMPLE_CONSUMER})
 _NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
 
@@ -87,7 +85,7 @@ def parent_and_lite(topic: str) -> tuple[str, str] | None:
 
 
 def group_attribute(group: SubscriptionGroupConfig | None, name: str) -> str | None:
-    """A group attribute as RocketMQ's admin tools send it (``name`` or ``+name``)."""
+    """A group attribute (``+name`` too: how Skiff kept them before it applied patches)."""
     if group is None:
         return None
     value = group.attributes.get(name)
@@ -233,7 +231,7 @@ class LiteTopics:
         if adding and not group.consume_enable:
             return answer(pb.FORBIDDEN, f"the group {group_name} may not consume (consumeEnable false)")
         names = self._names(conn, req)
-        wildcard = group_attribute(group, WILDCARD) is not None
+        wildcard = group_attribute(group, WILDCARD) == "true"
         if req.action == pb.PARTIAL_ADD and wildcard:
             return answer(pb.BAD_REQUEST, f"the group {group_name} is a wildcard group (lite.sub.wildcard): it "
                                           f"subscribes every lite topic of {parent} with a complete add, not one by one")

@@ -9,6 +9,7 @@ group's name and settings are checked here, so every door refuses alike.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from skiff.broker.groups import SubscriptionGroupManager, settings_error
@@ -16,6 +17,8 @@ from skiff.broker.offsets import ConsumerOffsetManager
 from skiff.broker.operations.refusal import Refusal
 from skiff.common.names import group_error
 from skiff.protocol.bodies.admin import SubscriptionGroupConfig, SubscriptionGroupWrapper
+from skiff.protocol.bodies.base import BodyError
+from skiff.protocol.bodies.group_attributes import apply_patch
 from skiff.protocol.codes import ResponseCode
 
 
@@ -33,12 +36,19 @@ class GroupsOperation:
         self.offsets = offsets
 
     def put(self, group: SubscriptionGroupConfig) -> SubscriptionGroupConfig | Refusal:
-        """Create the group or replace its settings, unless its name or settings are unusable."""
+        """Create the group or replace its settings, unless its name or settings are unusable.
+        Its ``attributes`` are a patch on the group's current ones (skiff.protocol.bodies.group_attributes)."""
         why = group_error(group.group_name) or settings_error(group)
         if why is not None:
             return Refusal(ResponseCode.SYSTEM_ERROR, why, bad_request=True)
-        self.groups.put(group)
-        return group
+        current = self.groups.get(group.group_name)
+        try:
+            attributes = apply_patch(current.attributes if current is not None else {}, group.attributes)
+        except BodyError as exc:
+            return Refusal(ResponseCode.SYSTEM_ERROR, str(exc), bad_request=True)
+        final = dataclasses.replace(group, attributes=attributes)
+        self.groups.put(final)
+        return final
 
     def delete(self, deletion: GroupDeletion) -> None:
         """The group goes (deleting one that is not here is no error, as RocketMQ's)."""
