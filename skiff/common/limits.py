@@ -97,6 +97,15 @@ LITE_WAKE_MAX_S = 1.0
 """Longest a waiting lite receive sleeps before it looks at its lite topics again (a batch whose
 invisible time passed is served again without any send or ack to wake it)."""
 
+LITE_ROUTE_CACHE_S = 5.0
+"""How long a broker reuses a lite parent's route to place its lite topics on their owner brokers
+(skiff.broker.grpc.lite_peers) before asking the NameServers again: a route changes when a broker
+group joins or leaves, and a send should not wait for a NameServer each time."""
+
+LITE_FORWARD_TIMEOUT_S = 5.0
+"""Longest a broker waits for another broker to take a lite message or subscription it forwards
+(the proxy's default request timeout is 3 s; a forwarded send then waits its flush too)."""
+
 COALESCED_MAX_BYTES = 1024 * 1024
 """Bodies appended in one write when single-message sends that arrived together are
 coalesced (skiff.broker.operations.send_requests): past this a new run starts, so one
