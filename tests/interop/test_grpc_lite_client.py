@@ -2,7 +2,9 @@
 rocketmq-python-client 5.1.2, unchanged, in its own venv) against a real `skiff broker`'s gRPC
 endpoint: a LitePushConsumer of a wildcard group receives every message of 100 lite topics once,
 in order per lite topic; a LiteSimpleConsumer's subscribe_lite, which that client sends split into
-characters until its 30 s resync, gets its messages at once and only those.
+characters until its 30 s resync, gets its messages at once and only those; with the parent on two
+brokers, a LitePushConsumer that subscribes through one receives every message of its lite topics,
+each lite topic stored on the broker RocketMQ 5.5 places it on.
 
 The scenarios run in tests/interop/grpc/lite_client.py under SKIFF_RMQ5_PYTHON.
 """
@@ -17,7 +19,8 @@ from skiff.protocol.bodies.admin import SubscriptionGroupConfig
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.headers.admin import CreateTopicRequestHeader
 from skiff.testing.cluster import Cluster
-from skiff.testing.processes import free_port
+from skiff.common.java_hash import consistent_hash, java_string_hash
+from skiff.testing.processes import free_port, start_broker
 from skiff.testing.wire import BrokerWire, with_wire
 from tests.interop.test_grpc_client import rmq5_python, run_client
 
@@ -67,3 +70,40 @@ def test_official_lite_consumers(cluster: Cluster, tmp_path: Path):
     assert [(g["lite"], g["body"], g["topic"]) for g in simple["got"]] == [
         ("py-lite-topic", f"b{k}", PARENT) for k in range(3)]
     assert simple["first_after_s"] < RESYNC_S - 5 and simple["extra"] == []  # not "p" or "y"
+
+
+def test_a_lite_push_consumer_receives_lite_topics_of_two_brokers(cluster: Cluster, tmp_path: Path):
+    """Broker B (127.0.0.2, the same grpcServerPort) holds the parent too. The client subscribes 10
+    lite topics with subscribe_lite, which it syncs with its access point A only, and its producer
+    sends to both brokers' queues in turn; A forwards each message to its lite topic's owner and
+    its subscription to B, so every message arrives once, in order per lite topic."""
+    port = int(cluster.grpc_endpoint.rsplit(":", 1)[1])  # type: ignore[attr-defined]
+    group, count = "G-lite-two", 10
+    with start_broker(tmp_path / "b", cluster.namesrv_addr, f"--grpcServerPort={port}", name="broker-b",
+                      host="127.0.0.2") as b:
+        async def create(wire: BrokerWire) -> None:
+            header = CreateTopicRequestHeader(PARENT, "TBW102", 4, 4, 6, "SINGLE_TAG", attributes="+message.type=LITE")
+            assert (await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())).code == 0
+            config = SubscriptionGroupConfig(group, attributes={"+lite.bind.topic": PARENT})
+            resp = await wire.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, config.to_json())
+            assert resp.code == ResponseCode.SUCCESS, resp.remark
+        for addr in (cluster.broker_addr(), b.addr):
+            with_wire(addr, create)
+        r = run_client(cluster, tmp_path, "push_two_brokers", script=SCRIPT, parent=PARENT, group=group,
+                       count=count)["push_two_brokers"]
+        names = [f"two-{i}" for i in range(count)]
+        queues = sorted((broker, i) for broker in ("broker-a", "broker-b") for i in range(4))
+        owners = {n: queues[consistent_hash(java_string_hash(n), len(queues))][0] for n in names}
+        assert set(owners.values()) == {"broker-a", "broker-b"}  # the lite topics are spread over both brokers
+        stored: dict[str, list[str]] = {}
+
+        async def look(broker: str, wire: BrokerWire) -> None:
+            for n in names:
+                if await wire.pull_messages("G-look", f"%LMQ%|{PARENT}|{n}", 0):
+                    stored.setdefault(n, []).append(broker)
+        with_wire(cluster.broker_addr(), lambda w: look("broker-a", w))
+        with_wire(b.addr, lambda w: look("broker-b", w))
+        assert stored == {n: [owners[n]] for n in names}  # each on its owner alone, whichever broker it was sent to
+    assert len(r["sent"]) == 3 * count and sorted(g["id"] for g in r["got"]) == sorted(r["sent"])  # each once
+    for name in names:
+        assert [g["body"] for g in r["got"] if g["lite"] == name] == [f"{name}:{k}" for k in range(3)]

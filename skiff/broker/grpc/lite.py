@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from skiff.broker.config import BrokerConfig
 from skiff.broker.grpc.clients import GrpcClientConn, GrpcClients
 from skiff.broker.grpc.convert import Invalid, now_timestamp, to_message
+from skiff.broker.grpc.lite_peers import LitePeers
 from skiff.broker.grpc.renewal import Renewals
 from skiff.broker.grpc.status import refused, status
 from skiff.broker.operations import ANY_QUEUE, GroupsOperation, Refusal
@@ -132,6 +133,8 @@ class LiteTopics:
         """client id -> its lite subscription."""
         self._arrivals: dict[str, asyncio.Event] = {}
         """parent -> set when one of its lite topics got a message or settled one (wakes receives)."""
+        self.peers: LitePeers | None = None
+        """The parent's other brokers (the server sets it): lite topics' owners, subscriptions synced to all."""
 
     # -- who is lite ----------------------------------------------------------------------------
 
@@ -209,6 +212,15 @@ class LiteTopics:
         return lmq_name(topic, lite)
 
     # -- subscriptions ----------------------------------------------------------------------------
+
+    async def sync_everywhere(self, conn: GrpcClientConn,
+                              req: rpc.SyncLiteSubscriptionRequest) -> rpc.SyncLiteSubscriptionResponse:
+        """`sync` here, then on the parent's other brokers (`LitePeers.spread_sync`), as the 5.5 proxy
+        syncs every broker of the parent's route."""
+        answer = self.sync(conn, req)
+        if answer.status.code == pb.OK and self.peers is not None:
+            await self.peers.spread_sync(req, self._names(conn, req))
+        return answer
 
     def sync(self, conn: GrpcClientConn, req: rpc.SyncLiteSubscriptionRequest) -> rpc.SyncLiteSubscriptionResponse:
         def answer(code: int, message: str = "") -> rpc.SyncLiteSubscriptionResponse:

@@ -134,6 +134,10 @@ class Producing:
         return rpc.SendMessageResponse(status=top, entries=entries)
 
     async def _send_one(self, conn: GrpcClientConn, msg: pb.Message) -> rpc.SendResultEntry:
+        if self.lite is not None and self.lite.peers is not None and msg.system_properties.lite_topic:
+            owners = await self.lite.peers.forward_send(msg)  # another broker owns its lite topic
+            if owners is not None:
+                return owners
         now = self.clock.now_ms()
         try:
             if not msg.body:

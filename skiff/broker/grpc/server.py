@@ -30,6 +30,7 @@ from skiff.broker.auth import Caller
 from skiff.broker.grpc.auth import TELEMETRY, GrpcAuth, settings_needs
 from skiff.broker.grpc.consuming import Consuming
 from skiff.broker.grpc.lite import LiteTopics
+from skiff.broker.grpc.lite_peers import CALL_METADATA, LitePeers
 from skiff.broker.grpc.offsets import Offsets
 from skiff.broker.grpc.producing import Producing
 from skiff.broker.grpc.status import status
@@ -66,6 +67,7 @@ class GrpcServer:
                                    ops.end_transaction, ops.cancel, ops.messages)
         self.consuming = Consuming(config, ops.groups, ops.pop, clock, routes, self.producing.broker_of)
         self.lite = LiteTopics(config, topics, ops.groups, clients, ops.pop, self.consuming.renewals, clock)
+        self.lite.peers = LitePeers(routes, config.broker_name, self.port, clock)
         self.producing.lite = self.consuming.lite = self.lite
         self._server: grpc.aio.Server | None = None
         self.auth: GrpcAuth | None = None
@@ -91,6 +93,8 @@ class GrpcServer:
             raise ListenError(f"the gRPC endpoint cannot listen on {self.config.listen_host}:{self.port} "
                               f"(grpcServerPort): {exc}") from None
         await server.start()
+        if self.lite.peers is not None:
+            self.lite.peers.grpc_port = self.port  # the port taken (0 picks one): its peers serve the same
         self._server = server
         self._renewer.start()
         log.info("gRPC endpoint (RocketMQ 5.x clients) listening on %s:%d%s", self.config.listen_host, self.port,
@@ -98,6 +102,8 @@ class GrpcServer:
 
     async def stop(self, grace_s: float) -> None:
         await self._renewer.stop()
+        if self.lite.peers is not None:
+            await self.lite.peers.close()
         if self._server is not None:
             for conn in list(self.clients.conns.values()):
                 conn.close()
@@ -129,7 +135,7 @@ class GrpcServer:
             "GetOffset": (lambda conn, r: self.offsets.get_offset(r), rpc.GetOffsetRequest, rpc.GetOffsetResponse),
             "UpdateOffset": (lambda conn, r: self.offsets.update_offset(r), rpc.UpdateOffsetRequest,
                              rpc.UpdateOffsetResponse),
-            "SyncLiteSubscription": (self.lite.sync, rpc.SyncLiteSubscriptionRequest,
+            "SyncLiteSubscription": (self.lite.sync_everywhere, rpc.SyncLiteSubscriptionRequest,
                                      rpc.SyncLiteSubscriptionResponse),
         }
         methods = {name: grpc.unary_unary_rpc_method_handler(self._unary(fn, out), req.FromString,
@@ -149,6 +155,7 @@ class GrpcServer:
             conn = self._conn(context, request)
             if isinstance(conn, pb.Status):
                 return out(status=conn)
+            CALL_METADATA.set(tuple(context.invocation_metadata() or ()))
             try:
                 result = fn(conn, request)
                 return await result if asyncio.iscoroutine(result) else result

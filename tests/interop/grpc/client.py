@@ -7,20 +7,17 @@ Prints one JSON object: scenario name -> what it saw (the test asserts on it).
 
 from __future__ import annotations
 
-import json
-import sys
 import threading
 import time
 
 import grpc
-from rocketmq import (ClientConfiguration, ConsumeResult, Credentials, FilterExpression, Message, MessageListener,
-                      Producer, PushConsumer, SimpleConsumer, TransactionChecker, TransactionResolution)
+from rocketmq import (ConsumeResult, FilterExpression, Message, MessageListener, Producer, PushConsumer,
+                      SimpleConsumer, TransactionChecker, TransactionResolution)
 from rocketmq.grpc_protocol import definition_pb2 as pb
 from rocketmq.grpc_protocol import service_pb2 as rpc
 from rocketmq.v5.model.filter_expression import FilterType
+from scenario import CFG, SPEC, main
 
-SPEC = json.loads(sys.argv[1])
-CFG = ClientConfiguration(SPEC["endpoint"], Credentials())
 DEADLINE_S = 30
 
 
@@ -493,14 +490,6 @@ def offsets():
     return out
 
 
-SCENARIOS = {f.__name__: f for f in (send_receive, fifo, delay, transaction, invisible, filters, share,
-                                      restart_before, restart_after, push, push_fifo, cross, spread, errors,
-                                      fifo_groups, push_many, priority_backlog, priority_rest)}
-
 if __name__ == "__main__":
-    results = {}
-    for name in SPEC["scenarios"]:
-        started = time.time()
-        results[name] = SCENARIOS[name]()
-        results[name + "_s"] = round(time.time() - started, 2)
-    print(json.dumps(results))
+    main((send_receive, fifo, delay, transaction, invisible, filters, share, restart_before, restart_after, push,
+          push_fifo, cross, spread, errors, fifo_groups, push_many, priority_backlog, priority_rest))
