@@ -93,10 +93,106 @@ def test_stop_resolves_every_waiter():
     flusher = CommitLogFlusher(lambda keep_tail: 10, interval_ms=5, sync=True, timeout_ms=10_000)
     flusher.start()
     covered = flusher.request(10)
-    beyond = flusher.request(20)
+    assert covered.result(5) is PutStatus.PUT_OK
+    beyond = flusher.request(20)  # a later group, which no fsync covers
+    assert beyond is not covered
     flusher.stop()
-    assert covered.result(1) is PutStatus.PUT_OK
     assert beyond.result(1) is PutStatus.FLUSH_DISK_TIMEOUT
+
+
+def _gated_flusher(timeout_ms=10_000):
+    """A flusher whose fsyncs each wait for a ``release`` and cover ``written[0]``, read
+    when the fsync starts (as the CommitLog's write position is)."""
+    written, started, release = [0], threading.Semaphore(0), threading.Semaphore(0)
+
+    def flush(keep_tail):
+        target = written[0]
+        started.release()
+        assert release.acquire(timeout=10)
+        return target
+
+    flusher = CommitLogFlusher(flush, interval_ms=60_000, sync=True, timeout_ms=timeout_ms)
+    return flusher, written, started, release
+
+
+def test_writes_during_an_fsync_share_the_next_one_and_its_future():
+    flusher, written, started, release = _gated_flusher()
+    flusher.start()
+    try:
+        written[0] = 10
+        first = flusher.request(10)
+        assert started.acquire(timeout=5)  # the fsync covering 10 runs, and holds
+        later = []
+        for end in (20, 30, 40):
+            written[0] = end
+            later.append(flusher.request(end))
+        assert later[0] is later[1] is later[2] and later[0] is not first  # one group: one future
+        assert not first.done() and not later[0].done()
+        release.release()
+        assert first.result(5) is PutStatus.PUT_OK
+        assert started.acquire(timeout=5)  # the next fsync started at once, for all three
+        assert not later[0].done()
+        written[0] = 50
+        after = flusher.request(50)  # made during that fsync: the group after
+        assert after is not later[0]
+        release.release()
+        assert later[0].result(5) is PutStatus.PUT_OK
+        assert started.acquire(timeout=5)
+        release.release()
+        assert after.result(5) is PutStatus.PUT_OK
+        assert flusher.groups == 3
+    finally:
+        for _ in range(4):
+            release.release()
+        flusher.stop()
+
+
+def test_a_waiter_cancelling_the_shared_future_leaves_the_others_their_answer():
+    flusher, written, started, release = _gated_flusher()
+    flusher.start()
+
+    async def wait(future):
+        return await asyncio.wrap_future(future)
+
+    async def main():
+        written[0] = 10
+        future = flusher.request(10)
+        gone = asyncio.ensure_future(wait(future))
+        kept = asyncio.ensure_future(wait(future))
+        await asyncio.sleep(0)
+        gone.cancel()  # wrap_future tries to cancel the future it wraps
+        await asyncio.wait([gone])
+        assert await asyncio.get_running_loop().run_in_executor(None, started.acquire, True, 5)
+        release.release()
+        return await asyncio.wait_for(kept, 5), future.cancelled()
+
+    try:
+        assert asyncio.run(main()) == (PutStatus.PUT_OK, False)
+    finally:
+        release.release()
+        flusher.stop()
+
+
+def test_a_group_stops_taking_writes_at_half_its_timeout():
+    flusher, written, started, release = _gated_flusher(timeout_ms=400)
+    flusher.start()
+    try:
+        hung = flusher.request(10)
+        assert started.acquire(timeout=5)  # this fsync hangs until released
+        opened = time.monotonic()
+        group = flusher.request(20)
+        assert flusher.request(30) is group
+        _wait_for(lambda: time.monotonic() - opened > 0.25)
+        late = flusher.request(40)  # past half the wait: a group of its own, its own full wait
+        assert late is not group
+        assert group.result(5) is PutStatus.FLUSH_DISK_TIMEOUT
+        assert not late.done() or time.monotonic() - opened >= 0.6
+        assert late.result(5) is PutStatus.FLUSH_DISK_TIMEOUT
+        assert hung.result(5) is PutStatus.FLUSH_DISK_TIMEOUT
+    finally:
+        for _ in range(4):
+            release.release()
+        flusher.stop()
 
 
 def test_shutdown_while_writers_run(open_store):
