@@ -34,6 +34,9 @@ from skiff.testing.chaos.workers import ORDERLY_GROUP, TOPIC, Consumers, Produce
 from skiff.testing.waits import eventually
 
 START_DEADLINE_S = 120.0
+FAILURE_TEXT_MAX = 1600
+"""Characters of a failed fault step's error kept in its history line: enough for the end of
+a broker's output that says why it did not restart."""
 RECOVERY_DEADLINE_S = 180.0
 """After the last fault: every broker back, a master whose SyncStateSet names all (slack for a loaded machine)."""
 SETTLE_ACKS = 20
@@ -169,19 +172,29 @@ async def inject_faults(cluster: ChaosCluster, opts: ChaosOptions, names: list[s
         await asyncio.sleep(max(0.0, started + opts.fault_interval_s - time.monotonic()))
 
 
+def _failure(step: str, exc: Exception) -> str:
+    """A fault step's error for the history: its start and its end. A broker that failed to
+    restart raises with its command line first and its output last, and the output's end is
+    the reason (the head alone, as kept before, named only the command)."""
+    text = f"{type(exc).__name__}: {exc}"
+    if len(text) > FAILURE_TEXT_MAX:
+        text = f"{text[:FAILURE_TEXT_MAX // 4]} ... {text[-(FAILURE_TEXT_MAX * 3 // 4):]}"
+    return f"{step} failed: {text}"
+
+
 async def one_fault(cluster: ChaosCluster, fault: Fault, rng: random.Random, hold_s: float,
                     history: HistoryWriter) -> None:
     started = time.monotonic()
     try:
         nodes, detail = await asyncio.to_thread(fault.inject, cluster, rng)
     except Exception as exc:  # noqa: BLE001 - a fault that could not be made is recorded, then undone
-        nodes, detail = [], f"inject failed: {exc!r}"[:300]
+        nodes, detail = [], _failure("inject", exc)
     history.fault(fault.name, Kind.START, nodes, detail)
     await asyncio.sleep(max(0.0, started + hold_s - time.monotonic()))
     try:
         detail = await asyncio.to_thread(fault.recover, cluster)
     except Exception as exc:  # noqa: BLE001 - recorded; recover_all tries again at the end
-        detail = f"recover failed: {exc!r}"[:300]
+        detail = _failure("recover", exc)
     history.fault(fault.name, Kind.END, nodes, detail)
 
 
