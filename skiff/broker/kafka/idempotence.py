@@ -107,6 +107,11 @@ class ProducerStates:
         state.batches.append((first, last, base_offset))
         self.version += 1
 
+    def clear(self) -> None:
+        """Forget every state (the CommitLog they were read from was cut: it is read again)."""
+        self._states.clear()
+        self.version += 1
+
     def to_obj(self) -> list[list[object]]:
         """Every state as JSON: [topic, queue id, producer id, epoch, [[first, last, base], ...]]."""
         return [[t, q, pid, st.epoch, [list(b) for b in st.batches]] for (t, q, pid), st in self._states.items()]

@@ -91,6 +91,8 @@ class KafkaService:
         self.snapshots = ProducerSnapshots(self.producers, ops.send.store, ops.send.store.root)
         self._snapshot_periodic = Periodic("kafka-producer-snapshot", config.flush_consumer_offset_interval_ms / 1000.0,
                                            self._snapshot)
+        self._state_lock = asyncio.Lock()
+        """One walk or snapshot of the producer state at a time."""
         self.producer_ids = ProducerIds()
         self.produce_ = Produce(ops.send, self.producers, config.default_topic_queue_nums)
         self.fetch_ = Fetch(ops.gate, role, ops.pull, waiters)
@@ -119,9 +121,34 @@ class KafkaService:
         self._screens = screens(config.broker_cluster_name)
 
     async def recover(self) -> None:
-        """Before serving: a master reads its idempotent producers' state back (`producer_snapshot`)."""
-        if not self.role.is_slave:
+        """Before serving: read the idempotent producers' state back (`producer_snapshot`): a
+        master's, and a controller-mode slave's, which it serves once elected."""
+        if self._follows:
             await asyncio.to_thread(self.snapshots.recover)
+        if not self.role.is_slave:
+            self.snapshots.lead()
+
+    @property
+    def _follows(self) -> bool:
+        """Keeps the producer state: a master, or a slave that an election may promote."""
+        return not self.role.is_slave or self.config.enable_controller_mode
+
+    async def _producer_state(self) -> None:
+        """Bring the producer state to the broker's role: elected, walk the rest of what was
+        replicated before leading (Produce waits for it); a slave (or demoted), read what was
+        replicated since the last round."""
+        async with self._state_lock:
+            if not self.role.is_slave:
+                if not self.snapshots.leading:
+                    found = await asyncio.to_thread(self.snapshots.follow)
+                    self.snapshots.lead()
+                    log.info("master now: %d more idempotent Kafka batches read from the replicated CommitLog "
+                             "(to offset %d) before serving Produce", found, self.snapshots.covered)
+                return
+            if self.snapshots.leading:
+                self.snapshots.step_down()
+            if self._follows:
+                await asyncio.to_thread(self.snapshots.follow)
 
     def start(self) -> None:
         """Advertise this listener in the NameServers (now and every registration period) and
@@ -137,11 +164,14 @@ class KafkaService:
         await self.client.close()
 
     async def _snapshot(self) -> None:
-        """Taken on the loop (consistent with the appends), written on a thread (fsync)."""
-        if self.role.is_slave:
+        """Taken on the loop (consistent with the appends), written on a thread (fsync); a
+        slave reads what it replicated first."""
+        if not self._follows:
             return
-        self.snapshots.due()
-        data = self.snapshots.snapshot()
+        await self._producer_state()
+        async with self._state_lock:
+            self.snapshots.due()
+            data = self.snapshots.snapshot()
         if data is not None:
             await asyncio.to_thread(self.snapshots.write, data)
 
@@ -312,6 +342,8 @@ class KafkaService:
 
     async def produce(self, req: Body, header: RequestHeader, peer: tuple[str, int]) -> Body | None:
         acks = req["acks"]
+        if not self.snapshots.leading and not self.role.is_slave:
+            await self._producer_state()  # elected: the producers' state first
         host = born_host(peer)
         responses = []
         for t in req["topic_data"]:
