@@ -170,7 +170,7 @@ def consumer_connections(args: argparse.Namespace) -> int:
     if args.json:
         return emit(args, conns, (), [])
     print_table(("CLIENT ID", "ADDRESS", "LANGUAGE", "VERSION"),
-                [(c.client_id, c.client_addr, c.language, c.version) for c in conns.connections])
+                [(c.client_id, c.client_addr, c.language, c.version_name) for c in conns.connections])
     print()
     print_table(("TOPIC", "SUBSCRIPTION", "TYPE"),
                 [(t, s.sub_string, s.expression_type) for t, s in sorted(conns.subscriptions.items())])

@@ -11,6 +11,7 @@ from skiff.protocol.bodies.compaction import TopicCompactionBody
 from skiff.protocol.bodies.heartbeat import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
 from skiff.protocol.bodies.tier import TopicTierBody
 from skiff.protocol.bodies.timer import CancelStatus, TimerSlot, TimerStatsBody
+from skiff.protocol.mq_version import version_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,12 @@ class ClientConnection:
     client_addr: str
     language: str
     version: int
+    """RocketMQ's MQVersion ordinal, as the protocol carries it (`version_name` is what tools show)."""
+
+    @property
+    def version_name(self) -> str:
+        """The client's version as RocketMQ's tools show it (``V5_1_2``)."""
+        return version_name(self.version)
 
 
 @dataclass(frozen=True, slots=True)

@@ -312,7 +312,7 @@ class Dashboard:
         return {
             "group": group, "total_lag": progress.total_lag, "consume_tps": progress.consume_tps,
             "members": [{"client_id": c.client_id, "client_addr": c.client_addr, "language": c.language,
-                         "version": c.version} for c in (conns.connections if conns else ())],
+                         "version": c.version_name} for c in (conns.connections if conns else ())],
             "topics": group_topics(conns, progress),
             "queues": [{"topic": q.mq.topic, "broker_name": q.mq.broker_name, "queue_id": q.mq.queue_id,
                         "broker_offset": q.broker_offset, "consumer_offset": q.consumer_offset, "lag": q.lag,

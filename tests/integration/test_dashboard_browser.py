@@ -188,7 +188,8 @@ def test_a_grpc_consumer_group_online_with_its_lag(cluster: Cluster, dashboard: 
     """The complaint about rocketmq-dashboard: a 5.x (gRPC) client's group shows offline, its
     lag -1. Here the official 5.x Python client holds a SimpleConsumer of a group with a backlog
     of 5 and 2 of them received, not acknowledged: the pages show the group with its member
-    (client id, language) and its lag, messages not yet popped plus those in flight."""
+    (client id, language, the client's own version 5.1.2) and its lag, messages not yet popped plus
+    those in flight."""
     topic, group, backlog, taken = "BrowserGrpc", "browser-grpc-g", 5, 2
     python = rmq5_python()
     with Admin(cluster.namesrv_addr) as admin:
@@ -221,7 +222,7 @@ def test_a_grpc_consumer_group_online_with_its_lag(cluster: Cluster, dashboard: 
         assert (queue["Topic"], queue["Lag"], queue["In flight"]) == (topic, str(backlog), str(taken)), queue
         members = [[td.text for td in tr.find_elements(By.TAG_NAME, "td")]
                    for tr in browser.find_elements(By.CSS_SELECTOR, "#members tr")[1:]]
-        assert [(m[0], m[2]) for m in members] == [(held["client_id"], "PYTHON")], members
+        assert [(m[0], m[2], m[3]) for m in members] == [(held["client_id"], "PYTHON", "V5_1_2")], members
         page.shot("grpc-group")
 
         page.open("/groups")

@@ -286,7 +286,8 @@ def test_a_grpc_consumer_is_online_with_its_pop_lag(cluster: Cluster):
                                            type=pb.TAG, expression="TagA || TagB"))]))
             assert (await grpc.settings(settings)).status.code == pb.OK
             conns = await admin.consumer_connections(group)
-            assert [(c.client_id, c.language) for c in conns.connections] == [("skiff-test-client", "PYTHON")]
+            assert [(c.client_id, c.language, c.version, c.version_name) for c in conns.connections] == [
+                ("skiff-test-client", "PYTHON", 437, "V5_1_2")]  # the user agent's 5.1.2, not a fixed V5_0_0
             assert {t: s.sub_string for t, s in conns.subscriptions.items()} == {topic: "TagA || TagB"}
             taken = messages(await grpc.receive(group, topic, batch=3))
             assert len(taken) == 3

@@ -42,14 +42,13 @@ from skiff.protocol.codes import RequestCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.errors import ConnectionClosed
 from skiff.protocol.headers.transaction import CheckTransactionStateRequestHeader
+from skiff.protocol.mq_version import V5_0_0, version_ordinal
 from skiff.protocol.v5 import definition_pb2 as pb
 from skiff.protocol.v5 import service_pb2 as rpc
 
 log = logging.getLogger(__name__)
 
 MAX_REMEMBERED_TRANSACTIONS = 100_000
-GRPC_CLIENT_VERSION = 412
-"""The MQVersion ordinal a gRPC client is listed with (V5_0_0, as the proxy's fallback)."""
 _LANGUAGES = {"JAVA": "JAVA", "CPP": "CPP", "DOT_NET": "DOTNET", "GOLANG": "GO", "RUST": "RUST", "PYTHON": "PYTHON",
               "PHP": "PHP", "RUBY": "RUBY"}
 """A 5.x client's language (its Settings' user agent) -> the remoting LanguageCode name; others are OTHER."""
@@ -178,7 +177,7 @@ class GrpcClients:
     def _channel(self, conn: GrpcClientConn) -> ClientChannel:
         settings = self.settings.get(conn.client_id)
         language = pb.Language.Name(settings.user_agent.language) if settings is not None else ""
-        return self.clients.channel(conn, conn.client_id, _LANGUAGES.get(language, "OTHER"), GRPC_CLIENT_VERSION)
+        return self.clients.channel(conn, conn.client_id, _LANGUAGES.get(language, "OTHER"), client_version(settings))
 
     def _register_consumer(self, conn: GrpcClientConn, settings: pb.Settings) -> None:
         """A consumer's Settings make it a member of its group in the broker's client table, as
@@ -199,6 +198,14 @@ class GrpcClients:
         are the caller's to drop (`MembershipOperation.closed`, as a closed remoting connection's)."""
         self.settings.pop(client_id, None)
         return self.conns.pop(client_id, None)
+
+
+def client_version(settings: pb.Settings | None) -> int:
+    """The MQVersion ordinal a 5.x client is listed with: the version its Settings' user agent says
+    (``5.1.2`` is V5_1_2, as the proxy reads the client's version), else V5_0_0 (a version RocketMQ's
+    enum does not have, e.g. the Node.js client's package version 1.0.8)."""
+    found = version_ordinal(settings.user_agent.version) if settings is not None else None
+    return V5_0_0 if found is None else found
 
 
 def _backoff(policy: pb.RetryPolicy, backoff: ExponentialRetryPolicy | list[int]) -> None:
