@@ -78,6 +78,10 @@ class BrokerConfig(TlsSettings):
         "renewSchedulePeriodMillis": "renew_schedule_period_ms",
         "renewAheadTimeMillis": "renew_ahead_time_ms",
         "renewMaxTimeMillis": "renew_max_time_ms",
+        "liteTtlCheckInterval": "lite_ttl_check_interval_ms",
+        "minLiteTTl": "min_lite_ttl_ms",
+        "liteSubscriptionCheckInterval": "lite_subscription_check_interval_ms",
+        "liteSubscriptionCheckTimeoutMills": "lite_subscription_check_timeout_ms",
         "aclReloadInterval": "acl_reload_interval_ms",
     }
 
@@ -194,6 +198,16 @@ class BrokerConfig(TlsSettings):
     """A held message due within this long is hidden for another defaultInvisibleTimeMills."""
     renew_max_time_ms: int = 3 * 3_600_000
     """Renewals stop after this long; the message then comes back (the proxy's key)."""
+    lite_ttl_check_interval_ms: int = 120_000
+    """How often idle lite topics are looked for (RocketMQ 5.5's key; skiff.broker.grpc.lite_expiry)."""
+    min_lite_ttl_ms: int = 15 * 60_000
+    """A lite topic is never expired within this long of its last message, nor in this long after
+    the broker starts (5.5's key)."""
+    lite_subscription_check_interval_ms: int = 120_000
+    """How often lite subscriptions no client has synced lately are looked for (5.5's key)."""
+    lite_subscription_check_timeout_ms: int = 180_000
+    """A lite subscription its client has not synced for this long is dropped (5.5's key; the
+    clients sync their whole set every 30 s)."""
     acl_enable: bool = False
     """Check every request against plain_acl.yml (RocketMQ 4.x plain ACL; docs/acl.md)."""
     plain_acl_file: str = "conf/plain_acl.yml"
