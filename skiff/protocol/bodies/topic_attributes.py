@@ -8,7 +8,8 @@ Skiff knows ``cleanup.policy`` (DELETE or COMPACTION; RocketMQ 5.1's name),
 name), and the tier's ``tiered.storage``, ``retention.local.ms`` and
 ``retention.tiered.ms`` (docs/tiered-storage.md), and RocketMQ 5's ``message.type`` (what 5.x
 producers may send to the topic: NORMAL, FIFO, DELAY, TRANSACTION, PRIORITY, LITE, or MIXED for the
-first four), and ``dedup.window.ms`` (a message whose UNIQ_KEY the topic stored within that many
+first four), ``lite.topic.expiration`` (a LITE parent's idle lite topics' lifetime in minutes), and
+``dedup.window.ms`` (a message whose UNIQ_KEY the topic stored within that many
 milliseconds is not stored again: skiff/broker/dedup.py; 0, the default, is off). RocketMQ marks
 cleanup.policy unchangeable after creation; Skiff lets an update switch it, since compaction
 only ever reads a topic's existing records. Any other name is refused, as RocketMQ refuses unsupported keys.
@@ -114,7 +115,25 @@ def message_type(attributes: Mapping[str, str]) -> TopicMessageType | None:
     return None if value is None else TopicMessageType(value)
 
 
-_KNOWN = {MESSAGE_TYPE: _check_message_type, CLEANUP_POLICY: _check_policy, DELETE_RETENTION_MS: _check_retention,
+LITE_TOPIC_EXPIRATION = "lite.topic.expiration"
+"""A LITE parent's lite topics are deleted after this many minutes without a message (RocketMQ 5.5;
+-1, the default: never; at most 43,200, 30 days; skiff.broker.grpc.lite_expiry)."""
+LITE_TOPIC_EXPIRATION_MAX_MIN = 43_200
+
+
+def _check_lite_expiration(value: str) -> str:
+    text = value.strip()
+    if not (text.lstrip("-").isdigit() and -1 <= int(text) <= LITE_TOPIC_EXPIRATION_MAX_MIN):
+        raise BodyError(f"{LITE_TOPIC_EXPIRATION}={value!r}: must be minutes from -1 (never) to "
+                        f"{LITE_TOPIC_EXPIRATION_MAX_MIN}")
+    return str(int(text))
+
+
+def lite_topic_expiration_min(attributes: Mapping[str, str]) -> int:
+    return int(attributes.get(LITE_TOPIC_EXPIRATION, -1))
+
+
+_KNOWN = {MESSAGE_TYPE: _check_message_type, LITE_TOPIC_EXPIRATION: _check_lite_expiration, CLEANUP_POLICY: _check_policy, DELETE_RETENTION_MS: _check_retention,
           TIERED_STORAGE: _check_bool,
           RETENTION_LOCAL_MS: _check_ms(RETENTION_LOCAL_MS, False),
           RETENTION_TIERED_MS: _check_ms(RETENTION_TIERED_MS, True),
