@@ -50,7 +50,7 @@ def start_up(count: int, root: str, extra: Sequence[str]) -> tuple[SkiffProcess,
     base = free_ports_apart([o for i in range(count) for o in (10 * i, 10 * i + 1)])
     args = ["up", "--brokers", str(count), "--dir", root, "--namesrv-port", str(free_port()),
             "--broker-port", str(base), "--grpc-port", "0", "--metrics-port", "0", "--namesrv-metrics-port", "0",
-            "--no-dashboard", "--flushDiskType=ASYNC_FLUSH", *extra]
+            "--kafka-port", "0", "--no-dashboard", "--flushDiskType=ASYNC_FLUSH", *extra]
     proc = start_skiff(args, timeout_s=START_TIMEOUT_S)
     if count == 1:  # one broker runs in the up process itself, beside the NameServer
         proc.wait_for_line(r"skiff broker listening on", START_TIMEOUT_S)

@@ -90,7 +90,8 @@ def register(sub: Any) -> None:
     up.add_argument("--no-dashboard", action="store_true", help="do not run the web dashboard")
     up.add_argument("--kafka-port", type=int, default=UP_KAFKA_PORT,
                     help=f"port of the broker's Kafka listener, for Kafka clients (default {UP_KAFKA_PORT}; 0 turns "
-                         f"it off; skipped with a warning when taken; off with --tls; docs/kafka.md)")
+                         f"it off; skipped with a warning when taken; over TLS with --tls; with --brokers and --ha "
+                         f"broker i's is 10·i above; docs/kafka.md)")
     up.add_argument("--tls", action="store_true",
                     help="serve both doors over TLS only, with a self-signed pair made in the store directory "
                          "(docs/tls.md)")
@@ -142,8 +143,8 @@ def run_up(args: argparse.Namespace, extra: list[str]) -> int:
     if pair is not None:
         log_tls_note(pair)
     try:
-        kafka_port = 0 if pair is not None else args.kafka_port
-        return run(lambda stop: serve_up(namesrv_config, broker_config, store_config, stop, dashboard, kafka_port))
+        return run(lambda stop: serve_up(namesrv_config, broker_config, store_config, stop, dashboard,
+                                         args.kafka_port))
     except ListenError as exc:
         # Each server binds its own ports (testing a port first and binding later races with
         # other processes): one that is taken stops `skiff up` with the option that moves it.

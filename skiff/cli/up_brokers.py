@@ -13,7 +13,9 @@ This command runs the NameServer and the dashboard in its own process (as plain
 with a ``[broker N]`` prefix, SIGTERM passed on, killed with this process). A broker
 that exits is reported and left down. Broker ``i`` (from 0) stores in ``DIR/broker-<letter>``
 and listens on ``--broker-port + 10·i`` (HA one above), gRPC ``--grpc-port + 10·i``,
-metrics ``--metrics-port + 10·i``. The try-out's small files apply
+metrics ``--metrics-port + 10·i``, Kafka clients ``--kafka-port + 10·i`` (9092, 9102, ...;
+each broker advertises its listener in the NameServer's KV config, so any one of them
+bootstraps a Kafka client to all). The try-out's small files apply
 (`skiff.cli.broker.TRY_OUT_STORE`). docs/cli.md and docs/performance.md ("Two brokers
 on two cores") have the measurements.
 """
@@ -27,7 +29,7 @@ import os
 import string
 from typing import TYPE_CHECKING
 
-from skiff.cli.up_ha import BROKER_PORT_STEP, Broker, BrokerSpec, UpHa, check_own_ports
+from skiff.cli.up_ha import BROKER_PORT_STEP, Broker, BrokerSpec, UpHa, check_own_ports, kafka_port
 from skiff.common.config import parse_overrides
 from skiff.common.errors import ConfigError
 
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
 MAX_BROKERS = 26
 """Broker names run broker-a to broker-z."""
 PER_BROKER_KEYS = ("brokerName", "brokerId", "brokerRole", "listenPort", "haListenPort", "grpcServerPort",
-                   "metricsPort", "storePathRootDir")
+                   "metricsPort", "kafkaListenPort", "storePathRootDir")
 """Keys `skiff up --brokers` sets for each broker; as --key=value they would give every one the same."""
 
 
@@ -78,15 +80,17 @@ def broker_specs(args: argparse.Namespace, extra: list[str], store_dir: str) -> 
         step = BROKER_PORT_STEP * i
         port = args.broker_port + step
         grpc = args.grpc_port + step if args.grpc_port else 0
+        kafka = kafka_port(args, i)
         store = os.path.join(store_dir, broker_name(i))
         keys = {
             **TRY_OUT_STORE, "listenHost": args.host, **overrides,
             "brokerName": broker_name(i), "brokerId": "0", "brokerRole": overrides.get("brokerRole", "ASYNC_MASTER"),
             "storePathRootDir": store, "listenPort": str(port), "haListenPort": str(port + 1),
             "grpcServerPort": str(grpc), "metricsPort": str(args.metrics_port + step if args.metrics_port else 0),
+            "kafkaListenPort": str(kafka),
         }
         config, _ = load_configs(keys)  # a bad key or value stops everything before anything starts
-        specs.append(NamedSpec(i + 1, args.host, port, port + 1, grpc, store, keys, config))
+        specs.append(NamedSpec(i + 1, args.host, port, port + 1, grpc, store, keys, config, kafka))
     return specs
 
 
@@ -109,8 +113,8 @@ def run_up_brokers(args: argparse.Namespace, extra: list[str]) -> int:
         return run(up.serve)
     except ListenError as exc:
         raise ListenError(f"{exc}; skiff up --brokers moves its ports with --namesrv-port, --broker-port, "
-                          f"--grpc-port (0: no gRPC), --metrics-port and --namesrv-metrics-port (0: no metrics)"
-                          ) from exc
+                          f"--grpc-port (0: no gRPC), --kafka-port (0: no Kafka listeners), --metrics-port and "
+                          f"--namesrv-metrics-port (0: no metrics)") from exc
 
 
 class UpBrokers(UpHa):

@@ -30,6 +30,7 @@ import os
 import re
 import shlex
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -64,7 +65,8 @@ ROLE_TIMEOUT_S = 30.0
 QUICK_EXIT_S = 10.0
 QUICK_EXITS_MAX = 3
 """A broker that exits this many times in a row within QUICK_EXIT_S of its start is left down."""
-PER_BROKER_KEYS = ("brokerId", "listenPort", "haListenPort", "grpcServerPort", "metricsPort", "storePathRootDir")
+PER_BROKER_KEYS = ("brokerId", "listenPort", "haListenPort", "grpcServerPort", "metricsPort", "kafkaListenPort",
+                   "storePathRootDir")
 """Keys `skiff up --ha` sets for each broker; as --key=value they would give both the same one."""
 
 LISTENING = re.compile(r"skiff broker listening on ")
@@ -101,6 +103,8 @@ class BrokerSpec:
     store: str
     keys: dict[str, str]
     config: BrokerConfig
+    kafka_port: int = 0
+    """Its Kafka listener's port (0: none), `kafka_port`."""
 
     @property
     def name(self) -> str:
@@ -115,7 +119,28 @@ class BrokerSpec:
 
     def ports_text(self) -> str:
         grpc = f"gRPC {self.grpc_port}" if self.grpc_port else "no gRPC"
-        return f"HA port {self.ha_port}, {grpc}"
+        kafka = f"Kafka clients at {self.host}:{self.kafka_port}" if self.kafka_port else "no Kafka listener"
+        return f"HA port {self.ha_port}, {grpc}, {kafka}"
+
+
+def kafka_port(args: argparse.Namespace, index: int) -> int:
+    """Broker ``index``'s (from 0) Kafka listener port: ``--kafka-port`` + 10·index, as its other
+    ports (0: none). Each broker advertises its own in the NameServer's KV config, so the
+    Metadata of any of them lists every broker group's master (docs/kafka.md). A port taken
+    now is skipped with a warning, as plain `skiff up` skips its own: the Kafka port is a
+    try-out's convenience (9092 is often a local Kafka's)."""
+    if not args.kafka_port:
+        return 0
+    port = args.kafka_port + BROKER_PORT_STEP * index
+    with socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the listener binds
+        try:
+            probe.bind((args.host, port))
+        except OSError as exc:
+            log.warning("the Kafka listener of broker %d cannot listen on %s:%d (%s); it runs without it "
+                        "(--kafka-port picks other ports)", index + 1, args.host, port, exc.strerror)
+            return 0
+    return port
 
 
 
@@ -127,13 +152,14 @@ def check_own_ports(args: argparse.Namespace, overrides: dict[str, str], own_key
     for key in own_keys:
         if key in overrides:
             raise ConfigError(f"--{key} cannot be given to skiff up {mode}: each broker gets its own (use --dir, "
-                              f"--broker-port, --grpc-port and --metrics-port; broker i's ports are "
+                              f"--broker-port, --grpc-port, --metrics-port and --kafka-port; broker i's ports are "
                               f"{BROKER_PORT_STEP}·i above)")
     top = BROKER_PORT_STEP * (count - 1)
     if not 0 < args.broker_port <= 65535 - top - 1:
         raise ConfigError(f"--broker-port {args.broker_port}: skiff up {mode} needs a port number (not 0) with "
                           f"room for {top + 1} above it")
-    for flag, value in (("--grpc-port", args.grpc_port), ("--metrics-port", args.metrics_port)):
+    for flag, value in (("--grpc-port", args.grpc_port), ("--metrics-port", args.metrics_port),
+                        ("--kafka-port", args.kafka_port)):
         if not 0 <= value <= 65535 - top:
             raise ConfigError(f"{flag} {value} is not a port with room for {top} above it")
 
@@ -149,6 +175,7 @@ def broker_specs(args: argparse.Namespace, extra: list[str], store_dir: str) -> 
         step = BROKER_PORT_STEP * (broker_id - 1)
         port = args.broker_port + step
         grpc = args.grpc_port + step if args.grpc_port else 0
+        kafka = kafka_port(args, broker_id - 1)
         store = os.path.join(store_dir, f"broker-{broker_id}")
         keys = {
             **TRY_OUT_STORE, "listenHost": args.host, "brokerName": GROUP, "brokerRole": "SYNC_MASTER",
@@ -156,10 +183,10 @@ def broker_specs(args: argparse.Namespace, extra: list[str], store_dir: str) -> 
             **overrides,
             "brokerId": str(broker_id), "storePathRootDir": store, "listenPort": str(port),
             "haListenPort": str(port + 1), "grpcServerPort": str(grpc),
-            "metricsPort": str(args.metrics_port + step if args.metrics_port else 0),
+            "metricsPort": str(args.metrics_port + step if args.metrics_port else 0), "kafkaListenPort": str(kafka),
         }
         config, _ = load_configs(keys)  # a bad key or value stops `skiff up --ha` before anything starts
-        specs.append(BrokerSpec(broker_id, args.host, port, port + 1, grpc, store, keys, config))
+        specs.append(BrokerSpec(broker_id, args.host, port, port + 1, grpc, store, keys, config, kafka))
     return specs
 
 
@@ -187,8 +214,8 @@ def run_up_ha(args: argparse.Namespace, extra: list[str]) -> int:
         return run(up.serve)
     except ListenError as exc:
         raise ListenError(f"{exc}; skiff up --ha moves its ports with --namesrv-port, --broker-port, --grpc-port "
-                          f"(0: no gRPC), --etcd-port, and --metrics-port and --namesrv-metrics-port "
-                          f"(0: no metrics)") from exc
+                          f"(0: no gRPC), --kafka-port (0: no Kafka listener), --etcd-port, and --metrics-port and "
+                          f"--namesrv-metrics-port (0: no metrics)") from exc
     finally:
         etcd.stop()
 

@@ -2,8 +2,8 @@
 
 The pair is made once in ``<store>/tls/`` (``skiff.crt``, ``skiff.key``) and kept, so a
 client that was told to trust it goes on trusting it across restarts. The NameServer and
-the broker run ``tls.server.mode=enforcing`` (the gRPC door serves TLS only then), the broker
-registers with the NameServer over TLS and verifies it, and the dashboard connects with TLS.
+the broker run ``tls.server.mode=enforcing`` (the gRPC door and the Kafka listener serve TLS
+only then), the broker registers with the NameServer over TLS and verifies it, and the dashboard connects with TLS.
 docs/tls.md shows each client's settings.
 """
 
@@ -41,7 +41,8 @@ def log_tls_note(pair: CertificatePair) -> None:
     cert = pair.cert_path.resolve()
     log.info("TLS only (tls.server.mode=enforcing), self-signed certificate %s: skiff commands take "
              "--tls --tls-trust %s; RocketMQ 5.x clients tls_enable=True with "
-             "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH=%s (docs/tls.md)", cert, cert, cert)
+             "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH=%s; Kafka clients security.protocol=SSL with ssl.ca.location=%s "
+             "(docs/tls.md)", cert, cert, cert, cert)
 
 
 def _unspecified(host: str) -> bool:

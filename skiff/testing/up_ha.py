@@ -82,7 +82,7 @@ class UpHa:
         return ["up", "--ha", "--dir", str(self.store), "--namesrv-port", "0", "--dashboard-port", "0",
                 "--broker-port", str(broker), "--grpc-port", str(grpc), "--etcd-port", str(etcd),
                 "--etcd-peer-port", str(free_port()), "--metrics-port", "0", "--namesrv-metrics-port", "0",
-                "--restart-delay", str(self.restart_delay_s), *self.extra]
+                "--kafka-port", "0", "--restart-delay", str(self.restart_delay_s), *self.extra]
 
     def start(self) -> UpHa:
         self.proc = SkiffProcess(self._args())

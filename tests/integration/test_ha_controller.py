@@ -120,7 +120,7 @@ def test_skiff_up_ha_runs_etcd_and_an_elected_pair(tmp_path: Path) -> None:
     proc = start_skiff(["up", "--ha", "--dir", str(tmp_path), "--namesrv-port", str(ports[0]),
                         "--broker-port", str(ports[1]), "--etcd-port", str(ports[2]),
                         "--etcd-peer-port", str(ports[3]), "--grpc-port", "0", "--metrics-port", "0",
-                        "--namesrv-metrics-port", "0", "--no-dashboard"], timeout_s=60)
+                        "--namesrv-metrics-port", "0", "--kafka-port", "0", "--no-dashboard"], timeout_s=60)
     try:
         proc.wait_for_line(r"id \d: .*\(MASTER, epoch 1\)", 10)
 

@@ -23,7 +23,7 @@ def test_two_brokers_share_a_topic_and_every_message_arrives_once(tmp_path: Path
     base = free_ports_apart((0, 1, 10, 11))  # each broker's listen and HA ports, broker-b's 10 above
     proc = start_skiff(["up", "--brokers", "2", "--dir", str(tmp_path), "--namesrv-port", "0",
                         "--broker-port", str(base), "--grpc-port", "0", "--metrics-port", "0",
-                        "--namesrv-metrics-port", "0", "--no-dashboard"], timeout_s=60)
+                        "--namesrv-metrics-port", "0", "--kafka-port", "0", "--no-dashboard"], timeout_s=60)
     try:
         ns = proc.wait_for_line(r"skiff up --brokers 2: NameServer (\S+),", 30)[1]
         children = {m[1]: (int(m[2]), m[3]) for m in re.finditer(
