@@ -20,7 +20,7 @@ from skiff.protocol.headers.admin import CreateTopicRequestHeader
 from skiff.protocol.v5 import definition_pb2 as pb
 from skiff.protocol.v5 import service_pb2 as rpc
 from skiff.testing.cluster import Cluster
-from skiff.testing.grpc_wire import GrpcWire, first_status, messages
+from skiff.testing.grpc_wire import SERVICE, GrpcWire, first_status, messages
 from skiff.testing.processes import free_port
 from skiff.testing.waits import eventually
 from skiff.testing.wire import BrokerWire
@@ -29,6 +29,7 @@ PARENT, PLAIN = "LiteParent", "LitePlainTopic"
 NESTED = PARENT + "|nested"
 """A parent whose lite topics' store names start as PARENT's do."""
 WILDCARD, EXPLICIT, BOUND_ELSEWHERE = "G-lite-wild", "G-lite-explicit", "G-lite-bound"
+EXCLUSIVE = "G-lite-exclusive"
 DEADLINE_S = 60.0
 
 pytestmark = pytest.mark.xdist_group("grpc-lite")  # one cluster for the module, not one per worker
@@ -50,7 +51,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
                     assert resp.code == ResponseCode.SUCCESS, resp.remark
                 groups = {WILDCARD: {"+lite.sub.wildcard": "true", "+lite.bind.topic": PARENT},  # as mqadmin sends them
                           EXPLICIT: {"lite.bind.topic": PARENT, "lite.sub.client.quota": "3"},
-                          BOUND_ELSEWHERE: {"lite.bind.topic": "SomeOtherParent"}}
+                          BOUND_ELSEWHERE: {"lite.bind.topic": "SomeOtherParent"},
+                          EXCLUSIVE: {"+lite.bind.topic": PARENT, "+lite.sub.model": "Exclusive"}}
                 for group, group_attributes in groups.items():
                     config = SubscriptionGroupConfig(group, attributes=group_attributes)
                     resp = await wire.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, config.to_json())
@@ -71,15 +73,18 @@ async def send(grpc: GrpcWire, message: pb.Message) -> pb.Status:
     return sent.status
 
 
+def lite_settings(group: str, *, language: Any = pb.JAVA, kind: Any = pb.LITE_SIMPLE_CONSUMER) -> pb.Settings:
+    return pb.Settings(client_type=kind, user_agent=pb.UA(language=language, version="5.1.2"),
+                       subscription=pb.Subscription(group=pb.Resource(name=group), subscriptions=[
+                           pb.SubscriptionEntry(topic=pb.Resource(name=PARENT),
+                                                expression=pb.FilterExpression(type=pb.TAG, expression="*"))]))
+
+
 async def lite_client(endpoint: str, client_id: str, group: str, *,
                       language: Any = pb.JAVA, kind: Any = pb.LITE_SIMPLE_CONSUMER) -> tuple[GrpcWire, Any]:
     """A lite consumer's connection and the server's reply to its Settings."""
     grpc = GrpcWire(endpoint, client_id)
-    settings = pb.Settings(client_type=kind, user_agent=pb.UA(language=language, version="5.1.2"),
-                           subscription=pb.Subscription(group=pb.Resource(name=group), subscriptions=[
-                               pb.SubscriptionEntry(topic=pb.Resource(name=PARENT),
-                                                    expression=pb.FilterExpression(type=pb.TAG, expression="*"))]))
-    return grpc, await grpc.settings(settings)
+    return grpc, await grpc.settings(lite_settings(group, language=language, kind=kind))
 
 
 async def sync(grpc: GrpcWire, group: str, action: Any, names: Sequence[str], topic: str = PARENT) -> pb.Status:
@@ -290,4 +295,52 @@ def test_lite_sends_and_subscriptions_are_refused_as_the_proxy_refuses_them(clus
             }
         finally:
             await grpc.close()
+    asyncio.run(test())
+
+
+def test_an_exclusive_groups_lite_topic_is_served_only_to_the_client_that_added_it_last(cluster: Cluster):
+    """lite.sub.model=Exclusive (5.5): a client adding a lite topic takes it from the group's other
+    clients, which are told on their Telemetry stream (NotifyUnsubscribeLite) and not served it again,
+    though their complete resync still names it (told again), until they add it themselves."""
+    async def test() -> None:
+        endpoint = cluster.grpc_endpoint  # type: ignore[attr-defined]
+        x, y = GrpcWire(endpoint, "ex-x"), GrpcWire(endpoint, "ex-y")
+        telemetry = x.channel.stream_stream(SERVICE + "Telemetry",
+                                            request_serializer=rpc.TelemetryCommand.SerializeToString,
+                                            response_deserializer=rpc.TelemetryCommand.FromString)
+        stream = telemetry(metadata=x.metadata, timeout=DEADLINE_S)  # x's stream stays open for the notices
+        try:
+            await stream.write(rpc.TelemetryCommand(settings=lite_settings(EXCLUSIVE)))
+            assert (await stream.read()).status.code == pb.OK
+            assert (await y.settings(lite_settings(EXCLUSIVE))).status.code == pb.OK
+
+            async def got(grpc: GrpcWire, wait_ms: int = 300) -> list[str]:
+                bodies = []
+                for m in messages(await grpc.receive(EXCLUSIVE, PARENT, wait_ms=wait_ms)):
+                    bodies.append(m.body.decode())
+                    assert await ack(grpc, EXCLUSIVE, m) == pb.OK
+                return bodies
+
+            async def notice() -> str:
+                command = await asyncio.wait_for(stream.read(), 10)
+                return str(command.notify_unsubscribe_lite_command.lite_topic)
+
+            assert (await sync(x, EXCLUSIVE, pb.PARTIAL_ADD, ["ex-1"])).code == pb.OK
+            assert (await send(x, lite_message(900, "ex-1", b"m0"))).code == pb.OK
+            assert await got(x, 5000) == ["m0"]
+            assert (await sync(y, EXCLUSIVE, pb.PARTIAL_ADD, ["ex-1"])).code == pb.OK
+            assert await notice() == "ex-1"
+            assert (await send(x, lite_message(901, "ex-1", b"m1"))).code == pb.OK
+            assert (await got(x), await got(y, 5000)) == ([], ["m1"])
+            assert (await sync(x, EXCLUSIVE, pb.COMPLETE_ADD, ["ex-1"])).code == pb.OK  # x's resync
+            assert await notice() == "ex-1"
+            assert (await send(x, lite_message(902, "ex-1", b"m2"))).code == pb.OK
+            assert (await got(x), await got(y, 5000)) == ([], ["m2"])
+            assert (await sync(x, EXCLUSIVE, pb.PARTIAL_ADD, ["ex-1"])).code == pb.OK  # x takes it back
+            assert (await send(x, lite_message(903, "ex-1", b"m3"))).code == pb.OK
+            assert (await got(y), await got(x, 5000)) == ([], ["m3"])
+        finally:
+            stream.cancel()
+            await x.close()
+            await y.close()
     asyncio.run(test())

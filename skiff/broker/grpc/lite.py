@@ -60,7 +60,7 @@ from skiff.common.limits import (
 )
 from skiff.common.stored_message import decode_record
 from skiff.protocol.bodies.admin import SubscriptionGroupConfig
-from skiff.protocol.bodies.group_attributes import BIND_TOPIC, CLIENT_QUOTA, WILDCARD
+from skiff.protocol.bodies.group_attributes import BIND_TOPIC, CLIENT_QUOTA, SUB_MODEL, WILDCARD
 from skiff.protocol.bodies.topic_attributes import TopicMessageType, message_type
 from skiff.protocol.codes import ResponseCode
 from skiff.protocol.v5 import definition_pb2 as pb
@@ -115,6 +115,11 @@ class LiteSubscription:
     wildcard: bool = False
     """Every lite topic of the parent (a COMPLETE_ADD of a ``lite.sub.wildcard`` group)."""
     version: int = -1
+    synced_ms: int = 0
+    """When the client last synced it (a subscription not synced for long goes: lite_expiry)."""
+    evicted: set[str] = field(default_factory=set)
+    """Lite topics another client of an Exclusive group took (5.5's eviction tombstones): not served
+    to this client, though its complete syncs name them, until it adds them again one by one."""
 
 
 class LiteTopics:
@@ -273,12 +278,56 @@ class LiteTopics:
         for name in after - sub.names:
             self._lmq(parent, name)  # subscribed before its first message: made now, read from its start
         sub.names = after
+        sub.synced_ms = self.clock.now_ms()
         if req.action == pb.COMPLETE_ADD:
             sub.wildcard = wildcard
             sub.version = req.version if req.HasField("version") else sub.version
+        if group_attribute(group, SUB_MODEL) == "Exclusive":
+            self._exclusive(conn.client_id, sub, req.action, set(names))
         self.subscriptions[conn.client_id] = sub
         self.arrived(parent)
         return answer(pb.OK, "OK")
+
+    def _exclusive(self, client_id: str, sub: LiteSubscription, action: int, names: set[str]) -> None:
+        """An Exclusive group (``lite.sub.model``, 5.5): a lite topic one client adds is taken from
+        every other client of the group, which is told (NotifyUnsubscribeLite) and not served it
+        again until it adds it again itself; a complete sync that still names a taken lite topic
+        is told again, and one that no longer names it clears the mark."""
+        if action == pb.PARTIAL_ADD:
+            sub.evicted -= names
+            for other_id, other in self.subscriptions.items():
+                if other_id == client_id or (other.group, other.parent) != (sub.group, sub.parent):
+                    continue
+                for name in names & other.names - other.evicted:
+                    other.evicted.add(name)
+                    self.notify_unsubscribe(other_id, name)
+        elif action == pb.COMPLETE_ADD:
+            sub.evicted &= names
+            for name in sub.evicted:
+                self.notify_unsubscribe(client_id, name)
+
+    def notify_unsubscribe(self, client_id: str, lite: str) -> None:
+        """Tell a client on its Telemetry stream to drop a lite topic (the Java client does; the
+        Python 5.1.2 client ignores the command)."""
+        conn = self.clients.conns.get(client_id)
+        if conn is None or conn.stream is None:
+            return
+        command = rpc.TelemetryCommand(notify_unsubscribe_lite_command=rpc.NotifyUnsubscribeLiteCommand(
+            lite_topic=lite))
+        try:
+            conn.stream.put_nowait(command)
+        except asyncio.QueueFull:  # a client that does not read its stream: its next sync tells it again
+            pass
+
+    def left(self, topic: str) -> None:
+        """Lite topic ``topic`` was deleted (lite_expiry): it leaves every subscription."""
+        names = parent_and_lite(topic)
+        if names is None:
+            return
+        for sub in self.subscriptions.values():
+            if sub.parent == names[0]:
+                sub.names.discard(names[1])
+                sub.evicted.discard(names[1])
 
     def _names(self, conn: GrpcClientConn, req: rpc.SyncLiteSubscriptionRequest) -> list[str]:
         """The lite topics a sync names, the Python 5.1.2 client's split name put back together."""
@@ -300,7 +349,7 @@ class LiteTopics:
             names = [t for t in self.topics.topics()
                      if t.startswith(prefix) and (parent_and_lite(t) or ("",))[0] == sub.parent]
         else:
-            names = [lmq_name(sub.parent, n) for n in sub.names]
+            names = [lmq_name(sub.parent, n) for n in sub.names - sub.evicted]
         if names:
             start = random.randrange(len(names))
             names = names[start:] + names[:start]

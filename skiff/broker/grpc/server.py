@@ -30,6 +30,7 @@ from skiff.broker.auth import Caller
 from skiff.broker.grpc.auth import TELEMETRY, GrpcAuth, settings_needs
 from skiff.broker.grpc.consuming import Consuming
 from skiff.broker.grpc.lite import LiteTopics
+from skiff.broker.grpc.lite_expiry import LiteExpiry
 from skiff.broker.grpc.lite_peers import CALL_METADATA, LitePeers
 from skiff.broker.grpc.offsets import Offsets
 from skiff.broker.grpc.producing import Producing
@@ -74,6 +75,8 @@ class GrpcServer:
         """ACL 2.0 (`skiff.broker.grpc.auth`): every call authenticated and authorized by the gate."""
         self._renewer = Periodic("grpc-renew-invisible", config.renew_schedule_period_ms / 1000.0,
                                  self.consuming.renewals.renew_tick)
+        self.lite_expiry = LiteExpiry(config, topics, ops.topics, ops.pop, self.lite, clock)
+        self._periodics = [self._renewer, *self.lite_expiry.periodics()]
 
     def endpoints(self, host: str) -> pb.Endpoints:
         """A broker's gRPC endpoint: its host, this broker's grpcServerPort."""
@@ -96,12 +99,14 @@ class GrpcServer:
         if self.lite.peers is not None:
             self.lite.peers.grpc_port = self.port  # the port taken (0 picks one): its peers serve the same
         self._server = server
-        self._renewer.start()
+        for periodic in self._periodics:
+            periodic.start()
         log.info("gRPC endpoint (RocketMQ 5.x clients) listening on %s:%d%s", self.config.listen_host, self.port,
                  " over TLS" if credentials is not None else "")
 
     async def stop(self, grace_s: float) -> None:
-        await self._renewer.stop()
+        for periodic in self._periodics:
+            await periodic.stop()
         if self.lite.peers is not None:
             await self.lite.peers.close()
         if self._server is not None:

@@ -72,7 +72,8 @@ def push_wildcard():
 
 def simple_split_name():
     """A LiteSimpleConsumer's subscribe_lite, which 5.1.2 sends split into characters until its 30 s
-    resync: how soon its messages came, and that only the one lite topic's did."""
+    resync: how soon its messages came, and that only the one lite topic's did; then its
+    unsubscribe_lite, and what a receive gets after it."""
     send([("py-lite-topic", f"b{k}") for k in range(3)] + [("p", "not-mine"), ("y", "not-mine")])
     c = LiteSimpleConsumer(PARENT, CFG, SPEC["group"], await_duration=2)
     c.startup()
@@ -86,6 +87,8 @@ def simple_split_name():
                 got.append({"lite": m.lite_topic, "body": m.body.decode(), "topic": m.topic})
                 first_at = first_at or time.time() - started
                 c.ack(m)
+        c.unsubscribe_lite("py-lite-topic")  # a PARTIAL_REMOVE: what is sent after it is not received
+        send([("py-lite-topic", "after-unsubscribe")])
         extra = [m.body.decode() for m in c.receive(32, 20)]
         return {"got": got, "first_after_s": first_at, "extra": extra, "quota": quota}
     finally:
