@@ -51,8 +51,9 @@ def cert(tmp_path_factory: pytest.TempPathFactory) -> CertificatePair:
 
 
 @pytest.fixture(scope="module")
-def kafka(tmp_path_factory: pytest.TempPathFactory, cert: CertificatePair) -> Iterator[str]:
-    """The broker's port in tls.server.mode=permissive: SASL_PLAINTEXT and SASL_SSL on one port."""
+def sasl_cluster(tmp_path_factory: pytest.TempPathFactory, cert: CertificatePair) -> Iterator[tuple[Cluster, str]]:
+    """The cluster and its broker's Kafka address, in tls.server.mode=permissive: SASL_PLAINTEXT
+    and SASL_SSL on one port."""
     port = free_port()
     args = [f"--kafkaListenPort={port}", "--authenticationEnabled=true", "--authorizationEnabled=true",
             '--initAuthenticationUser={"username":"root","password":"root-secret-1"}',
@@ -60,7 +61,12 @@ def kafka(tmp_path_factory: pytest.TempPathFactory, cert: CertificatePair) -> It
             f"--tls.server.keyPath={cert.key_path}"]
     with Cluster(tmp_path_factory.mktemp("kafka-sasl"), broker_args=args) as c:
         run_coroutine(prepare(c))
-        yield f"127.0.0.1:{port}"
+        yield c, f"127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def kafka(sasl_cluster: tuple[Cluster, str]) -> str:
+    return sasl_cluster[1]
 
 
 async def prepare(c: Cluster) -> None:
@@ -187,6 +193,27 @@ def test_plain_then_requests_through_the_gate(kafka: str) -> None:
         assert created["topics"][0]["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
     finally:
         wire.close()
+
+
+def test_metadata_hides_topics_without_a_warning_per_request(sasl_cluster: tuple[Cluster, str]) -> None:
+    """Clients ask for Metadata every few seconds: the topics it hides (and names as refused)
+    are its answer, logged at debug level, while other refusals are still warnings."""
+    cluster, bootstrap = sasl_cluster
+    wire = logged_in(bootstrap, "reader")
+    try:
+        for _ in range(3):
+            everything = wire.call(ApiKey.METADATA, 5, {"topics": None, "allow_auto_topic_creation": False})
+            assert HIDDEN not in [t["name"] for t in everything["topics"]]
+            named = wire.call(ApiKey.METADATA, 5, {"topics": [{"name": HIDDEN}], "allow_auto_topic_creation": True})
+            assert named["topics"][0]["error_code"] == ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        produced = wire.call(ApiKey.PRODUCE, 7, produce_body(TOPIC, batch(b"refused")))
+        assert produced["responses"][0]["partition_responses"][0]["error_code"] == \
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    finally:
+        wire.close()
+    broker = cluster.broker(0)
+    broker.wait_for_line(r"WARNING .*authorization refused request Kafka PRODUCE .*\(user reader\)", DEADLINE_S)
+    assert "refused request Kafka METADATA" not in broker.output
 
 
 def test_the_source_address_is_the_connections(kafka: str) -> None:

@@ -160,8 +160,9 @@ class AuthService:
 
     # -- authorization (asked by the gate) -----------------------------------------
 
-    def authorize(self, caller: Caller, needs: Sequence[Need], code: int | str) -> str | None:
-        """None when ``caller`` may do ``needs``, else why not (logged)."""
+    def authorize(self, caller: Caller, needs: Sequence[Need], code: int | str, *, quiet: bool = False) -> str | None:
+        """None when ``caller`` may do ``needs``, else why not (logged; at debug level when
+        ``quiet``: a refusal the request expects, as Kafka's Metadata hiding a topic)."""
         if not self.authorization or str(code) in self.authorization_whitelist or not needs:
             return None
         user = caller.user
@@ -175,7 +176,8 @@ class AuthService:
                 return None
             why = denied
         self.refused += 1
-        log.warning("authorization refused request %s from %s (user %s): %s", code, caller.host, caller.name, why)
+        log.log(logging.DEBUG if quiet else logging.WARNING, "authorization refused request %s from %s (user %s): %s",
+                code, caller.host, caller.name, why)
         return why
 
     def _decide(self, user: User, needs: Sequence[Need], host: str) -> str | None:

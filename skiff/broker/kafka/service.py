@@ -245,10 +245,13 @@ class KafkaService:
         return encode_response(header, answer)
 
     def _allowed(self, session: Session, key: int) -> Allowed:
-        """The gate's question for one need of ``session``'s caller (its host: the connection's peer)."""
+        """The gate's question for one need of ``session``'s caller (its host: the connection's
+        peer). Metadata's refusals are logged at debug level: it hides the topics a caller may
+        not see (and clients ask every few seconds), which is its answer, not an incident."""
         gate, caller, name = self.ops.gate, session.caller, f"Kafka {_api_name(key)}"
         assert caller is not None
-        return lambda need: gate.access(caller, [need], name) is None
+        quiet = key == ApiKey.METADATA
+        return lambda need: gate.access(caller, [need], name, quiet=quiet) is None
 
     # -- SASL (sasl.py) ------------------------------------------------------------
 

@@ -62,12 +62,13 @@ class Gate:
         """ACL 2.0 when authentication or authorization is on."""
         self._valid_topics: set[str] = set()
 
-    def access(self, caller: Caller, needs: Sequence[Need], code: int | str) -> Refusal | None:
+    def access(self, caller: Caller, needs: Sequence[Need], code: int | str, *, quiet: bool = False) -> Refusal | None:
         """Whether ``caller`` may make request ``code`` (a remoting code, a gRPC request's name),
-        which touches ``needs``: the one authorization check of both doors."""
+        which touches ``needs``: the one authorization check of both doors (``quiet``: a
+        refusal is logged at debug level, `AuthService.authorize`)."""
         if self.auth is None:
             return None
-        why = self.auth.authorize(caller, needs, code)
+        why = self.auth.authorize(caller, needs, code, quiet=quiet)
         return None if why is None else Refusal(ResponseCode.NO_PERMISSION, why)
 
     def writable(self, topic: str, queue_id: int, create: Create | None,
