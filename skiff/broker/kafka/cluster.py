@@ -231,11 +231,20 @@ class ClusterView:
 
     async def layout(self, topic: str) -> Layout:
         """``topic``'s partitions across the broker groups of this cluster."""
+        layout = self.known_layout(topic)
+        if layout is None:
+            await self._refresh_route(topic)
+            layout = self.known_layout(topic)
+            assert layout is not None
+        return layout
+
+    def known_layout(self, topic: str) -> Layout | None:
+        """`layout` without waiting: None when the NameServers were not asked about ``topic``
+        yet (a stale answer is used, and asked again in the background, as `layout` does)."""
         cached = self._routes.get(topic)
         if cached is None:
-            await self._refresh_route(topic)
-            cached = self._routes[topic]
-        elif self._stale(cached[0]):
+            return None
+        if self._stale(cached[0]):
             self._refresh_later("topic:" + topic, lambda: self._refresh_route(topic))
         groups = dict(cached[1])
         own = self.own_queues(topic)

@@ -1,22 +1,34 @@
-"""Produce: each partition's record batch becomes one append of RocketMQ messages to the
-queue of the same number, through the same `SendOperation` (gate, writer, store) as the
-other doors; the batch's records get consecutive queue offsets, so Kafka's base offset is
-the first one's queue offset.
+"""Produce: each partition's record batch becomes RocketMQ messages appended to the queue of
+the same number, through the same `SendOperation` (gate, writer, store) as the other doors;
+the batch's records get consecutive queue offsets, so Kafka's base offset is the first
+one's queue offset.
+
+The partitions that arrive together — every Produce request of one read of a connection
+(a producer with many requests in flight, each of one partition's batch), and every
+partition of one request — are appended together: one `Appends` collects them per queue,
+in arrival order, and appends each queue's batches in one write (`SendOperation.append`),
+each answered with its own base offset; a Produce of one record then costs a share of one
+append, flush wait and write instead of a whole one (docs/performance.md, "Kafka Produce of
+one record"). A run the store refuses (a compacted topic's keyless record, say) is appended
+again batch by batch, so each gets its own answer.
 
 A batch of more records than the store appends at once (`BATCH_MAX_MESSAGES`; librdkafka
-batches up to 10,000) is appended in consecutive chunks with nothing awaited between them.
-A compressed batch is decompressed here and stored as plain messages, one per record, so
-RocketMQ consumers read them as any message and Fetch serves them to any Kafka client
+batches up to 10,000) is appended alone in consecutive chunks with nothing awaited between
+them. A compressed batch is decompressed here and stored as plain messages, one per record,
+so RocketMQ consumers read them as any message and Fetch serves them to any Kafka client
 (uncompressed). An idempotent producer's batch is checked against its sequence first
-(`skiff.broker.kafka.idempotence`), and recorded as soon as it is appended; with acks=−1
-the answer then waits for the flush (SYNC_FLUSH) or a slave (SYNC_MASTER).
+(`skiff.broker.kafka.idempotence`), and recorded as soon as it is appended; a batch of a
+producer whose previous batch on the queue waits in the same run is checked after that run
+is appended, so sequences are checked exactly as one batch at a time would be. With acks=−1
+the answer then waits for the flush (SYNC_FLUSH) or a slave (SYNC_MASTER): one wait per run.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, NamedTuple
 
 from skiff.broker.kafka.errors import put_error, refusal_error
 from skiff.broker.kafka.idempotence import PRODUCER_PROPERTY, ProducerStates, batch_property
@@ -27,10 +39,61 @@ from skiff.common.errors import DecodeError
 from skiff.common.limits import BATCH_MAX_MESSAGES
 from skiff.common.properties import encode_properties
 from skiff.protocol.kafka.errors import ErrorCode
+from skiff.protocol.kafka.frames import RequestHeader, encode_response
+from skiff.protocol.kafka.produce_wire import PRODUCE_KEY, ProduceOne, produce_answer
 from skiff.protocol.kafka.records import RecordBatch, decode_batches
-from skiff.store import MessageInput
+from skiff.protocol.bodies.topic import TopicConfig
+from skiff.store import MessageInput, PutStatus
+from skiff.transport.late import LateAnswer
 
 log = logging.getLogger(__name__)
+_SEQUENCES = 1 << 31
+"""Kafka's producer sequences wrap at 2^31 (`skiff.broker.kafka.idempotence`)."""
+_WAITS: set[asyncio.Future[None]] = set()
+"""The waits for a flush and a slave both (SYNC_FLUSH under SYNC_MASTER) under way: a task the
+loop only holds weakly is kept here until it is done."""
+
+
+class Stored(NamedTuple):
+    """One partition's answer: Kafka's error code (and why), its base offset and log start
+    offset (-1 where Kafka says unknown)."""
+
+    error: ErrorCode = ErrorCode.NONE
+    base_offset: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+
+
+Outcome = Stored | LateAnswer[Stored]
+"""A partition's answer now, or given when its flush / slave wait is over."""
+
+
+def _refused(code: ErrorCode, message: str) -> Stored:
+    return Stored(code, message=message)
+
+
+class _Member(NamedTuple):
+    batch: RecordBatch
+    rows: list[MessageInput]
+    start: int
+    """Its first row's index in its run."""
+    acks: int
+    at: int
+    """Its place in `Appends.outcomes`."""
+
+
+class _Run:
+    """The batches of one queue waiting to be appended together."""
+
+    __slots__ = ("topic", "tc", "queue_id", "members", "rows", "body_bytes", "producers")
+
+    def __init__(self, topic: str, tc: TopicConfig, queue_id: int) -> None:
+        self.topic, self.tc, self.queue_id = topic, tc, queue_id
+        self.members: list[_Member] = []
+        self.rows: list[MessageInput] = []
+        self.body_bytes = 0
+        self.producers: dict[int, tuple[int, int]] = {}
+        """An idempotent producer's epoch and next sequence after its last batch in the run."""
 
 
 class Produce:
@@ -39,67 +102,35 @@ class Produce:
         self.producers = producers
         self.auto_create_queue_nums = auto_create_queue_nums
 
-    async def partition(self, topic: str, partition: int, queue: int | ErrorCode, records: bytes | None, acks: int,
-                        host: bytes) -> dict[str, Any]:
-        """One partition's answer: error code, base offset, log start offset. ``queue``: the
-        partition's queue on this broker, or why this broker does not serve it."""
-        answer: dict[str, Any] = {"index": partition, "base_offset": -1, "log_append_time_ms": -1,
-                                  "log_start_offset": -1, "record_errors": []}
-        if isinstance(queue, ErrorCode):
-            return answer | _error(queue, f"partition {partition} of {topic} is not led by this broker")
+    def appends(self, host: bytes) -> Appends:
+        """A collector for the partitions that arrive together from the client at ``host``."""
+        return Appends(self, host)
+
+    def decode(self, records: bytes | None) -> RecordBatch | Stored:
+        """A partition's one record batch, or the answer that refuses it."""
         try:
             batches = decode_batches(records or b"")
         except DecodeError as exc:
-            return answer | _error(ErrorCode.CORRUPT_MESSAGE, str(exc))
+            return _refused(ErrorCode.CORRUPT_MESSAGE, str(exc))
         if len(batches) != 1:
-            return answer | _error(ErrorCode.INVALID_RECORD, f"a partition's records must be one batch, "
-                                                             f"{len(batches)} were sent")
+            return _refused(ErrorCode.INVALID_RECORD, f"a partition's records must be one batch, "
+                                                      f"{len(batches)} were sent")
         batch = batches[0]
         if batch.is_transactional or batch.is_control:
-            return answer | _error(ErrorCode.INVALID_RECORD, "transactional batches are not served by Skiff yet")
-        target = self.send.target(topic, queue, DEFAULT_TEMPLATE, self.auto_create_queue_nums)
-        if isinstance(target, Refusal):
-            return answer | _error(refusal_error(target), target.reason)
-        tc, queue_id = target
-        check = self.producers.check(topic, queue_id, batch)
-        if check.error is not ErrorCode.NONE:
-            return answer | _error(check.error, check.reason)
-        if check.duplicate_of is not None:
-            return answer | {"error_code": 0, "base_offset": check.duplicate_of}
-        rows = self._rows(topic, queue_id, batch, host)
-        if isinstance(rows, str):
-            return answer | _error(ErrorCode.INVALID_RECORD, rows)
-        base_offset = -1
-        for start in range(0, len(rows), BATCH_MAX_MESSAGES):
-            chunk = rows[start:start + BATCH_MAX_MESSAGES]
-            outcome = self.send.append(tc, queue_id, chunk, sum(len(r.body) for r in chunk), False, _sent)
-            if isinstance(outcome, Refusal):
-                return answer | _error(refusal_error(outcome), outcome.reason)
-            sent = outcome if isinstance(outcome, Sent) else await _settled(outcome)
-            error = put_error(sent.result.status, acks)
-            if error is not ErrorCode.NONE:
-                return answer | _error(error, sent.result.reason or sent.result.status.name)
-            base_offset = sent.result.queue_offset if base_offset < 0 else base_offset
-        # recorded once stored, before the wait: a retry after a timed-out wait is a duplicate
-        self.producers.appended(topic, queue_id, batch, base_offset)
-        if acks == -1:  # the flush / slave wait of the last chunk covers the ones before it
-            settled = self.send.settle(sent, True, _sent)
-            sent = settled if isinstance(settled, Sent) else await _settled(settled)
-            error = put_error(sent.result.status, acks)
-            if error is not ErrorCode.NONE:
-                return answer | _error(error, sent.result.reason or sent.result.status.name)
-        return answer | {"error_code": 0, "base_offset": base_offset,
-                         "log_start_offset": self.send.store.get_min_offset(topic, queue_id)}
+            return _refused(ErrorCode.INVALID_RECORD, "transactional batches are not served by Skiff yet")
+        return batch
 
-    def _rows(self, topic: str, queue_id: int, batch: RecordBatch, host: bytes) -> list[MessageInput] | str:
+    def rows(self, topic: str, queue_id: int, batch: RecordBatch, host: bytes) -> list[MessageInput] | str:
         rows: list[MessageInput] = []
         recorded = batch_property(batch)
+        message = self.send.writer.message
+        last = len(batch.records) - 1
         for rec in batch.records:
             props = record_properties(rec)
-            if recorded is not None and len(rows) == len(batch.records) - 1:
+            if recorded is not None and len(rows) == last:
                 props[PRODUCER_PROPERTY] = recorded  # on the last: read back, the whole batch is there
-            row = self.send.writer.message(topic, queue_id, rec.value or b"", props, encode_properties(props), 0, 0,
-                                           rec.timestamp, host)
+            row = message(topic, queue_id, rec.value or b"", props, encode_properties(props), 0, 0,
+                          rec.timestamp, host)
             if isinstance(row, str):
                 return row
             rows.append(row)
@@ -108,14 +139,205 @@ class Produce:
         return rows
 
 
+class Appends:
+    """The partitions of one read (or one request), appended per queue when `flush`ed.
+    ``outcomes`` holds each `add`ed partition's answer in order: a refusal or a duplicate's at
+    once, a stored one's after `flush` — a `Stored`, or a `LateAnswer` the flush or slave wait
+    gives."""
+
+    def __init__(self, produce: Produce, host: bytes) -> None:
+        self.produce = produce
+        self.send = produce.send
+        self.host = host
+        self.outcomes: list[Outcome | None] = []
+        self._runs: dict[tuple[str, int], _Run] = {}
+        self._targets: dict[tuple[str, int], tuple[TopicConfig, int] | Refusal] = {}
+
+    def add(self, topic: str, partition: int, queue: int | ErrorCode, records: bytes | None, acks: int) -> None:
+        """One partition's batch. ``queue``: the partition's queue on this broker, or why
+        this broker does not serve it."""
+        outcomes = self.outcomes
+        index = len(outcomes)
+        if isinstance(queue, ErrorCode):
+            outcomes.append(_refused(queue, f"partition {partition} of {topic} is not led by this broker"))
+            return
+        produce = self.produce
+        batch = produce.decode(records)
+        if isinstance(batch, Stored):
+            outcomes.append(batch)
+            return
+        target = self._targets.get((topic, queue))
+        if target is None:  # the gate's answer holds for the read (one look per topic and queue)
+            target = self._targets[(topic, queue)] = self.send.target(topic, queue, DEFAULT_TEMPLATE,
+                                                                       produce.auto_create_queue_nums)
+        if isinstance(target, Refusal):
+            outcomes.append(_refused(refusal_error(target), target.reason))
+            return
+        tc, queue_id = target
+        run = self._runs.get((topic, queue_id))
+        pid = batch.producer_id
+        follows = False
+        if run is not None and pid >= 0 and pid in run.producers:
+            follows = run.producers[pid] == (batch.producer_epoch, batch.base_sequence)
+            if not follows:  # its previous batch first: the sequence check sees it stored
+                self._append(run)
+                run = None
+        if not follows:  # (a batch that follows one waiting in the run is in sequence)
+            refused = self._checked(topic, queue_id, batch)
+            if refused is not None:
+                outcomes.append(refused)
+                return
+        rows = produce.rows(topic, queue_id, batch, self.host)
+        if isinstance(rows, str):
+            outcomes.append(_refused(ErrorCode.INVALID_RECORD, rows))
+            return
+        outcomes.append(None)  # until its run is appended
+        if len(rows) > BATCH_MAX_MESSAGES:  # alone, in chunks, after what waits for its queue
+            if run is not None:
+                self._append(run)
+            self._append_chunks(topic, tc, queue_id, _Member(batch, rows, 0, acks, index))
+            return
+        if run is not None and len(run.rows) + len(rows) > BATCH_MAX_MESSAGES:
+            self._append(run)
+            run = None
+        if run is None:
+            run = self._runs[(topic, queue_id)] = _Run(topic, tc, queue_id)
+        run.members.append(_Member(batch, rows, len(run.rows), acks, index))
+        run.rows += rows
+        run.body_bytes += sum(len(r.body) for r in rows)
+        if pid >= 0:
+            run.producers[pid] = (batch.producer_epoch, (batch.base_sequence + batch.last_offset_delta + 1) % _SEQUENCES)
+
+    def _checked(self, topic: str, queue_id: int, batch: RecordBatch) -> Stored | None:
+        """An idempotent batch's answer when its sequence check settles it (a gap, an old
+        epoch, a duplicate); None when it is to be appended."""
+        check = self.produce.producers.check(topic, queue_id, batch)
+        if check.error is not ErrorCode.NONE:
+            return _refused(check.error, check.reason)
+        if check.duplicate_of is not None:
+            return Stored(base_offset=check.duplicate_of)
+        return None
+
+    def flush(self) -> list[Outcome]:
+        """Append every run, in the order the runs were started; every partition's outcome."""
+        for run in list(self._runs.values()):
+            self._append(run)
+        outcomes = self.outcomes
+        assert None not in outcomes, "a partition added is answered once its run is appended"
+        return outcomes  # type: ignore[return-value]  # no None: checked
+
+    def _append(self, run: _Run) -> None:
+        del self._runs[(run.topic, run.queue_id)]
+        members = run.members
+        outcome = self.send.append(run.tc, run.queue_id, run.rows, run.body_bytes, False, _sent)
+        assert isinstance(outcome, (Sent, Refusal)), "an append that does not wait is settled at once"
+        if len(members) > 1 and (isinstance(outcome, Refusal) or not outcome.result.ok):
+            for m in members:  # each alone: its own answer (and what the others can store is stored)
+                refused = self._checked(run.topic, run.queue_id, m.batch) if m.batch.producer_id >= 0 else None
+                if refused is not None:  # its producer's batch before it in the run was not stored
+                    self.outcomes[m.at] = refused
+                    continue
+                alone = self.send.append(run.tc, run.queue_id, m.rows, sum(len(r.body) for r in m.rows), False, _sent)
+                self._appended(run.topic, run.queue_id, [m._replace(start=0)], alone)
+            return
+        self._appended(run.topic, run.queue_id, members, outcome)
+
+    def _appended(self, topic: str, queue_id: int, members: list[_Member],
+                  outcome: Sent | Refusal | LateAnswer[Sent] | Awaitable[Sent]) -> None:
+        assert isinstance(outcome, (Sent, Refusal)), "an append that does not wait is settled at once"
+        if isinstance(outcome, Refusal):
+            refused = _refused(refusal_error(outcome), outcome.reason)
+            for m in members:
+                self.outcomes[m.at] = refused
+            return
+        self._stored(topic, queue_id, members, outcome)
+
+    def _append_chunks(self, topic: str, tc: TopicConfig, queue_id: int, member: _Member) -> None:
+        rows, base_offset = member.rows, -1
+        sent: Sent | None = None
+        for start in range(0, len(rows), BATCH_MAX_MESSAGES):
+            chunk = rows[start:start + BATCH_MAX_MESSAGES]
+            outcome = self.send.append(tc, queue_id, chunk, sum(len(r.body) for r in chunk), False, _sent)
+            assert isinstance(outcome, (Sent, Refusal)), "an append that does not wait is settled at once"
+            if isinstance(outcome, Refusal):
+                self.outcomes[member.at] = _refused(refusal_error(outcome), outcome.reason)
+                return
+            sent = outcome
+            error = put_error(sent.result.status, member.acks)
+            if error is not ErrorCode.NONE:
+                self.outcomes[member.at] = _refused(error, sent.result.reason or sent.result.status.name)
+                return
+            base_offset = sent.result.queue_offset if base_offset < 0 else base_offset
+        assert sent is not None
+        # the flush / slave wait of the last chunk covers the ones before it
+        self._stored(topic, queue_id, [member._replace(start=base_offset - sent.result.queue_offset)], sent)
+
+    def _stored(self, topic: str, queue_id: int, members: list[_Member], sent: Sent) -> None:
+        """A run appended: each batch recorded (before any wait: a retry after a timed-out
+        wait is a duplicate), answered now (acks=1, an error, nothing to wait for) or after
+        the run's wait."""
+        result, outcomes = sent.result, self.outcomes
+        base = result.queue_offset
+        waiting: list[_Member] = []
+        log_start = -1
+        ok = result.status is PutStatus.PUT_OK
+        for m in members:
+            error = ErrorCode.NONE if ok else put_error(result.status, m.acks)
+            if error is not ErrorCode.NONE:
+                outcomes[m.at] = _refused(error, result.reason or result.status.name)
+                continue
+            self.produce.producers.appended(topic, queue_id, m.batch, base + m.start)
+            if m.acks == -1:
+                waiting.append(m)
+            else:
+                if log_start < 0:
+                    log_start = self.send.store.get_min_offset(topic, queue_id)
+                outcomes[m.at] = Stored(base_offset=base + m.start, log_start_offset=log_start)
+        if not waiting:
+            return
+        lates: list[LateAnswer[Stored]] = []
+
+        def answer(settled: Sent) -> None:
+            """Each waiting batch's answer: at once (nothing to wait for) or from the wait's callback."""
+            status = settled.result.status
+            start = self.send.store.get_min_offset(topic, queue_id)
+            for k, m in enumerate(waiting):
+                error = ErrorCode.NONE if status is PutStatus.PUT_OK else put_error(status, m.acks)
+                stored = Stored(base_offset=base + m.start, log_start_offset=start) if error is ErrorCode.NONE \
+                    else _refused(error, settled.result.reason or status.name)
+                if lates:
+                    lates[k].give(stored)
+                else:
+                    outcomes[m.at] = stored
+        settled = self.send.settle(sent, True, answer)
+        if settled is None:
+            return  # answered at once
+        for m in waiting:
+            late: LateAnswer[Stored] = LateAnswer()
+            lates.append(late)
+            outcomes[m.at] = late
+        if not isinstance(settled, LateAnswer):  # the fsync and a slave both: a coroutine that calls answer
+            task = asyncio.ensure_future(settled)
+            _WAITS.add(task)
+            task.add_done_callback(_WAITS.discard)
+
+
+def partition_body(partition: int, stored: Stored) -> dict[str, Any]:
+    """A partition's answer in a ProduceResponse (the schema's field names)."""
+    return {"index": partition, "error_code": int(stored.error), "base_offset": stored.base_offset,
+            "log_append_time_ms": -1, "log_start_offset": stored.log_start_offset, "record_errors": [],
+            "error_message": stored.message}
+
+
 def _sent(sent: Sent) -> Sent:
     return sent
 
 
-async def _settled(outcome: Awaitable[Sent]) -> Sent:
-    return await outcome
-
-
-def _error(code: ErrorCode, message: str) -> dict[str, Any]:
-    return {"error_code": int(code), "error_message": message}
-
+def answer_frame(req: ProduceOne, stored: Stored) -> bytes:
+    """The answer frame to a one-partition Produce (`produce_wire`): a success in one pack,
+    anything else through the schema's encoder."""
+    if stored.error is ErrorCode.NONE:
+        return produce_answer(req, req.topic.encode("utf-8"), stored.base_offset, stored.log_start_offset)
+    return encode_response(RequestHeader(PRODUCE_KEY, req.version, req.correlation_id, req.client_id),
+                           {"responses": [{"name": req.topic, "partition_responses": [
+                               partition_body(req.partition, stored)]}], "throttle_time_ms": 0})

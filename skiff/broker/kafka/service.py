@@ -39,7 +39,7 @@ from skiff.broker.kafka.groups import GroupCoordinator
 from skiff.broker.kafka.idempotence import ProducerIds, ProducerStates
 from skiff.broker.kafka.offsets import PartitionOffsets
 from skiff.broker.kafka.producer_snapshot import ProducerSnapshots
-from skiff.broker.kafka.produce import Produce
+from skiff.broker.kafka.produce import Outcome, Produce, Stored, answer_frame, partition_body
 from skiff.broker.kafka.sasl import MECHANISMS, SaslFailure, SaslState, Session, exchange as sasl_exchange
 from skiff.broker.operations.send import DEFAULT_TEMPLATE
 from skiff.broker.operations import Operations, QueueEdge, Refusal, born_host
@@ -49,6 +49,7 @@ from skiff.common.service import Periodic
 from skiff.common.names import DLQ_PREFIX, RETRY_PREFIX, SYSTEM_TOPICS
 from skiff.protocol.kafka.apis import ApiKey
 from skiff.protocol.kafka.errors import ErrorCode
+from skiff.protocol.kafka.produce_wire import ProduceOne
 from skiff.protocol.kafka.frames import (
     RequestHeader,
     api_versions_body,
@@ -60,10 +61,13 @@ from skiff.protocol.kafka.frames import (
 )
 from skiff.broker.kafka.errors import refusal_error
 from skiff.transport import RemotingClient
+from skiff.transport.late import LateAnswer
 
 log = logging.getLogger(__name__)
 
 Body = dict[str, Any]
+Answer = bytes | LateAnswer[bytes] | None
+"""A request's answer frame (size prefix included), one given later, or none (acks=0)."""
 Handler = Callable[[Body, RequestHeader, tuple[str, int]], Awaitable[Body | None]]
 _SASL = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
 _BEFORE_SASL = (ApiKey.API_VERSIONS, *_SASL)
@@ -186,10 +190,14 @@ class KafkaService:
         """The queue here of a partition this broker serves, or why it does not serve it."""
         if self.role.is_slave:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        where = await self.view.place(topic, partition)
-        if where is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return where.queue_id if where.local else ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return _queue_in(await self.view.layout(topic), self.config.broker_name, partition)
+
+    def _known_queue(self, topic: str, partition: int) -> int | ErrorCode | None:
+        """`_queue` without waiting: None while the NameServers were not asked about ``topic``."""
+        if self.role.is_slave:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        layout = self.view.known_layout(topic)
+        return None if layout is None else _queue_in(layout, self.config.broker_name, partition)
 
     @property
     def node(self) -> Node | None:
@@ -344,20 +352,48 @@ class KafkaService:
     # -- Produce, Fetch, ListOffsets, InitProducerId ------------------------------------
 
     async def produce(self, req: Body, header: RequestHeader, peer: tuple[str, int]) -> Body | None:
+        """A Produce the connection could not take as one partition's (`produce_now`): every
+        partition appended together (`produce.Appends`), the answer once all are settled."""
         acks = req["acks"]
         if not self.snapshots.leading and not self.role.is_slave:
             await self._producer_state()  # elected: the producers' state first
-        host = born_host(peer)
-        responses = []
+        appends = self.produce_.appends(born_host(peer))
         for t in req["topic_data"]:
-            queues = [await self._queue(t["name"], p["index"]) for p in t["partition_data"]]
-            # each partition appends before its first await; the waits (fsync, slave) overlap
-            parts = await asyncio.gather(*(self.produce_.partition(t["name"], p["index"], q, p["records"], acks, host)
-                                           for p, q in zip(t["partition_data"], queues)))
-            responses.append({"name": t["name"], "partition_responses": list(parts)})
+            for p in t["partition_data"]:
+                appends.add(t["name"], p["index"], await self._queue(t["name"], p["index"]), p["records"], acks)
+        outcomes = iter(appends.flush())
+        responses = [{"name": t["name"], "partition_responses": [
+            partition_body(p["index"], o if isinstance(o, Stored) else await o)
+            for p, o in zip(t["partition_data"], outcomes)]} for t in req["topic_data"]]
         if acks == 0:
             return None  # Kafka's rule: no answer at all, or the client reads it as the next request's
         return {"responses": responses, "throttle_time_ms": 0}
+
+    @property
+    def serves_now(self) -> bool:
+        """Whether `produce_now` serves anything: not when access control is on (every request
+        is screened by the gate first, through `handle`)."""
+        return self.ops.gate.auth is None
+
+    def produce_now(self, reqs: list[ProduceOne], session: Session) -> tuple[list[Answer], int]:
+        """The one-partition Produce requests of one read (`produce_wire.parse_produce`), served
+        without a task or an await: their batches appended together per queue, each answered
+        with its frame, None (acks=0) or a late answer the flush or slave wait gives. Stops at
+        the first request that needs a wait before it can be appended (a topic the NameServers
+        were not asked about yet), or at once when the connection must authenticate: the
+        second value says how many were served; the rest go through `handle`."""
+        if not self.serves_now or not self.snapshots.leading:  # not master, or elected and reading the state
+            return [], 0
+        appends = self.produce_.appends(born_host(session.peer))
+        known: dict[tuple[str, int], int | ErrorCode | None] = {}
+        for req in reqs:
+            where = (req.topic, req.partition)
+            queue = known[where] if where in known else known.setdefault(where, self._known_queue(*where))
+            if queue is None:
+                break
+            appends.add(req.topic, req.partition, queue, req.records, req.acks)
+        outcomes = appends.flush()
+        return [_answer(req, o) for req, o in zip(reqs, outcomes)], len(outcomes)
 
     async def fetch(self, req: Body, header: RequestHeader, peer: tuple[str, int]) -> Body:
         queues = {(t["topic"], p["partition"]): await self._queue(t["topic"], p["partition"])
@@ -411,6 +447,30 @@ class KafkaService:
                     "node_id": -1, "host": "", "port": -1}
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "node_id": node.node_id,
                 "host": node.host, "port": node.port}
+
+
+def _queue_in(layout: Layout, broker_name: str, partition: int) -> int | ErrorCode:
+    """The queue of ``partition`` on broker group ``broker_name``, or why that group does not
+    serve it. A topic no group has yet is taken as this group's (its queue of the same number,
+    which a Produce may auto-create)."""
+    if not layout.groups:
+        return partition
+    where = layout.locate(partition)
+    if where is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    name, queue_id = where
+    return queue_id if name == broker_name else ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def _answer(req: ProduceOne, outcome: Outcome) -> Answer:
+    """A one-partition Produce's answer frame, now or late; None for acks=0 (no answer at all)."""
+    if req.acks == 0:
+        return None
+    if isinstance(outcome, Stored):
+        return answer_frame(req, outcome)
+    late: LateAnswer[bytes] = LateAnswer()
+    outcome.then(lambda _, stored: late.give(answer_frame(req, stored)))
+    return late
 
 
 def _sasl_error(handshake: bool, code: ErrorCode, why: str) -> Body:

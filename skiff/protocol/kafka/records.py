@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import cramjam
@@ -52,8 +51,10 @@ class Record(NamedTuple):
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class RecordBatch:
+class RecordBatch(NamedTuple):
+    """A NamedTuple: a Produce decodes one per partition batch (one per record when a
+    producer sends one record per request), and a frozen dataclass costs three times as much."""
+
     base_offset: int
     attributes: int
     last_offset_delta: int
@@ -62,7 +63,7 @@ class RecordBatch:
     producer_id: int = -1
     producer_epoch: int = -1
     base_sequence: int = -1
-    records: tuple[Record, ...] = field(default=())
+    records: tuple[Record, ...] = ()
     partition_leader_epoch: int = -1
 
     @property

@@ -1,0 +1,100 @@
+"""The ProduceRequest of one topic and one partition, read and answered without the schema
+interpreter: what a Kafka producer sends when it has one partition's batch ready (librdkafka
+sends every partition's batch in its own request), at the versions Skiff serves (3–8, none
+of them flexible).
+
+`schema.decode` and `schema.encode` walk a request's fields as data: about 40 µs of Python
+for a Produce and its answer, more than the store's append of its record. `parse_produce`
+reads the same bytes with a few ``struct`` reads and `produce_answer` writes a success answer
+in one ``pack``; both are checked against the interpreter byte for byte
+(tests/unit/kafka/test_produce_wire.py). Anything else — another API or version, a
+transactional id, several topics or partitions, null records, bytes left over — is not
+parsed here (None), and goes the general way (`frames.decode_request`).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple
+
+PRODUCE_KEY = 0
+FIRST_VERSION = 3
+LAST_VERSION = 8
+_HEAD = struct.Struct(">hhih")
+"""api key, api version, correlation id, client id length."""
+_FIELDS = struct.Struct(">hhiih")
+"""transactional id length (-1: null), acks, timeout, topic count, topic name length."""
+_PARTITION = struct.Struct(">iii")
+"""partition count, partition index, records length."""
+_I32 = struct.Struct(">i")
+
+
+class ProduceOne(NamedTuple):
+    """One partition's records of one ProduceRequest, with what its answer needs."""
+
+    correlation_id: int
+    version: int
+    client_id: str
+    acks: int
+    topic: str
+    partition: int
+    records: bytes
+
+
+def parse_produce(frame: bytes) -> ProduceOne | None:
+    """``frame`` (without its size prefix) as a one-partition Produce, or None when it is
+    anything else (then it is decoded the general way, which also says what is wrong)."""
+    size = len(frame)
+    if size < _HEAD.size + _FIELDS.size + _PARTITION.size:
+        return None
+    key, version, correlation, client_len = _HEAD.unpack_from(frame, 0)
+    if key != PRODUCE_KEY or not FIRST_VERSION <= version <= LAST_VERSION or client_len < -1:
+        return None
+    pos = _HEAD.size + max(client_len, 0)
+    if pos + _FIELDS.size > size:
+        return None
+    txn_len, acks, _timeout, topics, name_len = _FIELDS.unpack_from(frame, pos)
+    if txn_len != -1 or topics != 1 or name_len < 0:
+        return None
+    pos += _FIELDS.size
+    name_end = pos + name_len
+    if name_end + _PARTITION.size > size:
+        return None
+    partitions, partition, records_len = _PARTITION.unpack_from(frame, name_end)
+    records_at = name_end + _PARTITION.size
+    if partitions != 1 or records_len < 0 or records_at + records_len != size:
+        return None
+    try:
+        client_id = frame[_HEAD.size:_HEAD.size + client_len].decode("utf-8") if client_len > 0 else ""
+        topic = frame[pos:name_end].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return ProduceOne(correlation, version, client_id, acks, topic, partition, frame[records_at:])
+
+
+_ANSWER_FIXED = {
+    # version: the struct after the topic name: partition count, index, error code, base
+    # offset, log append time (v2+), log start offset (v5+), record errors count and a null
+    # error message (v8+), throttle time (v1+)
+    3: struct.Struct(">iihqqi"), 4: struct.Struct(">iihqqi"),
+    5: struct.Struct(">iihqqqi"), 6: struct.Struct(">iihqqqi"), 7: struct.Struct(">iihqqqi"),
+    8: struct.Struct(">iihqqqihi"),
+}
+_TOPIC_HEAD = struct.Struct(">iiih")
+"""size, correlation id, topic count, topic name length."""
+
+
+def produce_answer(req: ProduceOne, topic_raw: bytes, base_offset: int, log_start_offset: int) -> bytes:
+    """The whole success answer frame (size prefix included) to ``req``: its partition stored
+    from ``base_offset``. ``topic_raw``: the topic name's UTF-8 bytes (a caller answering many
+    requests of one topic encodes it once)."""
+    fixed = _ANSWER_FIXED[req.version]
+    size = _TOPIC_HEAD.size - 4 + len(topic_raw) + fixed.size
+    head = _TOPIC_HEAD.pack(size, req.correlation_id, 1, len(topic_raw))
+    if req.version >= 8:
+        tail = fixed.pack(1, req.partition, 0, base_offset, -1, log_start_offset, 0, -1, 0)
+    elif req.version >= 5:
+        tail = fixed.pack(1, req.partition, 0, base_offset, -1, log_start_offset, 0)
+    else:
+        tail = fixed.pack(1, req.partition, 0, base_offset, -1, 0)
+    return head + topic_raw + tail
