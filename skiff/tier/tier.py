@@ -16,7 +16,7 @@ import io
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import NamedTuple
 
 import pyarrow as pa
@@ -295,6 +295,17 @@ class Tier:
             return None
         at = int(late[0])
         return TimedOffset(int(table.column("queue_offset")[at].as_py()), int(stored[at]) // 1000)
+
+
+def row_groups_within(f: pq.ParquetFile, start: int, end: int) -> Iterator[int]:
+    """The row groups of a tiered file that may hold queue offsets in ``[start, end)``, in order,
+    by their statistics (a row group without statistics may: it is read and filtered)."""
+    col = _leaf_index(f, "queue_offset")
+    for i in range(f.num_row_groups):
+        stats = f.metadata.row_group(i).column(col).statistics
+        if stats is not None and stats.has_min_max and (stats.max < start or stats.min >= end):
+            continue
+        yield i
 
 
 def _leaf_index(f: pq.ParquetFile, column: str) -> int:

@@ -18,19 +18,27 @@ from collections.abc import Iterator
 import orjson
 import pytest
 
+from confluent_kafka import Consumer, TopicPartition
+
 from skiff.client import AsyncAdmin, AsyncPullClient, Message, MessageQueue, PullStatus
 from skiff.common.stored_message import StoredMessage
 from skiff.testing.cluster import Cluster
+from skiff.protocol.v5 import definition_pb2 as pb
+from skiff.protocol.v5 import service_pb2 as rpc
 from skiff.testing.dashboard import api_call, with_dashboard_client
+from skiff.testing.grpc_wire import GrpcWire, messages
 from skiff.testing.processes import free_port, run_skiff
 from skiff.testing.s3 import S3_ENV, moto_s3
 from skiff.testing.waits import eventually, wait_for
+from skiff.testing.wire import BrokerWire
 from tests.integration.consumer_kit import config, run, send, wait_for_route
 
 pytestmark = pytest.mark.xdist_group("tier-s3")  # one moto server and one cluster for the module, not one per worker
 
 BODY = "x" * 1000
 METRICS_PORT = free_port()
+GRPC_PORT = free_port()
+KAFKA_PORT = free_port()
 EVERY_HOUR = ";".join(f"{h:02d}" for h in range(24))
 SMALL_FILES = ["--mappedFileSizeCommitLog=65536", "--fileReservedTime=0", f"--deleteWhen={EVERY_HOUR}",
                "--cleanResourceInterval=200", "--flushIntervalCommitLog=50"]
@@ -44,7 +52,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster,
         with moto_s3() as s3:
             s3.bucket("skiff-tier")
             args = [f"--tierStorageUrl=s3://skiff-tier/cluster1", f"--metricsPort={METRICS_PORT}", f"--tierS3Endpoint={s3.endpoint}",
-                    "--tierSealMs=1", "--tierUploadIntervalMs=300", "--tierDeleteGraceMs=500", *SMALL_FILES]
+                    "--tierSealMs=1", "--tierUploadIntervalMs=300", "--tierDeleteGraceMs=500", *SMALL_FILES,
+                    f"--grpcServerPort={GRPC_PORT}", f"--kafkaListenPort={KAFKA_PORT}", "--reviveInterval=100"]
             with Cluster(tmp_path_factory.mktemp("tier"), broker_args=args) as c:
                 yield c, s3
     finally:
@@ -230,6 +239,107 @@ def test_queries_by_key_id_and_time_find_messages_only_the_tier_holds(cluster) -
             assert await admin.earliest_msg_store_time(mq) == await stored_at(0)
 
     run(by_time())
+
+
+@pytest.mark.slow
+def test_pops_and_grpc_and_kafka_searches_by_time_reach_messages_only_the_tier_holds(cluster) -> None:
+    """300 messages uploaded, their local copies deleted by retention: a remoting POP and a gRPC
+    ReceiveMessage of new groups get every one, in order, from the bucket; a tiered message
+    popped and not acknowledged is redelivered (its record read from the tier); gRPC QueryOffset
+    and Kafka ListOffsets by a tiered message's store time find its offset in the tier."""
+    c, _ = cluster
+    ns = c.namesrv_addr
+    topic = "Popped"
+    skiff_ok("topic", "create", "-t", topic, "-q", "1", "-n", ns, "--attr", "tiered.storage=true",
+             "--attr", "retention.local.ms=3600000")
+    bodies = [f"p{i}-{BODY}" for i in range(300)]
+
+    async def tiered_only() -> int:
+        async with AsyncAdmin(client_config=config(ns, "tier-pop-admin")) as admin:
+            await wait_for_route(admin, topic)
+            await send(ns, [Message.of(topic, b) for b in bodies])
+            await send(ns, [Message.of("Plain", BODY) for _ in range(100)])
+
+            async def uploaded() -> bool:
+                (b,) = await admin.tier(topic)
+                return b.state is not None and b.state.queues[0].uploaded_to == 300
+
+            await eventually(uploaded, 30, f"{topic}'s messages to be uploaded")
+            skiff_ok("topic", "update", "-t", topic, "-q", "1", "-n", ns, "--attr", "retention.local.ms=0")
+
+            async def gone() -> bool:
+                return (await queue_bounds(admin, topic))[0] >= 150
+
+            await eventually(gone, 30, f"retention to delete {topic}'s first CommitLog files")
+            return (await queue_bounds(admin, topic))[0]
+
+    local_min = run(tiered_only())
+
+    async def pops() -> list[int]:
+        wire = BrokerWire(c.broker_addr())
+        try:
+            got: list[tuple[int, str, int]] = []
+
+            async def more() -> bool:
+                _, found = await wire.pop("tier-pop", topic, queue_id=0, poll_ms=500)
+                got.extend((m.queue_offset, m.body.decode(), m.store_timestamp) for m, _ in found)
+                for _, handle in found:
+                    assert (await wire.ack("tier-pop", topic, handle)).code == 0
+                return len(got) >= 300
+
+            await eventually(more, 60, "POP to get every message from the bucket")
+            assert [(o, b) for o, b, _ in got] == list(enumerate(bodies))
+            # popped from the tier, not acknowledged: redelivered through the retry topic
+            _, (first, *_) = await wire.pop("tier-redeliver", topic, queue_id=0, max_nums=1, invisible_ms=300,
+                                            poll_ms=5000)
+            assert first[0].queue_offset == 0 and first[0].body.decode() == bodies[0]
+            again: list[str] = []
+
+            async def redelivered() -> bool:
+                _, found = await wire.pop("tier-redeliver", topic, poll_ms=500)
+                again.extend(m.body.decode() for m, _ in found if m.reconsume_times == 1)
+                return bool(again)
+
+            await eventually(redelivered, 30, "the unacknowledged tiered message to come back")
+            assert again[0] == bodies[0]
+            return [t for _, _, t in got]
+        finally:
+            await wire.close()
+
+    stored = run(pops())
+
+    async def grpc() -> int:
+        wire = GrpcWire(f"127.0.0.1:{GRPC_PORT}")
+        try:
+            got: list[tuple[int, str]] = []
+
+            async def more() -> bool:
+                found = messages(await wire.receive("tier-receive", topic, wait_ms=500))
+                got.extend((m.system_properties.queue_offset, m.body.decode()) for m in found)
+                return len(got) >= 300
+
+            await eventually(more, 60, "gRPC ReceiveMessage to get every message from the bucket")
+            assert sorted(got) == list(enumerate(bodies))
+            request = rpc.QueryOffsetRequest(message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=0),
+                                             query_offset_policy=pb.TIMESTAMP)
+            request.timestamp.FromMilliseconds(stored[40])
+            answer = await wire.unary("QueryOffset", request, rpc.QueryOffsetResponse)
+            assert answer.status.code == pb.OK, answer.status
+            return answer.offset
+        finally:
+            await wire.close()
+
+    by_grpc = run(grpc())
+    first_at = stored.index(stored[40])  # the first message stored in the same ms as offset 40
+    assert by_grpc == first_at < local_min
+    kafka = Consumer({"bootstrap.servers": f"127.0.0.1:{KAFKA_PORT}", "group.id": "tier-kafka"})
+    try:
+        [found] = kafka.offsets_for_times([TopicPartition(topic, 0, stored[40])], timeout=20)
+        assert found.error is None and found.offset == first_at
+        [start] = kafka.offsets_for_times([TopicPartition(topic, 0, 0)], timeout=20)
+        assert start.offset == 0  # the disk alone would answer its first offset, local_min
+    finally:
+        kafka.close()
 
 
 def test_a_deleted_topics_tier_goes_after_the_grace_period(cluster) -> None:

@@ -1,0 +1,79 @@
+"""The executor's read of a tiered file (`skiff.spark.tier_read.read_tier_range`), without a
+Spark session: a file of three row groups read in parts, each part exactly its offsets in
+order, with the source's columns and schema, reading only the row groups it overlaps; a
+file that is not the manifest's is refused before any row is used."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from skiff.common.limits import TIER_ROW_GROUP_MESSAGES
+from skiff.spark.options import SourceOptions
+from skiff.spark.schema import ARROW_SCHEMA
+from skiff.spark.tier_plan import TierRange
+from skiff.spark.tier_read import read_tier_range
+from skiff.tier.backends import FilesystemBackend, TierError
+from skiff.tier.columns import SOURCE_COLUMNS, records_to_table
+from skiff.tier.tier import Tier, row_groups_within
+from tests.unit.tier.records import make_records
+
+pytestmark = pytest.mark.spark
+
+ROWS = 2 * TIER_ROW_GROUP_MESSAGES + 300  # three row groups, the last one short
+
+
+@pytest.fixture(scope="module")
+def tiered(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, pa.Table, TierRange]:
+    root = tmp_path_factory.mktemp("tier")
+    tier = Tier(FilesystemBackend(str(root)))
+    table = records_to_table(make_records("T", 2, 100, ROWS), "b")
+    _, seg = tier.upload(tier.manifest("T", "b"), table)
+    whole = TierRange("T", "b", 2, seg.first_offset, seg.last_offset + 1, seg.file, seg.sha256, seg.size_bytes)
+    return f"file://{root}", table, whole
+
+
+def _read(url: str, part: TierRange, start: int, end: int, **options: str) -> list[pa.RecordBatch]:
+    parsed = SourceOptions.parse({"namesrvAddr": "127.0.0.1:1", "topic": "T", "tierUrl": url, **options})
+    return list(read_tier_range(parsed, TierRange(part.topic, part.broker, 2, start, end, part.file, part.sha256,
+                                                  part.size_bytes)))
+
+
+def test_each_part_of_a_file_is_its_offsets_in_order_with_the_source_columns(tiered) -> None:
+    url, table, whole = tiered
+    first = whole.start
+    for start, end in ((first, first + ROWS), (first + 10, first + 4500), (first + 5000, first + 5001),
+                       (first + TIER_ROW_GROUP_MESSAGES, first + 2 * TIER_ROW_GROUP_MESSAGES)):
+        batches = _read(url, whole, start, end)
+        assert all(b.schema.equals(ARROW_SCHEMA) for b in batches)
+        got = pa.Table.from_batches(batches, ARROW_SCHEMA)
+        want = table.select(SOURCE_COLUMNS).slice(start - first, end - start).cast(ARROW_SCHEMA)
+        assert got.column("queue_offset").to_pylist() == list(range(start, end))
+        assert got.equals(want), (start, end)
+
+
+def test_only_the_row_groups_a_range_overlaps_are_read(tiered) -> None:
+    url, _, whole = tiered
+    first, g = whole.start, TIER_ROW_GROUP_MESSAGES
+    f = pq.ParquetFile(f"{url.removeprefix('file://')}/{whole.file}")
+    assert list(row_groups_within(f, first, first + ROWS)) == [0, 1, 2]
+    assert list(row_groups_within(f, first + g, first + 2 * g)) == [1]
+    assert list(row_groups_within(f, first + g - 1, first + g + 1)) == [0, 1]
+    assert list(row_groups_within(f, first + ROWS, first + ROWS + 5)) == []
+    # one batch per row group read
+    assert [b.num_rows for b in _read(url, whole, first + 10, first + g + 5)] == [g - 10, 5]
+
+
+def test_without_properties_the_column_is_null(tiered) -> None:
+    url, table, whole = tiered
+    (batch,) = _read(url, whole, whole.start, whole.start + 50, includeProperties="false")
+    assert batch.schema.equals(ARROW_SCHEMA) and batch.column("properties").null_count == 50
+    assert batch.column("body").to_pylist() == table.column("body").slice(0, 50).to_pylist()
+
+
+def test_a_file_other_than_the_manifests_is_refused(tiered) -> None:
+    url, _, whole = tiered
+    other = TierRange(whole.topic, whole.broker, 2, whole.start, whole.end, whole.file, "0" * 64, whole.size_bytes)
+    with pytest.raises(TierError, match="checksum .* is not the manifest's"):
+        _read(url, other, whole.start, whole.end)
