@@ -1,6 +1,7 @@
 """Lite topics (RocketMQ 5.5, RIP-83) under a parent topic held by two brokers, in process
 (skiff.testing.grpc_wire): each lite topic lives on the broker 5.5's consistent hash names, whichever
-broker a message was sent to, and a subscription synced with one broker is served by both.
+broker a message was sent to, and a subscription synced with one broker is served by both; a
+LiteSimpleConsumer, which talks to the first broker of its route alone, gets every lite topic through it.
 
 Broker A serves gRPC on 127.0.0.1 and broker B on 127.0.0.2, on one port (as a cluster's
 brokers do, skiff.broker.grpc.routes).
@@ -63,9 +64,10 @@ def owner(lite: str) -> str:
     return queues[consistent_hash(java_string_hash(lite), len(queues))][0]
 
 
-async def lite_consumer(endpoint: str) -> GrpcWire:
-    grpc = GrpcWire(endpoint, "spread-consumer")
-    settings = pb.Settings(client_type=pb.LITE_SIMPLE_CONSUMER, user_agent=pb.UA(language=pb.JAVA, version="5.0.8"),
+async def lite_consumer(endpoint: str, client_id: str = "spread-consumer", kind: Any = pb.LITE_SIMPLE_CONSUMER) -> \
+        GrpcWire:
+    grpc = GrpcWire(endpoint, client_id)
+    settings = pb.Settings(client_type=kind, user_agent=pb.UA(language=pb.JAVA, version="5.0.8"),
                            subscription=pb.Subscription(group=pb.Resource(name=GROUP), subscriptions=[
                                pb.SubscriptionEntry(topic=pb.Resource(name=PARENT),
                                                     expression=pb.FilterExpression(type=pb.TAG, expression="*"))]))
@@ -116,7 +118,8 @@ def test_lite_topics_live_on_their_owner_and_a_subscription_reaches_both_brokers
 
     async def test() -> None:
         producers = {"broker-a": GrpcWire(a, "spread-producer"), "broker-b": GrpcWire(b, "spread-producer")}
-        consumers = {"broker-a": await lite_consumer(a), "broker-b": await lite_consumer(b)}
+        consumers = {"broker-a": await lite_consumer(a, kind=pb.LITE_PUSH_CONSUMER),  # receives from each broker
+                     "broker-b": await lite_consumer(b, kind=pb.LITE_PUSH_CONSUMER)}
         try:
             async def both_in_route() -> bool:
                 route = await producers["broker-a"].unary(
@@ -145,4 +148,28 @@ def test_lite_topics_live_on_their_owner_and_a_subscription_reaches_both_brokers
         finally:
             for grpc in (*producers.values(), *consumers.values()):
                 await grpc.close()
+    asyncio.run(test())
+
+
+def test_a_lite_simple_consumer_of_one_broker_receives_and_settles_every_lite_topic(endpoints: tuple[str, str]):
+    """A LiteSimpleConsumer receives from broker A alone (the clients keep the route's first broker):
+    A receives for it what B owns, and its acks through A reach B, so B serves each lite topic's next
+    batch (an orderly lite topic stays blocked until its batch is acknowledged)."""
+    a, b = endpoints
+    lites = [f"simple-{i}" for i in range(10)]
+    placed = {lite: owner(lite) for lite in lites}
+    assert set(placed.values()) == {"broker-a", "broker-b"}
+
+    async def test() -> None:
+        producer, consumer = GrpcWire(a, "simple-producer"), await lite_consumer(a, "simple-consumer")
+        try:
+            await sync(consumer, pb.PARTIAL_ADD, lites)
+            for round_ in range(2):
+                for i, lite in enumerate(lites):
+                    await send(producer, 1000 + 100 * round_ + i, lite, f"{lite}:{round_}")
+                got = await drain({"broker-a": consumer}, len(lites))
+                assert sorted(body for _, _, body in got) == sorted(f"{lite}:{round_}" for lite in lites)
+        finally:
+            await producer.close()
+            await consumer.close()
     asyncio.run(test())

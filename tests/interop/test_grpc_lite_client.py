@@ -72,25 +72,30 @@ def test_official_lite_consumers(cluster: Cluster, tmp_path: Path):
     assert simple["first_after_s"] < RESYNC_S - 5 and simple["extra"] == []  # not "p" or "y", nor after unsubscribe
 
 
-def test_a_lite_push_consumer_receives_lite_topics_of_two_brokers(cluster: Cluster, tmp_path: Path):
-    """Broker B (127.0.0.2, the same grpcServerPort) holds the parent too. The client subscribes 10
-    lite topics with subscribe_lite, which it syncs with its access point A only, and its producer
-    sends to both brokers' queues in turn; A forwards each message to its lite topic's owner and
-    its subscription to B, so every message arrives once, in order per lite topic."""
+def test_lite_consumers_receive_lite_topics_of_two_brokers(cluster: Cluster, tmp_path: Path):
+    """Broker B (127.0.0.2, the same grpcServerPort) holds the parent too. A LitePushConsumer subscribes
+    10 lite topics with subscribe_lite, which it syncs with its access point A only, and its producer
+    sends to both brokers' queues in turn: A forwards each message to its lite topic's owner and the
+    subscription to B, so every message arrives once, in order per lite topic, each lite topic stored
+    on its owner alone. A LiteSimpleConsumer, which receives from A alone, gets two rounds of B's lite
+    topics as well as A's through A, its acks reaching B."""
     port = int(cluster.grpc_endpoint.rsplit(":", 1)[1])  # type: ignore[attr-defined]
-    group, count = "G-lite-two", 10
+    parent, group, simple_group, count = "GLiteTwo", "G-lite-two", "G-lite-two-simple", 10
+    # a parent of its own: a broker reuses a parent's route for LITE_ROUTE_CACHE_S, and PARENT's was looked
+    # up before B existed
     with start_broker(tmp_path / "b", cluster.namesrv_addr, f"--grpcServerPort={port}", name="broker-b",
                       host="127.0.0.2") as b:
         async def create(wire: BrokerWire) -> None:
-            header = CreateTopicRequestHeader(PARENT, "TBW102", 4, 4, 6, "SINGLE_TAG", attributes="+message.type=LITE")
+            header = CreateTopicRequestHeader(parent, "TBW102", 4, 4, 6, "SINGLE_TAG", attributes="+message.type=LITE")
             assert (await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())).code == 0
-            config = SubscriptionGroupConfig(group, attributes={"+lite.bind.topic": PARENT})
-            resp = await wire.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, config.to_json())
-            assert resp.code == ResponseCode.SUCCESS, resp.remark
+            for name in (group, simple_group):
+                config = SubscriptionGroupConfig(name, attributes={"+lite.bind.topic": parent})
+                resp = await wire.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, config.to_json())
+                assert resp.code == ResponseCode.SUCCESS, resp.remark
         for addr in (cluster.broker_addr(), b.addr):
             with_wire(addr, create)
-        r = run_client(cluster, tmp_path, "push_two_brokers", script=SCRIPT, parent=PARENT, group=group,
-                       count=count)["push_two_brokers"]
+        r = run_client(cluster, tmp_path, "push_two_brokers", "simple_two_brokers", script=SCRIPT, parent=parent,
+                       group=group, simple_group=simple_group, count=count)
         names = [f"two-{i}" for i in range(count)]
         queues = sorted((broker, i) for broker in ("broker-a", "broker-b") for i in range(4))
         owners = {n: queues[consistent_hash(java_string_hash(n), len(queues))][0] for n in names}
@@ -99,11 +104,18 @@ def test_a_lite_push_consumer_receives_lite_topics_of_two_brokers(cluster: Clust
 
         async def look(broker: str, wire: BrokerWire) -> None:
             for n in names:
-                if await wire.pull_messages("G-look", f"%LMQ%|{PARENT}|{n}", 0):
+                if await wire.pull_messages("G-look", f"%LMQ%|{parent}|{n}", 0):
                     stored.setdefault(n, []).append(broker)
         with_wire(cluster.broker_addr(), lambda w: look("broker-a", w))
         with_wire(b.addr, lambda w: look("broker-b", w))
         assert stored == {n: [owners[n]] for n in names}  # each on its owner alone, whichever broker it was sent to
-    assert len(r["sent"]) == 3 * count and sorted(g["id"] for g in r["got"]) == sorted(r["sent"])  # each once
+    push = r["push_two_brokers"]
+    assert len(push["sent"]) == 3 * count and sorted(g["id"] for g in push["got"]) == sorted(push["sent"])  # once
     for name in names:
-        assert [g["body"] for g in r["got"] if g["lite"] == name] == [f"{name}:{k}" for k in range(3)]
+        assert [g["body"] for g in push["got"] if g["lite"] == name] == [f"{name}:{k}" for k in range(3)]
+    simple_names = [f"simple-two-{i}" for i in range(count)]
+    assert {queues[consistent_hash(java_string_hash(n), len(queues))][0] for n in simple_names} == {
+        "broker-a", "broker-b"}
+    for k, rnd in enumerate(r["simple_two_brokers"]["rounds"]):
+        assert sorted(g["id"] for g in rnd["got"]) == sorted(rnd["sent"])  # each once, B's lite topics too
+        assert sorted(g["body"] for g in rnd["got"]) == sorted(f"{n}:{k}" for n in simple_names)

@@ -24,6 +24,9 @@ As RocketMQ's proxy (`ReceiveMessageActivity`, `AckMessageActivity`):
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import grpc
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.grpc.clients import GrpcClientConn
@@ -80,7 +83,7 @@ class Consuming:
     async def receive(self, conn: GrpcClientConn, req: rpc.ReceiveMessageRequest,
                       time_left_s: float | None) -> AsyncIterator[rpc.ReceiveMessageResponse]:
         made = self._pop_request(req, time_left_s)
-        if self.lite is not None and isinstance(made, PopRequest) and self.lite.is_lite_client(conn):
+        if self.lite is not None and isinstance(made, PopRequest) and self.lite.receives_lite(conn):
             async for response in self.lite.receive(conn, req, made):
                 yield response
             return
@@ -136,11 +139,16 @@ class Consuming:
             return status(pb.INVALID_RECEIPT_HANDLE, "receipt handle is expired")
         return handle
 
-    def ack(self, req: rpc.AckMessageRequest) -> rpc.AckMessageResponse:
+    async def ack(self, req: rpc.AckMessageRequest) -> rpc.AckMessageResponse:
         entries = []
         for entry in req.entries:
             handle = self._handle(entry.receipt_handle)
-            if isinstance(handle, ExtraInfo):
+            if isinstance(handle, ExtraInfo) and self._elsewhere(handle, entry.lite_topic):
+                one = rpc.AckMessageRequest(group=req.group, topic=req.topic, entries=[entry])
+                answer = await self._settle_elsewhere(handle, req.topic.name, "AckMessage", one, rpc.AckMessageResponse)
+                handle = answer.entries[0].status if answer is not None and answer.entries else \
+                    status(pb.BAD_REQUEST, f"no broker {handle.broker_name} holds {req.topic.name}")
+            elif isinstance(handle, ExtraInfo):
                 topic = self._topic(req.topic.name, entry.lite_topic)
                 handle = _settled(self.pop.ack(AckRequest(req.group.name, topic, handle)))
             entries.append(rpc.AckMessageResultEntry(message_id=entry.message_id,
@@ -151,10 +159,15 @@ class Consuming:
             top = status(pb.BAD_REQUEST, "no entry to acknowledge")
         return rpc.AckMessageResponse(status=top, entries=entries)
 
-    def change_invisible(self, req: rpc.ChangeInvisibleDurationRequest) -> rpc.ChangeInvisibleDurationResponse:
+    async def change_invisible(self, req: rpc.ChangeInvisibleDurationRequest) -> rpc.ChangeInvisibleDurationResponse:
         handle = self._handle(req.receipt_handle)
         if isinstance(handle, pb.Status):
             return rpc.ChangeInvisibleDurationResponse(status=handle)
+        if self._elsewhere(handle, req.lite_topic):
+            answer = await self._settle_elsewhere(handle, req.topic.name, "ChangeInvisibleDuration", req,
+                                                  rpc.ChangeInvisibleDurationResponse)
+            return answer or rpc.ChangeInvisibleDurationResponse(status=status(
+                pb.BAD_REQUEST, f"no broker {handle.broker_name} holds {req.topic.name}"))
         invisible = req.invisible_duration.ToMilliseconds()
         if not 0 <= invisible <= MAX_INVISIBLE_MS:
             return rpc.ChangeInvisibleDurationResponse(status=status(pb.ILLEGAL_INVISIBLE_TIME,
@@ -165,13 +178,32 @@ class Consuming:
             return rpc.ChangeInvisibleDurationResponse(status=_settled(new))
         return rpc.ChangeInvisibleDurationResponse(status=status(pb.OK, "OK"), receipt_handle=new.encode_receipt())
 
-    def dead_letter(self, req: rpc.ForwardMessageToDeadLetterQueueRequest) -> \
+    async def dead_letter(self, req: rpc.ForwardMessageToDeadLetterQueueRequest) -> \
             rpc.ForwardMessageToDeadLetterQueueResponse:
         handle = self._handle(req.receipt_handle)
+        if isinstance(handle, ExtraInfo) and self._elsewhere(handle, req.lite_topic):
+            answer = await self._settle_elsewhere(handle, req.topic.name, "ForwardMessageToDeadLetterQueue", req,
+                                                  rpc.ForwardMessageToDeadLetterQueueResponse)
+            return answer or rpc.ForwardMessageToDeadLetterQueueResponse(status=status(
+                pb.BAD_REQUEST, f"no broker {handle.broker_name} holds {req.topic.name}"))
         if isinstance(handle, ExtraInfo):
             topic = self._topic(req.topic.name, req.lite_topic)
             handle = _settled(self.pop.dead_letter(AckRequest(req.group.name, topic, handle)))
         return rpc.ForwardMessageToDeadLetterQueueResponse(status=handle)
+
+    def _elsewhere(self, handle: ExtraInfo, lite_topic: str) -> bool:
+        """A lite message another broker owns, which this one received for a LiteSimpleConsumer
+        (`LitePeers.receive_elsewhere`): its settling goes to that broker."""
+        return bool(lite_topic) and handle.broker_name != self.config.broker_name and \
+            self.lite is not None and self.lite.peers is not None
+
+    async def _settle_elsewhere(self, handle: ExtraInfo, parent: str, method: str, request: Any, reply: Any) -> Any:
+        assert self.lite is not None and self.lite.peers is not None
+        try:
+            return await self.lite.peers.settle_elsewhere(handle.broker_name, parent, method, request, reply)
+        except grpc.RpcError as exc:
+            return reply(status=status(pb.INTERNAL_SERVER_ERROR, f"broker {handle.broker_name} did not answer: "
+                                                                 f"{exc.code()}"))
 
     def _topic(self, topic: str, lite_topic: str) -> str:
         """Where a settled message was popped: its lite topic's own topic when it names one."""

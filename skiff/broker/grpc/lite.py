@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from skiff.broker.config import BrokerConfig
 from skiff.broker.grpc.clients import GrpcClientConn, GrpcClients
 from skiff.broker.grpc.convert import Invalid, now_timestamp, to_message
-from skiff.broker.grpc.lite_peers import LitePeers
+from skiff.broker.grpc.lite_peers import LitePeers, forwarded
 from skiff.broker.grpc.renewal import Renewals
 from skiff.broker.grpc.status import refused, status
 from skiff.broker.operations import ANY_QUEUE, GroupsOperation, Refusal
@@ -146,6 +146,17 @@ class LiteTopics:
     def is_lite_client(self, conn: GrpcClientConn) -> bool:
         settings = self.clients.settings.get(conn.client_id)
         return settings is not None and settings.client_type in LITE_CLIENT_TYPES
+
+    def receives_lite(self, conn: GrpcClientConn) -> bool:
+        """Whether a receive is a lite consumer's: its Settings say so, or another broker asks for
+        one of its lite clients (`LitePeers.receive_elsewhere`; the client never talked to this one)."""
+        return self.is_lite_client(conn) or (forwarded() and conn.client_id in self.subscriptions)
+
+    def _aggregates(self, conn: GrpcClientConn) -> bool:
+        """A LiteSimpleConsumer receives from the first broker of its route alone: that broker
+        receives for it what the parent's other brokers own."""
+        settings = self.clients.settings.get(conn.client_id)
+        return self.peers is not None and settings is not None and settings.client_type == pb.LITE_SIMPLE_CONSUMER
 
     def is_parent(self, topic: str) -> bool:
         tc = self.topics.get(topic)
@@ -369,26 +380,32 @@ class LiteTopics:
             yield rpc.ReceiveMessageResponse(status=status(pb.TOPIC_NOT_FOUND, f"topic {parent} not found"))
             return
         deadline = self.clock.monotonic() + made.poll_ms / 1000.0
+        elsewhere: list[pb.Message] = []
         while True:
             event = self._arrivals.setdefault(parent, asyncio.Event())
             if sub is not None and sub.parent == parent and sub.group == made.group:
                 found, refusal = await self._pop_all(sub, made)
+                if refusal is None and self._aggregates(conn) and self.peers is not None:
+                    elsewhere = await self.peers.receive_elsewhere(req, min(made.max_nums, POP_MAX_MSG_NUMS)
+                                                                   - len(found))
             left = deadline - self.clock.monotonic()
-            if found or refusal is not None or left <= 0:
+            if found or elsewhere or refusal is not None or left <= 0:
                 break
             try:
                 await asyncio.wait_for(event.wait(), min(left, LITE_WAKE_MAX_S))
             except asyncio.TimeoutError:
                 pass
             sub = self.subscriptions.get(conn.client_id)
-        if refusal is not None and not found:
+        if refusal is not None and not found and not elsewhere:
             yield rpc.ReceiveMessageResponse(status=refused(refusal))
-        elif not found:
+        elif not found and not elsewhere:
             yield rpc.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "no new message"))
         else:
             yield rpc.ReceiveMessageResponse(status=status(pb.OK, "OK"))
             for topic, p in found:
                 yield rpc.ReceiveMessageResponse(message=self._message(conn, req, made, topic, p))
+            for message in elsewhere:
+                yield rpc.ReceiveMessageResponse(message=message)
         yield rpc.ReceiveMessageResponse(delivery_timestamp=now_timestamp())
 
     async def _pop_all(self, sub: LiteSubscription, made: PopRequest) -> tuple[list[tuple[str, Popped]],

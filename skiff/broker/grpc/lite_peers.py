@@ -21,6 +21,11 @@ only. So the broker that takes a sync sends it on to the parent's other brokers 
 do not send it again), with the names as it read them (the Python client's split name put
 together). A lite push consumer then receives from each broker its assignments name (one per
 broker), and each serves it the lite topics it owns.
+
+**A LiteSimpleConsumer** receives from the first broker of its route alone (both official clients
+keep only that queue): that broker receives for it from the parent's other brokers what they own
+(`receive_elsewhere`, marked, without waiting), and sends the acks, changes of invisible time and
+dead-letterings of those messages on to the broker their receipt handle names (`settle_elsewhere`).
 """
 
 from __future__ import annotations
@@ -128,12 +133,53 @@ class LitePeers:
                 log.warning("lite subscription of %s not synced to %s: %s", req.group.name, b.broker_name,
                             answer if isinstance(answer, BaseException) else answer.status.message)
 
-    async def _call(self, broker: BrokerQueues, method: str, request: Any, reply: Any) -> Any:
+    async def receive_elsewhere(self, req: rpc.ReceiveMessageRequest, want: int) -> list[pb.Message]:
+        """Up to ``want`` messages of the client's lite topics that the parent's other brokers own,
+        received there for it without waiting (a LiteSimpleConsumer receives from one broker only)."""
+        if forwarded() or want <= 0:
+            return []
+        ask = rpc.ReceiveMessageRequest()
+        ask.CopyFrom(req)
+        ask.long_polling_timeout.FromMilliseconds(0)
+        got: list[pb.Message] = []
+        for b in await self._brokers(req.message_queue.topic.name):
+            if len(got) >= want or b.broker_name == self.broker_name or not b.perm & Perm.READ:
+                continue
+            ask.batch_size = want - len(got)
+            try:
+                async for answer in self._stream(b, "ReceiveMessage", ask, rpc.ReceiveMessageResponse):
+                    if answer.HasField("message"):
+                        got.append(answer.message)
+            except grpc.RpcError as exc:
+                log.info("lite receive from %s for %s failed: %s", b.broker_name, req.group.name, exc.code())
+        return got
+
+    async def settle_elsewhere(self, broker_name: str, parent: str, method: str, request: Any, reply: Any) -> Any:
+        """``request`` (an ack, a change of invisible time, a dead-lettering) of a message another
+        broker owns and this one received for its client, answered by that broker; None when the
+        parent's route has no such broker."""
+        if forwarded():
+            return None
+        for b in await self._brokers(parent):
+            if b.broker_name == broker_name and b.broker_name != self.broker_name:
+                return await self._call(b, method, request, reply)
+        return None
+
+    def _channel(self, broker: BrokerQueues) -> grpc.aio.Channel:
         target = f"[{broker.host}]:{self.grpc_port}" if ":" in broker.host else f"{broker.host}:{self.grpc_port}"
         channel = self._channels.get(target)
         if channel is None:
             channel = self._channels[target] = grpc.aio.insecure_channel(target)
-        call = channel.unary_unary(SERVICE_PATH + method, request_serializer=type(request).SerializeToString,
+        return channel
+
+    def _stream(self, broker: BrokerQueues, method: str, request: Any, reply: Any) -> Any:
+        call = self._channel(broker).unary_stream(SERVICE_PATH + method,
+                                                  request_serializer=type(request).SerializeToString,
+                                                  response_deserializer=reply.FromString)
+        return call(request, metadata=_outgoing(), timeout=LITE_FORWARD_TIMEOUT_S)
+
+    async def _call(self, broker: BrokerQueues, method: str, request: Any, reply: Any) -> Any:
+        call = self._channel(broker).unary_unary(SERVICE_PATH + method, request_serializer=type(request).SerializeToString,
                                    response_deserializer=reply.FromString)
         return await call(request, metadata=_outgoing(), timeout=LITE_FORWARD_TIMEOUT_S)
 

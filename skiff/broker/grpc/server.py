@@ -202,6 +202,7 @@ class GrpcServer:
         if isinstance(conn, pb.Status):
             yield rpc.ReceiveMessageResponse(status=conn)
             return
+        CALL_METADATA.set(tuple(context.invocation_metadata() or ()))
         async for response in self.consuming.receive(conn, request, context.time_remaining()):
             yield response
 

@@ -130,5 +130,30 @@ def push_two_brokers():
         c.shutdown()
 
 
+def simple_two_brokers():
+    """A LiteSimpleConsumer (it receives from its route's first broker alone) subscribing ``count`` lite
+    topics of a parent held by two brokers; two rounds of one message per lite topic, each round received
+    and acknowledged before the next is sent (a lite topic's next batch waits for the ack of the last)."""
+    names = [f"simple-two-{i}" for i in range(SPEC["count"])]
+    c = LiteSimpleConsumer(PARENT, CFG, SPEC["simple_group"], await_duration=2)
+    c.startup()
+    try:
+        wait_for_quota(c._LiteSimpleConsumer__subscription_manager)
+        for name in names:
+            c.subscribe_lite(name)
+        rounds = []
+        for k in range(2):
+            sent = send([(name, f"{name}:{k}") for name in names])
+            got, end = [], time.time() + DEADLINE_S
+            while len(got) < len(sent) and time.time() < end:
+                for m in c.receive(32, 20):
+                    got.append({"lite": m.lite_topic, "body": m.body.decode(), "id": m.message_id})
+                    c.ack(m)
+            rounds.append({"sent": sent, "got": got})
+        return {"rounds": rounds}
+    finally:
+        c.shutdown()
+
+
 if __name__ == "__main__":
-    main((push_wildcard, simple_split_name, push_two_brokers))
+    main((push_wildcard, simple_split_name, push_two_brokers, simple_two_brokers))
