@@ -104,7 +104,7 @@ class LitePeers:
         if not lite or forwarded():
             return None
         owner = await self.owner(msg.topic.name, lite)
-        if owner is None or owner.broker_name == self.broker_name:
+        if owner is None or not self._other(owner):
             return None
         try:
             answer = await self._call(owner, "SendMessage", rpc.SendMessageRequest(messages=[msg]),
@@ -123,8 +123,7 @@ class LitePeers:
         spread.CopyFrom(req)
         del spread.lite_topic_set[:]
         spread.lite_topic_set.extend(names)
-        others = [b for b in await self._brokers(req.topic.name)
-                  if b.broker_name != self.broker_name and b.perm & Perm.READ]
+        others = [b for b in await self._brokers(req.topic.name) if self._other(b) and b.perm & Perm.READ]
         answers = await asyncio.gather(*(self._call(b, "SyncLiteSubscription", spread, rpc.SyncLiteSubscriptionResponse)
                                          for b in others), return_exceptions=True)
         for b, answer in zip(others, answers):
@@ -143,7 +142,7 @@ class LitePeers:
         ask.long_polling_timeout.FromMilliseconds(0)
         got: list[pb.Message] = []
         for b in await self._brokers(req.message_queue.topic.name):
-            if len(got) >= want or b.broker_name == self.broker_name or not b.perm & Perm.READ:
+            if len(got) >= want or not self._other(b) or not b.perm & Perm.READ:
                 continue
             ask.batch_size = want - len(got)
             try:
@@ -161,9 +160,14 @@ class LitePeers:
         if forwarded():
             return None
         for b in await self._brokers(parent):
-            if b.broker_name == broker_name and b.broker_name != self.broker_name:
+            if b.broker_name == broker_name and self._other(b):
                 return await self._call(b, method, request, reply)
         return None
+
+    def _other(self, broker: BrokerQueues) -> bool:
+        """Another broker this one can reach: brokers of one host (`skiff up --brokers 2`) serve gRPC on
+        different ports, which routes do not know (skiff.broker.grpc.routes), so they are not asked."""
+        return broker.broker_name != self.broker_name and broker.host != self.routes.own_host
 
     def _channel(self, broker: BrokerQueues) -> grpc.aio.Channel:
         target = f"[{broker.host}]:{self.grpc_port}" if ":" in broker.host else f"{broker.host}:{self.grpc_port}"
