@@ -29,6 +29,8 @@ from collections.abc import Sequence
 
 from skiff.common.message import Message
 from skiff.common.msgid import UNIQ_IDS
+from skiff.protocol.bodies.topic import TopicConfig
+from skiff.protocol.bodies.topic_attributes import DEDUP_WINDOW_MS
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.frame import encode_frame_bytes
@@ -66,7 +68,8 @@ def measured(served: ServedConnection, chunks: Sequence[bytes]) -> None:
 async def run(args: argparse.Namespace) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="skiff-send-path-") as root:
         async with in_process_broker(root, sync_flush=args.sync_flush) as broker:
-            broker.topics.find_or_create(TOPIC, QUEUES, 6)
+            attributes = {DEDUP_WINDOW_MS: str(args.dedup_window_ms)} if args.dedup_window_ms else {}
+            broker.topics.put(TopicConfig(TOPIC, QUEUES, QUEUES, attributes=attributes))
             served = ServedConnection(broker)
             warm = reads(request_frames(args.warmup, args.size), args.per_read)
             chunks = reads(request_frames(args.requests, args.size), args.per_read)
@@ -92,6 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--per-read", type=int, default=64, help="frames per read (a producer's sends in flight)")
     parser.add_argument("--size", type=int, default=100, help="body bytes")
     parser.add_argument("--sync-flush", action="store_true", help="SYNC_FLUSH (answers after the group fsync)")
+    parser.add_argument("--dedup-window-ms", type=int, default=0,
+                        help="the topic's duplicate window (dedup.window.ms; 0: none); every send's key is new")
     args = parser.parse_args(argv)
     figures = asyncio.run(run(args))
     print(" ".join(f"{k}={v}" for k, v in figures.items()))

@@ -57,7 +57,7 @@ from skiff.common.msgid import decode_offset_msg_id
 from skiff.common.properties import Prop
 from skiff.common.stored_message import decode_record
 from skiff.protocol.bodies.topic import TopicConfig
-from skiff.protocol.bodies.topic_attributes import dedup_window_ms
+from skiff.protocol.bodies.topic_attributes import DEDUP_WINDOW_MS, dedup_window_ms
 from skiff.store import MessageInput, MessageStore, PutResult, PutStatus
 
 _READ_BATCH = 256
@@ -132,8 +132,15 @@ class Deduplication:
     def window(self, topic: str) -> DedupWindow | None:
         """``topic``'s window, read back from the store when it has none yet (or the topic's
         config changed); None when the topic has no ``dedup.window.ms``."""
-        tc = self.topics.get(topic)
-        window_ms = 0 if tc is None else dedup_window_ms(tc.attributes)
+        return self.window_of(topic, self.topics.get(topic))
+
+    def window_of(self, topic: str, tc: TopicConfig | None) -> DedupWindow | None:
+        """`window`, for a caller that holds the topic's config already (the gate's answer)."""
+        if tc is None or DEDUP_WINDOW_MS not in tc.attributes:  # most topics: one dict test
+            if self._windows:
+                self._windows.pop(topic, None)
+            return None
+        window_ms = dedup_window_ms(tc.attributes)
         if window_ms <= 0:
             if self._windows:
                 self._windows.pop(topic, None)
@@ -214,6 +221,35 @@ class Deduplication:
                          offset_msg_ids=ids, queue_offset=result.queue_offset, message_count=result.message_count,
                          store_timestamp=result.store_timestamp, wrote_bytes=result.wrote_bytes,
                          flushed=result.flushed), queue_id
+
+    def duplicates(self, window: DedupWindow, rows: list[MessageInput]) -> list[int] | None:
+        """The positions in ``rows`` (single sends of one queue, each answered on its own) of
+        those whose UNIQ_KEY ``window`` holds or an earlier row carries; None when there are none.
+        The caller appends the others and records them (`record`), then answers each of these alone:
+        `duplicate` finds its original then (or, if that append failed, it is appended itself),
+        as if the sends had come one by one."""
+        now = self.now_ms()
+        found: list[int] | None = None
+        seen: set[str] | None = None if len(rows) == 1 else set()
+        for k, row in enumerate(rows):
+            key = row.uniq_key
+            if key is None:
+                continue
+            if window.find(key, now) is not None or (seen is not None and key in seen):
+                found = [k] if found is None else found + [k]
+            elif seen is not None:
+                seen.add(key)
+        return found
+
+    def duplicate(self, window: DedupWindow, row: MessageInput) -> tuple[PutResult, int] | None:
+        """The answer to a single send of ``row`` if ``window`` holds its UNIQ_KEY (its original's,
+        as `append` answers it) and the original's queue; None when it is to be stored."""
+        original = None if row.uniq_key is None else window.find(row.uniq_key, self.now_ms())
+        return None if original is None else _duplicate([original])
+
+    def record(self, window: DedupWindow, queue_id: int, rows: list[MessageInput], result: PutResult) -> None:
+        """``rows``, appended to ``queue_id`` with ``result``, into ``window`` (nothing if it failed)."""
+        self._record(window, queue_id, rows, result)
 
     def _record(self, window: DedupWindow, queue_id: int, rows: list[MessageInput], result: PutResult) -> None:
         if not result.ok:

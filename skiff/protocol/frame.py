@@ -34,6 +34,8 @@ from skiff.protocol.command import RPC_TYPE_RESPONSE, Buffer, RemotingCommand, e
 _PREFIX = struct.Struct(">ii")
 _RMQ_FIXED = struct.Struct(">hbhii")
 _I32 = struct.Struct(">i")
+_JSON = SerializeType.JSON
+"""Read once: an enum member named through its class costs a metaclass `__getattr__` hook per use."""
 _I16 = struct.Struct(">h")
 _LANG_BY_NAME = {m.name: m.value for m in LanguageCode}
 _LANG_BY_CODE = {m.value: m.name for m in LanguageCode}
@@ -250,15 +252,22 @@ class FrameDecoder:
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
         buf = self._buf
-        buf += data
         out: list[RemotingCommand] = []
         pos = 0
+        if not buf and type(data) is bytes:
+            # nothing buffered: the kernel reads the read's bytes as they are; a read of whole
+            # JSON frames (a synchronous producer's lone send) is never copied into the buffer.
+            # Else the read is buffered as usual, and the loop goes on from where the kernel stopped
+            out, pos = _json_frames(data, 0, self._max, RemotingCommand, _JSON)
+            if pos == len(data):
+                return out
+        buf += data
         end = len(buf)
         view = memoryview(buf)
         try:
             while True:
                 # the run of JSON frames the kernel reads; the next frame, if whole, by the reference
-                more, pos = _json_frames(buf, pos, self._max, RemotingCommand, SerializeType.JSON)
+                more, pos = _json_frames(buf, pos, self._max, RemotingCommand, _JSON)
                 if more:
                     out += more
                 if end - pos < 4:

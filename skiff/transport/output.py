@@ -65,11 +65,16 @@ class GatheredOutput:
         if self._flush_handle is not None:
             self._flush_handle.cancel()
             self._flush_handle = None
-        if self._small:
-            self._out.append(self._small)
-            self._small = bytearray()
-        if not self._out:
+        small = self._small
+        if not self._out:  # only small frames (a send's answers): one buffer, one write call
+            if small:
+                self._small, self._queued_bytes = bytearray(), 0
+                if not self._transport.is_closing():
+                    self._transport.write(small)
             return
+        if small:
+            self._out.append(small)
+            self._small = bytearray()
         out, self._out, self._queued_bytes = self._out, [], 0
         if not self._transport.is_closing():
             self._transport.writelines(out)

@@ -49,6 +49,8 @@ from skiff.transport.late import LateAnswer
 T = TypeVar("T")
 
 _COMPRESSED = int(MessageSysFlag.COMPRESSED)
+_PUT_OK = PutStatus.PUT_OK
+"""Named once: each ``PutStatus.PUT_OK`` on the send path runs the enum metaclass's `__getattr__` hook."""
 CLIENT_FLAGS = ~int(MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6)
 """A sender's sysFlag less the host-length bits: the store sets those from the real addresses,
 and a bit that disagreed with the bytes written would make the record unreadable."""
@@ -232,7 +234,7 @@ class SendOperation:
     def put(self, rows: list[MessageInput], body_bytes: int) -> PutResult:
         """The store's append of ``rows`` (one topic and queue), counted in the stats."""
         result = self.store.put_messages(rows)
-        if self.stats is not None and result.status is PutStatus.PUT_OK:
+        if self.stats is not None and result.status is _PUT_OK:
             self.stats.stored(rows[0].topic, result.message_count, body_bytes)
         return result
 

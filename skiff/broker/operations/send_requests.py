@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from skiff.broker.compaction import is_compacted, keys_refusal
+from skiff.broker.dedup import DedupWindow
 from skiff.broker.operations.refusal import Refusal
 from skiff.broker.operations.send import SendOperation, SendRequest, Sent, Targeted
 from skiff.broker.redirect import REDIRECT_PROPERTIES
@@ -48,6 +49,7 @@ from skiff.transport.late import LateAnswer
 
 T = TypeVar("T")
 
+_PUT_OK = PutStatus.PUT_OK  # named once (an enum member through its class costs a metaclass hook)
 _ONE_MESSAGE_FAILED = frozenset({PutStatus.MESSAGE_ILLEGAL, PutStatus.PROPERTIES_SIZE_EXCEEDED})
 
 NOT_PLAIN: tuple[str, ...] = tuple(sorted(REDIRECT_PROPERTIES | {Prop.TIMER_ID, Prop.PRIORITY}))
@@ -112,8 +114,9 @@ def send_requests(op: SendOperation, requests: Sequence[SendRequest],
 def _append_runs(op: SendOperation, runs: _Runs, answers: Sequence[Callable[[Sent], T]],
                  out: list[T | Refusal | LateAnswer[T] | Awaitable[T] | None]) -> None:
     for members in runs.by_queue.values():
+        window = op.dedup.window(members[0].row.topic)
         for chunk in _chunks(members):
-            _append_run(op, chunk, answers, out)
+            _append_run(op, chunk, answers, out, window)
     runs.by_queue.clear()
 
 
@@ -132,21 +135,61 @@ def _chunks(members: list[_Member]) -> list[list[_Member]]:
 
 
 def _append_run(op: SendOperation, run: list[_Member], answers: Sequence[Callable[[Sent], T]],
-                out: list[T | Refusal | LateAnswer[T] | Awaitable[T] | None]) -> None:
+                out: list[T | Refusal | LateAnswer[T] | Awaitable[T] | None], window: DedupWindow | None) -> None:
+    """``window``: the topic's duplicate window, if it has one (`_without_duplicates`)."""
+    if window is not None:
+        split = _without_duplicates(op, window, run, [m.row for m in run])
+        if split is not None:
+            fresh, again = split
+            if fresh:
+                _append_run(op, fresh, answers, out, window)
+            for m in again:
+                found = op.dedup.duplicate(window, m.row)
+                if found is None:
+                    _append_run(op, [m], answers, out, window)
+                else:
+                    out[m.index] = op.settle(Sent(*found), m.wait, answers[m.index])
+            return
     if len(run) == 1:
         m = run[0]
-        out[m.index] = op.settle(Sent(op.put([m.row], m.body_bytes), m.queue_id), m.wait, answers[m.index])
+        result = _put(op, window, m.queue_id, [m.row], m.body_bytes)
+        out[m.index] = op.settle(Sent(result, m.queue_id), m.wait, answers[m.index])
         return
-    result = op.put([m.row for m in run], sum(m.body_bytes for m in run))
+    result = _put(op, window, run[0].queue_id, [m.row for m in run], sum(m.body_bytes for m in run))
     if result.status in _ONE_MESSAGE_FAILED:
         for m in run:
-            _append_run(op, [m], answers, out)
+            _append_run(op, [m], answers, out, window)
         return
     shared = result.ok  # a failed run's result is every request's, as it is
     for k, m in enumerate(run):
         # the k-th message's id and offset; the run's extent, so a sender waiting for a flush
         # or a slave waits for the whole run's
         out[m.index] = op.settle(Sent(result, m.queue_id, k if shared else None), m.wait, answers[m.index])
+
+
+M = TypeVar("M")
+
+
+def _without_duplicates(op: SendOperation, window: DedupWindow, members: list[M], rows: list[MessageInput]
+                        ) -> tuple[list[M], list[M]] | None:
+    """A run of single sends to a topic with a duplicate window (skiff/broker/dedup.py), as the
+    members to append now and those to answer after them, one by one (their UNIQ_KEY is in the
+    window, or repeats one of the run's: `Deduplication.duplicate` then finds the original);
+    None when the run has no duplicate (it is appended whole, then recorded)."""
+    at = op.dedup.duplicates(window, rows)
+    if at is None:
+        return None
+    again = set(at)
+    return [m for k, m in enumerate(members) if k not in again], [members[k] for k in at]
+
+
+def _put(op: SendOperation, window: DedupWindow | None, queue_id: int, rows: list[MessageInput],
+         body_bytes: int) -> PutResult:
+    """The store's append of ``rows``, recorded in the topic's duplicate window if it has one."""
+    result = op.put(rows, body_bytes)
+    if window is not None:
+        op.dedup.record(window, queue_id, rows, result)
+    return result
 
 
 AnswerRun = Callable[[list[int], PutResult, int, list[Any]], None]
@@ -173,12 +216,13 @@ def send_plain(op: SendOperation, plain: PlainSends, answers: Callable[[int], Ca
             members, run_rows, body_bytes = _with_keys(target[0].topic_name, members, rows, refuse)
             if not members:
                 continue
+        window = op.dedup.window_of(topic, target[0])
         if len(members) <= BATCH_MAX_MESSAGES and body_bytes <= COALESCED_MAX_BYTES:
-            _put_plain(op, queue_id, members, run_rows, body_bytes, waits, answers, answer_run, out)
+            _put_plain(op, queue_id, members, run_rows, body_bytes, waits, answers, answer_run, out, window)
             continue
         for chunk in _chunks([_Member(i, rows[i], queue_id, waits[i], len(rows[i].body)) for i in members]):
             _put_plain(op, queue_id, [m.index for m in chunk], [m.row for m in chunk],
-                       sum(m.body_bytes for m in chunk), waits, answers, answer_run, out)
+                       sum(m.body_bytes for m in chunk), waits, answers, answer_run, out, window)
 
 
 def _with_keys(topic: str, members: list[int], rows: Sequence[MessageInput], refuse: Callable[[int, Refusal], None]
@@ -196,13 +240,30 @@ def _with_keys(topic: str, members: list[int], rows: Sequence[MessageInput], ref
 
 def _put_plain(op: SendOperation, queue_id: int, members: list[int], run_rows: list[MessageInput], body_bytes: int,
                waits: Sequence[bool], answers: Callable[[int], Callable[[Sent], T]], answer_run: AnswerRun,
-               out: list[Any]) -> None:
-    result = op.put(run_rows, body_bytes)
+               out: list[Any], window: DedupWindow | None) -> None:
+    if window is not None:
+        split = _without_duplicates(op, window, members, run_rows)
+        if split is not None:
+            fresh, again = split
+            row_of = dict(zip(members, run_rows))
+            if fresh:
+                fresh_rows = [row_of[i] for i in fresh]
+                _put_plain(op, queue_id, fresh, fresh_rows, sum(len(r.body) for r in fresh_rows), waits, answers,
+                           answer_run, out, window)
+            for i in again:  # each as if it came alone, after the others were stored
+                found = op.dedup.duplicate(window, row_of[i])
+                if found is None:
+                    row = row_of[i]
+                    _put_plain(op, queue_id, [i], [row], len(row.body), waits, answers, answer_run, out, window)
+                else:
+                    out[i] = op.settle(Sent(*found), waits[i], answers(i))
+            return
+    result = _put(op, window, queue_id, run_rows, body_bytes)
     if len(members) > 1 and result.status in _ONE_MESSAGE_FAILED:
         for i, row in zip(members, run_rows):
-            _put_plain(op, queue_id, [i], [row], len(row.body), waits, answers, answer_run, out)
+            _put_plain(op, queue_id, [i], [row], len(row.body), waits, answers, answer_run, out, window)
         return
-    if result.status is PutStatus.PUT_OK and not result.reason and not op.role.is_sync_master:
+    if result.status is _PUT_OK and not result.reason and not op.role.is_sync_master:
         if result.flushed is None or not any(waits[i] for i in members):
             answer_run(members, result, queue_id, out)  # nothing to wait for: `settle` would answer each now
             return

@@ -54,6 +54,8 @@ STATUS_CODES = {
 _WITH_RESULT = frozenset({ResponseCode.SUCCESS, ResponseCode.FLUSH_DISK_TIMEOUT, ResponseCode.FLUSH_SLAVE_TIMEOUT,
                           ResponseCode.SLAVE_NOT_AVAILABLE})
 
+_SUCCESS = ResponseCode.SUCCESS  # named once (an enum member through its class costs a metaclass hook)
+
 Answered = RemotingCommand | LateAnswer[RemotingCommand] | Awaitable[RemotingCommand]
 
 
@@ -81,13 +83,12 @@ class SendProcessor:
         frame encoded at once (no command per answer). A read of plain single sends (what
         producers send) is read into store rows in one compiled pass (`plain_sends`) and its
         answers encoded per stored run (`sent_answers`); any other read goes request by request
-        (`send_requests`), where a header that does not decode fails its own request only. A
-        read that sends to a topic with a duplicate window goes send by send (each duplicate's
-        answer is its own: skiff/broker/dedup.py)."""
+        (`send_requests`), where a header that does not decode fails its own request only. Both
+        keep a topic's duplicate window (skiff/broker/dedup.py): a run's sends whose UNIQ_KEY it
+        holds are answered each with its original, the others appended together."""
         host = born_host(conn.peer)
         plain = plain_sends(reqs, host, MessageInput, CLIENT_FLAGS, NOT_CONSUMABLE, NOT_PLAIN, PLAIN_INDEXED)
-        dedup = self.operation.dedup
-        if plain is not None and not any(dedup.covers(topic) for topic, _ in plain[0]):
+        if plain is not None:
             return self._send_plain(reqs, plain)
         out: list[BatchResult] = [None] * len(reqs)
         requests: list[SendRequest] = []
@@ -99,7 +100,7 @@ class SendProcessor:
                 out[i] = answer_frame(req, ResponseCode.SYSTEM_ERROR, str(exc) or type(exc).__name__, {})
                 continue
             taken.append(i)
-        if len(requests) == 1 or any(dedup.covers(r.topic) for r in requests):  # the operation's own path
+        if len(requests) == 1:  # the operation's own path
             outcomes = [self.operation.send(r, self.frame_to(reqs[i])) for i, r in zip(taken, requests)]
         else:
             outcomes = send_requests(self.operation, requests, [self.frame_to(reqs[i]) for i in taken])
@@ -112,7 +113,7 @@ class SendProcessor:
         extra = self._extra
 
         def answer_run(members: list[int], result: PutResult, queue_id: int, into: list[Any]) -> None:
-            if sent_answers(reqs, members, result.offset_msg_ids, queue_id, result.queue_offset, ResponseCode.SUCCESS,
+            if sent_answers(reqs, members, result.offset_msg_ids, queue_id, result.queue_offset, _SUCCESS,
                             "PYTHON", SKIFF_VERSION, RPC_TYPE_RESPONSE, extra, into):
                 for k, i in enumerate(members):  # those not in JSON
                     if into[i] is None:

@@ -26,9 +26,12 @@ from skiff.broker.processors import send as send_processor
 from skiff.common import kernels
 from skiff.common.clock import ManualClock
 from skiff.common.message import Message
+from skiff.common.properties import decode_properties
 from skiff.protocol import frame
 from skiff.broker.operations.send import CLIENT_FLAGS, FlushedAnswer, FlushedRun, Sent
 from skiff.broker.operations.send_requests import NOT_PLAIN, PLAIN_INDEXED
+from skiff.protocol.bodies.topic import TopicConfig
+from skiff.protocol.bodies.topic_attributes import DEDUP_WINDOW_MS
 from skiff.protocol.codes import SKIFF_VERSION, RequestCode, ResponseCode, SerializeType
 from skiff.store import MessageInput, PutResult, PutStatus
 from skiff.store.dispatcher import NOT_CONSUMABLE
@@ -55,8 +58,8 @@ ODD_PROPERTIES = ("TAGS\x01a\x02TAGS\x01b\x02KEYS\x01k\x01x\x02\x01v\x02UNIQ_KEY
                   "")
 
 
-def request(rng: random.Random, i: int, weights: list[int] = MIXED) -> bytes:
-    """One send request of the kinds the module docstring names."""
+def request(rng: random.Random, i: int, weights: list[int] = MIXED, uniq: str | None = None) -> bytes:
+    """One send request of the kinds the module docstring names (``uniq``: its UNIQ_KEY, else one of its own)."""
     topic = rng.choice(TOPICS)
     queue_id = rng.randrange(4)
     body = rng.randbytes(rng.randrange(1, 60))
@@ -69,7 +72,7 @@ def request(rng: random.Random, i: int, weights: list[int] = MIXED) -> bytes:
         msg = Message.of(topic, body, properties={"WAIT": "false"})
     if kind == "batch":
         code, body = RequestCode.SEND_BATCH_MESSAGE, encode_batch([msg, msg], lambda: f"{rng.getrandbits(64):032X}")
-    properties = rng.choice(ODD_PROPERTIES) if kind == "odd" else send_properties(msg, f"{i:032X}")
+    properties = rng.choice(ODD_PROPERTIES) if kind == "odd" else send_properties(msg, uniq or f"{i:032X}")
     ext = send_header(code, "bad topic!" if kind == "topic" else topic, 9 if kind == "queue" else queue_id,
                       properties, batch=kind == "batch")
     ext["g" if code != RequestCode.SEND_MESSAGE else "bornTimestamp"] = str(1_700_000_000_000 + i)
@@ -105,13 +108,15 @@ def answered(reads: list[bytes]) -> int:
     return sum(not c.flag & RPC_ONEWAY for c in FrameDecoder(1 << 26).feed(b"".join(reads)))
 
 
-async def serve(root: Path, reads: list[bytes], count: int, sync_flush: bool = False) -> tuple[bytes, bytes]:
+async def serve(root: Path, reads: list[bytes], count: int, sync_flush: bool = False,
+                attributes: dict[str, str] | None = None) -> tuple[bytes, bytes]:
     """The answers' bytes and the CommitLog's bytes after ``reads``, the broker's own address in
-    them (message ids, STOREHOST: its port is picked afresh) written as 127.0.0.1:0."""
+    them (message ids, STOREHOST: its port is picked afresh) written as 127.0.0.1:0.
+    ``attributes``: the topics' attributes (a duplicate window)."""
     async with in_process_broker(root, clock=ManualClock(), store={"max_message_size": MAX_BODY},
                                  sync_flush=sync_flush) as broker:
         for topic in TOPICS:
-            broker.topics.find_or_create(topic, 4, 6)
+            broker.topics.put(TopicConfig(topic, 4, 4, attributes=attributes or {}))
         served = ServedConnection(broker)
         for data in reads:
             served.feed(data)
@@ -324,3 +329,70 @@ def test_a_flushed_run_answers_each_send_as_it_would_be_answered_alone(status: P
     assert given == [(i, late._answer) for i, late in zip(members, alone)]
     assert [a[2] for _, a in given] == [7, 8, 9]  # type: ignore[index]
     assert {a[3] for _, a in given} == {status}  # type: ignore[index]
+
+
+def dedup_stream(seed: int, count: int) -> tuple[list[bytes], dict[int, tuple[str, str]]]:
+    """`stream` with UNIQ_KEYs that repeat: a third of the sends reuse one of the last 40
+    sends' keys (in the same read, in another read, on another queue), as a producer's retries
+    and a replay do; and by opaque the topic and key of each single send a window covers (its
+    properties carry the key, no delay: a delayed message is parked in the timer's topic).
+    Each topic has its window: a key sent to both is stored in each."""
+    rng = random.Random(seed)
+    uniq: dict[int, str] = {}
+    frames = []
+    for i in range(count):
+        uniq[i + 1] = uniq[rng.randrange(max(1, i - 40), i + 1)] if i and rng.random() < 0.33 else f"{i:032X}"
+        frames.append(request(rng, i, MOSTLY_PLAIN, uniq[i + 1]))
+    keys = {}
+    for cmd in FrameDecoder(1 << 26).feed(b"".join(frames)):
+        props = decode_properties(cmd.ext_fields.get("i") or cmd.ext_fields.get("properties") or "")
+        topic = cmd.ext_fields.get("b") or cmd.ext_fields.get("topic")
+        if cmd.code != RequestCode.SEND_BATCH_MESSAGE and topic and "DELAY" not in props and "UNIQ_KEY" in props:
+            keys[cmd.opaque] = (topic, props["UNIQ_KEY"])
+    data, reads, pos = b"".join(frames), [], 0
+    while pos < len(data):
+        step = rng.choice([rng.randrange(1, 400), rng.randrange(300, 30_000)])
+        reads.append(data[pos:pos + step])
+        pos += step
+    return reads, keys
+
+
+@pytest.mark.parametrize(("seed", "sync_flush"), [(11, False), (12, True)])
+def test_plain_path_keeps_a_duplicate_window_as_request_by_request(tmp_path: Path, seed: int, sync_flush: bool,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Topics with a duplicate window take the plain path too: the same answers and CommitLog as
+    the request-by-request path on a stream whose UNIQ_KEYs repeat, and in both every key is
+    stored once: each of its successful answers names the same queue, offset and message id."""
+    count = 400
+    reads, keys = dedup_stream(seed, count)
+    expected = answered(reads)
+    window = {DEDUP_WINDOW_MS: "600000"}
+    taken: list[bool] = []
+
+    def plain_sends(*args: object) -> object:
+        plain = real(*args)
+        taken.append(plain is not None)
+        return plain
+    real = send_processor.plain_sends
+    monkeypatch.setattr(send_processor, "plain_sends", plain_sends)
+    plain_answers, plain_log = asyncio.run(serve(tmp_path / "plain", reads, expected, sync_flush, window))
+    assert taken.count(True) > 3 and taken.count(False) > 0, taken  # both paths ran
+    monkeypatch.setattr(send_processor, "plain_sends", lambda *args: None)
+    ref_answers, ref_log = asyncio.run(serve(tmp_path / "requests", reads, expected, sync_flush, window))
+    answers = sorted(FrameDecoder(1 << 26).feed(plain_answers), key=lambda c: c.opaque)
+    assert len(answers) == expected < count
+    if sync_flush:
+        assert answers == sorted(FrameDecoder(1 << 26).feed(ref_answers), key=lambda c: c.opaque)
+    else:
+        assert plain_answers == ref_answers
+    assert plain_log == ref_log
+    where: dict[tuple[str, str], set[tuple[str, str, str]]] = {}
+    for a in answers:
+        if a.code == ResponseCode.SUCCESS and a.opaque in keys:
+            where.setdefault(keys[a.opaque], set()).add(
+                (a.ext_fields["queueId"], a.ext_fields["queueOffset"], a.ext_fields["msgId"]))
+    repeated = [k for k in where if sum(keys.get(a.opaque) == k and a.code == ResponseCode.SUCCESS for a in answers) > 1]
+    assert len(repeated) > 20
+    assert all(len(places) == 1 for places in where.values()), [p for p in where.values() if len(p) > 1][:3]
+    stored = {(topic, *place[:2]) for (topic, _), places in where.items() for place in places}
+    assert len(stored) == len(where)  # no two keys answered with one place
