@@ -134,6 +134,10 @@ class CommitLogFlusher:
                 waiting = self._waiting
                 while waiting and waiting[0].end <= flushed:
                     done.append(waiting.popleft())
+                if done and self._open is done[-1]:
+                    # opened by a write made after the close above but before the fsync read
+                    # the write position: covered, so no later write may join it
+                    self._open = None
             for group in done:  # outside the lock: the futures' callbacks run here
                 _resolve(group.future, PutStatus.PUT_OK)
             if stopping:

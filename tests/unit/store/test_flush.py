@@ -147,6 +147,40 @@ def test_writes_during_an_fsync_share_the_next_one_and_its_future():
         flusher.stop()
 
 
+def test_a_group_opened_before_the_fsync_reads_the_position_is_closed_once_covered():
+    """A write made after the flusher closed the open group but before its fsync read the
+    write position opens a group that fsync covers and resolves: a later write must not
+    join that resolved group (it would be answered before its own fsync)."""
+    written, started, read = [0], threading.Semaphore(0), threading.Semaphore(0)
+
+    def flush(keep_tail):
+        started.release()
+        assert read.acquire(timeout=10)  # the write position is read only now
+        return written[0]
+
+    flusher = CommitLogFlusher(flush, interval_ms=60_000, sync=True, timeout_ms=10_000)
+    flusher.start()
+    try:
+        written[0] = 10
+        first = flusher.request(10)
+        assert started.acquire(timeout=5)  # the group of 10 is closed; the position not read yet
+        written[0] = 20
+        opened = flusher.request(20)
+        read.release()  # the fsync covers 20
+        assert first.result(5) is PutStatus.PUT_OK and opened.result(5) is PutStatus.PUT_OK
+        written[0] = 30
+        later = flusher.request(30)
+        assert later is not opened
+        assert not later.done()  # until an fsync covers 30
+        assert started.acquire(timeout=5)
+        read.release()
+        assert later.result(5) is PutStatus.PUT_OK
+    finally:
+        for _ in range(4):
+            read.release()
+        flusher.stop()
+
+
 def test_a_waiter_cancelling_the_shared_future_leaves_the_others_their_answer():
     flusher, written, started, release = _gated_flusher()
     flusher.start()
