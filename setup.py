@@ -23,6 +23,7 @@ KERNELS = [
         ("skiff.broker._kernels", "skiff/broker/_kernels.pyx"),  # the writer's
         ("skiff.spark._kernels", "skiff/spark/_kernels.pyx"),  # the Spark source's
         ("skiff.protocol._frames", "skiff/protocol/_frames.pyx"),  # the remoting frame codec's
+        ("skiff.protocol.kafka._records", "skiff/protocol/kafka/_records.pyx"),  # the Kafka record batch decoder
     ]
 ]
 

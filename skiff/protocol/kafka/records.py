@@ -15,12 +15,13 @@ writes a raw block; both are read, told apart by xerial's magic.
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import cramjam
 import crc32c
 
+from skiff.common import kernels
 from skiff.common.errors import DecodeError
 from skiff.common.limits import KAFKA_BATCH_INFLATED_MAX_BYTES
 from skiff.protocol.kafka.wire import Reader, varint_bytes
@@ -81,7 +82,23 @@ class RecordBatch(NamedTuple):
 
 def decode_batches(data: bytes | memoryview) -> list[RecordBatch]:
     """Every batch of a records field, CRCs checked; `DecodeError` names what is wrong
-    (a cut batch, another magic, a bad CRC, an unknown codec, records that overrun)."""
+    (a cut batch, another magic, a bad CRC, an unknown codec, records that overrun).
+    Uncompressed batches that read cleanly are decoded by the compiled kernel where it is
+    built (`_records.pyx`: a Produce of one record decodes one batch per request); the rest by
+    `decode_batches_py`."""
+    batches = _plain_batches(data, crc32c.crc32c, Record, RecordBatch)
+    return decode_batches_py(data) if batches is None else batches
+
+
+def no_plain_batches(data: bytes | memoryview, crc: Callable[[bytes], int], record: type[Record],
+                     batch: type[RecordBatch]) -> list[RecordBatch] | None:
+    """The reference of the compiled ``decode_plain_batches``, which decodes what it can read
+    exactly as `decode_batches_py` does: this one leaves everything to `decode_batches_py`."""
+    return None
+
+
+def decode_batches_py(data: bytes | memoryview) -> list[RecordBatch]:
+    """`decode_batches` in Python: every batch, every codec, every error named."""
     out = []
     pos = 0
     while pos < len(data):
@@ -106,6 +123,9 @@ def decode_batches(data: bytes | memoryview) -> list[RecordBatch]:
                                tuple(records), epoch))
         pos = end
     return out
+
+
+_plain_batches = kernels.select("decode_plain_batches", no_plain_batches, "skiff.protocol.kafka._records")
 
 
 def _decode_records(raw: bytes, count: int, base_ts: int) -> list[Record]:
