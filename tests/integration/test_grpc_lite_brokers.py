@@ -111,7 +111,7 @@ async def drain(consumers: dict[str, GrpcWire], want: int, deadline_s: float = D
 def test_lite_topics_live_on_their_owner_and_a_subscription_reaches_both_brokers(endpoints: tuple[str, str]):
     """Messages sent through either broker land on their lite topic's owner (5.5's placement), in
     order; the consumer syncs with A only, and B serves it B's lite topics too; a removal synced
-    with A stops both brokers delivering that lite topic."""
+    with A stops both brokers delivering that lite topic, and so does the client's termination told to A."""
     a, b = endpoints
     placed = {lite: owner(lite) for lite in LITES}
     assert set(placed.values()) == {"broker-a", "broker-b"}  # the names chosen spread over both
@@ -145,6 +145,13 @@ def test_lite_topics_live_on_their_owner_and_a_subscription_reaches_both_brokers
             later = await drain(consumers, 1)
             later += await drain(consumers, 1, deadline_s=2)  # a round more: nothing of the removed one
             assert [(lite, body) for _, lite, body in later] == [(LITES[1], "still-subscribed")]
+
+            ended = await consumers["broker-a"].unary("NotifyClientTermination", rpc.NotifyClientTerminationRequest(
+                group=pb.Resource(name=GROUP)), rpc.NotifyClientTerminationResponse)
+            assert ended.status.code == pb.OK  # told to A alone: B drops the subscription too
+            on_b = next(lite for lite in LITES[1:] if placed[lite] == "broker-b")
+            await send(producers["broker-a"], n + 2, on_b, "after-termination")
+            assert await drain({"broker-b": consumers["broker-b"]}, 1, deadline_s=2) == []
         finally:
             for grpc in (*producers.values(), *consumers.values()):
                 await grpc.close()

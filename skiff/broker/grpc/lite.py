@@ -352,6 +352,15 @@ class LiteTopics:
     def forget(self, client_id: str) -> None:
         self.subscriptions.pop(client_id, None)
 
+    async def terminated(self, conn: GrpcClientConn) -> None:
+        """A client said it terminates (NotifyClientTermination): its subscription goes here and, as
+        a COMPLETE_REMOVE, on the parent's other brokers (a LiteSimpleConsumer tells only this one)."""
+        sub = self.subscriptions.pop(conn.client_id, None)
+        if sub is not None and self.peers is not None:
+            remove = rpc.SyncLiteSubscriptionRequest(action=pb.COMPLETE_REMOVE, topic=pb.Resource(name=sub.parent),
+                                                     group=pb.Resource(name=sub.group))
+            await self.peers.spread_sync(remove, [])
+
     def lite_topics(self, sub: LiteSubscription) -> list[str]:
         """The store topics ``sub`` receives from, in a random rotation (no lite topic first
         every time)."""

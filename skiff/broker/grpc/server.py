@@ -187,13 +187,13 @@ class GrpcServer:
         self.clients.touch(conn)
         return rpc.HeartbeatResponse(status=status(pb.OK, "OK"))
 
-    def _terminate(self, conn: GrpcClientConn, req: rpc.NotifyClientTerminationRequest) -> \
+    async def _terminate(self, conn: GrpcClientConn, req: rpc.NotifyClientTerminationRequest) -> \
             rpc.NotifyClientTerminationResponse:
         gone = self.clients.forget(conn.client_id)
         if gone is not None:
             self.membership.closed(gone, TERMINATED)
             gone.close()
-        self.lite.forget(conn.client_id)
+        await self.lite.terminated(conn)
         return rpc.NotifyClientTerminationResponse(status=status(pb.OK, "OK"))
 
     async def _receive(self, request: rpc.ReceiveMessageRequest,
