@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+import pytest
+
 from skiff.common.message import Message
 from skiff.protocol.bodies.admin import KVTable
 from skiff.protocol.codes import RequestCode, ResponseCode
@@ -24,6 +26,7 @@ QUEUES = 4
 ACKED_BEFORE_KILL = 1500
 
 
+@pytest.mark.slow
 def test_sigkill_with_64_sends_in_flight_loses_no_acknowledged_message(tmp_path: Path) -> None:
     broker = start_broker(tmp_path, "", "--flushDiskType=SYNC_FLUSH")
     acked: dict[int, str] = {}
