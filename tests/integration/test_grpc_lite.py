@@ -29,7 +29,7 @@ PARENT, PLAIN = "LiteParent", "LitePlainTopic"
 NESTED = PARENT + "|nested"
 """A parent whose lite topics' store names start as PARENT's do."""
 WILDCARD, EXPLICIT, BOUND_ELSEWHERE = "G-lite-wild", "G-lite-explicit", "G-lite-bound"
-EXCLUSIVE = "G-lite-exclusive"
+EXCLUSIVE, OFFSETS = "G-lite-exclusive", "G-lite-offsets"
 DEADLINE_S = 60.0
 
 pytestmark = pytest.mark.xdist_group("grpc-lite")  # one cluster for the module, not one per worker
@@ -52,7 +52,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
                 groups = {WILDCARD: {"+lite.sub.wildcard": "true", "+lite.bind.topic": PARENT},  # as mqadmin sends them
                           EXPLICIT: {"lite.bind.topic": PARENT, "lite.sub.client.quota": "3"},
                           BOUND_ELSEWHERE: {"lite.bind.topic": "SomeOtherParent"},
-                          EXCLUSIVE: {"+lite.bind.topic": PARENT, "+lite.sub.model": "Exclusive"}}
+                          EXCLUSIVE: {"+lite.bind.topic": PARENT, "+lite.sub.model": "Exclusive"},
+                          OFFSETS: {"+lite.bind.topic": PARENT}}
                 for group, group_attributes in groups.items():
                     config = SubscriptionGroupConfig(group, attributes=group_attributes)
                     resp = await wire.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, config.to_json())
@@ -343,4 +344,44 @@ def test_an_exclusive_groups_lite_topic_is_served_only_to_the_client_that_added_
             stream.cancel()
             await x.close()
             await y.close()
+    asyncio.run(test())
+
+
+def test_an_offset_option_moves_where_the_group_reads_a_lite_topic(cluster: Cluster):
+    """A PARTIAL_ADD's offset_option (5.5; the Java client's subscribeLite(name, option)): MAX from the
+    end, an offset, the last n before the committed offset, MIN from the first message."""
+    async def test() -> None:
+        grpc, reply = await lite_client(cluster.grpc_endpoint, "offsets-client", OFFSETS)  # type: ignore[attr-defined]
+        try:
+            assert reply.status.code == pb.OK
+            for i in range(4):
+                assert (await send(grpc, lite_message(950 + i, "off-1", f"o{i}".encode()))).code == pb.OK
+
+            async def add(option: pb.OffsetOption) -> None:
+                request = rpc.SyncLiteSubscriptionRequest(action=pb.PARTIAL_ADD, topic=pb.Resource(name=PARENT),
+                                                          group=pb.Resource(name=OFFSETS), lite_topic_set=["off-1"],
+                                                          offset_option=option)
+                answer = await grpc.unary("SyncLiteSubscription", request, rpc.SyncLiteSubscriptionResponse)
+                assert answer.status.code == pb.OK, answer.status.message
+
+            async def bodies(wait_ms: int = 3000) -> list[str]:
+                got = messages(await grpc.receive(OFFSETS, PARENT, wait_ms=wait_ms))
+                for m in got:
+                    assert await ack(grpc, OFFSETS, m) == pb.OK
+                return [m.body.decode() for m in got]
+
+            await add(pb.OffsetOption(policy=pb.OffsetOption.MAX))
+            assert await bodies(500) == []  # from the end: the 4 sent before are passed over
+            assert (await send(grpc, lite_message(954, "off-1", b"o4"))).code == pb.OK
+            assert await bodies() == ["o4"]
+            await add(pb.OffsetOption(offset=1))
+            assert await bodies() == ["o1", "o2", "o3", "o4"]
+            await add(pb.OffsetOption(tail_n=2))  # the committed offset is 5: from 3
+            assert await bodies() == ["o3", "o4"]
+            await add(pb.OffsetOption(policy=pb.OffsetOption.MIN))
+            assert await bodies() == ["o0", "o1", "o2", "o3", "o4"]
+            await add(pb.OffsetOption(timestamp=0))  # ignored, as 5.5 ignores it
+            assert await bodies(500) == []
+        finally:
+            await grpc.close()
     asyncio.run(test())

@@ -295,6 +295,9 @@ class LiteTopics:
             sub.version = req.version if req.HasField("version") else sub.version
         if group_attribute(group, SUB_MODEL) == "Exclusive":
             self._exclusive(conn.client_id, sub, req.action, set(names))
+        if req.action == pb.PARTIAL_ADD and req.HasField("offset_option") and not wildcard:
+            for name in names:
+                self._reset_offset(group_name, lmq_name(parent, name), req.offset_option)
         self.subscriptions[conn.client_id] = sub
         self.arrived(parent)
         return answer(pb.OK, "OK")
@@ -316,6 +319,32 @@ class LiteTopics:
             sub.evicted &= names
             for name in sub.evicted:
                 self.notify_unsubscribe(client_id, name)
+
+    def _reset_offset(self, group: str, topic: str, option: pb.OffsetOption) -> None:
+        """Where the group reads lite topic ``topic`` from after a PARTIAL_ADD with an
+        ``offset_option`` (5.5's ``resetOffset``): MIN its first offset (0), MAX its end, LAST as it
+        was; ``offset`` that offset; ``tail_n`` n before the group's committed offset (none when it
+        has none); ``timestamp`` is ignored, as 5.5 ignores it. A move drops the group's batch in
+        flight of it (its handles no longer settle), as 5.5 drops its order info."""
+        service = self.pop.service
+        current = service.offsets.query(group, topic, 0)
+        which = option.WhichOneof("offset_type")
+        target: int | None = None
+        if which == "policy" and option.policy == pb.OffsetOption.MIN:
+            target = 0
+        elif which == "policy" and option.policy == pb.OffsetOption.MAX:
+            target = service.store.get_max_offset(topic, 0)
+        elif which == "offset":
+            target = max(0, option.offset)
+        elif which == "tail_n" and current is not None:
+            target = max(0, current - option.tail_n)
+        if target is None or target == current:
+            return
+        key = (group, topic, 0)
+        service.state.in_flight.pop(key, None)
+        service.state.batches.pop(key, None)
+        service.state.cursors[key] = target
+        service.offsets.commit(group, topic, 0, target)
 
     def notify_unsubscribe(self, client_id: str, lite: str) -> None:
         """Tell a client on its Telemetry stream to drop a lite topic (the Java client does; the
