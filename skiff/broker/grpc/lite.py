@@ -23,7 +23,11 @@ client subscribes it to every lite topic of the parent, those of the future incl
 by the group's clients; PARTIAL_ADD is refused for it. ``lite.bind.topic``, when the group has
 it, must name the request's topic; ``lite.sub.client.quota`` (default 2000) goes to the
 clients' Settings as ``lite_subscription_quota`` (the 5.x clients refuse every subscribe while
-it is 0).
+it is 0). ``lite.sub.model=Exclusive`` serves a lite topic to the client that added it last
+(`LiteTopics._exclusive`); a PARTIAL_ADD's ``offset_option`` moves where the group reads it
+(`LiteTopics._reset_offset`). Idle lite topics and silent clients' subscriptions expire
+(skiff.broker.grpc.lite_expiry); a parent on several brokers places each lite topic on one and
+syncs subscriptions to all (skiff.broker.grpc.lite_peers).
 
 The official Python client 5.1.2 sends ``subscribe_lite("abc")`` as a PARTIAL_ADD of
 ``["a", "b", "c"]`` (it extends the set with the string) until its 30 s COMPLETE_ADD. A
