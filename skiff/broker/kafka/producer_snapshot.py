@@ -80,8 +80,13 @@ class ProducerSnapshots(WrittenWhenChanged):
         store.add_truncate_listener(self._truncated)
 
     def _truncated(self, offset: int) -> None:
-        with self._cut_lock:  # the truncating thread
+        """On the truncating thread. A broker that led until now (its step-down not yet seen
+        by `follow`) stops leading here too: elected again before the next round, it reads
+        the CommitLog again before its first Produce rather than trust states of a cut tail."""
+        with self._cut_lock:
             self._cut = offset if self._cut is None else min(self._cut, offset)
+            if self.leading:
+                self._led, self.leading = True, False
 
     def lead(self) -> None:
         """Produce records the batches from now on (after a `follow` to the CommitLog's end)."""

@@ -114,5 +114,13 @@ def test_a_truncation_reads_the_commitlog_again(tmp_path: Path) -> None:
         store.truncate(led_from)  # demoted: what it stored as master is cut, nothing below what it read
         assert leader.follow() == 1
         assert leader.states.check("t", 0, _batch(3, 2)).duplicate_of is None
+
+        leader.lead()  # elected again: demoted, cut and re-elected before a round saw the step-down
+        leader.states.appended("t", 0, _batch(3, 2), 5)
+        _stored_batch(store, 3, 2)
+        store.truncate(led_from)
+        assert not leader.leading  # Produce waits for a walk
+        assert leader.follow() == 1
+        assert leader.states.check("t", 0, _batch(3, 2)).duplicate_of is None
     finally:
         store.shutdown()
