@@ -29,7 +29,7 @@ PARENT, PLAIN = "LiteParent", "LitePlainTopic"
 NESTED = PARENT + "|nested"
 """A parent whose lite topics' store names start as PARENT's do."""
 WILDCARD, EXPLICIT, BOUND_ELSEWHERE = "G-lite-wild", "G-lite-explicit", "G-lite-bound"
-EXCLUSIVE, OFFSETS = "G-lite-exclusive", "G-lite-offsets"
+EXCLUSIVE, OFFSETS, RESETS = "G-lite-exclusive", "G-lite-offsets", "G-lite-resets"
 DEADLINE_S = 60.0
 
 pytestmark = pytest.mark.xdist_group("grpc-lite")  # one cluster for the module, not one per worker
@@ -53,7 +53,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
                           EXPLICIT: {"lite.bind.topic": PARENT, "lite.sub.client.quota": "3"},
                           BOUND_ELSEWHERE: {"lite.bind.topic": "SomeOtherParent"},
                           EXCLUSIVE: {"+lite.bind.topic": PARENT, "+lite.sub.model": "Exclusive"},
-                          OFFSETS: {"+lite.bind.topic": PARENT}}
+                          OFFSETS: {"+lite.bind.topic": PARENT},
+                          RESETS: {"+lite.bind.topic": PARENT, "+lite.sub.model": "Exclusive",
+                                   "+lite.sub.reset.offset.exclusive": "true",
+                                   "+lite.sub.reset.offset.unsubscribe": "true"}}
                 for group, group_attributes in groups.items():
                     config = SubscriptionGroupConfig(group, attributes=group_attributes)
                     resp = await wire.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, config.to_json())
@@ -384,4 +387,31 @@ def test_an_offset_option_moves_where_the_group_reads_a_lite_topic(cluster: Clus
             assert await bodies(500) == []
         finally:
             await grpc.close()
+    asyncio.run(test())
+
+
+def test_a_group_may_read_a_lite_topic_again_after_an_unsubscribe_or_an_eviction(cluster: Cluster):
+    """lite.sub.reset.offset.unsubscribe and lite.sub.reset.offset.exclusive (5.5): a lite topic a client
+    unsubscribes, or another client of the Exclusive group takes, is read again from its first message."""
+    async def test() -> None:
+        endpoint = cluster.grpc_endpoint  # type: ignore[attr-defined]
+        (r1, _), (r2, _) = await lite_client(endpoint, "reset-1", RESETS), await lite_client(endpoint, "reset-2", RESETS)
+        try:
+            async def bodies(grpc: GrpcWire) -> list[str]:
+                got = messages(await grpc.receive(RESETS, PARENT, wait_ms=3000))
+                for m in got:
+                    assert await ack(grpc, RESETS, m) == pb.OK
+                return [m.body.decode() for m in got]
+            for i in range(2):
+                assert (await send(r1, lite_message(970 + i, "rs-1", f"r{i}".encode()))).code == pb.OK
+            assert (await sync(r1, RESETS, pb.PARTIAL_ADD, ["rs-1"])).code == pb.OK
+            assert await bodies(r1) == ["r0", "r1"]
+            assert (await sync(r1, RESETS, pb.PARTIAL_REMOVE, ["rs-1"])).code == pb.OK
+            assert (await sync(r1, RESETS, pb.PARTIAL_ADD, ["rs-1"])).code == pb.OK
+            assert await bodies(r1) == ["r0", "r1"]  # read again after the unsubscribe
+            assert (await sync(r2, RESETS, pb.PARTIAL_ADD, ["rs-1"])).code == pb.OK
+            assert await bodies(r2) == ["r0", "r1"]  # and after r2 took it from r1
+        finally:
+            await r1.close()
+            await r2.close()
     asyncio.run(test())

@@ -64,7 +64,14 @@ from skiff.common.limits import (
 )
 from skiff.common.stored_message import decode_record
 from skiff.protocol.bodies.admin import SubscriptionGroupConfig
-from skiff.protocol.bodies.group_attributes import BIND_TOPIC, CLIENT_QUOTA, SUB_MODEL, WILDCARD
+from skiff.protocol.bodies.group_attributes import (
+    BIND_TOPIC,
+    CLIENT_QUOTA,
+    RESET_OFFSET_EXCLUSIVE,
+    RESET_OFFSET_UNSUBSCRIBE,
+    SUB_MODEL,
+    WILDCARD,
+)
 from skiff.protocol.bodies.topic_attributes import TopicMessageType, message_type
 from skiff.protocol.codes import ResponseCode
 from skiff.protocol.v5 import definition_pb2 as pb
@@ -73,6 +80,7 @@ from skiff.protocol.v5 import service_pb2 as rpc
 LMQ_PREFIX = "%LMQ%|"
 SEPARATOR = "|"
 LITE_CLIENT_TYPES = frozenset({pb.LITE_PUSH_CONSUMER, pb.LITE_SIMPLE_CONSUMER})
+FROM_START = pb.OffsetOption(policy=pb.OffsetOption.MIN)
 _NAME = re.compile(r"^[a-zA-Z0-9_-]+$")
 
 
@@ -292,33 +300,41 @@ class LiteTopics:
                                                                 f"quota {quota} (lite.sub.client.quota) allows")
         for name in after - sub.names:
             self._lmq(parent, name)  # subscribed before its first message: made now, read from its start
-        sub.names = after
+        before, sub.names = sub.names, after
         sub.synced_ms = self.clock.now_ms()
         if req.action == pb.COMPLETE_ADD:
             sub.wildcard = wildcard
             sub.version = req.version if req.HasField("version") else sub.version
         if group_attribute(group, SUB_MODEL) == "Exclusive":
-            self._exclusive(conn.client_id, sub, req.action, set(names))
+            self._exclusive(group, sub, req.action, set(names), conn.client_id)
         if req.action == pb.PARTIAL_ADD and req.HasField("offset_option") and not wildcard:
             for name in names:
                 self._reset_offset(group_name, lmq_name(parent, name), req.offset_option)
+        if req.action == pb.PARTIAL_REMOVE and group_attribute(group, RESET_OFFSET_UNSUBSCRIBE) == "true":
+            for name in set(names) & before:  # 5.5: an unsubscribed lite topic is read again from its start
+                self._reset_offset(group_name, lmq_name(parent, name), FROM_START)
         self.subscriptions[conn.client_id] = sub
         self.arrived(parent)
         return answer(pb.OK, "OK")
 
-    def _exclusive(self, client_id: str, sub: LiteSubscription, action: int, names: set[str]) -> None:
+    def _exclusive(self, group: SubscriptionGroupConfig, sub: LiteSubscription, action: int, names: set[str],
+                   client_id: str) -> None:
         """An Exclusive group (``lite.sub.model``, 5.5): a lite topic one client adds is taken from
         every other client of the group, which is told (NotifyUnsubscribeLite) and not served it
         again until it adds it again itself; a complete sync that still names a taken lite topic
-        is told again, and one that no longer names it clears the mark."""
+        is told again, and one that no longer names it clears the mark. With
+        ``lite.sub.reset.offset.exclusive`` a taken lite topic is read again from its start."""
         if action == pb.PARTIAL_ADD:
             sub.evicted -= names
+            reset = group_attribute(group, RESET_OFFSET_EXCLUSIVE) == "true"
             for other_id, other in self.subscriptions.items():
                 if other_id == client_id or (other.group, other.parent) != (sub.group, sub.parent):
                     continue
                 for name in names & other.names - other.evicted:
                     other.evicted.add(name)
                     self.notify_unsubscribe(other_id, name)
+                    if reset:
+                        self._reset_offset(sub.group, lmq_name(sub.parent, name), FROM_START)
         elif action == pb.COMPLETE_ADD:
             sub.evicted &= names
             for name in sub.evicted:

@@ -15,9 +15,8 @@ The names are 5.5's lite-topic ones (RIP-83; skiff/broker/grpc/lite.py reads the
 ``lite.sub.wildcard`` (true: the group subscribes every lite topic of its parent, 5.5's
 apache/rocketmq#10203), ``lite.sub.model`` (Shared or Exclusive),
 ``lite.sub.reset.offset.exclusive`` and ``lite.sub.reset.offset.unsubscribe`` (true or false),
-``lite.sub.client.max.event.cnt`` (10 or more). Skiff acts on ``lite.sub.model`` (Exclusive:
-one client per lite topic, skiff.broker.grpc.lite) and keeps and shows the last three without
-acting on them (docs/grpc.md: not done).
+``lite.sub.client.max.event.cnt`` (10 or more). Skiff acts on all but the last
+(skiff.broker.grpc.lite), which it keeps and shows (docs/grpc.md: not done).
 """
 
 from __future__ import annotations
