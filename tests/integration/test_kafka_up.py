@@ -99,7 +99,7 @@ def test_up_tls_serves_kafka_over_tls(tmp_path: Path) -> None:
         produce(config, "UpTlsKafka", 1, "tls")
         assert consume(config, "UpTlsKafka", 1, COUNT) == {0: [f"tls-{i}" for i in range(COUNT)]}
         reports: list[Any] = []
-        plain = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "message.timeout.ms": 3000})
+        plain = Producer({"bootstrap.servers": f"127.0.0.1:{port}", "message.timeout.ms": 1500})
         plain.produce("UpTlsKafka", b"in the clear", on_delivery=lambda err, msg: reports.append(err))
         assert plain.flush(15) == 0 and len(reports) == 1
         assert reports[0] is not None, "a plaintext client was served"
