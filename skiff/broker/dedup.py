@@ -136,6 +136,9 @@ class Deduplication:
 
     def window_of(self, topic: str, tc: TopicConfig | None) -> DedupWindow | None:
         """`window`, for a caller that holds the topic's config already (the gate's answer)."""
+        held = self._windows.get(topic) if self._windows else None
+        if held is not None and held[0] is tc and self._epoch == self.master_epoch():
+            return held[1]  # a config is never changed in place: it still has the window
         if tc is None or DEDUP_WINDOW_MS not in tc.attributes:  # most topics: one dict test
             if self._windows:
                 self._windows.pop(topic, None)
@@ -207,14 +210,14 @@ class Deduplication:
             sources.append(source)
         if len(fresh) == len(rows):
             result = put(rows, body_bytes)
-            self._record(window, queue_id, rows, result)
+            self.record(window, queue_id, rows, result)
             return result, queue_id
         if not fresh:
             return _duplicate([s for s in sources if isinstance(s, Original)])
         result = put(fresh, sum(len(r.body) for r in fresh))
         if not result.ok:
             return result, queue_id
-        self._record(window, queue_id, fresh, result)
+        self.record(window, queue_id, fresh, result)
         new_ids = result.offset_msg_ids
         ids = tuple(s.offset_msg_id if isinstance(s, Original) else new_ids[s] for s in sources)
         return PutResult(status=result.status, reason=result.reason, physical_offset=result.physical_offset,
@@ -249,9 +252,6 @@ class Deduplication:
 
     def record(self, window: DedupWindow, queue_id: int, rows: list[MessageInput], result: PutResult) -> None:
         """``rows``, appended to ``queue_id`` with ``result``, into ``window`` (nothing if it failed)."""
-        self._record(window, queue_id, rows, result)
-
-    def _record(self, window: DedupWindow, queue_id: int, rows: list[MessageInput], result: PutResult) -> None:
         if not result.ok:
             return
         for k, (row, msg_id) in enumerate(zip(rows, result.offset_msg_ids)):

@@ -249,6 +249,8 @@ class Connection(asyncio.Protocol):
             return
         if self._backlog:
             self._backlog.extend(commands)
+        elif len(commands) == 1 and self._batches:
+            self._dispatch_one(commands[0])
         else:
             self._dispatch(commands)
         if self._serving and len(data) >= READ_TURN_BYTES and not self._read_paused:
@@ -266,6 +268,19 @@ class Connection(asyncio.Protocol):
         """
         self._pause_reading(_PAUSED_FOR_TURN)
         self._loop.call_soon(self._resume_reading, _PAUSED_FOR_TURN)  # type: ignore[union-attr]
+
+    def _dispatch_one(self, cmd: RemotingCommand) -> None:
+        """`_dispatch` of a read that brought one command (a synchronous sender's request)."""
+        batch = None if cmd.flag & RPC_TYPE_RESPONSE else self._batches.get(cmd.code)
+        if batch is None or self.close_reason is not None:
+            self._dispatch((cmd,))
+            return
+        output = self._output
+        output.hold()
+        try:
+            self._on_requests(batch, [cmd])
+        finally:
+            output.release()
 
     def _dispatch(self, commands: Iterable[RemotingCommand]) -> None:
         """Handle commands in order until reading pauses; the rest wait in the backlog.
