@@ -143,6 +143,8 @@ class ClusterView:
         self.now = now
         self._members: tuple[float, Members] | None = None
         self._routes: dict[str, tuple[float, dict[str, int]]] = {}
+        self._layouts: dict[str, tuple[tuple[float, dict[str, int]], int | None, Layout]] = {}
+        """`known_layout`'s last layout per topic, with the route answer and queue count it was made from."""
         self._refreshing: dict[str, asyncio.Task[None]] = {}
         self._periodic: Periodic | None = None
 
@@ -246,13 +248,18 @@ class ClusterView:
             return None
         if self._stale(cached[0]):
             self._refresh_later("topic:" + topic, lambda: self._refresh_route(topic))
-        groups = dict(cached[1])
         own = self.own_queues(topic)
+        made = self._layouts.get(topic)
+        if made is not None and made[0] is cached and made[1] == own:
+            return made[2]  # the same answer and queues: the layout made from them (a Produce asks per read)
+        groups = dict(cached[1])
         if own is None:
             groups.pop(self.broker_name, None)
         else:
             groups[self.broker_name] = own
-        return Layout(tuple(sorted(groups.items())))
+        layout = Layout(tuple(sorted(groups.items())))
+        self._layouts[topic] = (cached, own, layout)
+        return layout
 
     async def _refresh_route(self, topic: str) -> None:
         fresh = await self._ask_route(topic)
@@ -296,6 +303,7 @@ class ClusterView:
     def forget(self, topic: str) -> None:
         """Ask the NameServers again at the next look (the topic changed here)."""
         self._routes.pop(topic, None)
+        self._layouts.pop(topic, None)
 
     async def _call(self, addr: str, cmd: RemotingCommand) -> RemotingCommand | None:
         try:

@@ -55,6 +55,8 @@ class KafkaConnection(asyncio.Protocol):
         self.task: asyncio.Task[None] | None = None
         """The request being served by `KafkaService.handle` (None: none)."""
         self._serving = False
+        self._write_due = False
+        """A write of late answers is scheduled for the end of this loop step."""
         self._write_paused = False
         self._closing = False
 
@@ -153,12 +155,16 @@ class KafkaConnection(asyncio.Protocol):
         answer.then(self._given, slot)
 
     def _given(self, slot: Slot, frame: bytes) -> None:
+        """A late answer: written with the others given in the same loop step (one fsync or
+        slave acknowledgement answers many requests at once), in one write after them."""
         slot[0] = frame
-        if not self._serving:
-            self._write()
+        if not self._serving and not self._write_due:
+            self._write_due = True
+            asyncio.get_running_loop().call_soon(self._write)
 
     def _write(self) -> None:
         """Write the answers that are ready, up to the first that is not, in one write."""
+        self._write_due = False
         slots, ready = self._slots, []
         while slots and slots[0][0] is not None:
             frame = slots.popleft()[0]

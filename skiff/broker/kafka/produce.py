@@ -41,7 +41,7 @@ from skiff.common.properties import encode_properties
 from skiff.protocol.kafka.errors import ErrorCode
 from skiff.protocol.kafka.frames import RequestHeader, encode_response
 from skiff.protocol.kafka.produce_wire import PRODUCE_KEY, ProduceOne, produce_answer
-from skiff.protocol.kafka.records import RecordBatch, decode_batches
+from skiff.protocol.kafka.records import CONTROL, TRANSACTIONAL, RecordBatch, decode_batches
 from skiff.protocol.bodies.topic import TopicConfig
 from skiff.store import MessageInput, PutStatus
 from skiff.transport.late import LateAnswer
@@ -116,7 +116,7 @@ class Produce:
             return _refused(ErrorCode.INVALID_RECORD, f"a partition's records must be one batch, "
                                                       f"{len(batches)} were sent")
         batch = batches[0]
-        if batch.is_transactional or batch.is_control:
+        if batch.attributes & (TRANSACTIONAL | CONTROL):
             return _refused(ErrorCode.INVALID_RECORD, "transactional batches are not served by Skiff yet")
         return batch
 
@@ -204,7 +204,7 @@ class Appends:
             run = self._runs[(topic, queue_id)] = _Run(topic, tc, queue_id)
         run.members.append(_Member(batch, rows, len(run.rows), acks, index))
         run.rows += rows
-        run.body_bytes += sum(len(r.body) for r in rows)
+        run.body_bytes += len(rows[0].body) if len(rows) == 1 else sum(len(r.body) for r in rows)
         if pid >= 0:
             run.producers[pid] = (batch.producer_epoch, (batch.base_sequence + batch.last_offset_delta + 1) % _SEQUENCES)
 
@@ -338,6 +338,6 @@ def answer_frame(req: ProduceOne, stored: Stored) -> bytes:
     anything else through the schema's encoder."""
     if stored.error is ErrorCode.NONE:
         return produce_answer(req, req.topic.encode("utf-8"), stored.base_offset, stored.log_start_offset)
-    return encode_response(RequestHeader(PRODUCE_KEY, req.version, req.correlation_id, req.client_id),
+    return encode_response(RequestHeader(PRODUCE_KEY, req.version, req.correlation_id, ""),
                            {"responses": [{"name": req.topic, "partition_responses": [
                                partition_body(req.partition, stored)]}], "throttle_time_ms": 0})

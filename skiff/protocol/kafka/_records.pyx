@@ -10,11 +10,17 @@ not ``bytes`` — answers None, and the caller decodes the input with the refere
 raises the `DecodeError` a bad batch deserves. Selected by `skiff.common.kernels.select`
 (``SKIFF_NO_EXTENSIONS=1`` forces the reference).
 
+`encode_records` is the twin of `records.encode_records_py`: the records of a batch a Fetch
+serves (one per stored message), written into one buffer with the varints encoded in C;
+None for a record it does not write exactly as the reference (then the reference does).
+
 Every read is bounds-checked against the input before it is made.
 """
 
 from libc.stdint cimport int16_t, int32_t, int64_t, int8_t, uint32_t, uint64_t
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from libc.string cimport memcpy
 
 cdef enum:
     HEADER_BYTES = 61
@@ -159,3 +165,100 @@ def decode_plain_batches(object data, object crc, object record, object batch):
                          tuple(records), epoch))
         pos = end
     return out
+
+
+cdef struct _Out:
+    unsigned char* data
+    Py_ssize_t size
+    Py_ssize_t cap
+
+
+cdef int _room(_Out* out, Py_ssize_t n) except -1:
+    cdef Py_ssize_t cap
+    cdef unsigned char* grown
+    if out.size + n <= out.cap:
+        return 0
+    cap = max(out.cap * 2, out.size + n + 256)
+    grown = <unsigned char*>PyMem_Realloc(out.data, cap)
+    if grown == NULL:
+        raise MemoryError()
+    out.data, out.cap = grown, cap
+    return 0
+
+
+cdef inline int _uvarint(_Out* out, uint64_t v) except -1:
+    _room(out, 10)
+    while v >= 0x80:
+        out.data[out.size] = <unsigned char>((v & 0x7F) | 0x80)
+        out.size += 1
+        v >>= 7
+    out.data[out.size] = <unsigned char>v
+    out.size += 1
+    return 0
+
+
+cdef inline int _zvarint(_Out* out, int64_t v) except -1:
+    return _uvarint(out, (<uint64_t>v << 1) ^ <uint64_t>(v >> 63))
+
+
+cdef inline int _raw(_Out* out, const char* p, Py_ssize_t n) except -1:
+    _room(out, n)
+    memcpy(out.data + out.size, p, n)
+    out.size += n
+    return 0
+
+
+cdef int _field(_Out* out, object value) except -1:
+    """A nullable bytes field: its varint length (-1: null) and its bytes."""
+    if value is None:
+        return _zvarint(out, -1)
+    _zvarint(out, PyBytes_GET_SIZE(value))
+    return _raw(out, PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value))
+
+
+def encode_records(object records, object base_ts):
+    """`encode_records_py` of ``records`` (Record tuples) against ``base_ts``: their bytes in a
+    batch; None when a value is not what it reads exactly (a key, value or header value that
+    is not bytes, a header name that is not str, a delta past 64 bits)."""
+    cdef _Out out
+    cdef _Out body
+    cdef int64_t base, ts_delta
+    cdef object rec, key, value, headers, name, hv, raw_name
+    out.data, out.size, out.cap = NULL, 0, 0
+    body.data, body.size, body.cap = NULL, 0, 0
+    try:
+        try:
+            base = base_ts
+        except OverflowError:
+            return None
+        for rec in records:
+            if not isinstance(rec, tuple):
+                return None
+            offset_delta, timestamp, key, value, headers = rec
+            if (key is not None and type(key) is not bytes) or (value is not None and type(value) is not bytes):
+                return None
+            try:
+                ts_delta = timestamp - base_ts
+                body.size = 0
+                _room(&body, 1)
+                body.data[0] = 0
+                body.size = 1
+                _zvarint(&body, ts_delta)
+                _zvarint(&body, offset_delta)
+            except (OverflowError, TypeError):
+                return None
+            _field(&body, key)
+            _field(&body, value)
+            _zvarint(&body, len(headers))
+            for name, hv in headers:
+                if type(name) is not str or (hv is not None and type(hv) is not bytes):
+                    return None
+                raw_name = (<str>name).encode("utf-8")
+                _field(&body, raw_name)
+                _field(&body, hv)
+            _zvarint(&out, body.size)
+            _raw(&out, <const char*>body.data, body.size)
+        return PyBytes_FromStringAndSize(<const char*>out.data, out.size)
+    finally:
+        PyMem_Free(out.data)
+        PyMem_Free(body.data)

@@ -30,11 +30,11 @@ _I32 = struct.Struct(">i")
 
 
 class ProduceOne(NamedTuple):
-    """One partition's records of one ProduceRequest, with what its answer needs."""
+    """One partition's records of one ProduceRequest, with what its answer needs (not the
+    client id: no answer carries it)."""
 
     correlation_id: int
     version: int
-    client_id: str
     acks: int
     topic: str
     partition: int
@@ -65,36 +65,34 @@ def parse_produce(frame: bytes) -> ProduceOne | None:
     if partitions != 1 or records_len < 0 or records_at + records_len != size:
         return None
     try:
-        client_id = frame[_HEAD.size:_HEAD.size + client_len].decode("utf-8") if client_len > 0 else ""
         topic = frame[pos:name_end].decode("utf-8")
     except UnicodeDecodeError:
         return None
-    return ProduceOne(correlation, version, client_id, acks, topic, partition, frame[records_at:])
+    return ProduceOne(correlation, version, acks, topic, partition, frame[records_at:])
 
 
-_ANSWER_FIXED = {
-    # version: the struct after the topic name: partition count, index, error code, base
-    # offset, log append time (v2+), log start offset (v5+), record errors count and a null
-    # error message (v8+), throttle time (v1+)
-    3: struct.Struct(">iihqqi"), 4: struct.Struct(">iihqqi"),
-    5: struct.Struct(">iihqqqi"), 6: struct.Struct(">iihqqqi"), 7: struct.Struct(">iihqqqi"),
-    8: struct.Struct(">iihqqqihi"),
+_ANSWER_TAILS = {
+    # version: what follows the topic name: partition count, index, error code, base offset,
+    # log append time (v2+), log start offset (v5+), record errors count and a null error
+    # message (v8+), throttle time (v1+)
+    3: "iihqqi", 4: "iihqqi", 5: "iihqqqi", 6: "iihqqqi", 7: "iihqqqi", 8: "iihqqqihi",
 }
-_TOPIC_HEAD = struct.Struct(">iiih")
-"""size, correlation id, topic count, topic name length."""
+_ANSWERS: dict[tuple[int, int], struct.Struct] = {}
+"""The whole answer's layout per version and topic name length, made once."""
 
 
 def produce_answer(req: ProduceOne, topic_raw: bytes, base_offset: int, log_start_offset: int) -> bytes:
     """The whole success answer frame (size prefix included) to ``req``: its partition stored
-    from ``base_offset``. ``topic_raw``: the topic name's UTF-8 bytes (a caller answering many
-    requests of one topic encodes it once)."""
-    fixed = _ANSWER_FIXED[req.version]
-    size = _TOPIC_HEAD.size - 4 + len(topic_raw) + fixed.size
-    head = _TOPIC_HEAD.pack(size, req.correlation_id, 1, len(topic_raw))
-    if req.version >= 8:
-        tail = fixed.pack(1, req.partition, 0, base_offset, -1, log_start_offset, 0, -1, 0)
-    elif req.version >= 5:
-        tail = fixed.pack(1, req.partition, 0, base_offset, -1, log_start_offset, 0)
-    else:
-        tail = fixed.pack(1, req.partition, 0, base_offset, -1, 0)
-    return head + topic_raw + tail
+    from ``base_offset``. ``topic_raw``: the topic name's UTF-8 bytes."""
+    version = req.version
+    layout = _ANSWERS.get((version, len(topic_raw)))
+    if layout is None:  # size, correlation id, topic count, topic name, then the version's tail
+        layout = _ANSWERS[(version, len(topic_raw))] = struct.Struct(f">iiih{len(topic_raw)}s{_ANSWER_TAILS[version]}")
+    size = layout.size - 4
+    if version >= 8:
+        return layout.pack(size, req.correlation_id, 1, len(topic_raw), topic_raw, 1, req.partition, 0, base_offset,
+                           -1, log_start_offset, 0, -1, 0)
+    if version >= 5:
+        return layout.pack(size, req.correlation_id, 1, len(topic_raw), topic_raw, 1, req.partition, 0, base_offset,
+                           -1, log_start_offset, 0)
+    return layout.pack(size, req.correlation_id, 1, len(topic_raw), topic_raw, 1, req.partition, 0, base_offset, -1, 0)

@@ -202,7 +202,7 @@ def encode_batch(base_offset: int, records: Sequence[Record], *, codec: int = 0,
     range), the batch still spans to its last original offset, so a reader continues after it."""
     base_ts = records[0].timestamp if records else -1
     max_ts = max((r.timestamp for r in records), default=-1)
-    body = b"".join([_encode_record(rec, base_ts) for rec in records])
+    body = encode_records(records, base_ts)
     raw = body if not codec else compress(codec, body)
     last = (records[-1].offset_delta if records else 0) if last_offset_delta is None else last_offset_delta
     attrs = (attributes & ~CODEC_MASK) | codec
@@ -213,6 +213,27 @@ def encode_batch(base_offset: int, records: Sequence[Record], *, codec: int = 0,
 
 
 _NULL = varint_bytes(-1)
+
+
+def encode_records(records: Sequence[Record], base_ts: int) -> bytes:
+    """The records of a batch, their timestamps as deltas to ``base_ts``: by the compiled
+    kernel where it is built (a Fetch encodes one record per message it serves), else
+    `encode_records_py`."""
+    body = _records_kernel(records, base_ts)
+    return encode_records_py(records, base_ts) if body is None else body
+
+
+def no_records(records: Sequence[Record], base_ts: int) -> bytes | None:
+    """The reference of the compiled ``encode_records``, which writes what it can write exactly
+    as `encode_records_py` does: this one leaves everything to `encode_records_py`."""
+    return None
+
+
+def encode_records_py(records: Sequence[Record], base_ts: int) -> bytes:
+    return b"".join([_encode_record(rec, base_ts) for rec in records])
+
+
+_records_kernel = kernels.select("encode_records", no_records, "skiff.protocol.kafka._records")
 
 
 def _encode_record(rec: Record, base_ts: int) -> bytes:

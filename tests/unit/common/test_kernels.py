@@ -46,7 +46,7 @@ KERNEL_MODULES = {
     "skiff.spark._kernels": ("record_starts", "run_columns"),
     "skiff.protocol._frames": ("json_frames", "json_head", "plain_sends", "sent_answers", "pack_batch",
                                "split_batch"),
-    "skiff.protocol.kafka._records": ("decode_plain_batches",),
+    "skiff.protocol.kafka._records": ("decode_plain_batches", "encode_records"),
 }
 """Each kernel module (setup.py builds them together) and the kernels it holds."""
 

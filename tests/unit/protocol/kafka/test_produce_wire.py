@@ -9,6 +9,7 @@ import pytest
 
 from skiff.broker.kafka.produce import Stored, answer_frame, partition_body
 from skiff.protocol.kafka.apis import APIS, ApiKey
+from skiff.protocol.kafka.errors import ErrorCode
 from skiff.protocol.kafka.frames import RequestHeader, decode_request, encode_response, read_header
 from skiff.protocol.kafka.produce_wire import FIRST_VERSION, LAST_VERSION, ProduceOne, parse_produce
 from skiff.protocol.kafka.records import Record, encode_batch
@@ -51,7 +52,7 @@ def test_one_partition_requests_read_as_the_interpreter_reads_them() -> None:
         header, body = read_header(frame)
         req = decode_request(header, body)
         part = req["topic_data"][0]["partition_data"][0]
-        assert parse_produce(frame) == ProduceOne(header.correlation_id, version, header.client_id, acks, topic,
+        assert parse_produce(frame) == ProduceOne(header.correlation_id, version, acks, topic,
                                                   part["index"], part["records"])
 
 
@@ -76,12 +77,12 @@ def test_anything_else_is_declined(frame: bytes) -> None:
 def test_answers_are_the_interpreters_bytes(version: int) -> None:
     rng = random.Random(version)
     for _ in range(50):
-        req = ProduceOne(rng.randint(-2**31, 2**31 - 1), version, "c", -1, rng.choice(["t", "Tópic"]),
+        req = ProduceOne(rng.randint(-2**31, 2**31 - 1), version, -1, rng.choice(["t", "Tópic"]),
                          rng.randint(0, 1000), b"")
-        header = RequestHeader(ApiKey.PRODUCE, version, req.correlation_id, req.client_id)
+        header = RequestHeader(ApiKey.PRODUCE, version, req.correlation_id, "c")
         for stored in (Stored(base_offset=rng.randint(0, 2**40), log_start_offset=rng.randint(-1, 100)),
                        Stored(base_offset=5),  # a duplicate's answer: no log start
-                       Stored(Stored().error.__class__.OUT_OF_ORDER_SEQUENCE_NUMBER, message="gap")):
+                       Stored(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, message="gap")):
             expected = encode_response(header, {"responses": [{"name": req.topic, "partition_responses": [
                 partition_body(req.partition, stored)]}], "throttle_time_ms": 0})
             assert answer_frame(req, stored) == expected

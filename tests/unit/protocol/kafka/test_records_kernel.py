@@ -9,7 +9,15 @@ import crc32c
 import pytest
 
 from skiff.common.errors import DecodeError
-from skiff.protocol.kafka.records import Record, RecordBatch, decode_batches, decode_batches_py, encode_batch
+from skiff.protocol.kafka.records import (
+    Record,
+    RecordBatch,
+    decode_batches,
+    decode_batches_py,
+    encode_batch,
+    encode_records,
+    encode_records_py,
+)
 from tests.unit.kernel_twins import compiled_kernels
 
 compiled = compiled_kernels("skiff.protocol.kafka._records")
@@ -85,3 +93,23 @@ def test_ten_byte_varints_are_left_to_the_reference(varint: bytes) -> None:
     data = raw[:17] + crc32c.crc32c(raw[21:]).to_bytes(4, "big") + raw[21:]
     assert kernel(data, crc32c.crc32c, Record, RecordBatch) is None
     assert decode_batches(data) == decode_batches_py(data)
+
+
+def test_records_encode_as_the_reference() -> None:
+    kernel = compiled("encode_records")
+    rng = random.Random(12)
+    for _ in range(400):
+        records = _records(rng)
+        base = records[0].timestamp + rng.choice([0, -3, 10**6])
+        assert kernel(records, base) == encode_records_py(records, base)
+        assert encode_records(records, base) == encode_records_py(records, base)
+    assert kernel([], 0) == b""
+
+
+@pytest.mark.parametrize("record,base", [
+    (Record(0, 2**63 + 5, None, b"v"), 0),  # a delta past 64 bits
+    (Record(0, 1, bytearray(b"k"), b"v"), 0),  # not bytes
+    (Record(0, 1, None, b"v", ((b"name", b"v"),)), 0),  # a header name that is not str
+], ids=["wide-delta", "bytearray-key", "bytes-name"])
+def test_records_it_does_not_write_exactly_are_left_to_the_reference(record: Record, base: int) -> None:
+    assert compiled("encode_records")([record], base) is None
