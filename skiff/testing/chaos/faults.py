@@ -79,8 +79,9 @@ class Kill:
 
     def recover(self, cluster: ChaosCluster) -> str:
         """Restart every killed broker, even after one fails to start: a failure that left the
-        others down made the next fault kill the last broker standing (run P's kill-majority
-        p99 was that)."""
+        others down made the next fault kill the last broker standing (runs P and Q). One after
+        the other: started together on this 2-core machine at load 10, both came up later than
+        the first of two in turn (run S), and the first one up is what ends the outage."""
         failed: list[str] = []
         for i in self.killed:
             try:
