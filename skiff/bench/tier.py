@@ -11,8 +11,10 @@ bodies to nothing). Then:
    directory and fsynced;
 2. Spark (``--spark``): a batch read of the topic into the ``noop`` sink through the
    broker, then with ``tierUrl`` (every offset in the tier: the executors read the
-   Parquet files), then the tier's files with ``spark.read.parquet`` (the ceiling), each
-   after a warm-up read, best of ``--repeat``;
+   Parquet files), then the tier's files with ``spark.read.parquet`` (the ceiling: the
+   same twelve columns, read by the JVM alone), each after a warm-up read, best of
+   ``--repeat``, with the CPU of that best run per row (the JVM, its Python workers, the
+   broker) and the ratios to the read through the broker;
 3. first read of a tiered offset: the topic's ``retention.local.ms`` set to 0, retention
    deletes its local files, and a pull of offset 0 is timed until it returns messages
    (the broker fetches the file on a worker thread and answers "retry" meanwhile); then
@@ -36,6 +38,7 @@ from skiff.bench.spark import CpuMeter, fill
 from skiff.client import Admin, MessageQueue, PullClient, PullStatus
 from skiff.testing.processes import run_skiff, start_broker, start_namesrv
 from skiff.testing.waits import wait_for
+from skiff.tier.columns import SOURCE_COLUMNS
 
 TOPIC = "TierBench"
 EVERY_HOUR = ";".join(f"{h:02d}" for h in range(24))
@@ -85,10 +88,14 @@ def upload(ns: str, broker_pid: int) -> dict[str, Any]:
             "rows": sum(q.remote_rows for q in b.state.queues)}
 
 
-def spark_reads(ns: str, tier: Path, repeat: int) -> dict[str, Any]:
+def spark_reads(ns: str, tier: Path, repeat: int, broker_pid: int | None = None) -> dict[str, Any]:
+    """Each read's best wall time of ``repeat`` (after a warm-up) and the CPU seconds of that
+    run, split into the JVM, its Python workers and the broker (steadier than wall time on a
+    shared machine)."""
     from skiff.spark.local import local_session
 
     spark = local_session("skiff-bench-tier")
+    cpu = CpuMeter(broker_pid)
     try:
         def skiff_read(**options: str) -> Any:
             return spark.read.format("skiff").option("namesrvAddr", ns).option("topic", TOPIC).options(**options).load()
@@ -97,17 +104,20 @@ def spark_reads(ns: str, tier: Path, repeat: int) -> dict[str, Any]:
             "through the broker": lambda: skiff_read(),
             "from the tier (tierUrl)": lambda: skiff_read(tierUrl=f"file://{tier}"),
             "spark.read.parquet (ceiling)": lambda: spark.read.option("recursiveFileLookup", "true")
-            .option("pathGlobFilter", "*.parquet").parquet(str(tier / TOPIC)),
+            .option("pathGlobFilter", "*.parquet").parquet(str(tier / TOPIC)).select(*SOURCE_COLUMNS),
         }
         out = {}
         for name, df in kinds.items():
             df().write.format("noop").mode("overwrite").save()  # warm-up
-            best = float("inf")
+            best, best_cpu = float("inf"), {}
             for _ in range(repeat):
+                cpu.mark()
                 started = time.monotonic()
                 df().write.format("noop").mode("overwrite").save()
-                best = min(best, time.monotonic() - started)
-            out[name] = {"rows": df().count(), "seconds": best}
+                elapsed = time.monotonic() - started
+                if elapsed < best:
+                    best, best_cpu = elapsed, cpu.since_mark()
+            out[name] = {"rows": df().count(), "seconds": best, "cpu_s": best_cpu}
         return out
     finally:
         spark.stop()
@@ -159,7 +169,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         figures["upload"] = upload(ns, broker.popen.pid)
         figures["disk_ceiling_mb_per_s"] = disk_ceiling(work, int(figures["upload"]["record_mb"] * _MB))
         if args.spark:
-            figures["spark"] = spark_reads(ns, tier, args.repeat)
+            figures["spark"] = spark_reads(ns, tier, args.repeat, broker.popen.pid)
         figures["first_read"] = first_read(ns, args.queues)
     return figures
 
@@ -171,8 +181,16 @@ def report(f: dict[str, Any]) -> None:
     print(f"upload: {u['record_mb']:.1f} MB of records in {u['seconds']:.2f} s = {u['record_mb_per_s']:.1f} MB/s "
           f"({u['parquet_mb']:.1f} MB of Parquet); broker CPU per MB {cpu}; "
           f"disk ceiling (write + fsync) {f['disk_ceiling_mb_per_s']:.0f} MB/s")
-    for name, s in f.get("spark", {}).items():
-        print(f"spark {name}: {s['rows']} rows in {s['seconds']:.2f} s = {s['rows'] / s['seconds']:,.0f} rows/s")
+    reads = f.get("spark", {})
+    for name, s in reads.items():
+        per_row = " ".join(f"{k} {v * 1e6 / s['rows']:.2f}" for k, v in s["cpu_s"].items()
+                           if v is not None and k != "driver")
+        print(f"spark {name}: {s['rows']} rows in {s['seconds']:.2f} s = {s['rows'] / s['seconds']:,.0f} rows/s; "
+              f"CPU us per row: {per_row}")
+    if reads:
+        broker_s = reads["through the broker"]["seconds"]
+        print("spark, against the read through the broker: " + ", ".join(
+            f"{name} {broker_s / s['seconds']:.2f}x" for name, s in reads.items() if name != "through the broker"))
     r = f["first_read"]
     print(f"pull of offset 0 (local minimum now {r['local_min_offset']}): first {r['first_ms']:.1f} ms "
           f"({r['first_pulls']} pulls), cached {r['cached_ms']:.1f} ms; a local offset {r['local_ms']:.1f} ms")

@@ -1,6 +1,6 @@
 """Planning the offsets a read finds in the tier (docs/tiered-storage.md): with ``tierUrl``
 set, a queue's bounds start at the tier's first offset, and each planned range is cut at
-the tier's end: below it a `TierRange` per tiered file, read by the executor straight from
+the tier's end: below it a `TierRange` (the tiered files it spans), read by the executor straight from
 the bucket (`skiff.spark.tier_read`); from it a pull range, read through the broker. The cut
 is one offset, so no offset is read twice or skipped at the seam.
 
@@ -28,18 +28,25 @@ from skiff.tier.tier import Tier
 
 
 @dataclass(frozen=True, slots=True)
+class TierFile:
+    """A tiered file as the manifest lists it: what an executor fetches and checks."""
+
+    file: str
+    sha256: str
+    size_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
 class TierRange(InputPartition):
-    """One Spark partition read from the tier: offsets ``[start, end)`` of one queue, all in
-    the one file ``file`` (picklable: names and numbers only)."""
+    """One Spark partition read from the tier: offsets ``[start, end)`` of one queue, held by
+    the files ``files``, in offset order (picklable: names and numbers only)."""
 
     topic: str
     broker: str
     queue_id: int
     start: int
     end: int
-    file: str
-    sha256: str
-    size_bytes: int
+    files: tuple[TierFile, ...]
 
 
 def uses_tier(options: SourceOptions) -> bool:
@@ -69,7 +76,10 @@ def lower_bounds(options: SourceOptions, table: dict[MessageQueue, QueueBounds])
 
 
 def split(options: SourceOptions, parts: Sequence[Any]) -> list[InputPartition]:
-    """Each pull range (a `QueueRange`) cut at its queue's tier end: tier ranges below, the rest
+    """Each pull range (a `QueueRange`) cut at its queue's tier end: a tier range below (every
+    file it spans: one Spark partition per planned range, whether it is read from the tier or the
+    broker, so ``minPartitions`` and ``maxRecordsPerPartition`` set the parallelism of both; a
+    task per file cost the JVM and the Python workers more than they spent per row), the rest
     through the broker."""
     if not uses_tier(options) or not parts:
         return list(parts)
@@ -82,8 +92,8 @@ def split(options: SourceOptions, parts: Sequence[Any]) -> list[InputPartition]:
             out.append(p)
             continue
         cut = min(p.end, tier_end)
-        out += [TierRange(p.topic, p.broker, p.queue_id, max(p.start, s.first_offset), min(cut, s.last_offset + 1),
-                          s.file, s.sha256, s.size_bytes) for s in m.overlapping(p.queue_id, p.start, cut)]
+        files = tuple(TierFile(s.file, s.sha256, s.size_bytes) for s in m.overlapping(p.queue_id, p.start, cut))
+        out.append(TierRange(p.topic, p.broker, p.queue_id, p.start, cut, files))
         if cut < p.end:
             out.append(dataclasses.replace(p, start=cut))
     return out

@@ -27,26 +27,27 @@ def read_partition(options: SourceOptions, part: InputPartition) -> Iterator[pa.
 
 
 def read_tier_range(options: SourceOptions, part: TierRange) -> Iterator[pa.RecordBatch]:
-    """The rows of offsets ``[start, end)`` of the partition's file, in offset order, as the
+    """The rows of offsets ``[start, end)`` of the partition's files, in offset order, as the
     source's batches (properties null with includeProperties=false).
 
-    The file is fetched whole (its SHA-256 is checked against the manifest before any row is
-    used), then decoded a row group at a time, only the row groups the range overlaps (by
-    their offset statistics), on this thread (the executor's cores are Spark's); each row group
-    (`TIER_ROW_GROUP_MESSAGES` rows) is one batch to Spark, the first one sent after one row
-    group is decoded, not after the whole file. Per row, what is left is per byte: the fetch, the
-    SHA-256, the Parquet decoding and the copy to the JVM (docs/performance.md)."""
+    Each file is fetched whole (its SHA-256 is checked against the manifest before any of its
+    rows is used), then decoded a row group at a time, only the row groups the range overlaps
+    (by their offset statistics), on this thread (the executor's cores are Spark's); each row
+    group (`TIER_ROW_GROUP_MESSAGES` rows) is one batch to Spark, the first one sent after one
+    row group is decoded, not after the whole file. Per row, what is left is per byte: the
+    fetch, the SHA-256, the Parquet decoding and the copy to the JVM (docs/performance.md)."""
     tier = tier_of(options)
-    seg = Segment(part.queue_id, part.start, part.end - 1, 0, 0, part.file, 0, part.size_bytes, part.sha256)
-    f = pq.ParquetFile(pa.BufferReader(checked(seg, tier.backend.get(part.file))))
     columns = SOURCE_COLUMNS if options.include_properties else [c for c in SOURCE_COLUMNS if c != "properties"]
-    for i in row_groups_within(f, part.start, part.end):
-        group = f.read_row_group(i, columns=columns, use_threads=False)
-        offsets = group.column("queue_offset")
-        bounds = pc.min_max(offsets)
-        if group.num_rows and (bounds["min"].as_py() < part.start or bounds["max"].as_py() >= part.end):
-            group = group.filter(pc.and_(pc.greater_equal(offsets, part.start), pc.less(offsets, part.end)))
-        if not options.include_properties:
-            group = group.add_column(SOURCE_COLUMNS.index("properties"), ARROW_SCHEMA.field("properties"),
-                                     pa.nulls(group.num_rows, ARROW_SCHEMA.field("properties").type))
-        yield from group.cast(ARROW_SCHEMA).to_batches()
+    for one in part.files:
+        seg = Segment(part.queue_id, part.start, part.end - 1, 0, 0, one.file, 0, one.size_bytes, one.sha256)
+        f = pq.ParquetFile(pa.BufferReader(checked(seg, tier.backend.get(one.file))))
+        for i in row_groups_within(f, part.start, part.end):
+            group = f.read_row_group(i, columns=columns, use_threads=False)
+            offsets = group.column("queue_offset")
+            bounds = pc.min_max(offsets)
+            if group.num_rows and (bounds["min"].as_py() < part.start or bounds["max"].as_py() >= part.end):
+                group = group.filter(pc.and_(pc.greater_equal(offsets, part.start), pc.less(offsets, part.end)))
+            if not options.include_properties:
+                group = group.add_column(SOURCE_COLUMNS.index("properties"), ARROW_SCHEMA.field("properties"),
+                                         pa.nulls(group.num_rows, ARROW_SCHEMA.field("properties").type))
+            yield from group.cast(ARROW_SCHEMA).to_batches()

@@ -12,7 +12,7 @@ import pytest
 from skiff.common.limits import TIER_ROW_GROUP_MESSAGES
 from skiff.spark.options import SourceOptions
 from skiff.spark.schema import ARROW_SCHEMA
-from skiff.spark.tier_plan import TierRange
+from skiff.spark.tier_plan import TierFile, TierRange
 from skiff.spark.tier_read import read_tier_range
 from skiff.tier.backends import FilesystemBackend, TierError
 from skiff.tier.columns import SOURCE_COLUMNS, records_to_table
@@ -30,14 +30,13 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, pa.Table, Tie
     tier = Tier(FilesystemBackend(str(root)))
     table = records_to_table(make_records("T", 2, 100, ROWS), "b")
     _, seg = tier.upload(tier.manifest("T", "b"), table)
-    whole = TierRange("T", "b", 2, seg.first_offset, seg.last_offset + 1, seg.file, seg.sha256, seg.size_bytes)
+    whole = TierRange("T", "b", 2, seg.first_offset, seg.last_offset + 1, (TierFile(seg.file, seg.sha256, seg.size_bytes),))
     return f"file://{root}", table, whole
 
 
 def _read(url: str, part: TierRange, start: int, end: int, **options: str) -> list[pa.RecordBatch]:
     parsed = SourceOptions.parse({"namesrvAddr": "127.0.0.1:1", "topic": "T", "tierUrl": url, **options})
-    return list(read_tier_range(parsed, TierRange(part.topic, part.broker, 2, start, end, part.file, part.sha256,
-                                                  part.size_bytes)))
+    return list(read_tier_range(parsed, TierRange(part.topic, part.broker, 2, start, end, part.files)))
 
 
 def test_each_part_of_a_file_is_its_offsets_in_order_with_the_source_columns(tiered) -> None:
@@ -53,10 +52,26 @@ def test_each_part_of_a_file_is_its_offsets_in_order_with_the_source_columns(tie
         assert got.equals(want), (start, end)
 
 
+def test_a_range_spanning_two_files_reads_both_in_order(tiered) -> None:
+    url, table, whole = tiered
+    tier = Tier(FilesystemBackend(url.removeprefix("file://")))
+    m = tier.manifest("T", "b")
+    after = records_to_table(make_records("T", 2, whole.end, 500), "b")
+    if len(m.segments) == 1:
+        m, _ = tier.upload(m, after)
+    files = tuple(TierFile(s.file, s.sha256, s.size_bytes) for s in m.queue(2))
+    both = TierRange("T", "b", 2, whole.end - 20, whole.end + 30, files)
+    got = pa.Table.from_batches(list(read_tier_range(SourceOptions.parse(
+        {"namesrvAddr": "127.0.0.1:1", "topic": "T", "tierUrl": url}), both)), ARROW_SCHEMA)
+    assert got.column("queue_offset").to_pylist() == list(range(whole.end - 20, whole.end + 30))
+    assert got.column("body").to_pylist() == (table.column("body").slice(ROWS - 20).to_pylist()
+                                             + after.column("body").slice(0, 30).to_pylist())
+
+
 def test_only_the_row_groups_a_range_overlaps_are_read(tiered) -> None:
     url, _, whole = tiered
     first, g = whole.start, TIER_ROW_GROUP_MESSAGES
-    f = pq.ParquetFile(f"{url.removeprefix('file://')}/{whole.file}")
+    f = pq.ParquetFile(f"{url.removeprefix('file://')}/{whole.files[0].file}")
     assert list(row_groups_within(f, first, first + ROWS)) == [0, 1, 2]
     assert list(row_groups_within(f, first + g, first + 2 * g)) == [1]
     assert list(row_groups_within(f, first + g - 1, first + g + 1)) == [0, 1]
@@ -74,6 +89,7 @@ def test_without_properties_the_column_is_null(tiered) -> None:
 
 def test_a_file_other_than_the_manifests_is_refused(tiered) -> None:
     url, _, whole = tiered
-    other = TierRange(whole.topic, whole.broker, 2, whole.start, whole.end, whole.file, "0" * 64, whole.size_bytes)
+    (one,) = whole.files
+    other = TierRange(whole.topic, whole.broker, 2, whole.start, whole.end, (TierFile(one.file, "0" * 64, one.size_bytes),))
     with pytest.raises(TierError, match="checksum .* is not the manifest's"):
         _read(url, other, whole.start, whole.end)
