@@ -13,10 +13,7 @@ Memory safety does not rest on the caller: every read of a property string stays
 its buffer, and list indexing keeps its bounds checks.
 """
 
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
-from libc.string cimport memchr
-
-from skiff.common._kernels cimport _Buf, _buf, _is, _set_item, _text, skiff_tuple_alloc
+from skiff.common._kernels cimport _Buf, _buf, _property_values, _set_item, _text, skiff_tuple_alloc
 
 
 def batch_inputs(cls, tuple head, flags, bodies, properties, indexed, refused):
@@ -25,11 +22,10 @@ def batch_inputs(cls, tuple head, flags, bodies, properties, indexed, refused):
     the last of a repeated name) at its end, or None when a message has a ``refused`` one."""
     cdef list wanted = [name.encode() for name in indexed]
     cdef list refusing = [name.encode() for name in refused]
-    cdef Py_ssize_t n = len(flags), i, k, pos, stop, sep, end, count = len(wanted)
+    cdef Py_ssize_t n = len(flags), i, k, end, count = len(wanted)
     cdef Py_ssize_t at[3]
     cdef Py_ssize_t length[3]
     cdef const unsigned char *p
-    cdef const unsigned char *hit
     cdef _Buf buf
     cdef list out = []
     if count != 3 or len(head) != 6 or not (isinstance(cls, type) and issubclass(cls, tuple)):
@@ -40,23 +36,8 @@ def batch_inputs(cls, tuple head, flags, bodies, properties, indexed, refused):
         raw = properties[i]
         buf = _buf(raw)
         p, end = buf.ptr, buf.size
-        at[0] = at[1] = at[2] = -1
-        pos = 0
-        while pos < end:
-            hit = <const unsigned char *>memchr(p + pos, 2, end - pos)
-            stop = end if hit == NULL else hit - p
-            hit = <const unsigned char *>memchr(p + pos, 1, stop - pos)
-            if hit != NULL:
-                sep = hit - p
-                if sep > pos and memchr(p + sep + 1, 1, stop - sep - 1) == NULL:
-                    for name in refusing:
-                        if _is(p + pos, sep - pos, PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)):
-                            return None
-                    for k in range(3):
-                        if _is(p + pos, sep - pos, PyBytes_AS_STRING(wanted[k]), PyBytes_GET_SIZE(wanted[k])):
-                            at[k] = sep + 1
-                            length[k] = stop - sep - 1
-            pos = stop + 1
+        if not _property_values(p, end, refusing, wanted, at, length):
+            return None
         row = skiff_tuple_alloc(cls, 13)
         _set_item(row, 0, topic)
         _set_item(row, 1, queue_id)

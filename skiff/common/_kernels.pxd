@@ -6,12 +6,12 @@ rows by slot. The inline helpers (and the C of `skiff_tuple_alloc`) are compiled
 module that cimports them; `_Buf`, `_buf` and `_crc32` are defined in `_kernels.pyx`, and
 the other modules call them through it."""
 
-from cpython.bytes cimport PyBytes_AS_STRING
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
-from libc.string cimport memcmp
+from libc.string cimport memchr, memcmp
 
 cdef enum:
     MAGIC_V1 = -626843481  # skiff.common.record.MAGIC_V1
@@ -91,6 +91,36 @@ cdef enum:
 
 cdef inline bint _is(const unsigned char *p, Py_ssize_t n, const char *name, Py_ssize_t name_len) noexcept nogil:
     return n == name_len and memcmp(p, name, n) == 0
+
+
+cdef inline bint _property_values(const unsigned char *p, Py_ssize_t end, list refusing, list wanted,
+                                  Py_ssize_t *at, Py_ssize_t *length) except -1:
+    """A property text (``name\\x01value\\x02``...) read as `decode_properties` reads it: pairs
+    with one 0x01 and a name, the last of a repeated name wins. For the k-th of ``wanted`` (UTF-8
+    names), ``at[k]``/``length[k]`` get its value's place in ``p`` (``at[k]`` -1: not there);
+    False as soon as one of ``refusing`` is there. One scan for the writer's batch rows
+    (`skiff.broker._kernels.batch_inputs`) and a read of single sends (`skiff.protocol._frames.plain_sends`)."""
+    cdef Py_ssize_t pos = 0, stop, sep, k, count = len(wanted)
+    cdef const unsigned char *hit
+    for k in range(count):
+        at[k] = -1
+    while pos < end:
+        hit = <const unsigned char *>memchr(p + pos, 2, end - pos)
+        stop = end if hit == NULL else hit - p
+        hit = <const unsigned char *>memchr(p + pos, 1, stop - pos)
+        if hit != NULL:
+            sep = hit - p
+            if sep > pos and memchr(p + sep + 1, 1, stop - sep - 1) == NULL:
+                for name in refusing:
+                    if _is(p + pos, sep - pos, PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)):
+                        return False
+                for k in range(count):
+                    name = wanted[k]
+                    if _is(p + pos, sep - pos, PyBytes_AS_STRING(name), PyBytes_GET_SIZE(name)):
+                        at[k] = sep + 1
+                        length[k] = stop - sep - 1
+        pos = stop + 1
+    return True
 
 
 cdef inline object _text(const unsigned char *p, Py_ssize_t n):

@@ -42,11 +42,11 @@ from cpython.long cimport PyLong_FromLongLong
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
 from libc.stdlib cimport free, malloc, realloc
-from libc.string cimport memchr, memcmp, memcpy
+from libc.string cimport memcmp, memcpy
 
 cimport cython
 
-from skiff.common._kernels cimport _set_item, skiff_tuple_alloc
+from skiff.common._kernels cimport _property_values, _set_item, skiff_tuple_alloc
 
 cdef enum:
     SER_JSON = 0
@@ -866,10 +866,6 @@ cdef object _fallback(code, ext):
 
 # -- a read of single sends (skiff.broker.processors.send.plain_sends_py, sent_answers_py) ----
 
-cdef inline bint _named(const unsigned char *p, Py_ssize_t n, bytes name):
-    return n == PyBytes_GET_SIZE(name) and memcmp(p, PyBytes_AS_STRING(name), n) == 0
-
-
 cdef object _refused_of = None  # the two tuples of names whose UTF-8 `_plain_utf8` holds
 cdef object _indexed_of = None
 cdef tuple _plain_utf8 = None
@@ -895,11 +891,10 @@ def plain_sends(reqs, bytes host, row_cls, int64_t client_flags, int64_t not_con
     cdef list refusing = names[0], wanted = names[1]  # wanted: TAGS, KEYS, UNIQ_KEY, WAIT
     cdef dict groups = {}
     cdef list rows = [], waits = [], g
-    cdef Py_ssize_t i, n = len(reqs), k, pos, stop, sep, end
+    cdef Py_ssize_t i, n = len(reqs), k, end
     cdef Py_ssize_t at[4]
     cdef Py_ssize_t length[4]
     cdef const unsigned char *p
-    cdef const unsigned char *hit
     cdef _Fields f
     if len(wanted) != 4 or not (isinstance(row_cls, type) and issubclass(row_cls, tuple)):
         raise ValueError("plain_sends takes a tuple type and four indexed names")
@@ -921,23 +916,8 @@ def plain_sends(reqs, bytes host, row_cls, int64_t client_flags, int64_t not_con
             p = <const unsigned char *>PyUnicode_AsUTF8AndSize(props, &end)
         except UnicodeEncodeError:
             return None
-        at[0] = at[1] = at[2] = at[3] = -1
-        pos = 0
-        while pos < end:  # decode_properties: pairs with one 0x01 and a name, the last of a name wins
-            hit = <const unsigned char *>memchr(p + pos, 2, end - pos)
-            stop = end if hit == NULL else hit - p
-            hit = <const unsigned char *>memchr(p + pos, 1, stop - pos)
-            if hit != NULL:
-                sep = hit - p
-                if sep > pos and memchr(p + sep + 1, 1, stop - sep - 1) == NULL:
-                    for name in refusing:
-                        if _named(p + pos, sep - pos, <bytes>name):
-                            return None
-                    for k in range(4):
-                        if _named(p + pos, sep - pos, <bytes>wanted[k]):
-                            at[k] = sep + 1
-                            length[k] = stop - sep - 1
-            pos = stop + 1
+        if not _property_values(p, end, refusing, wanted, at, length):
+            return None
         row = skiff_tuple_alloc(row_cls, 13)
         _set_item(row, 0, topic)
         _set_item(row, 1, queue_id)
