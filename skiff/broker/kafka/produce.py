@@ -122,14 +122,15 @@ class Produce:
 
     def rows(self, topic: str, queue_id: int, batch: RecordBatch, host: bytes) -> list[MessageInput] | str:
         rows: list[MessageInput] = []
-        recorded = batch_property(batch)
+        recorded = batch_property(batch) if batch.producer_id >= 0 else None
         message = self.send.writer.message
         last = len(batch.records) - 1
         for rec in batch.records:
-            props = record_properties(rec)
+            # a keyless record without headers has no properties (the common one-record Produce)
+            props = record_properties(rec) if rec.headers or rec.key is not None or rec.value is None else {}
             if recorded is not None and len(rows) == last:
                 props[PRODUCER_PROPERTY] = recorded  # on the last: read back, the whole batch is there
-            row = message(topic, queue_id, rec.value or b"", props, encode_properties(props), 0, 0,
+            row = message(topic, queue_id, rec.value or b"", props, encode_properties(props) if props else b"", 0, 0,
                           rec.timestamp, host)
             if isinstance(row, str):
                 return row
@@ -182,7 +183,7 @@ class Appends:
             if not follows:  # its previous batch first: the sequence check sees it stored
                 self._append(run)
                 run = None
-        if not follows:  # (a batch that follows one waiting in the run is in sequence)
+        if pid >= 0 and not follows:  # (a batch that follows one waiting in the run is in sequence)
             refused = self._checked(topic, queue_id, batch)
             if refused is not None:
                 outcomes.append(refused)
