@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from skiff.protocol.bodies import attribute_changes
 from skiff.protocol.bodies.base import BodyError
 
 BIND_TOPIC = "lite.bind.topic"
@@ -90,23 +91,14 @@ def checked(name: str, value: str) -> str:
 
 def parse_changes(text: str) -> dict[str, str | None]:
     """``"+a=1,-b"`` (mqadmin's form) -> ``{"a": "1", "b": None}`` (None: remove), values checked."""
-    changes: dict[str, str | None] = {}
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        sign, body = part[0], part[1:]
-        if sign == "+" and "=" in body:
-            name, value = (s.strip() for s in body.split("=", 1))
-        elif sign == "-" and body.strip() and "=" not in body:
-            name, value = body.strip(), None
-        else:
-            raise BodyError(f"group attribute change {part!r}: write +name=value to set or -name to remove")
-        if name in changes:
-            raise BodyError(f"group attribute {name!r} is changed twice")
-        if value is None:
-            _known(name)
-        changes[name] = None if value is None else checked(name, value)
-    return changes
+    return attribute_changes.parse_changes(text, "group attribute", _checked_change)
+
+
+def _checked_change(name: str, value: str | None) -> str | None:
+    if value is None:
+        _known(name)
+        return None
+    return checked(name, value)
 
 
 def patch(changes: Mapping[str, str | None]) -> dict[str, str]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Mapping
 
+from skiff.protocol.bodies.attribute_changes import parse_changes
 from skiff.protocol.bodies.base import BodyError
 
 CLEANUP_POLICY = "cleanup.policy"
@@ -142,24 +143,14 @@ _KNOWN = {MESSAGE_TYPE: _check_message_type, LITE_TOPIC_EXPIRATION: _check_lite_
 
 def parse_attribute_changes(text: str) -> dict[str, str | None]:
     """``"+a=1,-b"`` -> ``{"a": "1", "b": None}`` (None: back to the default), values checked."""
-    changes: dict[str, str | None] = {}
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        sign, body = part[0], part[1:]
-        if sign == "+" and "=" in body:
-            name, value = (s.strip() for s in body.split("=", 1))
-        elif sign == "-" and body and "=" not in body:
-            name, value = body.strip(), None
-        else:
-            raise BodyError(f"topic attribute change {part!r}: write +name=value to set or -name to reset")
-        check = _KNOWN.get(name)
-        if check is None:
-            raise BodyError(f"unknown topic attribute {name!r} (known: {', '.join(sorted(_KNOWN))})")
-        if name in changes:
-            raise BodyError(f"topic attribute {name!r} is changed twice")
-        changes[name] = None if value is None else check(value)
-    return changes
+    return parse_changes(text, "topic attribute", _checked)
+
+
+def _checked(name: str, value: str | None) -> str | None:
+    check = _KNOWN.get(name)
+    if check is None:
+        raise BodyError(f"unknown topic attribute {name!r} (known: {', '.join(sorted(_KNOWN))})")
+    return None if value is None else check(value)
 
 
 def apply_attribute_changes(current: Mapping[str, str], changes: Mapping[str, str | None]) -> dict[str, str]:

@@ -37,7 +37,7 @@ def test_topic_config_json_keeps_attributes():
     ("+delete.retention.ms=-1", "whole number"),
     ("+queue.type=BatchCQ", "unknown topic attribute"),
     ("cleanup.policy=COMPACTION", r"\+name=value"),
-    ("-cleanup.policy=DELETE", r"-name to reset"),
+    ("-cleanup.policy=DELETE", r"-name to remove"),
     ("+cleanup.policy=DELETE,-cleanup.policy", "changed twice"),
 ])
 def test_bad_changes_are_refused_with_the_reason(text, reason):
