@@ -88,13 +88,16 @@ def upload(ns: str, broker_pid: int) -> dict[str, Any]:
             "rows": sum(q.remote_rows for q in b.state.queues)}
 
 
-def spark_reads(ns: str, tier: Path, repeat: int, broker_pid: int | None = None) -> dict[str, Any]:
+def spark_reads(ns: str, tier: Path, repeat: int, rows: int, broker_pid: int | None = None) -> dict[str, Any]:
     """Each read's best wall time of ``repeat`` (after a warm-up) and the CPU seconds of that
     run, split into the JVM, its Python workers and the broker (steadier than wall time on a
     shared machine)."""
+    from skiff.bench.tier_floor import FloorSource
     from skiff.spark.local import local_session
 
     spark = local_session("skiff-bench-tier")
+    spark.dataSource.register(FloorSource)
+    first_file = str(min(tier.glob(f"{TOPIC}/*/*/*.parquet")))
     cpu = CpuMeter(broker_pid)
     try:
         def skiff_read(**options: str) -> Any:
@@ -105,6 +108,8 @@ def spark_reads(ns: str, tier: Path, repeat: int, broker_pid: int | None = None)
             "from the tier (tierUrl)": lambda: skiff_read(tierUrl=f"file://{tier}"),
             "spark.read.parquet (ceiling)": lambda: spark.read.option("recursiveFileLookup", "true")
             .option("pathGlobFilter", "*.parquet").parquet(str(tier / TOPIC)).select(*SOURCE_COLUMNS),
+            "a Python source of prebuilt batches (floor)": lambda: spark.read.format(FloorSource.name())
+            .option("rows", str(rows)).option("partitions", "4").option("file", first_file).load(),
         }
         out = {}
         for name, df in kinds.items():
@@ -169,7 +174,7 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         figures["upload"] = upload(ns, broker.popen.pid)
         figures["disk_ceiling_mb_per_s"] = disk_ceiling(work, int(figures["upload"]["record_mb"] * _MB))
         if args.spark:
-            figures["spark"] = spark_reads(ns, tier, args.repeat, broker.popen.pid)
+            figures["spark"] = spark_reads(ns, tier, args.repeat, args.messages, broker.popen.pid)
         figures["first_read"] = first_read(ns, args.queues)
     return figures
 
