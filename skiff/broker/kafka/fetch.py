@@ -181,5 +181,5 @@ class Fetch:
 
 
 def _size(rec: Record) -> int:
-    return (_RECORD_OVERHEAD + len(rec.key or b"") + len(rec.value or b"")
-            + sum(len(k) + len(v or b"") + 4 for k, v in rec.headers))
+    size = _RECORD_OVERHEAD + len(rec.key or b"") + len(rec.value or b"")
+    return size + sum(len(k) + len(v or b"") + 4 for k, v in rec.headers) if rec.headers else size

@@ -76,6 +76,8 @@ def record_properties(rec: Record) -> dict[str, str]:
 def message_record(msg: StoredMessage, offset_delta: int) -> Record:
     """The Kafka record of a stored message (its offset given as a delta to its batch's base)."""
     props = msg.properties
+    if not props:  # a keyless record without headers, as Kafka producers mostly send
+        return Record(offset_delta, msg.born_timestamp, None, msg.body, ())
     key: bytes | None = None
     raw_key = props.get(KEY_B64)
     if raw_key is not None:
