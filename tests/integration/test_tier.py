@@ -242,11 +242,12 @@ def test_queries_by_key_id_and_time_find_messages_only_the_tier_holds(cluster) -
 
 
 @pytest.mark.slow
-def test_pops_and_grpc_and_kafka_searches_by_time_reach_messages_only_the_tier_holds(cluster) -> None:
+def test_pops_grpc_and_kafka_reads_and_searches_by_time_reach_messages_only_the_tier_holds(cluster) -> None:
     """300 messages uploaded, their local copies deleted by retention: a remoting POP and a gRPC
     ReceiveMessage of new groups get every one, in order, from the bucket; a tiered message
-    popped and not acknowledged is redelivered (its record read from the tier); gRPC QueryOffset
-    and Kafka ListOffsets by a tiered message's store time find its offset in the tier."""
+    popped and not acknowledged is redelivered (its record read from the tier); gRPC PullMessage
+    and a Kafka consumer's Fetch from offset 0 read them all, in order; gRPC QueryOffset and
+    Kafka ListOffsets by a tiered message's store time find its offset in the tier."""
     c, _ = cluster
     ns = c.namesrv_addr
     topic = "Popped"
@@ -320,6 +321,18 @@ def test_pops_and_grpc_and_kafka_searches_by_time_reach_messages_only_the_tier_h
 
             await eventually(more, 60, "gRPC ReceiveMessage to get every message from the bucket")
             assert sorted(got) == list(enumerate(bodies))
+            pulled: list[tuple[int, str]] = []
+            offset = 0
+
+            async def pull() -> bool:  # the broker answers "no message, same offset" while it fetches
+                nonlocal offset
+                answers = await wire.pull("tier-grpc-pull", topic, 0, offset)
+                pulled.extend((m.system_properties.queue_offset, m.body.decode()) for m in messages(answers))
+                offset = next(a.next_offset for a in answers if a.HasField("next_offset"))
+                return offset >= 300
+
+            await eventually(pull, 60, "gRPC PullMessage to read every message from the bucket")
+            assert pulled == list(enumerate(bodies))
             request = rpc.QueryOffsetRequest(message_queue=pb.MessageQueue(topic=pb.Resource(name=topic), id=0),
                                              query_offset_policy=pb.TIMESTAMP)
             request.timestamp.FromMilliseconds(stored[40])
@@ -338,6 +351,17 @@ def test_pops_and_grpc_and_kafka_searches_by_time_reach_messages_only_the_tier_h
         assert found.error is None and found.offset == first_at
         [start] = kafka.offsets_for_times([TopicPartition(topic, 0, 0)], timeout=20)
         assert start.offset == 0  # the disk alone would answer its first offset, local_min
+        kafka.assign([TopicPartition(topic, 0, 0)])
+        fetched: list[tuple[int, str]] = []
+
+        def fetch() -> bool:
+            m = kafka.poll(1.0)
+            if m is not None and m.error() is None:
+                fetched.append((m.offset(), m.value().decode()))
+            return len(fetched) >= 300
+
+        wait_for(fetch, 60, "a Kafka consumer to fetch every message from the bucket")
+        assert fetched == list(enumerate(bodies))
     finally:
         kafka.close()
 

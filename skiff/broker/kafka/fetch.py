@@ -146,7 +146,7 @@ class Fetch:
         if isinstance(tc, Refusal):
             answer["error_code"] = int(refusal_error(tc))
             return answer, 0
-        lo, hi = self.store.get_min_offset(topic, queue), self.store.get_max_offset(topic, queue)
+        lo, hi = self.pull.first_offset(topic, queue), self.store.get_max_offset(topic, queue)  # lo: maybe tiered
         answer.update(high_watermark=hi, last_stable_offset=hi, log_start_offset=lo)
         if offset < lo or offset > hi:
             answer["error_code"] = int(ErrorCode.OFFSET_OUT_OF_RANGE)

@@ -65,6 +65,9 @@ class PullOperation:
         self.tier_read: Callable[[PullRequest, MessageFilter, GetResult], GetResult] | None = None
         """Set when the broker has a tier: a read below what is kept locally goes there
         (skiff.broker.tier.reads)."""
+        self.first_offset: Callable[[str, int], int] = store.get_min_offset
+        """A queue's first readable offset: the tier's where it reaches back further than the
+        disk (set with ``tier_read``; Kafka's Fetch bounds its offsets with it)."""
 
     def pull(self, req: PullRequest) -> Pulled | Refusal:
         """Check, read once, and commit the offset the request carries."""

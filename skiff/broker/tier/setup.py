@@ -45,6 +45,7 @@ def attach_reads(ops: Operations, tier: TierService | None) -> None:
     in the tier."""
     if tier is not None:
         ops.pull.tier_read = tier.reads.read
+        ops.pull.first_offset = ops.offsets.min_offset
         ops.offsets.tier_first = tier.first_offset
         ops.pop.service.tier_read = tier.reads.read
         ops.pop.service.first_offset = ops.offsets.min_offset
