@@ -296,27 +296,28 @@ class Appends:
                 outcomes[m.at] = Stored(base_offset=base + m.start, log_start_offset=log_start)
         if not waiting:
             return
-        lates: list[LateAnswer[Stored]] = []
+        lates: dict[int, LateAnswer[Stored]] = {}
 
         def answer(settled: Sent) -> None:
             """Each waiting batch's answer: at once (nothing to wait for) or from the wait's callback."""
             status = settled.result.status
             start = self.send.store.get_min_offset(topic, queue_id)
-            for k, m in enumerate(waiting):
+            for m in waiting:
                 error = ErrorCode.NONE if status is PutStatus.PUT_OK else put_error(status, m.acks)
                 stored = Stored(base_offset=base + m.start, log_start_offset=start) if error is ErrorCode.NONE \
                     else _refused(error, settled.result.reason or status.name)
-                if lates:
-                    lates[k].give(stored)
+                late = lates.get(m.at)
+                if late is not None:
+                    late.give(stored)
                 else:
                     outcomes[m.at] = stored
         settled = self.send.settle(sent, True, answer)
         if settled is None:
             return  # answered at once
         for m in waiting:
-            late: LateAnswer[Stored] = LateAnswer()
-            lates.append(late)
-            outcomes[m.at] = late
+            if outcomes[m.at] is None:  # (not answered while settle ran)
+                late = lates[m.at] = LateAnswer()
+                outcomes[m.at] = late
         if not isinstance(settled, LateAnswer):  # the fsync and a slave both: a coroutine that calls answer
             task = asyncio.ensure_future(settled)
             _WAITS.add(task)
