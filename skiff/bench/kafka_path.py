@@ -155,7 +155,7 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
                     "wall_us_per_request": round(wall_s / args.requests * 1e6, 2), "writes": conn.transport.writes}
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m skiff.bench.kafka_path", description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--warmup", type=int, default=2_000)
@@ -166,8 +166,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sync-flush", action="store_true", help="SYNC_FLUSH (answers after the group fsync)")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="print cProfile's N functions of most own time over the measured requests")
-    args = parser.parse_args(argv)
-    figures = asyncio.run(run(args))
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    figures = asyncio.run(run(parse_args(argv)))
     print(" ".join(f"{k}={v}" for k, v in figures.items()))
     return 0
 
