@@ -15,6 +15,13 @@ original's), its queue and queue offset are those of the first message this batc
 a batch wholly stored already is answered with its first message's original queue and
 offset.
 
+Single sends that one read brings stay coalesced (skiff/broker/operations/send_requests.py):
+per queue run, `duplicates` names those whose key the window holds or an earlier send of the
+run carries; the others are appended in one write and recorded, then each of those is
+answered alone (`duplicate`), or appended alone if its original's append failed: the answers
+the sends would get one by one. Runs go in the order their queues first appear in the read,
+so a key sent twice in one read to two queues is stored in the queue whose run goes first.
+
 The window of a topic is a map UNIQ_KEY -> where it was stored, oldest first, bounded by
 time (entries older than *w* by their store time go) and by `DEDUP_WINDOW_MAX_KEYS` (past
 it the oldest go first, so a window that would hold more is shorter than *w*). It is built
@@ -160,7 +167,8 @@ class Deduplication:
         return window
 
     def covers(self, topic: str) -> bool:
-        """Whether ``topic`` has a duplicate window (its sends then go one by one)."""
+        """Whether ``topic`` has a duplicate window (the gRPC door then sends a multi-message request
+        message by message: `SendOperation.send_messages`)."""
         tc = self.topics.get(topic)
         return tc is not None and dedup_window_ms(tc.attributes) > 0
 
