@@ -17,7 +17,6 @@ A RocketMQ message read by a Kafka consumer gets its ``KEYS`` as the key, its ta
 from __future__ import annotations
 
 import base64
-import binascii
 from collections.abc import Iterable
 
 from skiff.broker.kafka.idempotence import PRODUCER_PROPERTY
@@ -75,9 +74,14 @@ def record_properties(rec: Record) -> dict[str, str]:
 
 def message_record(msg: StoredMessage, offset_delta: int) -> Record:
     """The Kafka record of a stored message (its offset given as a delta to its batch's base)."""
-    props = msg.properties
+    return stored_record(offset_delta, msg.born_timestamp, msg.body, msg.properties)
+
+
+def stored_record(offset_delta: int, born_timestamp: int, body: bytes, props: dict[str, str]) -> Record:
+    """The Kafka record of a stored message's parts: what a Fetch builds per message it serves
+    straight from the pulled records (`skiff.broker.kafka.fetch`), without a `StoredMessage`."""
     if not props:  # a keyless record without headers, as Kafka producers mostly send
-        return Record(offset_delta, msg.born_timestamp, None, msg.body, ())
+        return Record(offset_delta, born_timestamp, None, body, ())
     key: bytes | None = None
     raw_key = props.get(KEY_B64)
     if raw_key is not None:
@@ -85,8 +89,8 @@ def message_record(msg: StoredMessage, offset_delta: int) -> Record:
     elif Prop.KEYS in props:
         key = props[Prop.KEYS].encode("utf-8")
     headers = list(_headers(props.items()))
-    value = None if NULL_VALUE in props else msg.body
-    return Record(offset_delta, msg.born_timestamp, key, value, tuple(headers))
+    value = None if NULL_VALUE in props else body
+    return Record(offset_delta, born_timestamp, key, value, tuple(headers))
 
 
 def _headers(items: Iterable[tuple[str, str]]) -> Iterable[tuple[str, bytes | None]]:
@@ -102,8 +106,10 @@ def _headers(items: Iterable[tuple[str, str]]) -> Iterable[tuple[str, bytes | No
 
 
 def _b64(text: str) -> bytes:
+    """A property's base64 bytes; text that is not base64 (a RocketMQ producer's own
+    ``KAFKA_*`` property, non-ASCII text included) is its UTF-8 bytes, never a failed Fetch."""
     try:
         return base64.b64decode(text, validate=True)
-    except binascii.Error:
+    except ValueError:  # binascii.Error, or non-ASCII text
         return text.encode("utf-8")
 

@@ -34,3 +34,9 @@ def test_a_rocketmq_message_reads_as_a_record() -> None:
     msg = StoredMessage("t", b"body", {"KEYS": "k-1 k-2", "TAGS": "TagA", "color": "blue", "UNIQ_KEY": "ABC",
                                         "WAIT": "true"}, born_timestamp=42)
     assert message_record(msg, 3) == Record(3, 42, b"k-1 k-2", b"body", (("TAGS", b"TagA"), ("color", b"blue")))
+
+
+def test_a_kafka_property_that_is_not_base64_reads_as_its_text() -> None:
+    # a RocketMQ producer may set KAFKA_KEY itself; non-ASCII text made base64 raise ValueError
+    msg = StoredMessage("t", b"body", {"KAFKA_KEY": "ключ", "KAFKA_HB64.h": "not base64 ✓"}, born_timestamp=1)
+    assert message_record(msg, 0) == Record(0, 1, "ключ".encode(), b"body", (("h", "not base64 ✓".encode()),))
