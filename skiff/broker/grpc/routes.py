@@ -59,18 +59,29 @@ def namesrv_lookup(client: RemotingClient, namesrv_addrs: tuple[str, ...]) -> Ro
 
 
 class Routes:
-    def __init__(self, topics: TopicConfigManager, broker_name: str, own_host: str, lookup: RouteLookup) -> None:
+    def __init__(self, topics: TopicConfigManager, broker_name: str, own_host: str, lookup: RouteLookup,
+                 is_slave: Callable[[], bool] = lambda: False) -> None:
+        """``is_slave``: whether this broker is a slave now (controller mode changes it at run time)."""
         self.topics = topics
         self.broker_name = broker_name
         self.own_host = own_host
         self.lookup = lookup
+        self.is_slave = is_slave
 
     async def brokers(self, topic: str) -> list[BrokerQueues]:
-        """The broker groups holding ``topic`` (this broker's own queues as it knows them)."""
+        """The broker groups holding ``topic`` (this broker's own queues as it knows them).
+
+        A slave names its master's host for its own group (as the NameServers know it), so a
+        client whose access point reaches a slave first sends to the master, not to a broker
+        that refuses its sends; a slave whose master the NameServers do not know names itself."""
         route = await self.lookup(topic)
         out = []
+        own_host = self.own_host
         if route is not None:
             masters = {b.broker_name: b.master_addr for b in route.broker_datas}
+            master = masters.get(self.broker_name)
+            if master and self.is_slave():
+                own_host = parse_host_port(master)[0]
             for q in route.queue_datas:
                 addr = masters.get(q.broker_name)
                 if q.broker_name != self.broker_name and addr:
@@ -78,6 +89,6 @@ class Routes:
                                             q.write_queue_nums, q.perm))
         tc = self.topics.get(topic)
         if tc is not None:
-            out.insert(0, BrokerQueues(self.broker_name, self.own_host, tc.read_queue_nums, tc.write_queue_nums,
+            out.insert(0, BrokerQueues(self.broker_name, own_host, tc.read_queue_nums, tc.write_queue_nums,
                                        tc.perm))
         return out

@@ -63,7 +63,7 @@ class GrpcServer:
         self.clients = clients
         self.membership = ops.membership
         self.port = config.grpc_server_port
-        routes = Routes(topics, config.broker_name, config.advertised_ip, lookup)
+        routes = Routes(topics, config.broker_name, config.advertised_ip, lookup, lambda: ops.gate.role.is_slave)
         self.producing = Producing(config, topics, clients, clock, self.endpoints, routes, ops.send,
                                    ops.end_transaction, ops.cancel, ops.messages)
         self.consuming = Consuming(config, ops.groups, ops.pop, clock, routes, self.producing.broker_of)
