@@ -16,6 +16,15 @@ runs; the loop's socket syscalls do not.
 
 It prints process-CPU µs per request over the measured requests (after ``--warmup``) and
 checks that every request was answered with error code 0 in request order.
+
+``--fetch`` measures the other direction, a consumer draining a backlog: ``--requests``
+messages are produced as above (not measured), then read by FetchRequests v11 of one
+partition each from where the previous one ended (PULL_MAX_MESSAGES per answer), twice: the
+first drain warms up, the second is measured. It prints CPU µs per fetched message and
+checks that every message was served once, without an error. A Fetch is answered by a task
+(not inside ``feed``), so for callgrind compare whole runs of the same size.
+
+    python -m skiff.bench.kafka_path --fetch --requests 40000
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from skiff.broker.server import BrokerServer
+from skiff.common.limits import PULL_MAX_MESSAGES
 from skiff.protocol.kafka.apis import APIS, ApiKey
 from skiff.protocol.kafka.records import Record, encode_batch
 from skiff.protocol.kafka.schema import decode, encode
@@ -43,6 +53,8 @@ PARTITIONS = 8
 PRODUCER_ID = 1_000_000
 CLIENT_ID = "rdkafka"
 _SIZE = struct.Struct(">i")
+_RECORD_COUNT = struct.Struct(">i")
+"""A record batch's record count, its header's last field (bytes 57-60)."""
 
 
 def produce_frames(count: int, size: int, *, version: int = 7, idempotent: bool = False, first: int = 0,
@@ -59,27 +71,49 @@ def produce_frames(count: int, size: int, *, version: int = 7, idempotent: bool 
         records = encode_batch(0, [Record(0, now, None, value)],
                                producer_id=PRODUCER_ID if idempotent else -1, producer_epoch=0 if idempotent else -1,
                                base_sequence=seq if idempotent else -1)
-        w = Writer()
-        w.int32(0)
-        w.int16(ApiKey.PRODUCE)
-        w.int16(version)
-        w.int32(n + 1)
-        w.string(CLIENT_ID, False)
-        encode(w, api.request, version, {"transactional_id": None, "acks": acks, "timeout_ms": 30_000,
-                                         "topic_data": [{"name": TOPIC, "partition_data": [
-                                             {"index": partition, "records": records}]}]})
-        _SIZE.pack_into(w.buf, 0, len(w.buf) - 4)
-        frames.append(bytes(w.buf))
+        frames.append(_frame(ApiKey.PRODUCE, version, n + 1, {
+            "transactional_id": None, "acks": acks, "timeout_ms": 30_000,
+            "topic_data": [{"name": TOPIC, "partition_data": [{"index": partition, "records": records}]}]}))
     return frames
+
+
+def fetch_frames(per_partition: int, *, version: int = 11, first: int = 0) -> list[bytes]:
+    """FetchRequest frames that read ``per_partition`` messages of every partition, one
+    partition per request from where the previous one ended (a read serves at most
+    PULL_MAX_MESSAGES, which fit in the 1 MiB a request allows at the sizes this bench
+    writes), as a consumer draining a backlog asks; ``first``: the first correlation id's index."""
+    frames: list[bytes] = []
+    for at in range(0, per_partition, PULL_MAX_MESSAGES):
+        for partition in range(PARTITIONS):
+            frames.append(_frame(ApiKey.FETCH, version, first + len(frames) + 1, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+                "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+                "topics": [{"topic": TOPIC, "partitions": [{
+                    "partition": partition, "current_leader_epoch": -1, "fetch_offset": at, "log_start_offset": -1,
+                    "partition_max_bytes": 1 << 20}]}]}))
+    return frames
+
+
+def _frame(api_key: ApiKey, version: int, correlation: int, body: dict[str, Any]) -> bytes:
+    w = Writer()
+    w.int32(0)
+    w.int16(api_key)
+    w.int16(version)
+    w.int32(correlation)
+    w.string(CLIENT_ID, False)
+    encode(w, APIS[api_key].request, version, body)
+    _SIZE.pack_into(w.buf, 0, len(w.buf) - 4)
+    return bytes(w.buf)
 
 
 def reads(frames: Sequence[bytes], per_read: int) -> list[bytes]:
     return [b"".join(frames[i:i + per_read]) for i in range(0, len(frames), per_read)]
 
 
-def responses(out: bytes | bytearray, version: int = 7) -> list[tuple[int, dict[str, Any]]]:
-    """(correlation id, body) of every Produce response in ``out``."""
-    api = APIS[ApiKey.PRODUCE]
+def responses(out: bytes | bytearray, version: int = 7, api_key: ApiKey = ApiKey.PRODUCE
+              ) -> list[tuple[int, dict[str, Any]]]:
+    """(correlation id, body) of every response of ``api_key`` in ``out``."""
+    api = APIS[api_key]
     found, pos = [], 0
     while pos + 4 <= len(out):
         (size,) = _SIZE.unpack_from(out, pos)
@@ -128,31 +162,67 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
             await broker.start_kafka(0)
             broker.topics.find_or_create(TOPIC, PARTITIONS, 6)
             conn = KafkaConnection(broker)
-            shape = {"version": args.version, "idempotent": args.idempotent}
-            warm = reads(produce_frames(args.warmup, args.size, **shape), args.per_read)
-            chunks = reads(produce_frames(args.requests, args.size, first=args.warmup, **shape), args.per_read)
-            measured(conn, warm)
-            await conn.wait_answers(args.warmup)
-            conn.transport.out.clear()
-            profile = cProfile.Profile() if args.profile else None
-            started_cpu, started_wall = time.process_time(), time.perf_counter()
-            if profile is not None:
-                profile.enable()
-            measured(conn, chunks)
-            await conn.wait_answers(args.requests)
-            if profile is not None:
-                profile.disable()
-            cpu_s, wall_s = time.process_time() - started_cpu, time.perf_counter() - started_wall
-            if profile is not None:
-                pstats.Stats(profile).sort_stats("tottime").print_stats(args.profile)
-            answers = responses(conn.transport.out, args.version)
-            order = [c for c, _ in answers] == list(range(args.warmup + 1, args.warmup + args.requests + 1))
-            bad = [b for _, b in answers for t in b["responses"] for p in t["partition_responses"] if p["error_code"]]
-            assert len(answers) == args.requests and order and not bad, \
-                f"{len(answers)} answers, in order: {order}, failed: {bad[:1]}"
-            return {"requests": args.requests, "per_read": args.per_read, "idempotent": int(args.idempotent),
-                    "cpu_us_per_request": round(cpu_s / args.requests * 1e6, 2),
-                    "wall_us_per_request": round(wall_s / args.requests * 1e6, 2), "writes": conn.transport.writes}
+            return await (_fetch(conn, args) if args.fetch else _produce(conn, args))
+
+
+async def _produce(conn: KafkaConnection, args: argparse.Namespace) -> dict[str, float]:
+    shape = {"version": args.version, "idempotent": args.idempotent}
+    warm = reads(produce_frames(args.warmup, args.size, **shape), args.per_read)
+    chunks = reads(produce_frames(args.requests, args.size, first=args.warmup, **shape), args.per_read)
+    measured(conn, warm)
+    await conn.wait_answers(args.warmup)
+    conn.transport.out.clear()
+    cpu_s, wall_s = await _timed(conn, chunks, args.requests, args.profile)
+    answers = responses(conn.transport.out, args.version)
+    order = [c for c, _ in answers] == list(range(args.warmup + 1, args.warmup + args.requests + 1))
+    bad = [b for _, b in answers for t in b["responses"] for p in t["partition_responses"] if p["error_code"]]
+    assert len(answers) == args.requests and order and not bad, \
+        f"{len(answers)} answers, in order: {order}, failed: {bad[:1]}"
+    return {"requests": args.requests, "per_read": args.per_read, "idempotent": int(args.idempotent),
+            "cpu_us_per_request": round(cpu_s / args.requests * 1e6, 2),
+            "wall_us_per_request": round(wall_s / args.requests * 1e6, 2), "writes": conn.transport.writes}
+
+
+async def _fetch(conn: KafkaConnection, args: argparse.Namespace) -> dict[str, float]:
+    """``--requests`` messages produced (not measured), then drained twice by Fetch: the first
+    drain warms up, the second is measured."""
+    per_partition = -(-args.requests // PARTITIONS)
+    produced = per_partition * PARTITIONS
+    measured(conn, reads(produce_frames(produced, args.size), args.per_read))
+    await conn.wait_answers(produced)
+    conn.transport.out.clear()
+    warm = fetch_frames(per_partition)
+    measured(conn, reads(warm, 1))
+    await conn.wait_answers(len(warm))
+    conn.transport.out.clear()
+    frames = fetch_frames(per_partition, first=len(warm))
+    cpu_s, wall_s = await _timed(conn, reads(frames, 1), len(frames), args.profile)
+    answers = responses(conn.transport.out, 11, ApiKey.FETCH)
+    parts = [p for _, b in answers for t in b["responses"] for p in t["partitions"]]
+    served = sum(_RECORD_COUNT.unpack_from(p["records"], 57)[0] for p in parts if p["records"])
+    bad = [p["error_code"] for p in parts if p["error_code"]]
+    assert len(answers) == len(frames) and served == produced and not bad, \
+        f"{len(answers)} of {len(frames)} answers, {served} of {produced} messages, errors {bad[:1]}"
+    return {"fetches": len(frames), "messages": served, "cpu_us_per_message": round(cpu_s / served * 1e6, 3),
+            "wall_us_per_message": round(wall_s / served * 1e6, 3), "writes": conn.transport.writes}
+
+
+async def _timed(conn: KafkaConnection, chunks: Sequence[bytes], answers: int, profile_rows: int
+                 ) -> tuple[float, float]:
+    """Process CPU and wall seconds to feed ``chunks`` until ``answers`` answers are written;
+    with ``profile_rows``, cProfile's functions of most own time printed."""
+    profile = cProfile.Profile() if profile_rows else None
+    started_cpu, started_wall = time.process_time(), time.perf_counter()
+    if profile is not None:
+        profile.enable()
+    measured(conn, chunks)
+    await conn.wait_answers(answers)
+    if profile is not None:
+        profile.disable()
+    cpu_s, wall_s = time.process_time() - started_cpu, time.perf_counter() - started_wall
+    if profile is not None:
+        pstats.Stats(profile).sort_stats("tottime").print_stats(profile_rows)
+    return cpu_s, wall_s
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -163,6 +233,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--size", type=int, default=100, help="record value bytes")
     parser.add_argument("--version", type=int, default=7, help="ProduceRequest version (librdkafka 2.x: 7)")
     parser.add_argument("--idempotent", action="store_true", help="an idempotent producer's batches (sequences)")
+    parser.add_argument("--fetch", action="store_true",
+                        help="measure Fetch instead: --requests messages produced, then drained by Fetch, µs per message")
     parser.add_argument("--sync-flush", action="store_true", help="SYNC_FLUSH (answers after the group fsync)")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="print cProfile's N functions of most own time over the measured requests")

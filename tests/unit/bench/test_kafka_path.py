@@ -17,3 +17,9 @@ def test_the_workload_is_answered_in_order(extra: list[str]) -> None:
     figures = asyncio.run(run(parse_args(["--requests", "300", "--warmup", "50", *extra])))
     assert figures["requests"] == 300 and figures["cpu_us_per_request"] > 0
     assert figures["writes"] <= 300  # the answers of a read leave in one write
+
+
+def test_the_fetch_workload_serves_every_message_once() -> None:
+    # 1,050 messages per partition: two fetches each, the second short (PULL_MAX_MESSAGES is 1,024)
+    figures = asyncio.run(run(parse_args(["--fetch", "--requests", "8395", "--size", "30"])))
+    assert figures["messages"] == 8400 and figures["fetches"] == 16 and figures["cpu_us_per_message"] > 0
