@@ -188,7 +188,8 @@ class Dispatcher:
         a transaction's half, and then no queue is made); return that queue."""
         cq = None
         if count:
-            cq = self.queues.get_or_create(topic, queue_id)
+            # `ConsumeQueueTable.get_or_create`'s lookup first: one call fewer per put.
+            cq = self.queues.queues.get((topic, queue_id)) or self.queues.get_or_create(topic, queue_id)
             cq.ensure_room(count)
         if keys and self.index is not None:
             self.index.ensure_room(keys)

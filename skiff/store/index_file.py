@@ -134,8 +134,9 @@ class IndexFile:
             return
         if number == 1:
             self.begin_phy_offset, self.begin_timestamp = items[1], items[2]
-        self.hash_slot_count += put_index_entries(self.file.mm, self.slots, self._entry_pos(number), number,
-                                                  items, count, self.begin_timestamp)
+        at = self._entries_at + number * _ENTRY_BYTES  # `_entry_pos`, without its call on every put
+        self.hash_slot_count += put_index_entries(self.file.mm, self.slots, at, number, items, count,
+                                                  self.begin_timestamp)
         self.end_phy_offset, self.end_timestamp = items[3 * count - 2], items[3 * count - 1]
         self.index_count = number + count
 

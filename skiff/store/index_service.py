@@ -137,8 +137,10 @@ class IndexService:
 
     def ensure_room(self, keys: int) -> None:
         """Make sure the next ``keys`` keys have reserved room. Raises OSError (disk full)."""
-        current = self.files[-1] if self.files else None
-        if current is None or current.room() < min(keys, self.capacity - 1):
+        files = self.files
+        current = files[-1] if files else None
+        # `IndexFile.room` without its call: an append asks this once per put.
+        if current is None or current.capacity - current.index_count < min(keys, self.capacity - 1):
             current = self._roll()
         current.ensure_room(keys)  # no syscall unless a new chunk is due
 
@@ -151,14 +153,20 @@ class IndexService:
     def add_records(self, topics: Sequence[str], physical_offsets: Sequence[int], store_timestamps: Sequence[int],
                     sys_flags: Sequence[int], keys_column: Sequence[str | None],
                     uniq_keys: Sequence[str | None]) -> None:
-        """`add` of records given as those columns (an append has them without a `DispatchBatch`)."""
-        items = record_items(topics, physical_offsets, store_timestamps, sys_flags, keys_column, uniq_keys,
-                             self.end_phy_offset, self._prefixes)
+        """`add` of records given as those columns (an append has them without a `DispatchBatch`).
+
+        A lone send's append comes here once per put: `end_phy_offset`, `record_items`,
+        `IndexFile.full` and `IndexFile.room` are inlined (four Python calls a put)."""
+        files = self.files
+        current = files[-1] if files else None
+        end_phys = current.end_phy_offset if current is not None and current.index_count > 1 else -1
+        items = index_key_items(topics, physical_offsets, store_timestamps, sys_flags, keys_column, uniq_keys,
+                                bisect.bisect_left(physical_offsets, end_phys), self._prefixes)
         while items:
             current = self.files[-1] if self.files else None
-            if current is None or current.full:
+            if current is None or current.index_count >= current.capacity:
                 current = self._roll()
-            room = current.room()
+            room = current.capacity - current.index_count
             if 3 * room >= len(items):
                 current.ensure_room(len(items) // 3)
                 current.put_many(items)

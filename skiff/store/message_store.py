@@ -67,6 +67,9 @@ DispatchListener = Callable[[Sequence[QueueTouch]], None]
 
 _DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 _OFFSET = struct.Struct(">q")
+_PUT_OK = PutStatus.PUT_OK
+"""A module global: ``PutStatus.PUT_OK`` is an enum class attribute lookup (~0.15 µs on
+CPython 3.11, a tenth of that for a global) on every append."""
 
 
 def offset_msg_ids_py(store_host: bytes, offsets: Sequence[int]) -> tuple[str, ...]:
@@ -255,7 +258,10 @@ class MessageStore:
         finally:
             lock.release()
         if touched:
-            self._notify(touched)
+            if self.reader.visible_end is None:  # `_notify`'s own test, without its call on every put
+                self._tell(touched)
+            else:
+                self._notify(touched)
         for fn in self._append_listeners:
             fn(self.commitlog.write_pos)
         return result
@@ -319,7 +325,7 @@ class MessageStore:
         self._put_bytes += total
         flushed = self._flusher.request(offsets[-1] + sizes[-1]) if self._flusher.sync else None
         return PutResult(
-            PutStatus.PUT_OK, "", offsets[0], offset_msg_ids(self.store_host, offsets), queue_offsets[0], n, store_ts,
+            _PUT_OK, "", offsets[0], offset_msg_ids(self.store_host, offsets), queue_offsets[0], n, store_ts,
             total, flushed,
         ), touched
 
