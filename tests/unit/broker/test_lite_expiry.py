@@ -8,9 +8,6 @@ liteSubscriptionCheckTimeoutMills."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
-
-import pytest
 
 from skiff.broker.grpc.clients import GrpcClients
 from skiff.broker.grpc.lite import LiteTopics, lmq_name
@@ -20,21 +17,9 @@ from skiff.broker.operations import PopOperation, PopRequest, Refusal
 from skiff.common.clock import ManualClock
 from skiff.protocol.v5 import definition_pb2 as pb
 from skiff.protocol.v5 import service_pb2 as rpc
-from tests.unit.broker.test_admin_operations import T0, Broker
+from tests.unit.broker.test_admin_operations import Broker, broker, clock  # noqa: F401 - the fixtures
 
 MIN = 60_000
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock(T0)
-
-
-@pytest.fixture
-def broker(tmp_path: Path, clock: ManualClock):
-    b = Broker(tmp_path, clock)
-    yield b
-    b.close()
 
 
 def lite_of(b: Broker, clock: ManualClock) -> tuple[LiteTopics, GrpcClients, PopOperation]:
