@@ -277,14 +277,7 @@ def test_plain_path_answers_and_stores_as_request_by_request(tmp_path: Path, see
     count = 400
     reads = stream(seed, count, MOSTLY_PLAIN)
     expected = answered(reads)
-    taken: list[bool] = []
-
-    def plain_sends(*args: object) -> object:
-        plain = real(*args)
-        taken.append(plain is not None)
-        return plain
-    real = send_processor.plain_sends
-    monkeypatch.setattr(send_processor, "plain_sends", plain_sends)
+    taken = spy_on_plain_sends(monkeypatch)
     plain_answers, plain_log = asyncio.run(serve(tmp_path / "plain", reads, expected, sync_flush))
     assert taken.count(True) > 3 and taken.count(False) > 0, taken  # both paths ran
     monkeypatch.setattr(send_processor, "plain_sends", lambda *args: None)
@@ -367,14 +360,7 @@ def test_plain_path_keeps_a_duplicate_window_as_request_by_request(tmp_path: Pat
     reads, keys = dedup_stream(seed, count)
     expected = answered(reads)
     window = {DEDUP_WINDOW_MS: "600000"}
-    taken: list[bool] = []
-
-    def plain_sends(*args: object) -> object:
-        plain = real(*args)
-        taken.append(plain is not None)
-        return plain
-    real = send_processor.plain_sends
-    monkeypatch.setattr(send_processor, "plain_sends", plain_sends)
+    taken = spy_on_plain_sends(monkeypatch)
     plain_answers, plain_log = asyncio.run(serve(tmp_path / "plain", reads, expected, sync_flush, window))
     assert taken.count(True) > 3 and taken.count(False) > 0, taken  # both paths ran
     monkeypatch.setattr(send_processor, "plain_sends", lambda *args: None)
@@ -396,3 +382,16 @@ def test_plain_path_keeps_a_duplicate_window_as_request_by_request(tmp_path: Pat
     assert all(len(places) == 1 for places in where.values()), [p for p in where.values() if len(p) > 1][:3]
     stored = {(topic, *place[:2]) for (topic, _), places in where.items() for place in places}
     assert len(stored) == len(where)  # no two keys answered with one place
+
+
+def spy_on_plain_sends(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each read took the plain path (`plain_sends` answered it) or fell back."""
+    taken: list[bool] = []
+    real = send_processor.plain_sends
+
+    def plain_sends(*args: object) -> object:
+        plain = real(*args)
+        taken.append(plain is not None)
+        return plain
+    monkeypatch.setattr(send_processor, "plain_sends", plain_sends)
+    return taken
