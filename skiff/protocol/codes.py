@@ -226,6 +226,7 @@ class SerializeType(IntEnum):
     ROCKETMQ = 1
 
 
-SKIFF_VERSION = 406
-"""The MQVersion ordinal Skiff sends (V4_9_7): new enough that a Java NameServer
-answers with standard JSON (quoted map keys)."""
+SKIFF_VERSION = 407
+"""The MQVersion ordinal Skiff sends (V4_9_7: RocketMQ's ``MQVersion.Version`` enum,
+skiff/protocol/mq_version.py; 406, sent until 2026-11-27, is V4_9_7_SNAPSHOT): new enough
+that a Java NameServer answers with standard JSON (quoted map keys)."""

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from skiff.protocol.mq_version import V5_0_0, VERSIONS, version_name, version_ordinal
+from skiff.broker.stats import VERSION_DESC
+from skiff.protocol.codes import SKIFF_VERSION
 
 
 def test_the_enum_has_rocketmqs_order_and_landmarks():
@@ -21,3 +23,8 @@ def test_client_version_texts_map_to_their_ordinal_else_none():
 def test_names_as_getVersionDesc_gives_them():
     assert [version_name(o) for o in (401, 412, 437, 612, 10_000)] == [
         "V4_9_4", "V5_0_0_SNAPSHOT", "V5_1_2", "HIGHER_VERSION", "HIGHER_VERSION"]
+
+
+def test_skiff_says_the_version_its_broker_calls_itself() -> None:
+    """The ordinal in every frame Skiff sends names the version its runtime table shows."""
+    assert version_name(SKIFF_VERSION) == VERSION_DESC == "V4_9_7"
