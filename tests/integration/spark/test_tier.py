@@ -56,8 +56,10 @@ def test_a_read_spanning_tier_and_broker_equals_the_broker_read_row_for_row(spar
            for i in range(240)]
     send(ns, old)
     with Admin(ns) as admin:
-        (b,) = admin.tier(topic, upload=True)  # the uploader's pass now, not at its interval
-        assert b.state is not None and sum(q.uploaded_to for q in b.state.queues) == 240, b
+        # the uploader's pass now, not at its interval; a pass uploads what is flushed, so the last
+        # sends may need the next one
+        wait_for(lambda: sum(q.uploaded_to for q in admin.tier(topic, upload=True)[0].state.queues) == 240,
+                 60, "the upload of every old message (once flushed)")
         send(ns, [Message.of(topic, f"new-{i}", keys=f"n{i}") for i in range(30)])  # only on the broker
         through_broker = reader(spark, ns, topic).orderBy(*ORDER).collect()
         assert len(through_broker) == 270
