@@ -43,9 +43,10 @@ from typing import Any
 from skiff.broker.server import BrokerServer
 from skiff.common.limits import PULL_MAX_MESSAGES
 from skiff.protocol.kafka.apis import APIS, ApiKey
+from skiff.protocol.kafka.frames import encode_request
 from skiff.protocol.kafka.records import Record, encode_batch
-from skiff.protocol.kafka.schema import decode, encode
-from skiff.protocol.kafka.wire import Reader, Writer
+from skiff.protocol.kafka.schema import decode
+from skiff.protocol.kafka.wire import Reader
 from skiff.testing.inprocess import MemoryTransport, in_process_broker
 
 TOPIC = "KafkaPathBench"
@@ -95,15 +96,7 @@ def fetch_frames(per_partition: int, *, version: int = 11, first: int = 0) -> li
 
 
 def _frame(api_key: ApiKey, version: int, correlation: int, body: dict[str, Any]) -> bytes:
-    w = Writer()
-    w.int32(0)
-    w.int16(api_key)
-    w.int16(version)
-    w.int32(correlation)
-    w.string(CLIENT_ID, False)
-    encode(w, APIS[api_key].request, version, body)
-    _SIZE.pack_into(w.buf, 0, len(w.buf) - 4)
-    return bytes(w.buf)
+    return encode_request(api_key, version, correlation, body, CLIENT_ID)
 
 
 def reads(frames: Sequence[bytes], per_read: int) -> list[bytes]:

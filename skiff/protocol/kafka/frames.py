@@ -81,6 +81,25 @@ def encode_response(header: RequestHeader, body: Mapping[str, Any], version: int
     return bytes(w.buf)
 
 
+def encode_request(key: ApiKey, version: int, correlation: int, body: Mapping[str, Any], client_id: str) -> bytes:
+    """The whole request frame (size prefix included) a client sends: what drivers of the
+    listener (skiff.bench.kafka_path, the tests) feed it; request header v2 with its tag
+    buffer when the version is flexible, v1 otherwise."""
+    api = APIS[key]
+    flexible = api.flexible(version)
+    w = Writer()
+    w.int32(0)
+    w.int16(key)
+    w.int16(version)
+    w.int32(correlation)
+    w.string(client_id, False)
+    if flexible:
+        w.empty_tags()
+    encode(w, api.request, version, body, flexible)
+    _SIZE.pack_into(w.buf, 0, len(w.buf) - 4)
+    return bytes(w.buf)
+
+
 def api_versions_body(error: ErrorCode = ErrorCode.NONE) -> dict[str, Any]:
     """What ApiVersions answers: every API and its range (only ApiVersions' own range with
     UNSUPPORTED_VERSION, as Kafka's broker does, so a client retries at a version it has)."""

@@ -19,10 +19,10 @@ from skiff.common.clock import ManualClock
 from skiff.common.stored_message import decode_records
 from skiff.protocol.kafka.apis import APIS, ApiKey
 from skiff.protocol.kafka.errors import ErrorCode
-from skiff.protocol.kafka.frames import read_header
+from skiff.protocol.kafka.frames import encode_request, read_header
 from skiff.protocol.kafka.records import Record, encode_batch
-from skiff.protocol.kafka.schema import decode, encode
-from skiff.protocol.kafka.wire import Reader, Writer
+from skiff.protocol.kafka.schema import decode
+from skiff.protocol.kafka.wire import Reader
 from skiff.testing.inprocess import in_process_broker
 
 TOPIC = "KafkaReads"
@@ -31,18 +31,7 @@ NOW = 1_700_000_000_000
 
 
 def _frame(key: int, version: int, correlation: int, body: dict[str, object]) -> bytes:
-    w = Writer()
-    w.int32(0)
-    w.int16(key)
-    w.int16(version)
-    w.int32(correlation)
-    w.string("twin", False)
-    api = APIS[ApiKey(key)]
-    if api.flexible(version):
-        w.empty_tags()
-    encode(w, api.request, version, body, api.flexible(version))
-    w.buf[0:4] = (len(w.buf) - 4).to_bytes(4, "big")
-    return bytes(w.buf)
+    return encode_request(ApiKey(key), version, correlation, body, "twin")
 
 
 def _produce(correlation: int, parts: list[tuple[int, bytes]], acks: int, version: int) -> bytes:
