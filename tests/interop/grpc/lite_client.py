@@ -40,6 +40,15 @@ class Recorder(MessageListener):
         self.got = []
         self.lock = threading.Lock()
 
+    def wait_for(self, count):
+        """Until ``count`` distinct messages came, or DEADLINE_S."""
+        end = time.time() + DEADLINE_S
+        while time.time() < end:
+            with self.lock:
+                if len({g["id"] for g in self.got}) >= count:
+                    return
+            time.sleep(0.2)
+
     def consume(self, m):
         with self.lock:
             self.got.append({"lite": m.lite_topic, "body": m.body.decode(), "id": m.message_id, "topic": m.topic,
@@ -58,12 +67,7 @@ def push_wildcard():
     c.startup()
     try:
         c.subscribe_lite_all()
-        end = time.time() + DEADLINE_S
-        while time.time() < end:
-            with listener.lock:
-                if len({g["id"] for g in listener.got}) >= len(sent):
-                    break
-            time.sleep(0.2)
+        listener.wait_for(len(sent))
         with listener.lock:
             return {"sent": sent, "got": list(listener.got)}
     finally:
@@ -117,12 +121,7 @@ def push_two_brokers():
         for name in names:
             c.subscribe_lite(name)
         sent = send([(name, f"{name}:{k}") for k in range(3) for name in names])
-        end = time.time() + DEADLINE_S
-        while time.time() < end:
-            with listener.lock:
-                if len({g["id"] for g in listener.got}) >= len(sent):
-                    break
-            time.sleep(0.2)
+        listener.wait_for(len(sent))
         time.sleep(1)  # a duplicate would come now
         with listener.lock:
             return {"sent": sent, "got": list(listener.got)}
