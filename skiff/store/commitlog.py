@@ -201,14 +201,16 @@ class CommitLog:
         (`MappedFile.write`); return their offsets. ``total`` must not exceed the file size.
         Raises OSError when a new file cannot be created or reserved, or the write fails
         (the disk is full)."""
-        # `_file_with_room`'s common case (the current file has room) without its call, nor
-        # `MappedFileQueue.find`'s and `MappedFile.end`'s: a lone send's append makes three fewer.
+        # the last file holds the write position unless a file must be made (no `find` call
+        # on every append: a lone send's append is the path this keeps short)
         files = self.files.files
         pos = self.write_pos
         f = files[-1] if files else None
-        if f is None or not f.start <= pos or not (total == f.start + f.size - pos
-                                                   or total + BLANK_MIN_BYTES <= f.start + f.size - pos):
-            f = self._file_with_room(total)
+        if f is None or not f.start <= pos < f.start + f.size:
+            f = self.files.find(pos) or self.files.get_or_create(pos)
+        room = f.start + f.size - pos
+        if not (total == room or total + BLANK_MIN_BYTES <= room):
+            f = self._roll(f, room)
         rel = self.write_pos - f.start
         if rel + total > f.reserved:  # `ensure_reserved`'s own test, without its call on every append
             f.ensure_reserved(rel + total, f.size)
@@ -221,11 +223,9 @@ class CommitLog:
         self.write_pos += total
         return offsets
 
-    def _file_with_room(self, total: int) -> MappedFile:
-        f = self.files.find(self.write_pos) or self.files.get_or_create(self.write_pos)
-        room = f.end - self.write_pos
-        if total == room or total + BLANK_MIN_BYTES <= room:
-            return f
+    def _roll(self, f: MappedFile, room: int) -> MappedFile:
+        """End ``f`` with a blank record over its last ``room`` bytes (too few for the next
+        records) and return the next file."""
         rel = self.write_pos - f.start
         f.ensure_reserved(f.size, f.size)
         f.write(rel, memoryview(BLANK_HEAD.pack(room, BLANK_MAGIC)))
