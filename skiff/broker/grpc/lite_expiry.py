@@ -88,10 +88,7 @@ class LiteExpiry:
         if refusal is not None:
             log.warning("idle lite topic %s not deleted: %s", topic, refusal.reason)
             return
-        state = self.pop.service.state  # a lite topic made again starts at offset 0: no cursor of the old one
-        for table in (state.cursors, state.in_flight, state.batches):
-            for key in [k for k in table if k[1] == topic]:
-                del table[key]
+        self.pop.service.state.forget_topic(topic)  # a lite topic made again starts at offset 0
         self.lite.left(topic)
 
     def expire_subscriptions(self) -> list[str]:

@@ -78,6 +78,17 @@ class PopState(WrittenWhenChanged):
         self.in_flight.setdefault(key, {})[offset] = entry
         self.changed()
 
+    def forget_topic(self, topic: str) -> None:
+        """Drop every cursor, in-flight message and orderly batch of ``topic`` (a deleted topic
+        made again starts at offset 0, with nothing popped)."""
+        dropped = False
+        for table in (self.cursors, self.in_flight, self.batches):
+            for key in [k for k in table if k[1] == topic]:
+                del table[key]
+                dropped = True
+        if dropped:
+            self.changed()
+
     def find(self, key: QueueKey, offset: int, pop_time: int, orderly: bool) -> InFlight | None:
         """The in-flight entry a handle names; None once it was acked, revived or re-popped."""
         if orderly:
