@@ -102,6 +102,11 @@ LITE_ROUTE_CACHE_S = 5.0
 (skiff.broker.grpc.lite_peers) before asking the NameServers again: a route changes when a broker
 group joins or leaves, and a send should not wait for a NameServer each time."""
 
+GRPC_ENDPOINTS_CACHE_S = 5.0
+"""How long a broker reuses the NameServers' table of gRPC endpoints (skiff.broker.grpc.routes) before
+reading it again (a route naming a master the table lacks reads it at once): endpoints change only
+when a broker restarts on another port, and a route lookup should not cost a second request each time."""
+
 LITE_FORWARD_TIMEOUT_S = 5.0
 """Longest a broker waits for another broker to take a lite message or subscription it forwards
 (the proxy's default request timeout is 3 s; a forwarded send then waits its flush too)."""
