@@ -93,6 +93,11 @@ LITE_SUBSCRIPTION_QUOTA_MARGIN = 300
 """A SyncLiteSubscription may exceed the quota by this much before it is refused
 (LITE_SUBSCRIPTION_QUOTA_EXCEEDED), as the 5.5 proxy allows: clients check the quota themselves."""
 
+LITE_CLIENT_EVENTS_DEFAULT = 400
+"""Lite topics one client may hold un-acknowledged batches of at once when its group sets no
+``lite.sub.client.max.event.cnt`` (5.5's default for that attribute: the capacity of a client's
+queue of ready lite topics); the rest go to the group's other clients (skiff.broker.grpc.lite)."""
+
 LITE_WAKE_MAX_S = 1.0
 """Longest a waiting lite receive sleeps before it looks at its lite topics again (a batch whose
 invisible time passed is served again without any send or ack to wake it)."""
