@@ -144,6 +144,16 @@ TIER_QUERY_MAX_FILES = 256
 reads: each is a request to the bucket, so a query over years of history answers from the
 newest files in the range; a narrower range reaches older ones."""
 
+TIER_INDEX_OLD_MAX_FILES = 16
+"""Files uploaded before key indexes existed that one upload pass indexes (each is fetched
+whole): a tier of years of such files is indexed over many passes, and uploads go on between."""
+
+TIER_SETTLE_WAIT_S = 2.0
+"""Longest a move to the dead-letter queue (gRPC ForwardMessageToDeadLetterQueue) waits for the
+tier to fetch a popped message whose CommitLog copy retention deleted: under the 3 s request
+timeout of RocketMQ 5's clients, so the client gets an answer and not a timeout; a fetch that
+takes longer is refused as not in flight yet, and the client's next try finds the file cached."""
+
 KAFKA_BATCH_INFLATED_MAX_BYTES = 64 * 1024 * 1024
 """Largest a compressed Kafka record batch may inflate to: a few bytes of zstd can claim
 gigabytes, and a producer's batch is bounded by its max.request.size (1 MiB by default)."""
