@@ -195,8 +195,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"broker {r.broker_cpu_us_per_msg:7.2f} us CPU/msg", flush=True)
     for what in ("produce", "consume"):
         k, s = (next(r for r in rows if r.phase == f"{side} {what}") for side in ("kafka", "skiff"))
-        print(f"{what}: Kafka / Skiff broker CPU per message = {k.broker_cpu_us_per_msg / s.broker_cpu_us_per_msg:.2f}",
-              flush=True)
+        ratio = (f"{k.broker_cpu_us_per_msg / s.broker_cpu_us_per_msg:.2f}" if s.broker_cpu_us_per_msg > 0
+                 else "n/a (Skiff's phase used less than one 10 ms CPU tick: give it more messages)")
+        print(f"{what}: Kafka / Skiff broker CPU per message = {ratio}", flush=True)
     return 0
 
 

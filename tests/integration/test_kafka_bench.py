@@ -16,4 +16,7 @@ def test_kafka_bench_reports_both_protocols() -> None:
     assert rows["kafka produce"]["messages"] > 0 and rows["skiff produce"]["messages"] > 0
     assert rows["kafka consume"]["messages"] == rows["kafka produce"]["messages"]
     assert rows["skiff consume"]["messages"] == rows["skiff produce"]["messages"]
-    assert all(r["broker_cpu_us_per_msg"] > 0 for r in rows.values())
+    # The broker's CPU is read in clock ticks (10 ms): a second of producing always shows, a
+    # drain of a few thousand messages (~15 ms of broker CPU) can read as 0 ticks.
+    assert rows["kafka produce"]["broker_cpu_us_per_msg"] > 0 and rows["skiff produce"]["broker_cpu_us_per_msg"] > 0
+    assert rows["kafka consume"]["broker_cpu_us_per_msg"] >= 0 and rows["skiff consume"]["broker_cpu_us_per_msg"] >= 0
