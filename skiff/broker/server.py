@@ -59,7 +59,7 @@ from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.grpc.auth import GrpcAuth
 from skiff.broker.grpc.clients import GrpcClients
 from skiff.broker.grpc.offsets import Offsets
-from skiff.broker.grpc.routes import namesrv_lookup
+from skiff.broker.grpc.routes import NamesrvRoutes
 from skiff.broker.grpc.server import GrpcServer
 from skiff.broker.grpc.tls import grpc_credentials
 from skiff.broker.kafka.fetch import FetchWaiters
@@ -285,7 +285,7 @@ class BrokerServer:
                                    self.store_config.max_message_size)
         ops = self.operations
         self.grpc = GrpcServer(self.config, self.topics, grpc_clients, ops, self.clock,
-                               namesrv_lookup(self._namesrv_client, self.config.namesrv_addrs),
+                               NamesrvRoutes(self._namesrv_client, self.config.namesrv_addrs, lambda: self.addr),
                                Offsets(self.config, ops.gate, ops.offsets, ops.pull))
         if self.gate.auth is not None:
             self.grpc.auth = GrpcAuth(self.gate.auth, self.gate)

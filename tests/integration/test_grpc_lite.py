@@ -30,6 +30,7 @@ NESTED = PARENT + "|nested"
 """A parent whose lite topics' store names start as PARENT's do."""
 WILDCARD, EXPLICIT, BOUND_ELSEWHERE = "G-lite-wild", "G-lite-explicit", "G-lite-bound"
 EXCLUSIVE, OFFSETS, RESETS = "G-lite-exclusive", "G-lite-offsets", "G-lite-resets"
+SUSPENDED, EVENTS = "G-lite-suspend", "G-lite-events"
 DEADLINE_S = 60.0
 
 pytestmark = pytest.mark.xdist_group("grpc-lite")  # one cluster for the module, not one per worker
@@ -57,10 +58,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
                           RESETS: {"+lite.bind.topic": PARENT, "+lite.sub.model": "Exclusive",
                                    "+lite.sub.reset.offset.exclusive": "true",
                                    "+lite.sub.reset.offset.unsubscribe": "true"}}
+                groups[EVENTS] = {"+lite.bind.topic": PARENT, "+lite.sub.client.max.event.cnt": "10"}
                 for group, group_attributes in groups.items():
                     config = SubscriptionGroupConfig(group, attributes=group_attributes)
                     resp = await wire.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, config.to_json())
                     assert resp.code == ResponseCode.SUCCESS, resp.remark
+                once = SubscriptionGroupConfig(SUSPENDED, retry_max_times=1, attributes={"+lite.bind.topic": PARENT})
+                resp = await wire.call(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, once.to_json())
+                assert resp.code == ResponseCode.SUCCESS, resp.remark
             finally:
                 await wire.close()
         asyncio.run(setup())
@@ -414,4 +419,72 @@ def test_a_group_may_read_a_lite_topic_again_after_an_unsubscribe_or_an_eviction
         finally:
             await r1.close()
             await r2.close()
+    asyncio.run(test())
+
+
+def test_a_suspended_lite_message_comes_back_with_the_same_delivery_attempt(cluster: Cluster):
+    """ChangeInvisibleDuration with ``suspend`` (the Java lite push consumer's nack; RocketMQ 5.5's
+    proxy passes it on: no retry counted): a message of a group allowing one retry is hidden and
+    shown again three times with suspend and keeps delivery attempt 1; without suspend it comes back
+    as attempt 2, and the next time goes to the DLQ."""
+    endpoint = cluster.grpc_endpoint  # type: ignore[attr-defined]
+
+    async def test() -> list[int]:
+        grpc, _ = await lite_client(endpoint, "lite-suspend-consumer", SUSPENDED)
+        try:
+            assert (await send(grpc, lite_message(8000, "suspended", b"s0"))).code == pb.OK
+            assert (await sync(grpc, SUSPENDED, pb.PARTIAL_ADD, ["suspended"])).code == pb.OK
+            attempts = []
+            for suspend in (True, True, True, False, False):
+                got = messages(await grpc.receive(SUSPENDED, PARENT, wait_ms=3000))
+                assert [m.body for m in got] == [b"s0"]
+                attempts.append(got[0].system_properties.delivery_attempt)
+                change = rpc.ChangeInvisibleDurationRequest(
+                    group=pb.Resource(name=SUSPENDED), topic=pb.Resource(name=PARENT),
+                    receipt_handle=got[0].system_properties.receipt_handle,
+                    message_id=got[0].system_properties.message_id, lite_topic="suspended", suspend=suspend)
+                change.invisible_duration.FromMilliseconds(0)
+                changed = await grpc.unary("ChangeInvisibleDuration", change, rpc.ChangeInvisibleDurationResponse)
+                assert changed.status.code == pb.OK, changed.status.message
+            assert messages(await grpc.receive(SUSPENDED, PARENT, wait_ms=1500)) == []  # its third delivery: the DLQ
+
+            async def dead_lettered() -> list[bytes] | None:
+                return [m.body for m in messages(await grpc.pull(SUSPENDED, f"%DLQ%{SUSPENDED}", 0))] or None
+            assert await eventually(dead_lettered, 15, "the DLQ copy") == [b"s0"]
+            return attempts
+        finally:
+            await grpc.close()
+    assert asyncio.run(test()) == [1, 1, 1, 1, 2]
+
+
+def test_a_client_holds_batches_of_at_most_max_event_cnt_lite_topics(cluster: Cluster):
+    """A group with lite.sub.client.max.event.cnt=10 (5.5's smallest): of 15 lite topics with a
+    message each, one client's receive gets 10, and nothing more while it holds them; a second
+    client of the group gets the other 5; once the first acknowledges its 10, it receives again."""
+    endpoint = cluster.grpc_endpoint  # type: ignore[attr-defined]
+    lites = [f"events-{i}" for i in range(15)]
+
+    async def test() -> None:
+        first, _ = await lite_client(endpoint, "lite-events-1", EVENTS)
+        second, _ = await lite_client(endpoint, "lite-events-2", EVENTS)
+        try:
+            for i, lite in enumerate(lites):
+                assert (await send(first, lite_message(8100 + i, lite, lite.encode()))).code == pb.OK
+            for client in (first, second):
+                assert (await sync(client, EVENTS, pb.PARTIAL_ADD, lites)).code == pb.OK
+            held = messages(await first.receive(EVENTS, PARENT, wait_ms=3000))
+            assert len(held) == 10 and len({m.system_properties.lite_topic for m in held}) == 10
+            assert messages(await first.receive(EVENTS, PARENT, wait_ms=300)) == []
+            rest = messages(await second.receive(EVENTS, PARENT, wait_ms=3000))
+            assert sorted(m.system_properties.lite_topic for m in held + rest) == sorted(lites)
+            for m in held:
+                assert await ack(first, EVENTS, m) == pb.OK
+            for i, m in enumerate(held):
+                lite = m.system_properties.lite_topic
+                assert (await send(first, lite_message(8200 + i, lite, b"again"))).code == pb.OK
+            again = messages(await first.receive(EVENTS, PARENT, wait_ms=3000))
+            assert [m.body for m in again] == [b"again"] * 10
+        finally:
+            await first.close()
+            await second.close()
     asyncio.run(test())

@@ -18,7 +18,12 @@ As RocketMQ's proxy (`ReceiveMessageActivity`, `AckMessageActivity`):
 - a receipt handle that does not parse, has expired, or names nothing in flight
   is INVALID_RECEIPT_HANDLE (the push consumer stops retrying an ack on that code);
 - a lite consumer's receive is `skiff.broker.grpc.lite`'s; an ack, change or dead-lettering
-  naming a ``lite_topic`` settles the message in that lite topic.
+  naming a ``lite_topic`` settles the message in that lite topic;
+- ChangeInvisibleDuration's ``suspend`` (RocketMQ 5.5's proxy passes it to the broker: "the server
+  will not increment the retry times"; the Java lite push consumer's nack sets it) makes an orderly
+  message (lite topics, FIFO groups) come back with the same delivery attempt, so waiting does not
+  bring it nearer the DLQ. A non-orderly message's redelivery is a copy in the retry topic, which
+  counts it (not done: Skiff keeps no per-message count for those).
 """
 
 from __future__ import annotations
@@ -176,6 +181,9 @@ class Consuming:
         new = self.pop.change_invisible(ChangeInvisibleRequest(req.group.name, topic, handle, invisible))
         if isinstance(new, Refusal):
             return rpc.ChangeInvisibleDurationResponse(status=_settled(new))
+        if req.suspend:  # "not a retry" (5.5): an orderly message comes back with the same delivery attempt
+            service = self.pop.service
+            service.state.uncount(service.real_key(req.group.name, topic, handle), handle.queue_offset)
         return rpc.ChangeInvisibleDurationResponse(status=status(pb.OK, "OK"), receipt_handle=new.encode_receipt())
 
     async def dead_letter(self, req: rpc.ForwardMessageToDeadLetterQueueRequest) -> \

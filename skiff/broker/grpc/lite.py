@@ -25,9 +25,14 @@ it, must name the request's topic; ``lite.sub.client.quota`` (default 2000) goes
 clients' Settings as ``lite_subscription_quota`` (the 5.x clients refuse every subscribe while
 it is 0). ``lite.sub.model=Exclusive`` serves a lite topic to the client that added it last
 (`LiteTopics._exclusive`); a PARTIAL_ADD's ``offset_option`` moves where the group reads it
-(`LiteTopics._reset_offset`). Idle lite topics and silent clients' subscriptions expire
-(skiff.broker.grpc.lite_expiry); a parent on several brokers places each lite topic on one and
-syncs subscriptions to all (skiff.broker.grpc.lite_peers).
+(`LiteTopics._reset_offset`). ``lite.sub.client.max.event.cnt`` (5.5: the capacity of a client's
+queue of lite topics with messages ready for it, 10 or more, default 400; lite topics beyond it go
+to the group's other clients or wait) bounds how many lite topics one client holds un-acknowledged
+batches of at once (`LiteTopics._room`): Skiff hands lite topics out as clients receive, with no
+queue per client, so the rest wait for the group's other clients or for this one's acks. Idle lite
+topics and silent clients' subscriptions expire (skiff.broker.grpc.lite_expiry); a parent on
+several brokers keeps each lite topic on one and syncs subscriptions to all
+(skiff.broker.grpc.lite_peers).
 
 The official Python client 5.1.2 sends ``subscribe_lite("abc")`` as a PARTIAL_ADD of
 ``["a", "b", "c"]`` (it extends the set with the string) until its 30 s COMPLETE_ADD. A
@@ -55,6 +60,7 @@ from skiff.broker.pop.service import Popped
 from skiff.broker.topics import TopicConfigManager
 from skiff.common.clock import Clock
 from skiff.common.limits import (
+    LITE_CLIENT_EVENTS_DEFAULT,
     LITE_SUBSCRIPTION_QUOTA_DEFAULT,
     LITE_SUBSCRIPTION_QUOTA_MARGIN,
     LITE_TOPIC_MAX_BYTES,
@@ -67,6 +73,7 @@ from skiff.protocol.bodies.admin import SubscriptionGroupConfig
 from skiff.protocol.bodies.group_attributes import (
     BIND_TOPIC,
     CLIENT_QUOTA,
+    MAX_EVENT_COUNT,
     RESET_OFFSET_EXCLUSIVE,
     RESET_OFFSET_UNSUBSCRIBE,
     SUB_MODEL,
@@ -152,6 +159,8 @@ class LiteTopics:
         """parent -> set when one of its lite topics got a message or settled one (wakes receives)."""
         self.peers: LitePeers | None = None
         """The parent's other brokers (the server sets it): lite topics' owners, subscriptions synced to all."""
+        self._taken: dict[str, set[str]] = {}
+        """client id -> the lite topics (store topics) it popped a batch of that may not be settled yet."""
 
     # -- who is lite ----------------------------------------------------------------------------
 
@@ -173,6 +182,19 @@ class LiteTopics:
     def is_parent(self, topic: str) -> bool:
         tc = self.topics.get(topic)
         return tc is not None and message_type(tc.attributes) is TopicMessageType.LITE
+
+    def holds(self, parent: str, lite: str) -> bool:
+        """Whether this broker holds lite topic ``lite`` of ``parent``: its queue has had a message
+        (one made by a subscription alone does not count) and was not expired since."""
+        return self.pop.service.store.get_max_offset(lmq_name(parent, lite), 0) > 0
+
+    def max_events(self, group_name: str) -> int:
+        """The group's ``lite.sub.client.max.event.cnt`` (at least 10, as 5.5 takes it), else 5.5's default."""
+        text = group_attribute(self.groups.ensure(group_name), MAX_EVENT_COUNT)
+        try:
+            return max(10, int(text)) if text is not None else LITE_CLIENT_EVENTS_DEFAULT
+        except ValueError:
+            return LITE_CLIENT_EVENTS_DEFAULT
 
     def quota(self, group_name: str) -> int:
         """The group's ``lite.sub.client.quota`` (-1: no limit), else 2000, 5.5's default."""
@@ -400,11 +422,13 @@ class LiteTopics:
 
     def forget(self, client_id: str) -> None:
         self.subscriptions.pop(client_id, None)
+        self._taken.pop(client_id, None)
 
     async def terminated(self, conn: GrpcClientConn) -> None:
         """A client said it terminates (NotifyClientTermination): its subscription goes here and, as
         a COMPLETE_REMOVE, on the parent's other brokers (a LiteSimpleConsumer tells only this one)."""
         sub = self.subscriptions.pop(conn.client_id, None)
+        self._taken.pop(conn.client_id, None)
         if sub is not None and self.peers is not None:
             remove = rpc.SyncLiteSubscriptionRequest(action=pb.COMPLETE_REMOVE, topic=pb.Resource(name=sub.parent),
                                                      group=pb.Resource(name=sub.group))
@@ -442,7 +466,7 @@ class LiteTopics:
         while True:
             event = self._arrivals.setdefault(parent, asyncio.Event())
             if sub is not None and sub.parent == parent and sub.group == made.group:
-                found, refusal = await self._pop_all(sub, made)
+                found, refusal = await self._pop_all(conn.client_id, sub, made)
                 if refusal is None and self._aggregates(conn) and self.peers is not None:
                     elsewhere = await self.peers.receive_elsewhere(req, min(made.max_nums, POP_MAX_MSG_NUMS)
                                                                    - len(found))
@@ -466,16 +490,18 @@ class LiteTopics:
                 yield rpc.ReceiveMessageResponse(message=message)
         yield rpc.ReceiveMessageResponse(delivery_timestamp=now_timestamp())
 
-    async def _pop_all(self, sub: LiteSubscription, made: PopRequest) -> tuple[list[tuple[str, Popped]],
-                                                                              Refusal | None]:
+    async def _pop_all(self, client_id: str, sub: LiteSubscription, made: PopRequest) -> \
+            tuple[list[tuple[str, Popped]], Refusal | None]:
         """What one round over ``sub``'s lite topics pops, or the refusal that stopped it (a lite
         topic deleted meanwhile is passed over)."""
         found: list[tuple[str, Popped]] = []
+        taken = self._room(client_id, made.group)
+        room = self.max_events(made.group) - len(taken)
         for topic in self.lite_topics(sub):
             want = min(made.max_nums, POP_MAX_MSG_NUMS) - len(found)
             if want <= 0:
                 break
-            if self._drained(made.group, topic):
+            if self._drained(made.group, topic) or (room <= 0 and topic not in taken):
                 continue
             outcome = await self.pop.pop(PopRequest(made.group, topic, ANY_QUEUE, want, made.invisible_ms, 0,
                                                     orderly=True, attempt_id=made.attempt_id))
@@ -483,8 +509,23 @@ class LiteTopics:
                 if outcome.code == ResponseCode.TOPIC_NOT_EXIST:
                     continue
                 return found, outcome
+            if outcome.messages and topic not in taken:
+                taken.add(topic)
+                room -= 1
             found += [(topic, p) for p in outcome.messages]
         return found, None
+
+    def _room(self, client_id: str, group: str) -> set[str]:
+        """The lite topics ``client_id`` holds a batch of now (`max_events` bounds them): those it
+        popped whose batch is still un-acknowledged and invisible (one settled or come visible again
+        is free for any client of the group)."""
+        taken = self._taken.setdefault(client_id, set())
+        now, batches = self.clock.now_ms(), self.pop.service.state.batches
+        for topic in list(taken):
+            batch = batches.get((group, topic, 0))
+            if batch is None or not batch.blocked(now, ""):
+                taken.discard(topic)
+        return taken
 
     def _drained(self, group: str, topic: str) -> bool:
         """Whether ``group`` has popped everything of lite topic ``topic`` and holds none of it

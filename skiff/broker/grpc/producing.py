@@ -85,7 +85,7 @@ def _batchable(messages: Sequence[pb.Message]) -> bool:
 
 class Producing:
     def __init__(self, config: BrokerConfig, topics: TopicConfigManager, clients: GrpcClients, clock: Clock,
-                 endpoint: Callable[[str], pb.Endpoints], routes: Routes, sender: SendOperation,
+                 endpoint: Callable[[str, int], pb.Endpoints], routes: Routes, sender: SendOperation,
                  ender: EndTransactionOperation, canceller: CancelOperation, messages: MessagesOperation) -> None:
         self.routes = routes
         self.sender = sender
@@ -101,7 +101,7 @@ class Producing:
         """Lite topics (the server sets it): where a LITE message is stored."""
 
     def broker_of(self, b: BrokerQueues) -> pb.Broker:
-        return pb.Broker(name=b.broker_name, id=0, endpoints=self.endpoint(b.host))
+        return pb.Broker(name=b.broker_name, id=0, endpoints=self.endpoint(b.host, b.grpc_port))
 
     async def query_route(self, req: rpc.QueryRouteRequest) -> rpc.QueryRouteResponse:
         brokers = await self.routes.brokers(req.topic.name)

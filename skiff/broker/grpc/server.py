@@ -11,7 +11,9 @@ is raised from grpcio's 4 MiB (a 4 MiB body plus its envelope would not fit).
 
 Routes and assignments list every broker group holding the topic, each with its own
 gRPC endpoint (`skiff.broker.grpc.routes`): each broker serves its own queues, and a
-client talks to the broker that holds the queues it was routed to.
+client talks to the broker that holds the queues it was routed to. The server puts its
+endpoint in the NameServers' KV config when it starts and every ``registerNameServerPeriod``
+(brokers of one host serve gRPC on different ports), and takes it out when it stops.
 """
 
 from __future__ import annotations
@@ -35,7 +37,8 @@ from skiff.broker.grpc.lite_peers import CALL_METADATA, LitePeers
 from skiff.broker.grpc.offsets import Offsets
 from skiff.broker.grpc.producing import Producing
 from skiff.broker.grpc.status import status
-from skiff.broker.grpc.routes import RouteLookup, Routes
+from skiff.broker.grpc.routes import NamesrvRoutes, Routes
+from skiff.broker.grpc.tls import peer_credentials
 from skiff.broker.operations import Operations
 from skiff.broker.topics import TopicConfigManager
 from skiff.common.clock import Clock
@@ -56,19 +59,21 @@ TERMINATED = "NotifyClientTermination"
 
 class GrpcServer:
     def __init__(self, config: BrokerConfig, topics: TopicConfigManager,
-                 clients: GrpcClients, ops: Operations, clock: Clock, lookup: RouteLookup,
+                 clients: GrpcClients, ops: Operations, clock: Clock, namesrv: NamesrvRoutes,
                  offsets: Offsets) -> None:
         self.offsets = offsets
         self.config = config
         self.clients = clients
         self.membership = ops.membership
         self.port = config.grpc_server_port
-        routes = Routes(topics, config.broker_name, config.advertised_ip, lookup, lambda: ops.gate.role.is_slave)
+        self.namesrv = namesrv
+        self.routes = routes = Routes(topics, config.broker_name, config.advertised_ip, namesrv.lookup,
+                                      lambda: ops.gate.role.is_slave, namesrv.endpoints, clock)
         self.producing = Producing(config, topics, clients, clock, self.endpoints, routes, ops.send,
                                    ops.end_transaction, ops.cancel, ops.messages)
         self.consuming = Consuming(config, ops.groups, ops.pop, clock, routes, self.producing.broker_of)
         self.lite = LiteTopics(config, topics, ops.groups, clients, ops.pop, self.consuming.renewals, clock)
-        self.lite.peers = LitePeers(routes, config.broker_name, self.port, clock)
+        self.lite.peers = LitePeers(routes, config.broker_name, clock, self.lite.holds, peer_credentials(config))
         self.producing.lite = self.consuming.lite = self.lite
         self._server: grpc.aio.Server | None = None
         self.auth: GrpcAuth | None = None
@@ -77,11 +82,17 @@ class GrpcServer:
                                  self.consuming.renewals.renew_tick)
         self.lite_expiry = LiteExpiry(config, topics, ops.topics, ops.pop, self.lite, clock)
         self._periodics = [self._renewer, *self.lite_expiry.periodics()]
+        if config.namesrv_addrs:
+            self._periodics.append(Periodic("grpc-advertise", config.register_name_server_period_ms / 1000.0,
+                                            self._advertise))
 
-    def endpoints(self, host: str) -> pb.Endpoints:
-        """A broker's gRPC endpoint: its host, this broker's grpcServerPort."""
+    def endpoints(self, host: str, port: int) -> pb.Endpoints:
+        """A broker's gRPC endpoint (`skiff.broker.grpc.routes` says which port)."""
         scheme = pb.IPv6 if ipaddress.ip_address(host).version == 6 else pb.IPv4
-        return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=self.port)])
+        return pb.Endpoints(scheme=scheme, addresses=[pb.Address(host=host, port=port)])
+
+    async def _advertise(self) -> None:
+        await self.namesrv.entry.put(f"{self.config.advertised_ip}:{self.port}")
 
     async def start(self, credentials: grpc.ServerCredentials | None = None) -> None:
         """Listen on grpcServerPort: over TLS with ``credentials`` (skiff.broker.grpc.tls), else plaintext."""
@@ -96,9 +107,10 @@ class GrpcServer:
             raise ListenError(f"the gRPC endpoint cannot listen on {self.config.listen_host}:{self.port} "
                               f"(grpcServerPort): {exc}") from None
         await server.start()
-        if self.lite.peers is not None:
-            self.lite.peers.grpc_port = self.port  # the port taken (0 picks one): its peers serve the same
+        self.routes.grpc_port = self.port  # the port taken (0 picks one)
         self._server = server
+        if self.config.namesrv_addrs:
+            await self._advertise()  # before clients are routed here, peers can find this endpoint
         for periodic in self._periodics:
             periodic.start()
         log.info("gRPC endpoint (RocketMQ 5.x clients) listening on %s:%d%s", self.config.listen_host, self.port,
@@ -107,6 +119,8 @@ class GrpcServer:
     async def stop(self, grace_s: float) -> None:
         for periodic in self._periodics:
             await periodic.stop()
+        if self.config.namesrv_addrs and self._server is not None:
+            await self.namesrv.entry.delete()
         if self.lite.peers is not None:
             await self.lite.peers.close()
         if self._server is not None:

@@ -5,6 +5,9 @@ bytes first, so the gRPC door cannot be ``permissive`` the way the remoting door
 serves TLS when ``tls.server.mode=enforcing`` and plaintext otherwise (permissive keeps the
 plaintext 5.x clients working while remoting clients move to TLS). A renewed certificate is
 served to new connections without a restart, as on the remoting door. See docs/tls.md.
+
+Brokers call each other's gRPC door too (lite topics across brokers,
+skiff.broker.grpc.lite_peers): under ``enforcing`` they do so over TLS (`peer_credentials`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from __future__ import annotations
 import logging
 
 import grpc
+
+from pathlib import Path
 
 from skiff.common.errors import ConfigError
 from skiff.transport.tls import ClientAuth, TlsMode, TlsSettings, WatchedFiles, server_pem
@@ -49,3 +54,25 @@ def grpc_credentials(settings: TlsSettings) -> grpc.ServerCredentials | None:
 def _configuration(settings: TlsSettings) -> grpc.ServerCertificateConfiguration:
     chain, key, trust = server_pem(settings)
     return grpc.ssl_server_certificate_configuration([(key, chain)], root_certificates=trust)
+
+
+def peer_credentials(settings: TlsSettings) -> grpc.ChannelCredentials | None:
+    """How this broker calls another broker's gRPC door: over TLS when its own door is
+    ``enforcing`` (a cluster's brokers share the mode), else plaintext (None). The peer's
+    certificate must chain to ``tls.client.trustCertPath`` (the trust this broker dials with),
+    or, when that is unset, to this broker's own certificate chain (brokers sharing one
+    certificate or one CA trust each other without more keys); grpcio also checks that it names
+    the address the peer is dialled at, as the 5.x clients do. The broker shows its own
+    certificate, so a peer that requires client certificates (``tls.server.need.client.auth``)
+    takes it when its trust holds that chain."""
+    if settings.tls_server_mode is not TlsMode.ENFORCING:
+        return None
+    chain, key, _ = server_pem(settings)
+    trust = chain
+    if settings.tls_client_trust_cert_path:
+        try:
+            trust = Path(settings.tls_client_trust_cert_path).read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"tls.client.trustCertPath: cannot read {settings.tls_client_trust_cert_path}: "
+                              f"{exc.strerror}") from None
+    return grpc.ssl_channel_credentials(root_certificates=trust, private_key=key, certificate_chain=chain)

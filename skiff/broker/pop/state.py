@@ -118,6 +118,18 @@ class PopState(WrittenWhenChanged):
         del self.batches[key]
         return True
 
+    def uncount(self, key: QueueKey, offset: int) -> bool:
+        """Take back the delivery an orderly message's next serving would count (gRPC
+        ChangeInvisibleDuration's ``suspend``: the message waits, it is not retried, so it gets no
+        nearer the DLQ and comes back with the same delivery attempt); False when the message is
+        not in an orderly batch."""
+        batch = self.batches.get(key)
+        if batch is None or offset not in batch.pending:
+            return False
+        batch.counts[offset] = batch.counts.get(offset, 1) - 1
+        self.changed()
+        return True
+
     def due(self, now_ms: int) -> list[tuple[QueueKey, int, InFlight]]:
         """Non-orderly in-flight messages whose invisible time has passed."""
         return [(key, offset, entry) for key, entries in self.in_flight.items()

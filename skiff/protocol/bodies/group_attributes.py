@@ -15,8 +15,8 @@ The names are 5.5's lite-topic ones (RIP-83; skiff/broker/grpc/lite.py reads the
 ``lite.sub.wildcard`` (true: the group subscribes every lite topic of its parent, 5.5's
 apache/rocketmq#10203), ``lite.sub.model`` (Shared or Exclusive),
 ``lite.sub.reset.offset.exclusive`` and ``lite.sub.reset.offset.unsubscribe`` (true or false),
-``lite.sub.client.max.event.cnt`` (10 or more). Skiff acts on all but the last
-(skiff.broker.grpc.lite), which it keeps and shows (docs/grpc.md: not done).
+``lite.sub.client.max.event.cnt`` (10 or more). Skiff acts on all (skiff.broker.grpc.lite; the
+last as a bound on the lite topics one client holds batches of, docs/grpc.md).
 """
 
 from __future__ import annotations

@@ -42,3 +42,37 @@ def test_a_slave_whose_master_is_unknown_names_itself(tmp_path: Path) -> None:
                                 broker_datas=(BrokerData("c", "broker-a", {1: "127.0.0.1:10911"}),))
     assert hosts(tmp_path, True, masterless) == [("broker-a", "127.0.0.1")]
     assert hosts(tmp_path, True, None) == [("broker-a", "127.0.0.1")]
+
+
+def test_each_master_is_named_at_the_grpc_endpoint_it_advertises(tmp_path: Path) -> None:
+    """Brokers of one host serve gRPC on different ports: a master's advertised endpoint names it,
+    one without an entry is named at this broker's port, and a master the table lacks makes the
+    next route read the table again (a broker that just joined), not after the cache time."""
+    topics = TopicConfigManager(BrokerConfig(broker_name="broker-a"), str(tmp_path), ManualClock(),
+                                schedule_queue_nums=19)
+    topics.load()
+    topics.put(TopicConfig("T", 4, 4, 6))
+    route = TopicRouteData(queue_datas=ROUTE.queue_datas,
+                           broker_datas=(BrokerData("c", "broker-a", {0: "127.0.0.1:10911"}),
+                                         BrokerData("c", "broker-b", {0: "127.0.0.1:10921"})))
+    tables = [{"127.0.0.1:10911": "127.0.0.1:8081"}, {"127.0.0.1:10911": "127.0.0.1:8081",
+                                                      "127.0.0.1:10921": "127.0.0.1:8091"}]
+    reads = []
+
+    async def lookup(topic: str) -> TopicRouteData | None:
+        return route
+
+    async def endpoints() -> dict[str, str] | None:
+        reads.append(len(reads))
+        return tables[min(len(reads), len(tables)) - 1]
+    routes = Routes(topics, "broker-a", "127.0.0.1", lookup, lambda: False, endpoints, ManualClock())
+    routes.grpc_port = 8081
+
+    def named() -> list[tuple[str, str, int]]:
+        return [(b.broker_name, b.host, b.grpc_port) for b in asyncio.run(routes.brokers("T"))]
+    # broker-b has not advertised yet: named at this broker's port (the one-port convention)
+    assert named() == [("broker-a", "127.0.0.1", 8081), ("broker-b", "127.0.0.1", 8081)]
+    # its entry is looked for again at once, not after the cache time, and then reused
+    assert named() == [("broker-a", "127.0.0.1", 8081), ("broker-b", "127.0.0.1", 8091)]
+    assert named() == [("broker-a", "127.0.0.1", 8081), ("broker-b", "127.0.0.1", 8091)]
+    assert len(reads) == 2
