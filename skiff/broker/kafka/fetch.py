@@ -23,28 +23,18 @@ from collections.abc import Sequence
 from typing import Any
 
 from skiff.broker.kafka.errors import refusal_error
-from skiff.broker.kafka.mapping import stored_record
+from skiff.broker.kafka.mapping import raw_record
 from skiff.broker.ha.role import Role
 from skiff.broker.operations import Gate, PullOperation, PullRequest, Refusal, compile_subscription
-from skiff.common.compression import inflate
 from skiff.common.errors import DecodeError
-from skiff.common.limits import FRAME_MAX_BYTES, PULL_MAX_MESSAGES
-from skiff.common.properties import decode_properties
-from skiff.common.stored_message import StoredMessage, decode_run
+from skiff.common.limits import PULL_MAX_MESSAGES
 from skiff.filter import MessageFilter
 from skiff.protocol.kafka.errors import ErrorCode
-from skiff.protocol.kafka.records import Record, encode_batch
+from skiff.protocol.kafka.records import encode_batch
+from skiff.protocol.kafka.stored_batch import stored_batch
 
 READER_GROUP = "KAFKA_FETCH"
 """The group a Kafka Fetch reads as in the broker's statistics (a Fetch names none)."""
-_RECORD_OVERHEAD = 24
-"""Bytes a record takes beyond its key, value and headers (varints), for the size limits."""
-_BODY = StoredMessage._fields.index("body")
-_OFFSET = StoredMessage._fields.index("queue_offset")
-_BORN = StoredMessage._fields.index("born_timestamp")
-"""Where `decode_run`'s plain tuples hold a record's fields: `StoredMessage`'s order, then the
-record's whereabouts, its properties string from the second last (``props_at``) to the last."""
-
 Key = tuple[str, int]
 
 
@@ -167,56 +157,10 @@ class Fetch:
                 answer["records"] = encode_batch(offset, [], last_offset_delta=result.next_begin_offset - offset - 1)
             return answer, 0
         try:
-            base, records = served_records(b"".join(result.buffers), max_bytes, first)
+            _, batch = stored_batch(b"".join(result.buffers), max_bytes, first, raw_record)
         except DecodeError:
             answer["error_code"] = int(ErrorCode.CORRUPT_MESSAGE)
             return answer, 0
-        if not records:
-            return answer, 0  # a later partition gets nothing rather than part of a batch
-        answer["records"] = encode_batch(base, records)
-        return answer, len(answer["records"])
+        answer["records"] = batch  # b"": a later partition gets nothing rather than part of a batch
+        return answer, len(batch)
 
-
-def served_records(data: bytes, max_bytes: int, first: bool) -> tuple[int, list[Record]]:
-    """The Kafka records of a pull answer's stored records (``data``, at least one) that fit in
-    ``max_bytes``, and the first one's queue offset (the batch's base). The first partition of a
-    Fetch (``first``) gets at least one record; a later one gets none rather than part of a batch.
-
-    Each record is made from the stored bytes in one pass (body, born time, the raw properties
-    string, decoded only when there is one), with no `StoredMessage` per message: those and
-    their lazy properties cost three times the rest of a Fetch per message (docs/performance.md).
-    `DecodeError` when a stored record does not decode."""
-    rows = _rows(data)
-    if not rows:
-        return 0, []
-    base = rows[0][_OFFSET]
-    records: list[Record] = []
-    size = 0
-    for row in rows:
-        props_at, end = row[-2], row[-1]
-        rec = stored_record(row[_OFFSET] - base, row[_BORN], row[_BODY],
-                            decode_properties(data[props_at:end]) if props_at != end else {})
-        rec_size = _size(rec)
-        if records and size + rec_size > max_bytes:
-            break
-        if not records and not first and rec_size > max_bytes:
-            return base, []
-        records.append(rec)
-        size += rec_size
-    return base, records
-
-
-def _rows(data: bytes) -> list[tuple[Any, ...]]:
-    """The pulled records as plain tuples (`decode_run`'s layout), bodies inflated: a Fetch reads
-    each message's body, born time and raw properties string once, so a `StoredMessage` per
-    message (its lazily decoded fields cost more than the rest of the record) is not built.
-    `DecodeError` when a record fails the layout checks (as `decode_records` checks them)."""
-    rows, bad = decode_run(data, tuple, data, inflate, FRAME_MAX_BYTES)
-    if bad >= 0:
-        raise DecodeError(f"the stored record at {bad} of a pull answer does not decode")
-    return rows
-
-
-def _size(rec: Record) -> int:
-    size = _RECORD_OVERHEAD + len(rec.key or b"") + len(rec.value or b"")
-    return size + sum(len(k) + len(v or b"") + 4 for k, v in rec.headers) if rec.headers else size

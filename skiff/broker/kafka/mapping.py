@@ -20,7 +20,7 @@ import base64
 from collections.abc import Iterable
 
 from skiff.broker.kafka.idempotence import PRODUCER_PROPERTY
-from skiff.common.properties import SYSTEM_PROPERTIES, Prop
+from skiff.common.properties import SYSTEM_PROPERTIES, Prop, decode_properties
 from skiff.common.stored_message import StoredMessage
 from skiff.protocol.kafka.records import Record
 
@@ -91,6 +91,12 @@ def stored_record(offset_delta: int, born_timestamp: int, body: bytes, props: di
     headers = list(_headers(props.items()))
     value = None if NULL_VALUE in props else body
     return Record(offset_delta, born_timestamp, key, value, tuple(headers))
+
+
+def raw_record(offset_delta: int, born_timestamp: int, body: bytes, raw_properties: bytes) -> Record:
+    """`stored_record` of a stored message's raw properties string: the mapping a Fetch hands
+    `skiff.protocol.kafka.stored_batch` for the messages that have properties."""
+    return stored_record(offset_delta, born_timestamp, body, decode_properties(raw_properties))
 
 
 def _headers(items: Iterable[tuple[str, str]]) -> Iterable[tuple[str, bytes | None]]:

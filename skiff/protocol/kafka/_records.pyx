@@ -14,12 +14,20 @@ raises the `DecodeError` a bad batch deserves. Selected by `skiff.common.kernels
 serves (one per stored message), written into one buffer with the varints encoded in C;
 None for a record it does not write exactly as the reference (then the reference does).
 
+`stored_batch` is the twin of `stored_batch.stored_batch_py`: a Fetch's whole record batch
+made from the pulled CommitLog records in one pass, with no Python object per message that
+has no properties (a keyless Kafka record without headers); a message with properties is
+made a `Record` by the caller's mapping and written here. None where it would not make the
+reference's bytes (a record that fails the layout checks, a compressed body, a value of
+another type or past its field's width).
+
 Every read is bounds-checked against the input before it is made.
 """
 
-from libc.stdint cimport int16_t, int32_t, int64_t, int8_t, uint32_t, uint64_t
+from libc.stdint cimport INT64_MAX, INT64_MIN, int16_t, int32_t, int64_t, int8_t, uint32_t, uint64_t
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
+from cpython.unicode cimport PyUnicode_GET_LENGTH
 from libc.string cimport memcpy
 
 cdef enum:
@@ -222,8 +230,8 @@ def encode_records(object records, object base_ts):
     is not bytes, a header name that is not str, a delta past 64 bits)."""
     cdef _Out out
     cdef _Out body
-    cdef int64_t base, ts_delta
-    cdef object rec, key, value, headers, name, hv, raw_name
+    cdef int64_t base
+    cdef object rec
     out.data, out.size, out.cap = NULL, 0, 0
     body.data, body.size, body.cap = NULL, 0, 0
     try:
@@ -232,33 +240,227 @@ def encode_records(object records, object base_ts):
         except OverflowError:
             return None
         for rec in records:
-            if not isinstance(rec, tuple):
+            if _record(&out, &body, rec, base_ts) < 0:
                 return None
-            offset_delta, timestamp, key, value, headers = rec
-            if (key is not None and type(key) is not bytes) or (value is not None and type(value) is not bytes):
-                return None
-            try:
-                ts_delta = timestamp - base_ts
-                body.size = 0
-                _room(&body, 1)
-                body.data[0] = 0
-                body.size = 1
-                _zvarint(&body, ts_delta)
-                _zvarint(&body, offset_delta)
-            except (OverflowError, TypeError):
-                return None
-            _field(&body, key)
-            _field(&body, value)
-            _zvarint(&body, len(headers))
-            for name, hv in headers:
-                if type(name) is not str or (hv is not None and type(hv) is not bytes):
-                    return None
-                raw_name = (<str>name).encode("utf-8")
-                _field(&body, raw_name)
-                _field(&body, hv)
-            _zvarint(&out, body.size)
-            _raw(&out, <const char*>body.data, body.size)
         return PyBytes_FromStringAndSize(<const char*>out.data, out.size)
+    finally:
+        PyMem_Free(out.data)
+        PyMem_Free(body.data)
+
+
+cdef int _record(_Out* out, _Out* body, object rec, object base_ts) except -2:
+    """One Record tuple appended to ``out`` as `encode_records_py` writes it (``body``: scratch
+    space for its bytes before its length); -1 when it is not written exactly (nothing added)."""
+    cdef object offset_delta, timestamp, key, value, headers, name, hv, raw_name
+    if not isinstance(rec, tuple):
+        return -1
+    offset_delta, timestamp, key, value, headers = rec
+    if (key is not None and type(key) is not bytes) or (value is not None and type(value) is not bytes):
+        return -1
+    try:
+        body.size = 0
+        _room(body, 1)
+        body.data[0] = 0
+        body.size = 1
+        _zvarint(body, timestamp - base_ts)
+        _zvarint(body, offset_delta)
+    except (OverflowError, TypeError):
+        return -1
+    _field(body, key)
+    _field(body, value)
+    _zvarint(body, len(headers))
+    for name, hv in headers:
+        if type(name) is not str or (hv is not None and type(hv) is not bytes):
+            return -1
+        raw_name = (<str>name).encode("utf-8")
+        _field(body, raw_name)
+        _field(body, hv)
+    _zvarint(out, body.size)
+    _raw(out, <const char*>body.data, body.size)
+    return 0
+
+
+# -- a Fetch's record batch from stored CommitLog records (skiff.protocol.kafka.stored_batch) --
+
+cdef enum:
+    STORED_MIN_HEAD = 88  # the fixed part with IPv4 hosts (skiff.common.record.HEAD_V4)
+    STORED_COMPRESSED = 0x1
+    STORED_BORN_V6 = 0x10
+    STORED_STORE_V6 = 0x20
+    RECORD_OVERHEAD = 24  # stored_batch.RECORD_OVERHEAD: a record's bytes beyond key, value, headers
+
+cdef uint32_t STORED_MAGIC_V1 = 0xDAA320A7
+
+
+cdef Py_ssize_t _stored_at(const unsigned char* d, Py_ssize_t pos, Py_ssize_t end, Py_ssize_t* body_at,
+                           Py_ssize_t* topic_at, Py_ssize_t* props_at, int32_t* sys_flag) noexcept nogil:
+    """The end of the stored record at ``pos`` and where its parts are, or -1 when it fails the
+    layout checks of `skiff.common.stored_message.decode_run` (the same checks, in its order)."""
+    cdef const unsigned char* r = d + pos
+    cdef Py_ssize_t head_size, t, p, rec_end
+    cdef int32_t total, body_len
+    if end - pos < STORED_MIN_HEAD:
+        return -1
+    sys_flag[0] = <int32_t>_u32(r + 36)
+    head_size = 72 + (20 if sys_flag[0] & STORED_BORN_V6 else 8) + (20 if sys_flag[0] & STORED_STORE_V6 else 8)
+    if end - pos < head_size:
+        return -1
+    total = <int32_t>_u32(r)
+    body_len = <int32_t>_u32(r + head_size - 4)
+    t = pos + head_size + body_len
+    rec_end = pos + total
+    if _u32(r + 4) != STORED_MAGIC_V1 or total <= 0 or rec_end > end or body_len < 0 or t >= end:
+        return -1
+    p = t + 3 + d[t]
+    if p > rec_end or p + _i16(d + p - 2) != rec_end:
+        return -1
+    body_at[0], topic_at[0], props_at[0] = pos + head_size, t, p
+    return rec_end
+
+
+cdef inline int _zlen(int64_t v) noexcept nogil:
+    """The bytes of ``v`` as a zig-zag varint."""
+    cdef uint64_t u = (<uint64_t>v << 1) ^ <uint64_t>(v >> 63)
+    cdef int n = 1
+    while u >= 0x80:
+        u >>= 7
+        n += 1
+    return n
+
+
+cdef inline bint _sub_fits(int64_t a, int64_t b, int64_t* out) noexcept nogil:
+    """``a - b`` into ``out``; False when it does not fit 64 bits (then the reference decides)."""
+    if (b > 0 and a < INT64_MIN + b) or (b < 0 and a > INT64_MAX + b):
+        return False
+    out[0] = a - b
+    return True
+
+
+cdef inline void _put(unsigned char* p, uint64_t v, int n) noexcept nogil:
+    """``v``'s low ``n`` bytes, big-endian."""
+    cdef int i
+    for i in range(n):
+        p[i] = <unsigned char>(v >> (8 * (n - 1 - i)))
+
+
+cdef int64_t _mapped_size(object rec) except -2:
+    """`stored_batch._size` of a mapped Record: -1 when a field is not of the type the
+    reference's encoder reads exactly (then the whole batch is left to the reference)."""
+    cdef int64_t size = RECORD_OVERHEAD
+    cdef object key, value, headers, name, hv
+    if not isinstance(rec, tuple) or len(rec) != 5:
+        return -1
+    key, value, headers = rec[2], rec[3], rec[4]
+    if (key is not None and type(key) is not bytes) or (value is not None and type(value) is not bytes):
+        return -1
+    if type(headers) is not tuple:
+        return -1
+    size += (PyBytes_GET_SIZE(key) if key is not None else 0) + (PyBytes_GET_SIZE(value) if value is not None else 0)
+    for item in <tuple>headers:
+        if type(item) is not tuple or len(item) != 2:
+            return -1
+        name, hv = item
+        if type(name) is not str or (hv is not None and type(hv) is not bytes):
+            return -1
+        size += PyUnicode_GET_LENGTH(name) + (PyBytes_GET_SIZE(hv) if hv is not None else 0) + 4
+    return size
+
+
+def stored_batch(object data, Py_ssize_t max_bytes, bint first, object record_of, object crc):
+    """`stored_batch_py(data, max_bytes, first, record_of)`: (base offset, batch bytes), or None
+    where it would not make the reference's answer exactly. ``crc``: CRC-32C of a buffer."""
+    if type(data) is not bytes:
+        return None
+    cdef const unsigned char* d = <const unsigned char*>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t end = PyBytes_GET_SIZE(data), pos = 0, rec_end, body_at, t, p, n
+    cdef int32_t sys_flag, count = 0
+    cdef int64_t base, offset_delta, born, ts, base_ts = 0, max_ts = 0, ts_delta, rec_size, size = 0, last_delta = 0
+    cdef unsigned char* w
+    cdef _Out out
+    cdef _Out body
+    cdef object rec, result
+    # Every record checks out and none is compressed: the reference decodes (and inflates)
+    # every pulled record before it serves any, so one that does not is its to refuse.
+    while pos < end:
+        rec_end = _stored_at(d, pos, end, &body_at, &t, &p, &sys_flag)
+        if rec_end < 0 or sys_flag & STORED_COMPRESSED:
+            return None
+        pos = rec_end
+    if end == 0:
+        return 0, b""
+    base = _i64(d + 20)
+    out.data, out.size, out.cap = NULL, 0, 0
+    body.data, body.size, body.cap = NULL, 0, 0
+    try:
+        _room(&out, HEADER_BYTES)
+        out.size = HEADER_BYTES
+        pos = 0
+        while pos < end:
+            rec_end = _stored_at(d, pos, end, &body_at, &t, &p, &sys_flag)
+            if not _sub_fits(_i64(d + pos + 20), base, &offset_delta):
+                return None
+            born = _i64(d + pos + 40)
+            if p == rec_end:  # no properties: a keyless record without headers, the body its value
+                rec = None
+                ts = born
+                rec_size = RECORD_OVERHEAD + (t - body_at)
+            else:
+                rec = record_of(offset_delta, born, data[body_at:t], data[p:rec_end])
+                rec_size = _mapped_size(rec)
+                if rec_size < 0:
+                    return None
+                try:
+                    ts, offset_delta = rec[1], rec[0]
+                except (OverflowError, TypeError):
+                    return None
+            if count and size + rec_size > max_bytes:
+                break
+            if not count and not first and rec_size > max_bytes:
+                return base, b""
+            if offset_delta < -0x80000000 or offset_delta > 0x7FFFFFFF:
+                return None  # the header's last offset delta is 32 bits
+            if not count:
+                base_ts = max_ts = ts
+            if rec is None:
+                if not _sub_fits(ts, base_ts, &ts_delta):
+                    return None
+                n = t - body_at
+                _zvarint(&out, 1 + _zlen(ts_delta) + _zlen(offset_delta) + 1 + _zlen(n) + n + 1)
+                _room(&out, 1)
+                out.data[out.size] = 0  # attributes
+                out.size += 1
+                _zvarint(&out, ts_delta)
+                _zvarint(&out, offset_delta)
+                _zvarint(&out, -1)  # a null key
+                _zvarint(&out, n)
+                _raw(&out, <const char*>d + body_at, n)
+                _zvarint(&out, 0)  # no headers
+            elif _record(&out, &body, rec, base_ts) < 0:
+                return None
+            if ts > max_ts:
+                max_ts = ts
+            last_delta = offset_delta
+            size += rec_size
+            count += 1
+            pos = rec_end
+        if out.size - 12 > 0x7FFFFFFF:
+            return None
+        w = out.data
+        _put(w, <uint64_t>base, 8)
+        _put(w + 8, <uint64_t>(out.size - 12), 4)
+        _put(w + 12, 0xFFFFFFFF, 4)  # partition leader epoch -1
+        w[16] = 2  # magic
+        _put(w + 21, 0, 2)  # attributes: uncompressed
+        _put(w + 23, <uint64_t>last_delta, 4)
+        _put(w + 27, <uint64_t>base_ts, 8)
+        _put(w + 35, <uint64_t>max_ts, 8)
+        _put(w + 43, 0xFFFFFFFFFFFFFFFF, 8)  # producer id -1
+        _put(w + 51, 0xFFFF, 2)  # producer epoch -1
+        _put(w + 53, 0xFFFFFFFF, 4)  # base sequence -1
+        _put(w + 57, <uint64_t>count, 4)
+        result = PyBytes_FromStringAndSize(<const char*>out.data, out.size)
+        _put(<unsigned char*>PyBytes_AS_STRING(result) + 17, <uint32_t>crc(memoryview(result)[CRC_FROM:]), 4)
+        return base, result
     finally:
         PyMem_Free(out.data)
         PyMem_Free(body.data)
