@@ -3,8 +3,9 @@ rocketmq-python-client 5.1.2, unchanged, in its own venv) against a real `skiff 
 endpoint: a LitePushConsumer of a wildcard group receives every message of 100 lite topics once,
 in order per lite topic; a LiteSimpleConsumer's subscribe_lite, which that client sends split into
 characters until its 30 s resync, gets its messages at once and only those; with the parent on two
-brokers, a LitePushConsumer that subscribes through one receives every message of its lite topics,
-each lite topic stored on the broker RocketMQ 5.5 places it on.
+brokers of one host (as `skiff up --brokers 2` runs them: each its own gRPC port), a LitePushConsumer
+that subscribes through one receives every message of its lite topics, each lite topic stored on
+the broker RocketMQ 5.5 places it on.
 
 The scenarios run in tests/interop/grpc/lite_client.py under SKIFF_RMQ5_PYTHON.
 """
@@ -72,19 +73,19 @@ def test_official_lite_consumers(cluster: Cluster, tmp_path: Path):
     assert simple["first_after_s"] < RESYNC_S - 5 and simple["extra"] == []  # not "p" or "y", nor after unsubscribe
 
 
-def test_lite_consumers_receive_lite_topics_of_two_brokers(cluster: Cluster, tmp_path: Path):
-    """Broker B (127.0.0.2, the same grpcServerPort) holds the parent too. A LitePushConsumer subscribes
+def test_lite_consumers_receive_lite_topics_of_two_brokers_of_one_host(cluster: Cluster, tmp_path: Path):
+    """Broker B (127.0.0.1 too, its own grpcServerPort: the client finds it through the route, which
+    names B's advertised endpoint) holds the parent too. A LitePushConsumer subscribes
     10 lite topics with subscribe_lite, which it syncs with its access point A only, and its producer
     sends to both brokers' queues in turn: A forwards each message to its lite topic's owner and the
     subscription to B, so every message arrives once, in order per lite topic, each lite topic stored
     on its owner alone. A LiteSimpleConsumer, which receives from A alone, gets two rounds of B's lite
     topics as well as A's through A, its acks reaching B."""
-    port = int(cluster.grpc_endpoint.rsplit(":", 1)[1])  # type: ignore[attr-defined]
     parent, group, simple_group, count = "GLiteTwo", "G-lite-two", "G-lite-two-simple", 10
     # a parent of its own: a broker reuses a parent's route for LITE_ROUTE_CACHE_S, and PARENT's was looked
     # up before B existed
-    with start_broker(tmp_path / "b", cluster.namesrv_addr, f"--grpcServerPort={port}", name="broker-b",
-                      host="127.0.0.2") as b:
+    with start_broker(tmp_path / "b", cluster.namesrv_addr, f"--grpcServerPort={free_port()}",
+                      name="broker-b") as b:
         async def create(wire: BrokerWire) -> None:
             header = CreateTopicRequestHeader(parent, "TBW102", 4, 4, 6, "SINGLE_TAG", attributes="+message.type=LITE")
             assert (await wire.call(RequestCode.UPDATE_AND_CREATE_TOPIC, header.to_ext())).code == 0
