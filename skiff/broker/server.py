@@ -358,7 +358,7 @@ class BrokerServer:
             PullProcessor(cfg, self.role, ops.pull, store, self.groups, self.hold),
             ConsumerProcessor(ops.offsets, ops.connections, ops.locks),
             ClientManageProcessor(ops.membership),
-            SendBackProcessor(cfg, store, self.topics, self.groups, self.writer, ops.send),
+            SendBackProcessor(cfg, ops.messages, self.topics, self.groups, self.writer, ops.send),
             QueryProcessor(ops.messages),
             TopicAdminProcessor(ops.topics, ops.topic_stats, ops.broker_info),
             GroupAdminProcessor(ops.groups, ops.consume_stats, ops.connections, ops.offset_reset),

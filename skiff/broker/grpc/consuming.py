@@ -196,7 +196,7 @@ class Consuming:
                 pb.BAD_REQUEST, f"no broker {handle.broker_name} holds {req.topic.name}"))
         if isinstance(handle, ExtraInfo):
             topic = self._topic(req.topic.name, req.lite_topic)
-            handle = _settled(self.pop.dead_letter(AckRequest(req.group.name, topic, handle)))
+            handle = _settled(await self.pop.dead_letter(AckRequest(req.group.name, topic, handle)))
         return rpc.ForwardMessageToDeadLetterQueueResponse(status=handle)
 
     def _elsewhere(self, handle: ExtraInfo, lite_topic: str) -> bool:

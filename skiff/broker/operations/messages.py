@@ -11,6 +11,7 @@ index that is behind from a key that is not there.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from skiff.broker.operations.refusal import Refusal
@@ -40,6 +41,10 @@ class KeyMatches:
 class MessagesOperation:
     def __init__(self, store: MessageStore) -> None:
         self.store = store
+        self.tier_record: Callable[[int], Awaitable[bytes | None]] | None = None
+        """Set when the broker has a tier: the record at a CommitLog offset retention deleted, from
+        the tiered file that holds it (`skiff.broker.tier.queries`), for a consumer's send-back of
+        a message it read through the tier. VIEW_MESSAGE_BY_ID reaches the tier by its own hook."""
 
     def view(self, physical_offset: int) -> bytes | Refusal:
         """The stored record at a CommitLog offset (SYSTEM_ERROR when there is none, as RocketMQ's)."""

@@ -3,9 +3,13 @@
 
 Each write queue's committed offset moves to the first message stored at or after a time
 (`LATEST`: the end of the queue), in the broker's table (so a group that is offline
-starts there too); without ``force`` an offset only ever moves back. Every live member of
-the group is then told with RESET_CONSUMER_CLIENT_OFFSET (the C++ client reads its own
-body form), as RocketMQ's broker does, so it drops what it holds and pulls from there.
+starts there too); without ``force`` an offset only ever moves back. The offset at a time is
+`OffsetsOperation.offset_at_time`'s, every search by time's: for a tiered topic a time before
+the disk's first message finds its offset in the tier (docs/tiered-storage.md). Every queue's
+target is found before any offset moves, so a tier that cannot be read fails the reset whole
+(SYSTEM_ERROR naming the tier), not half of it. Every live member of the group is then told
+with RESET_CONSUMER_CLIENT_OFFSET (the C++ client reads its own body form), as RocketMQ's
+broker does, so it drops what it holds and pulls from there.
 """
 
 from __future__ import annotations
@@ -45,23 +49,27 @@ class OffsetResetOperation:
         self.offsets = offsets
         self.clients = clients
 
-    def reset(self, request: OffsetReset) -> ResetOffsetBody | Refusal:
-        """The offset each queue of the topic now has for the group."""
+    async def reset(self, request: OffsetReset) -> ResetOffsetBody | Refusal:
+        """The offset each queue of the topic now has for the group (a look in the tier may
+        fetch from its bucket, hence async; `TierError` when it cannot be read)."""
         tc = self.gate.topic(request.topic)
         if isinstance(tc, Refusal):
             return tc
+        targets = [await self._target(request, queue_id) for queue_id in range(tc.write_queue_nums)]
         table = {}
-        for queue_id in range(tc.write_queue_nums):
-            table[MessageQueue(request.topic, self.config.broker_name, queue_id)] = self._reset_queue(request, queue_id)
+        for queue_id, target in enumerate(targets):
+            table[MessageQueue(request.topic, self.config.broker_name, queue_id)] = \
+                self._reset_queue(request, queue_id, target)
         body = ResetOffsetBody(table)
         self._tell_consumers(request, body)
         return body
 
-    def _reset_queue(self, request: OffsetReset, queue_id: int) -> int:
+    async def _target(self, request: OffsetReset, queue_id: int) -> int:
         if request.timestamp_ms == LATEST:
-            target = self.offsets.queue_offset(request.topic, queue_id, QueueEdge.END)
-        else:
-            target = self.offsets.queue_offset(request.topic, queue_id, QueueEdge.AT_TIME, request.timestamp_ms)
+            return self.offsets.queue_offset(request.topic, queue_id, QueueEdge.END)
+        return (await self.offsets.offset_at_time(request.topic, queue_id, request.timestamp_ms))[0]
+
+    def _reset_queue(self, request: OffsetReset, queue_id: int, target: int) -> int:
         current = self.offsets.offsets.query(request.group, request.topic, queue_id)
         if request.force or current is None or current < 0 or target < current:  # below 0: no offset
             self.offsets.commit(request.group, request.topic, queue_id, target)

@@ -59,18 +59,19 @@ class OffsetsOperation:
     def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         self.offsets.commit(group, topic, queue_id, offset)
 
-    def queue_offset(self, topic: str, queue_id: int, edge: QueueEdge, timestamp_ms: int = 0) -> int:
+    def queue_offset(self, topic: str, queue_id: int, edge: QueueEdge) -> int:
+        """The queue's first or end offset (the offset at a time is `offset_at_time`'s)."""
+        if edge is QueueEdge.AT_TIME:
+            raise ValueError("the offset at a time is offset_at_time's: it may look in the tier")
         if edge is QueueEdge.END:
             return self.store.get_max_offset(topic, queue_id)
-        if edge is QueueEdge.AT_TIME:
-            return self.store.get_offset_by_time(topic, queue_id, timestamp_ms)
         return self.min_offset(topic, queue_id)
 
     async def offset_at_time(self, topic: str, queue_id: int, timestamp_ms: int) -> tuple[int, int | None]:
         """The queue's first offset stored at or after ``timestamp_ms`` (its end when none is) and
         that message's store time (None at the end): from the disk, or from the tier for a time
-        before the disk's first message (gRPC QueryOffset, Kafka ListOffsets; remoting's
-        SEARCH_OFFSET_BY_TIMESTAMP looks in the tier after its handler, skiff.broker.tier.queries)."""
+        before the disk's first message. The one answer of remoting's SEARCH_OFFSET_BY_TIMESTAMP,
+        gRPC QueryOffset, Kafka ListOffsets and a reset of a group's offsets by time."""
         local = self.store.get_offset_by_time(topic, queue_id, timestamp_ms)
         if self.tier_at_time is not None:
             found = await self.tier_at_time(topic, queue_id, timestamp_ms, local)

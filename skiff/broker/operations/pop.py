@@ -138,12 +138,13 @@ class PopOperation:
         new = self.service.change_invisible(req.group, req.topic, req.handle, req.invisible_ms)
         return Refusal(PopResponseCode.NO_MESSAGE, NOT_IN_FLIGHT) if new is None else new
 
-    def dead_letter(self, req: AckRequest) -> Refusal | None:
-        """Move the message to ``%DLQ%<group>`` now and acknowledge it (None: done)."""
+    async def dead_letter(self, req: AckRequest) -> Refusal | None:
+        """Move the message to ``%DLQ%<group>`` now and acknowledge it (None: done); a message
+        only the tier holds waits, a bounded time, for the tier's fetch."""
         refusal = self._settleable(req.group, req.topic, req.handle)
         if refusal is not None:
             return refusal
-        if not self.service.dead_letter(req.group, req.topic, req.handle):
+        if not await self.service.dead_letter(req.group, req.topic, req.handle):
             return Refusal(PopResponseCode.NO_MESSAGE, NOT_IN_FLIGHT)
         return None
 

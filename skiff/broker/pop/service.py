@@ -42,6 +42,7 @@ from skiff.broker.topics import TopicConfigManager
 from skiff.broker.writer import MessageWriter
 from skiff.common.clock import Clock
 from skiff.common.errors import SkiffError
+from skiff.common.limits import TIER_SETTLE_WAIT_S
 from skiff.common.names import pop_retry_topic
 from skiff.common.record import read_head
 from skiff.common.service import Periodic
@@ -405,18 +406,25 @@ class PopService:
         self.state.changed()
         return handle._replace(pop_time=entry.pop_time, invisible_time=invisible_ms)
 
-    def dead_letter(self, group: str, topic: str, handle: ExtraInfo) -> bool:
-        """Move the message to ``%DLQ%<group>`` now and acknowledge it; False as `ack` says."""
+    async def dead_letter(self, group: str, topic: str, handle: ExtraInfo) -> bool:
+        """Move the message to ``%DLQ%<group>`` now and acknowledge it; False as `ack` says. A
+        message whose record only the tier holds waits for the tier's fetch (looking again every
+        `TIER_RETRY_S`, at most `TIER_SETTLE_WAIT_S`: past that False, and the client asks again)."""
         key = self.real_key(group, topic, handle)
-        entry = self.state.find(key, handle.queue_offset, handle.pop_time, handle.orderly)
-        try:
-            record = None if entry is None else self._stored(key, handle.queue_offset, entry.commit_log_offset)
-        except _NotYet:
-            return False
-        if record is None:
-            return False
-        self._dead_letter(group, record)
-        return self.ack(group, topic, handle)
+        for _ in range(max(1, round(TIER_SETTLE_WAIT_S / TIER_RETRY_S))):
+            entry = self.state.find(key, handle.queue_offset, handle.pop_time, handle.orderly)
+            if entry is None:  # settled meanwhile (acknowledged, redelivered)
+                return False
+            try:
+                record = self._stored(key, handle.queue_offset, entry.commit_log_offset)
+            except _NotYet:
+                await asyncio.sleep(TIER_RETRY_S)
+                continue
+            if record is None:
+                return False
+            self._dead_letter(group, record)
+            return self.ack(group, topic, handle)
+        return False
 
     def _dead_letter(self, group: str, record: bytes) -> None:
         self._put(requeue(self.writer, self.topics, record, group, None, 0))

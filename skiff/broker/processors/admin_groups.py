@@ -72,7 +72,7 @@ class GroupAdminProcessor:
         group = h.GetProducerConnectionListRequestHeader.from_ext(req.ext_fields).producer_group
         return answer(req, self.connections.producer_connection(group))
 
-    def reset_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    async def reset_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         r = ResetOffsetRequestHeader.from_ext(req.ext_fields)
-        return answer(req, self.offset_reset.reset(OffsetReset(r.group, r.topic, r.timestamp, r.is_force)))
+        return answer(req, await self.offset_reset.reset(OffsetReset(r.group, r.topic, r.timestamp, r.is_force)))
 

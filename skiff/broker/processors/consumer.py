@@ -72,9 +72,10 @@ class ConsumerProcessor:
         q = h.QueueRequestHeader.from_ext(req.ext_fields)
         return _offset(req, self.operation.queue_offset(q.topic, q.queue_id, QueueEdge.FIRST))
 
-    def search_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
+    async def search_offset(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         q = h.SearchOffsetRequestHeader.from_ext(req.ext_fields)
-        return _offset(req, self.operation.queue_offset(q.topic, q.queue_id, QueueEdge.AT_TIME, q.timestamp))
+        offset, _ = await self.operation.offset_at_time(q.topic, q.queue_id, q.timestamp)  # may look in the tier
+        return _offset(req, offset)
 
     def earliest_store_time(self, conn: Connection, req: RemotingCommand) -> RemotingCommand:
         q = h.QueueRequestHeader.from_ext(req.ext_fields)

@@ -8,6 +8,9 @@ SCHEDULE_TOPIC_XXXX and comes back after 10 s, 30 s, 1 min, ... Once it has been
 retried ``retryMaxTimes`` times (16, the group's setting; a client of version
 V3_4_9 or later may send its own maximum), or when the consumer asks for a
 negative level, it goes to the dead-letter topic ``%DLQ%<group>`` instead.
+
+A message a consumer read through the tier (its CommitLog copy deleted by retention) is
+re-put from the tier's copy, read on a worker thread (docs/tiered-storage.md).
 """
 
 from __future__ import annotations
@@ -16,17 +19,17 @@ from collections.abc import Awaitable
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
-from skiff.broker.operations import Refusal, SendOperation
+from skiff.broker.operations import MessagesOperation, Refusal, SendOperation
 from skiff.broker.processors.send import put_response
 from skiff.broker.requeue import Retry, requeue
 from skiff.broker.topics import TopicConfigManager
 from skiff.broker.writer import MessageWriter
 from skiff.common.names import retry_topic
+from skiff.protocol.bodies.admin import SubscriptionGroupConfig
 from skiff.protocol.bodies.topic import Perm
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.headers.consumer import ConsumerSendMsgBackRequestHeader
-from skiff.store import MessageStore
 from skiff.transport.connection import Connection, Handler
 
 V3_4_9 = 121
@@ -34,10 +37,10 @@ V3_4_9 = 121
 
 
 class SendBackProcessor:
-    def __init__(self, config: BrokerConfig, store: MessageStore, topics: TopicConfigManager,
+    def __init__(self, config: BrokerConfig, messages: MessagesOperation, topics: TopicConfigManager,
                  groups: SubscriptionGroupManager, writer: MessageWriter, sender: SendOperation) -> None:
         self.config = config
-        self.store = store
+        self.messages = messages
         self.topics = topics
         self.groups = groups
         self.writer = writer
@@ -57,7 +60,21 @@ class SendBackProcessor:
                                 f"the broker {self.config.broker_name} does not accept messages now")
         if group.retry_queue_nums <= 0:
             return req.response()
-        record = self.store.read_record(h.offset)
+        record = self.messages.store.read_record(h.offset)
+        if record is None and self.messages.tier_record is not None:
+            return self._from_tier(req, h, group)
+        return self._requeue(req, h, group, record)
+
+    async def _from_tier(self, req: RemotingCommand, h: ConsumerSendMsgBackRequestHeader,
+                         group: SubscriptionGroupConfig) -> RemotingCommand:
+        """The send-back of a message only the tier holds (its read may fetch from the bucket)."""
+        assert self.messages.tier_record is not None
+        answered = self._requeue(req, h, group, await self.messages.tier_record(h.offset))
+        assert isinstance(answered, RemotingCommand), answered  # a re-put is answered at once (wait=False)
+        return answered
+
+    def _requeue(self, req: RemotingCommand, h: ConsumerSendMsgBackRequestHeader, group: SubscriptionGroupConfig,
+                 record: bytes | None) -> RemotingCommand | Awaitable[RemotingCommand]:
         if record is None:
             return req.response(ResponseCode.SYSTEM_ERROR, f"no message is stored at CommitLog offset {h.offset}")
         max_times = group.retry_max_times

@@ -2,8 +2,10 @@
 
 The store answers QUERY_MESSAGE, VIEW_MESSAGE_BY_ID, SEARCH_OFFSET_BY_TIMESTAMP and
 GET_EARLIEST_MSG_STORETIME from what it keeps locally; for a tiered topic, what retention
-deleted is in the tier. `wrap_queries` puts each of those handlers behind a look at the
-tier that runs only when the local answer may be missing something the tier has:
+deleted is in the tier. `wrap_queries` puts the handlers of the first two and the last behind
+a look at the tier, and `QueryHooks.offset_at_time` is the look every search by time takes
+(`OffsetsOperation.offset_at_time`), each only when the local answer may be missing something
+the tier has:
 
 - by key (KEYS or UNIQ_KEY, within a time range): fewer local hits than asked for. The
   manifest's first/last store times pick the files in the range (newest first, at most
@@ -32,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import pyarrow as pa
 
@@ -40,7 +42,7 @@ from skiff.common.limits import TIER_QUERY_MAX_FILES
 from skiff.common.record import read_head
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
-from skiff.protocol.headers.consumer import QueueRequestHeader, SearchOffsetRequestHeader
+from skiff.protocol.headers.consumer import QueueRequestHeader
 from skiff.protocol.headers.query import QueryMessageRequestHeader, ViewMessageRequestHeader
 from skiff.tier.backends import TierError
 from skiff.tier.columns import rows_to_record_list
@@ -54,6 +56,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Hook = Callable[[RemotingCommand, RemotingCommand], HandlerResult]
+T = TypeVar("T")
 
 
 class TierQueries:
@@ -158,28 +161,29 @@ class QueryHooks:
 
         return self._on_thread(req, look)
 
-    def search_offset(self, req: RemotingCommand, local: RemotingCommand) -> HandlerResult:
-        q = SearchOffsetRequestHeader.from_ext(req.ext_fields)
-        local_min = self._time_in_tier(q.topic, q.queue_id, int((local.ext_fields or {}).get("offset", -1)))
-        if local.code != ResponseCode.SUCCESS or local_min is None:
-            return local
-
-        def look() -> RemotingCommand:
-            found = self.queries.offset_at_time(q.topic, q.queue_id, q.timestamp, local_min)
-            return local if found is None else req.response(ext_fields={"offset": str(found.offset)})
-
-        return self._on_thread(req, look)
-
     async def offset_at_time(self, topic: str, queue_id: int, timestamp_ms: int,
                              local: int) -> tuple[int, int] | None:
-        """gRPC QueryOffset's and Kafka ListOffsets' look at the tier after the disk answered
-        ``local`` (`OffsetsOperation.tier_at_time`): the tiered offset and its store time, or
-        None (the disk's answer stands). A tier that cannot be read raises `TierError`."""
+        """The look at the tier of every search by time (`OffsetsOperation.tier_at_time`:
+        SEARCH_OFFSET_BY_TIMESTAMP, gRPC QueryOffset, Kafka ListOffsets, a reset of a group's
+        offsets by time) after the disk answered ``local``: the tiered offset and its store time,
+        or None (the disk's answer stands). A tier that cannot be read raises `TierError`."""
         local_min = self._time_in_tier(topic, queue_id, local)
         if local_min is None:
             return None
+        return await self._thread(self.queries.offset_at_time, topic, queue_id, timestamp_ms, local_min)
+
+    async def record_at(self, offset: int) -> bytes | None:
+        """A consumer's send-back of a message whose CommitLog copy is gone
+        (`MessagesOperation.tier_record`): the record stored at CommitLog ``offset``, from the
+        tiered file that holds it, or None. A tier that cannot be read raises `TierError`."""
+        if not any(True for _ in self.service.uploader.tiered_topics()):
+            return None
+        return await self._thread(self.queries.by_commit_log_offset, offset)
+
+    async def _thread(self, look: Callable[..., T], *args: object) -> T:
+        """``look(*args)`` on a worker thread; what goes wrong there is a `TierError` naming the tier."""
         try:
-            return await asyncio.to_thread(self.queries.offset_at_time, topic, queue_id, timestamp_ms, local_min)
+            return await asyncio.to_thread(look, *args)
         except TierError:
             raise
         except Exception as exc:  # a bucket that cannot be reached, a damaged file
@@ -241,12 +245,12 @@ def _records(answer: RemotingCommand) -> list[bytes]:
 
 
 def wrap_queries(handlers: dict[int, Handler], service: TierService) -> dict[int, Handler]:
-    """``handlers`` with the four query codes answered from the tier too."""
+    """``handlers`` with the three query codes answered from the tier too (a search by time
+    looks in the tier through `OffsetsOperation.offset_at_time`, the hook `attach_reads` sets)."""
     hooks = QueryHooks(service)
     wrapped = dict(handlers)
     for code, hook in ((RequestCode.QUERY_MESSAGE, hooks.query_message),
                        (RequestCode.VIEW_MESSAGE_BY_ID, hooks.view_message),
-                       (RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, hooks.search_offset),
                        (RequestCode.GET_EARLIEST_MSG_STORETIME, hooks.earliest_store_time)):
         if code in handlers:
             wrapped[code] = _after(handlers[code], hook)

@@ -41,8 +41,9 @@ def tier_periodics(tier: TierService | None) -> list[Periodic]:
 
 def attach_reads(ops: Operations, tier: TierService | None) -> None:
     """Pulls and pops below what is kept locally read through the tier, a queue's first offset
-    is the tier's where it reaches further back, and gRPC's and Kafka's searches by time look
-    in the tier."""
+    is the tier's where it reaches further back, gRPC's and Kafka's searches by time and resets
+    of a group's offsets by time look in the tier, and a send-back finds a message the CommitLog
+    no longer holds in the tier."""
     if tier is not None:
         ops.pull.tier_read = tier.reads.read
         ops.pull.first_offset = ops.offsets.min_offset
@@ -51,7 +52,9 @@ def attach_reads(ops: Operations, tier: TierService | None) -> None:
         ops.pop.service.first_offset = ops.offsets.min_offset
         from skiff.broker.tier.queries import QueryHooks
 
-        ops.offsets.tier_at_time = QueryHooks(tier).offset_at_time
+        hooks = QueryHooks(tier)
+        ops.offsets.tier_at_time = hooks.offset_at_time
+        ops.messages.tier_record = hooks.record_at
 
 
 def with_tier_queries(handlers: dict[int, Handler], tier: TierService | None) -> dict[int, Handler]:

@@ -291,7 +291,7 @@ def test_consume_stats_leave_out_a_topic_the_online_members_do_not_subscribe(bro
 def test_consume_stats_and_resets_of_a_topic_that_is_not_here_are_refused(broker: Broker):
     expected = Refusal(ResponseCode.TOPIC_NOT_EXIST, "topic Nowhere does not exist on this broker")
     assert broker.stats.stats(ConsumeStatsRequest("G", "Nowhere")) == expected
-    assert broker.reset.reset(OffsetReset("G", "Nowhere", LATEST)) == expected
+    assert asyncio.run(broker.reset.reset(OffsetReset("G", "Nowhere", LATEST))) == expected
     assert broker.offsets_table.topics_of("G") == []
 
 
@@ -306,14 +306,36 @@ def test_a_reset_moves_offsets_back_and_forward_only_when_forced(broker: Broker,
     broker.offsets.commit("G", "T", 1, 2)
     q0, q1 = MessageQueue("T", BROKER, 0), MessageQueue("T", BROKER, 1)
 
-    latest = broker.reset.reset(OffsetReset("G", "T", LATEST))
+    latest = asyncio.run(broker.reset.reset(OffsetReset("G", "T", LATEST)))
     assert latest == ResetOffsetBody({q0: 1, q1: 2})  # the end is ahead: not moved without force
-    forced = broker.reset.reset(OffsetReset("G", "T", LATEST, force=True))
+    forced = asyncio.run(broker.reset.reset(OffsetReset("G", "T", LATEST, force=True)))
     assert forced == ResetOffsetBody({q0: 6, q1: 3})
     assert (broker.offsets_table.query("G", "T", 0), broker.offsets_table.query("G", "T", 1)) == (6, 3)
-    back = broker.reset.reset(OffsetReset("G", "T", middle))
+    back = asyncio.run(broker.reset.reset(OffsetReset("G", "T", middle)))
     assert back == ResetOffsetBody({q0: 4, q1: 0})
     assert broker.offsets_table.query("G", "T", 0) == 4
+
+
+def test_a_reset_by_time_takes_the_tiers_offset_and_moves_nothing_when_the_tier_cannot_be_read(broker: Broker):
+    broker.topic("T", queues=2)
+    broker.put("T", 0, 3)
+    broker.put("T", 1, 3)
+    broker.offsets.commit("G", "T", 0, 2)
+    asked: list[tuple[str, int, int, int]] = []
+
+    async def tier(topic: str, queue_id: int, timestamp_ms: int, local: int) -> tuple[int, int] | None:
+        asked.append((topic, queue_id, timestamp_ms, local))
+        if timestamp_ms == 1:
+            raise TierError("the tier file:///t could not be read: gone")
+        return (1, timestamp_ms) if queue_id == 0 else None  # queue 1: the disk's answer stands
+
+    broker.offsets.tier_at_time = tier
+    body = asyncio.run(broker.reset.reset(OffsetReset("G", "T", 5)))
+    assert body == ResetOffsetBody({MessageQueue("T", BROKER, 0): 1, MessageQueue("T", BROKER, 1): 0})
+    assert asked == [("T", 0, 5, 0), ("T", 1, 5, 0)]
+    with pytest.raises(TierError, match="could not be read"):
+        asyncio.run(broker.reset.reset(OffsetReset("G", "T", 1, force=True)))
+    assert (broker.offsets_table.query("G", "T", 0), broker.offsets_table.query("G", "T", 1)) == (1, 0)
 
 
 def test_a_reset_tells_every_live_member_of_the_group(broker: Broker):
@@ -332,7 +354,7 @@ def test_a_reset_tells_every_live_member_of_the_group(broker: Broker):
                 assert time.monotonic() < deadline, "the loopback connection was not accepted"
                 await asyncio.sleep(0.01)
             assert broker.consumer(server.connections[0], "G", "T") is None
-            body = broker.reset.reset(OffsetReset("G", "T", LATEST, force=True))
+            body = await broker.reset.reset(OffsetReset("G", "T", LATEST, force=True))
             req = await asyncio.wait_for(told.get(), 10)
             assert ResetOffsetRequestHeader.from_ext(req.ext_fields) == ResetOffsetRequestHeader("T", "G", LATEST, True)
             assert ResetOffsetBody.from_json(req.body) == body == ResetOffsetBody({MessageQueue("T", BROKER, 0): 3})
