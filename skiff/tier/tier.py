@@ -17,6 +17,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import NamedTuple
 
 import pyarrow as pa
@@ -157,6 +158,29 @@ class Tier:
             self.write_manifest(grown)
             self.steps("manifest-written")
         return grown, seg
+
+    def index_old(self, manifest: Manifest, max_files: int) -> Manifest:
+        """``manifest`` with up to ``max_files`` of its files uploaded before key indexes and
+        CommitLog spans existed given both (the oldest first), so queries by key and by
+        offsetMsgId reach them as they reach newer files. Each index is written before the
+        manifest that lists it (a crash leaves an unlisted index, collected as an orphan, and
+        the file is indexed again); the data files do not change."""
+        old = [s for s in manifest.segments if s.index is None or s.min_commit_log_offset < 0][:max_files]
+        if not old:
+            return manifest
+        done: dict[Segment, Segment] = {}
+        for seg in old:
+            table = self.open(seg).read(columns=["keys", "msg_id", "queue_offset", "commit_log_offset"])
+            keys = index_bytes(key_index(table))
+            self.backend.put(index_file(seg.file), keys)
+            physical = table.column("commit_log_offset")
+            index = SegmentIndex(index_file(seg.file), len(keys), hashlib.sha256(keys).hexdigest())
+            done[seg] = replace(seg, index=index, min_commit_log_offset=pc.min(physical).as_py(),
+                                max_commit_log_offset=pc.max(physical).as_py())
+            log.info("tier %s: %s indexed (uploaded before key indexes)", self.backend.url, seg.file)
+        indexed = Manifest(manifest.topic, manifest.broker, tuple(done.get(s, s) for s in manifest.segments))
+        self.write_manifest(indexed)
+        return indexed
 
     def expire(self, manifest: Manifest, before_ms: int) -> tuple[Manifest, list[Segment]]:
         """Drop the files whose newest message was stored before ``before_ms`` (retention.tiered.ms),

@@ -22,6 +22,9 @@ from confluent_kafka import Consumer, TopicPartition
 
 from skiff.client import AsyncAdmin, AsyncPullClient, Message, MessageQueue, PullStatus
 from skiff.common.stored_message import StoredMessage
+from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.protocol.headers.consumer import ConsumerSendMsgBackRequestHeader
+from skiff.protocol.message_codec import decode_stored_messages
 from skiff.testing.cluster import Cluster
 from skiff.protocol.v5 import definition_pb2 as pb
 from skiff.protocol.v5 import service_pb2 as rpc
@@ -31,6 +34,8 @@ from skiff.testing.processes import free_port, run_skiff
 from skiff.testing.s3 import S3_ENV, moto_s3
 from skiff.testing.waits import eventually, wait_for
 from skiff.testing.wire import BrokerWire
+from skiff.tier.backends import backend_from_url
+from skiff.tier.tier import Tier
 from tests.integration.consumer_kit import config, run, send, wait_for_route
 
 pytestmark = pytest.mark.xdist_group("tier-s3")  # one moto server and one cluster for the module, not one per worker
@@ -237,8 +242,15 @@ def test_queries_by_key_id_and_time_find_messages_only_the_tier_holds(cluster) -
             assert found == 0 or await stored_at(found - 1) < stamp
             assert await admin.search_offset(mq, 0) == 0  # the local store alone would answer local_min
             assert await admin.earliest_msg_store_time(mq) == await stored_at(0)
+            # a group's offsets reset by time (INVOKE_BROKER_TO_RESET_OFFSET) find the same offset
+            assert await admin.reset_offset_by_time("tier-reset", "Queried", stamp) == {mq: found}
+            assert await admin.fetch_consumer_offset("tier-reset", mq) == found
 
     run(by_time())
+    # `skiff consumer reset-offset` to time 0: the tier's first offset, not the disk's (local_min)
+    (reset,) = orjson.loads(skiff_ok("consumer", "reset-offset", "-g", "tier-reset", "-t", "Queried",
+                                     "--timestamp", "0", "-n", ns, "--json"))
+    assert reset["offset"] == 0
 
 
 @pytest.mark.slow
@@ -303,9 +315,28 @@ def test_pops_grpc_and_kafka_reads_and_searches_by_time_reach_messages_only_the_
 
             await eventually(redelivered, 30, "the unacknowledged tiered message to come back")
             assert again[0] == bodies[0]
+            await send_back_to_dlq(wire)
             return [t for _, _, t in got]
         finally:
             await wire.close()
+
+    async def send_back_to_dlq(wire: BrokerWire) -> None:
+        """A pulled message only the tier holds, sent back (CONSUMER_SEND_MSG_BACK) to the DLQ:
+        its record comes from the tier by its CommitLog offset."""
+        pulled: list[StoredMessage] = []
+
+        async def pull_first() -> bool:  # "retry" while the broker fetches the file
+            answer = await wire.pull("tier-back", topic, 0, 1, max_nums=1)
+            pulled.extend(decode_stored_messages(answer.body) if answer.code == ResponseCode.SUCCESS else [])
+            return bool(pulled)
+
+        await eventually(pull_first, 30, "a pull of tiered offset 1")
+        (m,) = pulled
+        back = await wire.call(RequestCode.CONSUMER_SEND_MSG_BACK,
+                               ConsumerSendMsgBackRequestHeader(m.commit_log_offset, "tier-back", -1).to_ext())
+        assert back.code == ResponseCode.SUCCESS, back.remark
+        (dead,) = await wire.pull_messages("tier-dlq-reader", "%DLQ%tier-back", 0)
+        assert (dead.body.decode(), dead.properties["RETRY_TOPIC"]) == (bodies[1], topic)
 
     stored = run(pops())
 
@@ -321,6 +352,7 @@ def test_pops_grpc_and_kafka_reads_and_searches_by_time_reach_messages_only_the_
 
             await eventually(more, 60, "gRPC ReceiveMessage to get every message from the bucket")
             assert sorted(got) == list(enumerate(bodies))
+            await forward_to_dlq(wire)
             pulled: list[tuple[int, str]] = []
             offset = 0
 
@@ -341,6 +373,29 @@ def test_pops_grpc_and_kafka_reads_and_searches_by_time_reach_messages_only_the_
             return answer.offset
         finally:
             await wire.close()
+
+    async def forward_to_dlq(wire: GrpcWire) -> None:
+        """A received message only the tier holds, forwarded to the DLQ (ForwardMessageToDeadLetterQueue)."""
+        group = "tier-dlq"
+        received: list = []
+
+        async def receive_first() -> bool:
+            received.extend(messages(await wire.receive(group, topic, batch=1, wait_ms=500)))
+            return bool(received)
+
+        await eventually(receive_first, 30, "gRPC ReceiveMessage of a new group to get a tiered message")
+        m = received[0]
+        assert m.system_properties.queue_offset < 150  # deleted locally: the record comes from the tier
+        forward = rpc.ForwardMessageToDeadLetterQueueRequest(
+            group=pb.Resource(name=group), topic=pb.Resource(name=topic), receipt_handle=m.system_properties.receipt_handle,
+            message_id=m.system_properties.message_id, delivery_attempt=1, max_delivery_attempts=16)
+        moved = await wire.unary("ForwardMessageToDeadLetterQueue", forward, rpc.ForwardMessageToDeadLetterQueueResponse)
+        assert moved.status.code == pb.OK, moved.status
+
+        async def dead_lettered() -> list[str]:
+            return [d.body.decode() for d in messages(await wire.pull(group, f"%DLQ%{group}", 0))]
+
+        assert await eventually(dead_lettered, 15, "the DLQ copy") == [m.body.decode()]
 
     by_grpc = run(grpc())
     first_at = stored.index(stored[40])  # the first message stored in the same ms as offset 40
@@ -364,6 +419,43 @@ def test_pops_grpc_and_kafka_reads_and_searches_by_time_reach_messages_only_the_
         assert fetched == list(enumerate(bodies))
     finally:
         kafka.close()
+
+
+def test_a_compacted_topic_tiers_its_compacted_segments(cluster) -> None:
+    """A COMPACTION topic with tiered.storage=true: nothing goes up before its queue is compacted,
+    then the file in the bucket holds the latest message of each key, at its offset."""
+    c, s3 = cluster
+    ns = c.namesrv_addr
+    topic = "TieredPrices"
+    skiff_ok("topic", "create", "-t", topic, "-q", "1", "-n", ns, "--cleanup-policy", "compaction",
+             "--attr", "tiered.storage=true")
+
+    async def scenario() -> None:
+        async with AsyncAdmin(client_config=config(ns, "tier-compacted-admin")) as admin:
+            await wait_for_route(admin, topic)
+            await send(ns, [Message.of(topic, f"v{i}", keys=f"k{i % 4}") for i in range(40)])
+
+            async def compacted_and_uploaded() -> bool:
+                (b,) = await admin.compaction(topic, run=True)  # compacts what is flushed by now
+                (t,) = await admin.tier(topic, upload=True)
+                assert t.state is not None, t.error
+                return b.state is not None and b.state.queues[0].cleaned_offset == 40 and \
+                    t.state.queues[0].uploaded_to == 40
+
+            await eventually(compacted_and_uploaded, 30, f"{topic} to be compacted and its segment uploaded")
+
+    run(scenario())
+    tier = Tier(backend_from_url("s3://skiff-tier/cluster1", endpoint_url=s3.endpoint))
+    m = tier.manifest(topic, "broker-a")
+    start = 0
+    for seg in m.queue(0):  # one file per compaction that moved the cleaned point (usually one)
+        rows = tier.read(m, 0, seg.first_offset, seg.rows)
+        got = list(zip(rows.column("queue_offset").to_pylist(), rows.column("keys").to_pylist(),
+                       (b.decode() for b in rows.column("body").to_pylist())))
+        end = seg.last_offset + 1  # the range's last message is the latest of its key: kept
+        assert got == [(i, f"k{i % 4}", f"v{i}") for i in range(max(start, end - 4), end)], seg
+        start = end
+    assert start == 40
 
 
 def test_a_deleted_topics_tier_goes_after_the_grace_period(cluster) -> None:

@@ -6,12 +6,16 @@ minimum, if messages went before the topic was tiered) up to the sealed end (mes
 flushed and older than ``tierSealMs``), it reads the records from the store, makes them
 a table (`skiff.tier.columns`), and `Tier.upload` puts the file and then the manifest.
 It runs on a worker thread, reading the CommitLog as consumers do: appends never wait
-for it.
+for it. A compacted topic's queue is uploaded only up to its cleaned point, and read there as
+a consumer reads it, from its compacted segment: the tier holds the latest record of each key
+of each uploaded range, at its offset (gaps where compaction removed records).
 
 Only this object writes a topic's manifest, and it keeps the last one it wrote (one
 read from the tier when a topic is first seen, after which files no manifest lists
 are removed: uploads a crash cut off). A new master starts from the manifest in the
-tier, so it continues where the old one stopped.
+tier, so it continues where the old one stopped. Files uploaded before key indexes and
+CommitLog spans existed get both, a few files a pass (`Tier.index_old`), so queries by key
+and message id reach them.
 """
 
 from __future__ import annotations
@@ -21,10 +25,11 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from skiff.broker.compaction import is_compacted
 from skiff.broker.tier.sealed import sealed_run
 from skiff.broker.topics import TopicConfigManager
 from skiff.common.clock import Clock
-from skiff.common.limits import TIER_SEGMENT_MAX_BYTES, TIER_SEGMENT_MAX_MESSAGES
+from skiff.common.limits import TIER_INDEX_OLD_MAX_FILES, TIER_SEGMENT_MAX_BYTES, TIER_SEGMENT_MAX_MESSAGES
 from skiff.common.record import read_head
 from skiff.protocol.bodies.topic import TopicConfig
 from skiff.protocol.bodies.topic_attributes import retention_tiered_ms, tiered_storage
@@ -91,6 +96,7 @@ class TierUploader:
             done = Uploaded()
             for tc in self.tiered_topics():
                 if topic is None or tc.topic_name == topic:
+                    self._index_old(tc.topic_name)
                     for q in self.store.queue_ids(tc.topic_name):
                         done = _plus(done, self._upload_queue(tc.topic_name, q))
                     self._expire(tc)
@@ -98,6 +104,16 @@ class TierUploader:
             if topic is None:
                 self._delete_gone()
             return done
+
+    def _index_old(self, topic: str) -> None:
+        """Index a few of the topic's files uploaded before key indexes existed; one that cannot
+        be read is logged and tried again next pass (uploads go on)."""
+        m = self.manifest(topic)
+        try:
+            self.manifests[topic] = self.tier.index_old(m, TIER_INDEX_OLD_MAX_FILES)
+        except Exception as exc:  # a damaged or unreachable old file must not stop the uploads
+            log.warning("tier: indexing old files of %s in %s failed (tried again next pass): %s", topic,
+                        self.tier.backend.url, exc)
 
     def _delete_gone(self) -> None:
         """Delete the tier of topics deleted from this broker more than the grace period ago. Only
@@ -124,11 +140,21 @@ class TierUploader:
             self.manifests[tc.topic_name] = m
 
     def sealed_end(self, topic: str, queue_id: int) -> int:
-        """The queue's first offset that may not be uploaded yet (too recent)."""
-        max_offset = self.store.get_max_offset(topic, queue_id)
-        if self.seal_ms <= 0:
-            return max_offset
-        return min(max_offset, self.store.get_offset_by_time(topic, queue_id, self.clock.now_ms() - self.seal_ms))
+        """The queue's first offset that may not be uploaded yet: too recent, or, in a compacted
+        topic, not compacted yet (from its cleaned point on)."""
+        end = self.store.get_max_offset(topic, queue_id)
+        if self.seal_ms > 0:
+            end = min(end, self.store.get_offset_by_time(topic, queue_id, self.clock.now_ms() - self.seal_ms))
+        if is_compacted(self.topics.get(topic)):
+            end = min(end, self._cleaned_offset(topic, queue_id))
+        return end
+
+    def _cleaned_offset(self, topic: str, queue_id: int) -> int:
+        """Where the queue's compacted records end (its first offset before a first compaction):
+        a compacted topic uploads its compacted segment, the latest record of each key of the
+        range (docs/tiered-storage.md), never the dirty records a later pass would remove."""
+        seg = self.store.compaction.segments.get((topic, queue_id))
+        return self.store.get_min_offset(topic, queue_id) if seg is None else seg.cleaned_offset
 
     def _upload_queue(self, topic: str, queue_id: int) -> Uploaded:
         done = Uploaded()

@@ -193,6 +193,27 @@ def test_manifest_keeps_the_commit_log_span_and_index_and_reads_segments_without
     assert old.segments[0].index is None and not old.segments[0].holds_commit_log_offset(1500)
 
 
+def test_files_uploaded_before_key_indexes_get_them_a_few_files_at_a_time(tmp_path):
+    tier = _tier(FilesystemBackend(str(tmp_path)))
+    m = tier.manifest("T", "b")
+    for first in (0, 20, 40):
+        m, _ = tier.upload(m, records_to_table(make_records("T", 0, first, 20), "b"))
+    # as a broker from before indexes left them: no index file, no CommitLog span
+    old = Manifest("T", "b", tuple(replace(s, index=None, min_commit_log_offset=-1, max_commit_log_offset=-1)
+                                   for s in m.segments))
+    for seg in m.segments:
+        assert seg.index is not None
+        tier.backend.delete(seg.index.file)
+    tier.write_manifest(old)
+    part = tier.index_old(tier.manifest("T", "b"), 2)
+    assert part.segments == m.segments[:2] + old.segments[2:] and tier.manifest("T", "b") == part
+    done = tier.index_old(part, 2)
+    assert done == m and tier.manifest("T", "b") == m  # the same index and span an upload now records
+    assert tier.index_old(done, 2) is done  # nothing left: no write
+    assert offsets_of(_tier(tier.backend).key_index(done.segments[2]), "k45") == [45]
+    assert done.segments[1].holds_commit_log_offset(1000 + 100 * 25)
+
+
 def test_offset_at_time_reads_a_file_only_when_the_time_falls_inside_it(tmp_path):
     tier = _tier(FilesystemBackend(str(tmp_path)))
     t0 = 1_700_000_000_000
