@@ -199,6 +199,7 @@ def test_lite_topics_of_one_host_stay_on_their_owner_whichever_broker_a_message_
     assert on_b == {lite: [f"{lite}:{k}" for k in range(3)] for lite in lites if placed[lite] == "broker-b"}
 
 
+@pytest.mark.slow  # its own NameServer and brokers (9-12 s at load 5)
 def test_a_lite_topic_stays_on_its_broker_when_another_broker_joins(tmp_path: Path):
     """A holds 12 lite topics (3 messages each) when broker B joins the parent on the same host; at
     once (no broker waits out its cached route) 3 more messages of each go through A and B in turn,
@@ -250,6 +251,7 @@ def test_a_lite_topic_stays_on_its_broker_when_another_broker_joins(tmp_path: Pa
         assert (on_a.get(lite) or on_b.get(lite)) == [f"{lite}:{k}" for k in range(2)]
 
 
+@pytest.mark.slow  # its own NameServer and brokers (9-12 s at load 5)
 def test_lite_messages_are_forwarded_over_tls_when_the_grpc_door_enforces_it(tmp_path: Path):
     """Both brokers (one host) serve gRPC over TLS only (tls.server.mode=enforcing, one self-signed
     certificate): a LITE message sent to A for a lite topic B keeps reaches B over TLS (a plaintext
