@@ -21,13 +21,17 @@ made a `Record` by the caller's mapping and written here. None where it would no
 reference's bytes (a record that fails the layout checks, a compressed body, a value of
 another type or past its field's width).
 
+`parse_produce` is the twin of `produce_wire.parse_produce_py`: a one-partition ProduceRequest's
+fields read in C (librdkafka sends one per partition batch, so one per record with
+``linger.ms=0``).
+
 Every read is bounds-checked against the input before it is made.
 """
 
 from libc.stdint cimport INT64_MAX, INT64_MIN, int16_t, int32_t, int64_t, int8_t, uint32_t, uint64_t
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
-from cpython.unicode cimport PyUnicode_GET_LENGTH
+from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
 from libc.string cimport memcpy
 
 cdef enum:
@@ -464,3 +468,49 @@ def stored_batch(object data, Py_ssize_t max_bytes, bint first, object record_of
     finally:
         PyMem_Free(out.data)
         PyMem_Free(body.data)
+
+
+# -- a one-partition ProduceRequest (skiff.protocol.kafka.produce_wire) -------------------
+
+cdef enum:
+    PRODUCE_HEAD = 10  # api key, version, correlation id, client id length
+    PRODUCE_FIELDS = 14  # transactional id length, acks, timeout, topic count, topic name length
+    PRODUCE_PARTITION = 12  # partition count, index, records length
+
+
+def parse_produce(object frame, object produce_one):
+    """`produce_wire.parse_produce_py(frame)`: a one-partition Produce as ``produce_one`` (the
+    `ProduceOne` type), or None for anything else (and for input that is not ``bytes``)."""
+    if type(frame) is not bytes:
+        return None
+    cdef const unsigned char* f = <const unsigned char*>PyBytes_AS_STRING(frame)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(frame), pos, name_end, records_at
+    cdef int16_t version, client_len, name_len
+    cdef int32_t topics, partitions, records_len
+    if size < PRODUCE_HEAD + PRODUCE_FIELDS + PRODUCE_PARTITION:
+        return None
+    version = _i16(f + 2)
+    client_len = _i16(f + 8)
+    if _i16(f) != 0 or version < 3 or version > 8 or client_len < -1:
+        return None
+    pos = PRODUCE_HEAD + (client_len if client_len > 0 else 0)
+    if pos + PRODUCE_FIELDS > size:
+        return None
+    topics = <int32_t>_u32(f + pos + 8)
+    name_len = _i16(f + pos + 12)
+    if _i16(f + pos) != -1 or topics != 1 or name_len < 0:
+        return None
+    name_end = pos + PRODUCE_FIELDS + name_len
+    if name_end + PRODUCE_PARTITION > size:
+        return None
+    partitions = <int32_t>_u32(f + name_end)
+    records_len = <int32_t>_u32(f + name_end + 8)
+    records_at = name_end + PRODUCE_PARTITION
+    if partitions != 1 or records_len < 0 or records_at + records_len != size:
+        return None
+    try:
+        topic = PyUnicode_DecodeUTF8(<const char*>f + pos + PRODUCE_FIELDS, name_len, NULL)
+    except UnicodeDecodeError:
+        return None
+    return produce_one(<int32_t>_u32(f + 4), version, _i16(f + pos + 2), topic, <int32_t>_u32(f + name_end + 4),
+                       PyBytes_FromStringAndSize(<const char*>f + records_at, records_len))

@@ -7,7 +7,8 @@ of them flexible).
 for a Produce and its answer, more than the store's append of its record. `parse_produce`
 reads the same bytes with a few ``struct`` reads and `produce_answer` writes a success answer
 in one ``pack``; both are checked against the interpreter byte for byte
-(tests/unit/kafka/test_produce_wire.py). Anything else — another API or version, a
+(tests/unit/protocol/kafka/test_produce_wire.py), and the compiled reader against
+`parse_produce_py`. Anything else — another API or version, a
 transactional id, several topics or partitions, null records, bytes left over — is not
 parsed here (None), and goes the general way (`frames.decode_request`).
 """
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import struct
 from typing import NamedTuple
+
+from skiff.common import kernels
 
 PRODUCE_KEY = 0
 FIRST_VERSION = 3
@@ -43,7 +46,14 @@ class ProduceOne(NamedTuple):
 
 def parse_produce(frame: bytes) -> ProduceOne | None:
     """``frame`` (without its size prefix) as a one-partition Produce, or None when it is
-    anything else (then it is decoded the general way, which also says what is wrong)."""
+    anything else (then it is decoded the general way, which also says what is wrong). By the
+    compiled kernel where it is built (`_records.pyx`: one call per Produce of one record), else
+    `parse_produce_py`."""
+    return _parse(frame, ProduceOne)
+
+
+def parse_produce_py(frame: bytes, produce_one: type[ProduceOne] = ProduceOne) -> ProduceOne | None:
+    """`parse_produce` in Python, a few ``struct`` reads (``produce_one``: the kernel's signature)."""
     size = len(frame)
     if size < _HEAD.size + _FIELDS.size + _PARTITION.size:
         return None
@@ -68,7 +78,10 @@ def parse_produce(frame: bytes) -> ProduceOne | None:
         topic = frame[pos:name_end].decode("utf-8")
     except UnicodeDecodeError:
         return None
-    return ProduceOne(correlation, version, acks, topic, partition, frame[records_at:])
+    return produce_one(correlation, version, acks, topic, partition, frame[records_at:])
+
+
+_parse = kernels.select("parse_produce", parse_produce_py, "skiff.protocol.kafka._records")
 
 
 _ANSWER_TAILS = {
