@@ -152,7 +152,8 @@ TIER_SETTLE_WAIT_S = 2.0
 """Longest a move to the dead-letter queue (gRPC ForwardMessageToDeadLetterQueue) waits for the
 tier to fetch a popped message whose CommitLog copy retention deleted: under the 3 s request
 timeout of RocketMQ 5's clients, so the client gets an answer and not a timeout; a fetch that
-takes longer is refused as not in flight yet, and the client's next try finds the file cached."""
+takes longer is refused as busy (the client forwards again later), and the next try finds the
+file cached."""
 
 KAFKA_BATCH_INFLATED_MAX_BYTES = 64 * 1024 * 1024
 """Largest a compressed Kafka record batch may inflate to: a few bytes of zstd can claim

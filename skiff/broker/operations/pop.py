@@ -29,7 +29,7 @@ from skiff.broker.config import BrokerConfig
 from skiff.broker.operations.gate import ANY_QUEUE, Gate
 from skiff.broker.operations.refusal import Refusal
 from skiff.broker.operations.subscription import compile_subscription
-from skiff.broker.pop.service import INIT_MAX, PopQuery, PopRefused, PopService, Popped
+from skiff.broker.pop.service import INIT_MAX, PopQuery, PopRefused, PopService, Popped, TierFetching
 from skiff.common.limits import POP_MAX_MSG_NUMS
 from skiff.protocol.codes import PopResponseCode, ResponseCode
 from skiff.protocol.headers.pop import ExtraInfo
@@ -144,8 +144,11 @@ class PopOperation:
         refusal = self._settleable(req.group, req.topic, req.handle)
         if refusal is not None:
             return refusal
-        if not await self.service.dead_letter(req.group, req.topic, req.handle):
-            return Refusal(PopResponseCode.NO_MESSAGE, NOT_IN_FLIGHT)
+        try:
+            if not await self.service.dead_letter(req.group, req.topic, req.handle):
+                return Refusal(PopResponseCode.NO_MESSAGE, NOT_IN_FLIGHT)
+        except TierFetching as exc:  # busy, not a bad handle: the client forwards it again later
+            return Refusal(ResponseCode.SYSTEM_BUSY, str(exc))
         return None
 
     def _settleable(self, group: str, topic: str, handle: ExtraInfo) -> Refusal | None:

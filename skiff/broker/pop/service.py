@@ -92,6 +92,13 @@ class _NotYet(Exception):
     """A popped message's record is only in the tier and is being fetched: ask again later."""
 
 
+class TierFetching(SkiffError):
+    """A dead-letter move gave up waiting (`TIER_SETTLE_WAIT_S`) for the tier to fetch the
+    message's record; the message stays in flight and the client may ask again."""
+
+    retriable = True
+
+
 class PopRefused(SkiffError):
     """A pop that found nothing and may not wait: too many wait already (``full``), or the
     broker is shutting down."""
@@ -409,7 +416,8 @@ class PopService:
     async def dead_letter(self, group: str, topic: str, handle: ExtraInfo) -> bool:
         """Move the message to ``%DLQ%<group>`` now and acknowledge it; False as `ack` says. A
         message whose record only the tier holds waits for the tier's fetch (looking again every
-        `TIER_RETRY_S`, at most `TIER_SETTLE_WAIT_S`: past that False, and the client asks again)."""
+        `TIER_RETRY_S`, at most `TIER_SETTLE_WAIT_S`: past that `TierFetching`, and the client
+        asks again)."""
         key = self.real_key(group, topic, handle)
         for _ in range(max(1, round(TIER_SETTLE_WAIT_S / TIER_RETRY_S))):
             entry = self.state.find(key, handle.queue_offset, handle.pop_time, handle.orderly)
@@ -424,7 +432,8 @@ class PopService:
                 return False
             self._dead_letter(group, record)
             return self.ack(group, topic, handle)
-        return False
+        raise TierFetching(f"the message's record is being fetched from the tier (more than {TIER_SETTLE_WAIT_S} s "
+                           f"so far); it is still in flight: ask again")
 
     def _dead_letter(self, group: str, record: bytes) -> None:
         self._put(requeue(self.writer, self.topics, record, group, None, 0))

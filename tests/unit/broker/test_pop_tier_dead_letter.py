@@ -1,11 +1,13 @@
 """A move to the dead-letter queue (gRPC ForwardMessageToDeadLetterQueue) of a popped message
 only the tier holds waits for the tier's fetch of its file (`PopService.dead_letter`): the move
-is done once the fetch is; a fetch longer than `TIER_SETTLE_WAIT_S` is refused, the message
-stays in flight, and the client's next try moves it."""
+is done once the fetch is; a fetch longer than `TIER_SETTLE_WAIT_S` is refused as busy
+(SYSTEM_BUSY: gRPC TOO_MANY_REQUESTS, which clients retry), the message stays in flight, and
+the next try moves it."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,10 +15,12 @@ import pytest
 
 import skiff.broker.pop.service as pop_service
 from skiff.broker.operations.pull import PullRequest
+from skiff.broker.operations import AckRequest, PopOperation, Refusal
 from skiff.broker.pop.service import INIT_MIN, Popped, PopQuery
 from skiff.common.clock import ManualClock
 from skiff.common.stored_message import decode_records
 from skiff.filter import ExpressionType, MessageFilter, build_filter
+from skiff.protocol.codes import ResponseCode
 from skiff.store import GetResult, GetStatus
 from skiff.testing.waits import wait_for
 from tests.unit.broker.test_admin_operations import T0, Broker
@@ -79,12 +83,15 @@ def test_a_dead_letter_move_waits_for_the_tiers_fetch(broker: Broker) -> None:
     assert not in_flight(broker, popped)
 
 
-def test_a_fetch_longer_than_the_bound_is_refused_and_the_next_try_moves_it(broker: Broker,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_fetch_longer_than_the_bound_is_refused_as_busy_and_the_next_try_moves_it(
+        broker: Broker, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(pop_service, "TIER_SETTLE_WAIT_S", 0.2)
     popped, record = popped_from_tier(broker)
     tier = broker.pop.tier_read = FetchingTier(record, fetching=1_000)
-    assert not asyncio.run(broker.pop.dead_letter("G", "T", popped.handle))
+    refused = asyncio.run(PopOperation(broker.config, broker.gate, broker.pop).dead_letter(
+        AckRequest("G", "T", popped.handle)))
+    assert isinstance(refused, Refusal) and refused.code == ResponseCode.SYSTEM_BUSY  # busy: the client asks again
+    assert re.search(r"being fetched from the tier .* ask again", refused.reason), refused
     assert tier.reads == round(0.2 / pop_service.TIER_RETRY_S)  # looked again every TIER_RETRY_S, then gave up
     assert in_flight(broker, popped) and broker.store.get_max_offset("%DLQ%G", 0) == 0
     tier.fetching = 0  # the fetch went on meanwhile: the client's next try finds the file cached
