@@ -144,6 +144,12 @@ TIER_QUERY_MAX_FILES = 256
 reads: each is a request to the bucket, so a query over years of history answers from the
 newest files in the range; a narrower range reaches older ones."""
 
+SPARK_TIER_BATCH_ROWS = 4 * TIER_ROW_GROUP_MESSAGES
+"""Rows per Arrow batch a Spark task decodes from a tiered file and hands to the JVM (pyarrow's
+streaming reader, across row groups): a batch is held whole by the Python worker and the JVM, and
+never holds more than its file (TIER_SEGMENT_MAX_BYTES); past a few thousand rows the per-batch
+cost is noise against the per-row cost (docs/performance.md)."""
+
 TIER_INDEX_OLD_MAX_FILES = 16
 """Files uploaded before key indexes existed that one upload pass indexes (each is fetched
 whole): a tier of years of such files is indexed over many passes, and uploads go on between."""
