@@ -6,9 +6,10 @@ The NameServers keep KV configs as RocketMQ's do (PUT_KV_CONFIG, GET_KV_CONFIG,
 DELETE_KV_CONFIG, GET_KVLIST_BY_NAMESPACE) and never talk to each other, so the entry is put
 on every NameServer, again every registration period (a NameServer restarted without a
 kvConfigPath forgets it), and deleted at a clean stop. A put that would change nothing is
-skipped (one GET instead of a write). The gRPC endpoints of `skiff.broker.grpc.routes` live
-here (namespace ``SKIFF_GRPC_ENDPOINTS``); the Kafka listeners of `skiff.broker.kafka.cluster`
-follow the same scheme.
+skipped (one GET instead of a write). Each door that listens on its own port has its own
+namespace and this one way to keep it: the gRPC endpoints of `skiff.broker.grpc.routes`
+(``SKIFF_GRPC_ENDPOINTS``) and the Kafka listeners of `skiff.broker.kafka.cluster`
+(``SKIFF_KAFKA_LISTENERS``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ KV_TIMEOUT_MS = 3_000
 
 
 class NamesrvEntry:
+    """This broker's entry in ``namespace``, and every broker's (`table`)."""
+
     def __init__(self, client: RemotingClient, namesrv_addrs: tuple[str, ...], namespace: str,
                  broker_addr: Callable[[], str]) -> None:
         """``broker_addr``: this broker's remoting address, the key (read when used: a port 0 is
@@ -62,17 +65,26 @@ class NamesrvEntry:
         """Every broker's entry (remoting address -> value) from the first NameServer that
         answers; None when none does (an empty namespace is an empty table)."""
         for addr in self.namesrv_addrs:
-            got = await self._call(addr, RequestCode.GET_KVLIST_BY_NAMESPACE,
-                                   GetKVListByNamespaceRequestHeader(self.namespace).to_ext())
-            if got is None:
-                continue
-            if got.code != ResponseCode.SUCCESS or not got.body:
-                return {}
-            try:
-                return dict(KVTable.from_json(got.body).table)
-            except (SkiffError, ValueError) as exc:
-                log.warning("NameServer %s answered a %s table that does not decode: %s", addr, self.namespace, exc)
+            table = await self.table_at(addr)
+            if table is not None:
+                return table
         return None
+
+    async def table_at(self, addr: str) -> dict[str, str] | None:
+        """Every broker's entry as the NameServer at ``addr`` has it (so a caller can read it
+        beside another answer of the same NameServer); None when it does not answer, or
+        answers a table that does not decode."""
+        got = await self._call(addr, RequestCode.GET_KVLIST_BY_NAMESPACE,
+                               GetKVListByNamespaceRequestHeader(self.namespace).to_ext())
+        if got is None:
+            return None
+        if got.code != ResponseCode.SUCCESS or not got.body:
+            return {}
+        try:
+            return dict(KVTable.from_json(got.body).table)
+        except (SkiffError, ValueError) as exc:
+            log.warning("NameServer %s answered a %s table that does not decode: %s", addr, self.namespace, exc)
+            return None
 
     async def _call(self, addr: str, code: RequestCode, ext: dict[str, str]) -> RemotingCommand | None:
         try:

@@ -9,7 +9,8 @@ Kafka listener's ``host:port``. So a broker group's node is its master's entry: 
 failover the new master's own listener, with no change to what brokers register or to
 the routes RocketMQ clients read (a Java NameServer keeps KV configs the same way). Each
 broker puts its entry when its listener starts and again every registration period (a
-NameServer restarted without a kvConfigPath forgets it), and deletes it on a clean stop.
+NameServer restarted without a kvConfigPath forgets it), and deletes it on a clean stop:
+`skiff.broker.namesrv_kv.NamesrvEntry`, as the gRPC door keeps its endpoints.
 
 **Partition numbering.** A topic's partitions are its queues in the order of the broker
 groups' names: the groups holding the topic (the NameServers' route, with this broker's
@@ -36,20 +37,15 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from skiff.broker.namesrv_kv import NamesrvEntry
 from skiff.common.errors import SkiffError
 from skiff.common.limits import KAFKA_CLUSTER_VIEW_TTL_MS
 from skiff.common.record import parse_host_port
 from skiff.common.service import Periodic
-from skiff.protocol.bodies.admin import KVTable
 from skiff.protocol.bodies.route import ClusterInfo, TopicRouteData
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
-from skiff.protocol.headers.namesrv import (
-    GetKVListByNamespaceRequestHeader,
-    GetRouteInfoRequestHeader,
-    KVConfigKeyHeader,
-    PutKVConfigRequestHeader,
-)
+from skiff.protocol.headers.namesrv import GetRouteInfoRequestHeader
 from skiff.transport import RemotingClient
 
 log = logging.getLogger(__name__)
@@ -136,7 +132,7 @@ class ClusterView:
         self.namesrv_addrs = namesrv_addrs
         self.cluster_name = cluster_name
         self.broker_name = broker_name
-        self.broker_addr = broker_addr
+        self.entry = NamesrvEntry(client, namesrv_addrs, KAFKA_LISTENERS, broker_addr)
         self.own_node = own_node
         self.own_queues = own_queues
         self.is_master = is_master
@@ -164,20 +160,10 @@ class ClusterView:
         if self._periodic is not None:
             await self._periodic.stop()
             self._periodic = None
-            key = self.broker_addr()
-            for addr in self.namesrv_addrs:
-                await self._call(addr, RemotingCommand.request(
-                    RequestCode.DELETE_KV_CONFIG, KVConfigKeyHeader(KAFKA_LISTENERS, key).to_ext()))
+            await self.entry.delete()
 
     async def advertise(self, listener: str) -> None:
-        key = self.broker_addr()
-        for addr in self.namesrv_addrs:
-            got = await self._call(addr, RemotingCommand.request(
-                RequestCode.GET_KV_CONFIG, KVConfigKeyHeader(KAFKA_LISTENERS, key).to_ext()))
-            if got is not None and got.code == ResponseCode.SUCCESS and (got.ext_fields or {}).get("value") == listener:
-                continue
-            await self._call(addr, RemotingCommand.request(
-                RequestCode.PUT_KV_CONFIG, PutKVConfigRequestHeader(KAFKA_LISTENERS, key, listener).to_ext()))
+        await self.entry.put(listener)
 
     # -- reading the cluster ----------------------------------------------------------
 
@@ -220,13 +206,10 @@ class ClusterView:
             info = await self._call(addr, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO))
             if info is None or info.code != ResponseCode.SUCCESS or not info.body:
                 continue
-            listeners = await self._call(addr, RemotingCommand.request(
-                RequestCode.GET_KVLIST_BY_NAMESPACE, GetKVListByNamespaceRequestHeader(KAFKA_LISTENERS).to_ext()))
+            listeners = await self.entry.table_at(addr)  # the same NameServer's: one view of the cluster
             try:
                 cluster = ClusterInfo.from_json(info.body)
-                table = (KVTable.from_json(listeners.body).table
-                         if listeners is not None and listeners.code == ResponseCode.SUCCESS and listeners.body else {})
-                return _members(cluster, self.cluster_name, table)
+                return _members(cluster, self.cluster_name, listeners or {})
             except (SkiffError, ValueError) as exc:
                 log.warning("NameServer %s answered a cluster view that does not decode: %s", addr, exc)
         return None
