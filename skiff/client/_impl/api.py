@@ -204,7 +204,11 @@ class MQClientAPI:
         """`send` without reading the answer: awaiting what it returns sends the request
         (``ext``: the send header's extFields, every value a string) and gives the broker's
         answer as it came, error codes too (`send` checks and decodes it; the producer's hot
-        path does that itself, a coroutine fewer per send)."""
+        path does that itself, a coroutine fewer per send). Unsigned, it is written at once and no
+        command is made for it (`RemotingClient.request_json`); a signed one is a command."""
+        if self.credentials is None:
+            return self.remoting.request_json(addr, int(code), self.language, ext, body,
+                                              timeout_ms or self.request_timeout_ms)
         cmd = RemotingCommand(int(code), ext_fields=ext, body=body)
         self._prepare(cmd)
         return self.remoting.invoke(addr, cmd, timeout_ms or self.request_timeout_ms)
