@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from skiff.common.limits import SPARK_TIER_BATCH_ROWS
 from skiff.spark.schema import ARROW_SCHEMA, SCHEMA
 from skiff.tier.columns import SOURCE_COLUMNS
 
@@ -41,7 +42,10 @@ class FloorReader(DataSourceReader):
         return [InputPartition(i) for i in range(self.parts)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """A row group of the first tiered file, as the tier's reads yield it, sent again and again."""
-        batch = pq.ParquetFile(self.file).read_row_group(0, columns=SOURCE_COLUMNS).cast(ARROW_SCHEMA).to_batches()[0]
+        """The first batch of the first tiered file, as the tier's reads decode it
+        (`SPARK_TIER_BATCH_ROWS` rows), sent again and again."""
+        f = pq.ParquetFile(self.file)
+        batch = next(f.iter_batches(SPARK_TIER_BATCH_ROWS, columns=SOURCE_COLUMNS, use_threads=False))
+        assert batch.schema.equals(ARROW_SCHEMA), batch.schema
         for _ in range(self.rows // self.parts // batch.num_rows):
             yield batch

@@ -1,22 +1,26 @@
-"""The executor side of a partition: a `TierRange` read from the tier's Parquet file, a
+"""The executor side of a partition: a `TierRange` read from the tier's Parquet files, a
 `QueueRange` pulled from its broker (`skiff.spark.pull`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import InputPartition
 
+from skiff.common.limits import SPARK_TIER_BATCH_ROWS
 from skiff.spark.options import SourceOptions
 from skiff.spark.pull import QueueRange, read_range
 from skiff.spark.schema import ARROW_SCHEMA
-from skiff.spark.tier_plan import TierRange, tier_of
+from skiff.spark.tier_plan import TierFile, TierRange, tier_of
 from skiff.tier.columns import SOURCE_COLUMNS
 from skiff.tier.manifest import Segment
-from skiff.tier.tier import checked, row_groups_within
+from skiff.tier.tier import Tier, checked, row_groups_within
+
+_PROPERTIES = SOURCE_COLUMNS.index("properties")
+_NO_PROPERTIES = [c for c in SOURCE_COLUMNS if c != "properties"]
 
 
 def read_partition(options: SourceOptions, part: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -30,24 +34,46 @@ def read_tier_range(options: SourceOptions, part: TierRange) -> Iterator[pa.Reco
     """The rows of offsets ``[start, end)`` of the partition's files, in offset order, as the
     source's batches (properties null with includeProperties=false).
 
-    Each file is fetched whole (its SHA-256 is checked against the manifest before any of its
-    rows is used), then decoded a row group at a time, only the row groups the range overlaps
-    (by their offset statistics), on this thread (the executor's cores are Spark's); each row
-    group (`TIER_ROW_GROUP_MESSAGES` rows) is one batch to Spark, the first one sent after one
-    row group is decoded, not after the whole file. Per row, what is left is per byte: the
-    fetch, the SHA-256, the Parquet decoding and the copy to the JVM (docs/performance.md)."""
+    Each file is fetched whole and checked against the manifest's SHA-256 before any of its
+    rows is used, then decoded by pyarrow's streaming reader into batches of
+    `SPARK_TIER_BATCH_ROWS` rows (across row groups), only the row groups the range overlaps
+    (by their offset statistics), on this thread (the executor's cores are Spark's). The
+    batches come out of the reader in the source's schema (the file's first columns are
+    its Arrow schema), so a batch is handed to Spark as decoded; only a batch at an end of
+    the range is sliced (zero copy). What is left per row is per byte: the fetch, the
+    SHA-256 and the Parquet decoding (docs/performance.md)."""
     tier = tier_of(options)
-    columns = SOURCE_COLUMNS if options.include_properties else [c for c in SOURCE_COLUMNS if c != "properties"]
+    columns = SOURCE_COLUMNS if options.include_properties else _NO_PROPERTIES
     for one in part.files:
-        seg = Segment(part.queue_id, part.start, part.end - 1, 0, 0, one.file, 0, one.size_bytes, one.sha256)
-        f = pq.ParquetFile(pa.BufferReader(checked(seg, tier.backend.get(one.file))))
-        for i in row_groups_within(f, part.start, part.end):
-            group = f.read_row_group(i, columns=columns, use_threads=False)
-            offsets = group.column("queue_offset")
-            bounds = pc.min_max(offsets)
-            if group.num_rows and (bounds["min"].as_py() < part.start or bounds["max"].as_py() >= part.end):
-                group = group.filter(pc.and_(pc.greater_equal(offsets, part.start), pc.less(offsets, part.end)))
+        f = _fetched(tier, part, one)
+        groups = list(row_groups_within(f, part.start, part.end))
+        if not groups:
+            continue
+        for batch in f.iter_batches(SPARK_TIER_BATCH_ROWS, groups, columns, use_threads=False):
+            batch = _within(batch, part.start, part.end)
+            if not batch.num_rows:
+                continue
             if not options.include_properties:
-                group = group.add_column(SOURCE_COLUMNS.index("properties"), ARROW_SCHEMA.field("properties"),
-                                         pa.nulls(group.num_rows, ARROW_SCHEMA.field("properties").type))
-            yield from group.cast(ARROW_SCHEMA).to_batches()
+                batch = _null_properties(batch)
+            yield batch
+
+
+def _fetched(tier: Tier, part: TierRange, one: TierFile) -> pq.ParquetFile:
+    """The file, fetched whole and checked against the manifest's size and SHA-256."""
+    seg = Segment(part.queue_id, part.start, part.end - 1, 0, 0, one.file, 0, one.size_bytes, one.sha256)
+    return pq.ParquetFile(pa.BufferReader(checked(seg, tier.backend.get(one.file))))
+
+
+def _within(batch: pa.RecordBatch, start: int, end: int) -> pa.RecordBatch:
+    """The rows of ``batch`` with queue offsets in ``[start, end)``: a zero-copy slice, since a
+    tiered file's offsets ascend (a compacted file's have gaps, never a step back)."""
+    offsets = batch.column("queue_offset").to_numpy()
+    if not len(offsets) or (offsets[0] >= start and offsets[-1] < end):
+        return batch
+    lo, hi = np.searchsorted(offsets, (start, end))
+    return batch.slice(int(lo), int(hi - lo))
+
+
+def _null_properties(batch: pa.RecordBatch) -> pa.RecordBatch:
+    field = ARROW_SCHEMA.field(_PROPERTIES)
+    return batch.add_column(_PROPERTIES, field, pa.nulls(batch.num_rows, field.type))

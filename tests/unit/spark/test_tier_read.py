@@ -1,7 +1,9 @@
 """The executor's read of a tiered file (`skiff.spark.tier_read.read_tier_range`), without a
-Spark session: a file of three row groups read in parts, each part exactly its offsets in
-order, with the source's columns and schema, reading only the row groups it overlaps; a
-file that is not the manifest's is refused before any row is used."""
+Spark session: a file of five row groups read in parts, each part exactly its offsets in
+order, with the source's columns and schema, in batches of at most SPARK_TIER_BATCH_ROWS rows
+across row groups, reading only the row groups it overlaps; a file with gaps in its offsets (a
+compacted topic's) cut at offsets it lacks; a file that is not the manifest's is refused before
+any row is used."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from skiff.common.limits import TIER_ROW_GROUP_MESSAGES
+import pyarrow.compute as pc
+
+from skiff.common.limits import SPARK_TIER_BATCH_ROWS, TIER_ROW_GROUP_MESSAGES
 from skiff.spark.options import SourceOptions
 from skiff.spark.schema import ARROW_SCHEMA
 from skiff.spark.tier_plan import TierFile, TierRange
@@ -21,7 +25,7 @@ from tests.unit.tier.records import make_records
 
 pytestmark = pytest.mark.spark
 
-ROWS = 2 * TIER_ROW_GROUP_MESSAGES + 300  # three row groups, the last one short
+ROWS = SPARK_TIER_BATCH_ROWS + 300  # more than a batch: five row groups, the last one short
 
 
 @pytest.fixture(scope="module")
@@ -72,12 +76,28 @@ def test_only_the_row_groups_a_range_overlaps_are_read(tiered) -> None:
     url, _, whole = tiered
     first, g = whole.start, TIER_ROW_GROUP_MESSAGES
     f = pq.ParquetFile(f"{url.removeprefix('file://')}/{whole.files[0].file}")
-    assert list(row_groups_within(f, first, first + ROWS)) == [0, 1, 2]
+    assert list(row_groups_within(f, first, first + ROWS)) == [0, 1, 2, 3, 4]
     assert list(row_groups_within(f, first + g, first + 2 * g)) == [1]
     assert list(row_groups_within(f, first + g - 1, first + g + 1)) == [0, 1]
     assert list(row_groups_within(f, first + ROWS, first + ROWS + 5)) == []
-    # one batch per row group read
-    assert [b.num_rows for b in _read(url, whole, first + 10, first + g + 5)] == [g - 10, 5]
+    # batches across row groups, at most SPARK_TIER_BATCH_ROWS rows each
+    assert [b.num_rows for b in _read(url, whole, first + 10, first + g + 5)] == [g - 5]
+    assert [b.num_rows for b in _read(url, whole, first, first + ROWS)] == [SPARK_TIER_BATCH_ROWS, 300]
+    # row groups 1 to 4 only: one batch, both ends cut
+    assert [b.num_rows for b in _read(url, whole, first + g + 1, first + ROWS - 1)] == [ROWS - g - 2]
+
+
+def test_a_file_with_gaps_is_cut_at_offsets_it_lacks(tiered) -> None:
+    url, table, _ = tiered
+    tier = Tier(FilesystemBackend(url.removeprefix("file://")))
+    gapped = records_to_table(make_records("T", 5, 0, 3000), "b")
+    gapped = gapped.filter(pc.not_equal(pc.bit_wise_and(gapped.column("queue_offset"), 3), 0))  # 1, 2, 3, 5, 6, 7, 9 ...
+    _, seg = tier.upload(tier.manifest("T", "b"), gapped)
+    files = (TierFile(seg.file, seg.sha256, seg.size_bytes),)
+    parsed = SourceOptions.parse({"namesrvAddr": "127.0.0.1:1", "topic": "T", "tierUrl": url})
+    for start, end in ((0, 3000), (4, 8), (5, 1001), (1000, 1004), (2999, 3000)):
+        got = pa.Table.from_batches(list(read_tier_range(parsed, TierRange("T", "b", 5, start, end, files))), ARROW_SCHEMA)
+        assert got.column("queue_offset").to_pylist() == [o for o in range(start, end) if o % 4], (start, end)
 
 
 def test_without_properties_the_column_is_null(tiered) -> None:
