@@ -43,7 +43,7 @@ from skiff.client.errors import (
     NoMasterError,
     SendFailedError,
 )
-from skiff.client.results import SendResult, SendStatus
+from skiff.client.results import SendResult, SendStatus, make_send_result
 from skiff.common.clock import SYSTEM_CLOCK, Clock
 from skiff.common.limits import BATCH_MAX_MESSAGES, COMPRESS_BODY_OVER_BYTES, MESSAGE_MAX_BYTES
 from skiff.common.message import Message, MessageQueue
@@ -78,6 +78,8 @@ RETRY_BACKOFF_FIRST_S = 0.1
 RETRY_BACKOFF_MAX_S = 1.0
 """How long a retry to the master that just failed waits for the route to change: 100 ms, then
 twice as long each time, at most 1 s (and never past the send timeout)."""
+_SEND_OK = SendStatus.SEND_OK
+"""Named once: an enum member named through its class costs a metaclass hook per use."""
 _COMPRESSED = int(MessageSysFlag.COMPRESSED)
 _PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED)
 _DELAY_PROP_SET = frozenset({Prop.DELAY, Prop.DELIVER_TIME_MS, Prop.DELAY_MS, Prop.TIMER_DELIVER_MS,
@@ -361,7 +363,7 @@ class ProducerCore:
                 log.info("send to %s failed (attempt %d of %d): %s", mq, attempt, retries + 1, exc)
                 continue
             self.fault.update(mq.broker_name, (monotonic() - started) * 1000, failed=False)
-            if result.send_status is SendStatus.SEND_OK or not self.options.retry_another_broker_when_not_store_ok:
+            if result.send_status is _SEND_OK or not self.options.retry_another_broker_when_not_store_ok:
                 return result
         if result is not None:
             return result
@@ -468,7 +470,7 @@ def _send_result(resp: RemotingCommand, mq: MessageQueue, msg_id: str) -> SendRe
     ext = resp.ext_fields or {}
     h = SendMessageResponseHeader.from_ext(ext)
     queue_id = h.queue_id
-    return SendResult(
+    return make_send_result(
         STATUS_BY_CODE[code], msg_id, h.msg_id, mq if queue_id == mq.queue_id and type(mq) is MessageQueue
         else MessageQueue(mq.topic, mq.broker_name, queue_id),
         h.queue_offset, h.transaction_id, ext.get("MSG_REGION") or "DefaultRegion", ext.get("TRACE_ON") != "false",

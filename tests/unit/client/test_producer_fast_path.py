@@ -7,6 +7,7 @@ a producer that does not trace sends without the tracer's wrapper."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 
@@ -21,6 +22,7 @@ from skiff.client._impl.producer_impl import (
 )
 from skiff.client._impl.route import RouteCache
 from skiff.client._impl.trace_hooks import SendTracer
+from skiff.client.results import SendResult, SendStatus, _slot_maker, make_send_result
 from skiff.client.trace import TraceSettings
 from skiff.common.clock import ManualClock
 from skiff.common.message import Message, MessageQueue
@@ -135,3 +137,33 @@ def test_a_producer_that_does_not_trace_sends_without_a_wrapper():
     assert wrapped is not coro
     wrapped.close()
     coro.close()
+
+
+@pytest.mark.parametrize("values", [
+    (SendStatus.SEND_OK, "UNIQ", "0A00", MessageQueue("T", "b", 2), 17, None, "DefaultRegion", True),
+    (SendStatus.FLUSH_DISK_TIMEOUT, "A,B", "0A00,0A01", MessageQueue("T", "c", 0), 0, "tx", "east", False),
+])
+def test_a_made_send_result_is_the_one_its_init_makes(values):
+    made, want = make_send_result(*values), SendResult(*values)
+    assert type(made) is SendResult and made == want and hash(made) == hash(want) and repr(made) == repr(want)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.queue_offset = 3  # type: ignore[misc]
+    assert dataclasses.replace(made, queue_offset=3).queue_offset == 3
+
+
+def test_a_class_whose_init_does_more_is_not_made_by_slots():
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Checked:
+        n: int
+
+        def __post_init__(self) -> None:
+            pass
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class Derived:
+        n: int
+        twice: int = dataclasses.field(init=False, default=0)
+
+    for cls in (Checked, Derived):
+        with pytest.raises(TypeError, match="does more than set"):
+            _slot_maker(cls)
