@@ -32,7 +32,6 @@ from skiff.cli.namesrv import metrics_note
 from skiff.common import kernels
 from skiff.cli.up_tls import log_tls_note, up_tls_keys, up_tls_pair
 from skiff.common.config import build_config, parse_overrides, read_properties_file
-from skiff.common.errors import ConfigError
 from skiff.dashboard import DEFAULT_PORT
 from skiff.transport.errors import ListenError
 from skiff.transport.loop import run
@@ -94,7 +93,7 @@ def register(sub: Any) -> None:
                          f"broker i's is 10·i above; docs/kafka.md)")
     up.add_argument("--tls", action="store_true",
                     help="serve both doors over TLS only, with a self-signed pair made in the store directory "
-                         "(docs/tls.md)")
+                         "(docs/tls.md); with --brokers and --ha every broker's, with one pair")
     up_ha.add_arguments(up)
     up_brokers.add_arguments(up)
     up.set_defaults(handler=run_up, accepts_extra=True)
@@ -120,9 +119,6 @@ def run_up(args: argparse.Namespace, extra: list[str]) -> int:
     from skiff.broker.config import default_broker_ip
     from skiff.namesrv import NamesrvConfig
 
-    if args.tls and (args.ha or args.brokers != 1):
-        raise ConfigError("skiff up --tls runs one broker: with --ha or --brokers give the brokers tls.* keys "
-                          "(docs/tls.md)")
     if args.ha:
         from skiff.cli.up_ha import run_up_ha
         return run_up_ha(args, extra)

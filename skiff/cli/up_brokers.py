@@ -16,8 +16,9 @@ and listens on ``--broker-port + 10·i`` (HA one above), gRPC ``--grpc-port + 10
 metrics ``--metrics-port + 10·i``, Kafka clients ``--kafka-port + 10·i`` (9092, 9102, ...;
 each broker advertises its listener in the NameServer's KV config, so any one of them
 bootstraps a Kafka client to all). The try-out's small files apply
-(`skiff.cli.broker.TRY_OUT_STORE`). docs/cli.md and docs/performance.md ("Two brokers
-on two cores") have the measurements.
+(`skiff.cli.broker.TRY_OUT_STORE`). With ``--tls`` every broker serves its doors over TLS
+only with the one pair of `skiff.cli.up_tls` (as `skiff up --ha` does). docs/cli.md and
+docs/performance.md ("Two brokers on two cores") have the measurements.
 """
 
 from __future__ import annotations
@@ -27,15 +28,18 @@ import asyncio
 import dataclasses
 import os
 import string
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from skiff.cli.up_ha import BROKER_PORT_STEP, Broker, BrokerSpec, UpHa, check_own_ports, kafka_port
+from skiff.cli.up_ha import BROKER_PORT_STEP, Broker, BrokerSpec, UpHa, check_own_ports, kafka_port, namesrv_config
+from skiff.cli.up_tls import try_out_tls
 from skiff.common.config import parse_overrides
 from skiff.common.errors import ConfigError
 
 if TYPE_CHECKING:
     from skiff.dashboard.server import DashboardServer
     from skiff.namesrv import NamesrvConfig
+    from skiff.transport.certificates import CertificatePair
 
 
 MAX_BROKERS = 26
@@ -65,8 +69,10 @@ def broker_name(index: int) -> str:
     return f"broker-{string.ascii_lowercase[index]}"
 
 
-def broker_specs(args: argparse.Namespace, extra: list[str], store_dir: str) -> list[NamedSpec]:
-    """Each broker's keys: the try-out's file sizes, then the flags given, then its own name, store and ports."""
+def broker_specs(args: argparse.Namespace, extra: list[str], store_dir: str,
+                 tls_keys: Mapping[str, str]) -> list[NamedSpec]:
+    """Each broker's keys: the try-out's file sizes (and `try_out_tls`'s keys), then the flags
+    given, then its own name, store and ports."""
     from skiff.broker import load_configs
     from skiff.cli.broker import TRY_OUT_STORE
 
@@ -83,7 +89,7 @@ def broker_specs(args: argparse.Namespace, extra: list[str], store_dir: str) -> 
         kafka = kafka_port(args, i)
         store = os.path.join(store_dir, broker_name(i))
         keys = {
-            **TRY_OUT_STORE, "listenHost": args.host, **overrides,
+            **TRY_OUT_STORE, "listenHost": args.host, **tls_keys, **overrides,
             "brokerName": broker_name(i), "brokerId": "0", "brokerRole": overrides.get("brokerRole", "ASYNC_MASTER"),
             "storePathRootDir": store, "listenPort": str(port), "haListenPort": str(port + 1),
             "grpcServerPort": str(grpc), "metricsPort": str(args.metrics_port + step if args.metrics_port else 0),
@@ -96,19 +102,15 @@ def broker_specs(args: argparse.Namespace, extra: list[str], store_dir: str) -> 
 
 def run_up_brokers(args: argparse.Namespace, extra: list[str]) -> int:
     from skiff.cli.broker import UP_STORE_DIR
-    from skiff.namesrv import NamesrvConfig
     from skiff.transport.errors import ListenError
     from skiff.transport.loop import run
 
-    if getattr(args, "tls", False):
-        raise ConfigError("skiff up --brokers does not take --tls yet: give the brokers tls.* keys (docs/tls.md)")
     store_dir = args.dir or UP_STORE_DIR
-    namesrv_config = NamesrvConfig(listen_host=args.host, listen_port=args.namesrv_port,
-                                   metrics_port=args.namesrv_metrics_port)
-    namesrv_config.validate()
-    specs = broker_specs(args, extra, store_dir)
+    pair, tls_keys = try_out_tls(args, store_dir)
+    config = namesrv_config(args, tls_keys)
+    specs = broker_specs(args, extra, store_dir, tls_keys)
     dashboard_at = None if args.no_dashboard else (args.host, args.dashboard_port)
-    up = UpBrokers(namesrv_config, specs, store_dir, dashboard_at, log_level=str(args.log_level))
+    up = UpBrokers(config, specs, store_dir, dashboard_at, log_level=str(args.log_level), tls=pair)
     try:
         return run(up.serve)
     except ListenError as exc:
@@ -122,9 +124,9 @@ class UpBrokers(UpHa):
     broker is the master of its own group from the start."""
 
     def __init__(self, namesrv_config: NamesrvConfig, specs: list[NamedSpec], store_dir: str,
-                 dashboard_at: tuple[str, int] | None, *, log_level: str) -> None:
+                 dashboard_at: tuple[str, int] | None, *, log_level: str, tls: CertificatePair | None = None) -> None:
         super().__init__(namesrv_config, list(specs), None, store_dir, dashboard_at,  # type: ignore[arg-type]
-                         log_level=log_level, restart_delay_s=None)
+                         log_level=log_level, restart_delay_s=None, tls=tls)
 
     async def _end_previous_term(self) -> None:
         """No controller, no lease to end."""
@@ -136,6 +138,7 @@ class UpBrokers(UpHa):
         for broker in self.brokers:
             lines.append(f"  {broker.spec.name}: pid {broker.pid}, {broker.spec.addr}, {broker.spec.ports_text()}, "
                          f"store {broker.spec.store}")
+        lines.extend(self.tls_lines())
         lines.append(f"  try: skiff topic create -n 127.0.0.1:{namesrv_port} -t T (queues on every broker)")
         print("\n".join(lines), flush=True)
         self.reported = True

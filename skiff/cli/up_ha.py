@@ -16,7 +16,9 @@ the try-out's small files (`skiff.cli.broker.TRY_OUT_STORE`), so it takes about 
 while it runs (two 64 MiB CommitLog files, and etcd's 64 MB write-ahead log with the next
 one reserved) instead of 2.2 GB.
 Broker 2's ports are broker 1's plus 10: listen 10911/10921, HA 10912/10922,
-gRPC 8081/8091, metrics 5557/5567. docs/replication.md has the walk-through.
+gRPC 8081/8091, metrics 5557/5567. With ``--tls`` every broker serves its doors (remoting,
+gRPC, Kafka) over TLS only with the one pair of `skiff.cli.up_tls`, and this process talks to
+them (and the dashboard to everything) over TLS. docs/replication.md has the walk-through.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from skiff.common.config import parse_overrides
+from skiff.cli.up_tls import tls_note, try_out_tls
+from skiff.common.config import build_config, parse_overrides
 from skiff.common.errors import ConfigError, SkiffError
 
 if TYPE_CHECKING:
@@ -45,6 +48,7 @@ if TYPE_CHECKING:
     from skiff.dashboard.server import DashboardServer
     from skiff.namesrv import NamesrvConfig
     from skiff.transport import RemotingClient
+    from skiff.transport.certificates import CertificatePair
 
 log = logging.getLogger("skiff.up")
 
@@ -163,8 +167,20 @@ def check_own_ports(args: argparse.Namespace, overrides: dict[str, str], own_key
         if not 0 <= value <= 65535 - top:
             raise ConfigError(f"{flag} {value} is not a port with room for {top} above it")
 
-def broker_specs(args: argparse.Namespace, extra: list[str], store_dir: str) -> list[BrokerSpec]:
-    """Both brokers' keys: the try-out's file sizes, then the flags given, then each one's own ports."""
+def namesrv_config(args: argparse.Namespace, tls_keys: Mapping[str, str]) -> NamesrvConfig:
+    """The NameServer this process runs for `skiff up --ha` and `--brokers` (``tls_keys``: `try_out_tls`'s)."""
+    from skiff.namesrv import NamesrvConfig
+
+    config = build_config(NamesrvConfig, {"listenHost": args.host, "listenPort": str(args.namesrv_port),
+                                          "metricsPort": str(args.namesrv_metrics_port)}, tls_keys)
+    config.validate()
+    return config
+
+
+def broker_specs(args: argparse.Namespace, extra: list[str], store_dir: str,
+                 tls_keys: Mapping[str, str]) -> list[BrokerSpec]:
+    """Both brokers' keys: the try-out's file sizes (and `try_out_tls`'s keys), then the flags
+    given, then each one's own ports."""
     from skiff.broker import load_configs
     from skiff.cli.broker import TRY_OUT_STORE
 
@@ -180,7 +196,7 @@ def broker_specs(args: argparse.Namespace, extra: list[str], store_dir: str) -> 
         keys = {
             **TRY_OUT_STORE, "listenHost": args.host, "brokerName": GROUP, "brokerRole": "SYNC_MASTER",
             "enableControllerMode": "true", "controllerEtcdEndpoints": f"127.0.0.1:{args.etcd_port}",
-            **overrides,
+            **tls_keys, **overrides,
             "brokerId": str(broker_id), "storePathRootDir": store, "listenPort": str(port),
             "haListenPort": str(port + 1), "grpcServerPort": str(grpc),
             "metricsPort": str(args.metrics_port + step if args.metrics_port else 0), "kafkaListenPort": str(kafka),
@@ -192,7 +208,6 @@ def broker_specs(args: argparse.Namespace, extra: list[str], store_dir: str) -> 
 
 def run_up_ha(args: argparse.Namespace, extra: list[str]) -> int:
     from skiff.broker.ha.etcd_process import EtcdProcess, etcd_binary
-    from skiff.namesrv import NamesrvConfig
     from skiff.transport.errors import ListenError
     from skiff.transport.loop import run
 
@@ -200,17 +215,16 @@ def run_up_ha(args: argparse.Namespace, extra: list[str]) -> int:
         raise SkiffError("skiff up --ha needs etcd: install Debian's etcd-server (apt-get install etcd-server, "
                          "or `make etcd`), then run it again")
     store_dir = args.dir or HA_STORE_DIR
-    namesrv_config = NamesrvConfig(listen_host=args.host, listen_port=args.namesrv_port,
-                                   metrics_port=args.namesrv_metrics_port)
-    namesrv_config.validate()
-    specs = broker_specs(args, extra, store_dir)
+    pair, tls_keys = try_out_tls(args, store_dir)
+    config = namesrv_config(args, tls_keys)
+    specs = broker_specs(args, extra, store_dir, tls_keys)
     dashboard_at = None if args.no_dashboard else (args.host, args.dashboard_port)
     etcd = EtcdProcess(os.path.join(store_dir, "etcd"), client_port=args.etcd_port,
                        peer_port=args.etcd_peer_port or args.etcd_port + 1)
     etcd.start()
     try:
-        up = UpHa(namesrv_config, specs, etcd, store_dir, dashboard_at, log_level=str(args.log_level),
-                  restart_delay_s=None if args.no_restart else max(0.0, args.restart_delay))
+        up = UpHa(config, specs, etcd, store_dir, dashboard_at, log_level=str(args.log_level),
+                  restart_delay_s=None if args.no_restart else max(0.0, args.restart_delay), tls=pair)
         return run(up.serve)
     except ListenError as exc:
         raise ListenError(f"{exc}; skiff up --ha moves its ports with --namesrv-port, --broker-port, --grpc-port "
@@ -327,13 +341,16 @@ class UpHa:
     """The NameServer, the dashboard and the supervision of the broker processes."""
 
     def __init__(self, namesrv_config: NamesrvConfig, specs: list[BrokerSpec], etcd: EtcdProcess, store_dir: str,
-                 dashboard_at: tuple[str, int] | None, *, log_level: str, restart_delay_s: float | None) -> None:
+                 dashboard_at: tuple[str, int] | None, *, log_level: str, restart_delay_s: float | None,
+                 tls: CertificatePair | None = None) -> None:
+        """``tls``: `skiff up --tls`'s pair, which every server here serves (the brokers' keys name it)."""
         self.namesrv_config = namesrv_config
         self.etcd = etcd
         self.store_dir = store_dir
         self.dashboard_at = dashboard_at
         self.log_level = log_level
         self.restart_delay_s = restart_delay_s
+        self.tls = tls
         self.brokers = [Broker(spec, self) for spec in specs]
         self.reported = False
         self.stopping = False
@@ -355,7 +372,8 @@ class UpHa:
         namesrv = NamesrvServer(self.namesrv_config)
         await namesrv.start()
         dashboard: DashboardServer | None = None
-        self._client = RemotingClient()
+        client_tls = self.brokers[0].spec.config.client_tls()  # as the brokers dial: over TLS with --tls
+        self._client = RemotingClient(tls=client_tls)
         try:
             log.info("skiff namesrv listening on %s:%d (kv config in memory)%s", self.namesrv_config.listen_host,
                      namesrv.port, metrics_note(namesrv))
@@ -364,7 +382,7 @@ class UpHa:
                 names = broker.spec.keys.get("namesrvAddr", "").split(";")
                 broker.spec.keys["namesrvAddr"] = ";".join(dict.fromkeys(a for a in [local, *names] if a.strip()))
             if self.dashboard_at is not None:
-                dashboard = DashboardServer(DashboardConfig(local), *self.dashboard_at)
+                dashboard = DashboardServer(DashboardConfig(local, tls=client_tls), *self.dashboard_at)
                 await _start_dashboard(dashboard)
             await self._end_previous_term()
             await self._start_brokers()
@@ -461,6 +479,7 @@ class UpHa:
             lines.append(f"  {broker.spec.name}: pid {broker.pid}, {broker.spec.addr} "
                          f"({role}, epoch {table.get('controllerEpoch', '?')}), {broker.spec.ports_text()}, "
                          f"store {broker.spec.store}")
+        lines.extend(self.tls_lines())
         lines.append(f"  try: skiff cluster list -n 127.0.0.1:{namesrv_port}")
         after = ("this command restarts a broker that died after %g s; it comes back as a slave"
                  % self.restart_delay_s if self.restart_delay_s is not None else "a broker that dies is left down")
@@ -468,6 +487,10 @@ class UpHa:
             lines.append(f"  failover: kill -9 {master.pid} (the master); {after}")
         print("\n".join(lines), flush=True)
         self.reported = True
+
+    def tls_lines(self) -> list[str]:
+        """The report's line on what a client needs with --tls (none without)."""
+        return [] if self.tls is None else [f"  {tls_note(self.tls)}"]
 
     def elected(self, broker: Broker, epoch: int) -> None:
         if self.reported and not self.stopping:

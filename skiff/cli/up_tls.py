@@ -4,11 +4,14 @@ The pair is made once in ``<store>/tls/`` (``skiff.crt``, ``skiff.key``) and kep
 client that was told to trust it goes on trusting it across restarts. The NameServer and
 the broker run ``tls.server.mode=enforcing`` (the gRPC door and the Kafka listener serve TLS
 only then), the broker registers with the NameServer over TLS and verifies it, and the dashboard connects with TLS.
+With ``--brokers N`` or ``--ha`` every broker serves its doors with the same pair (one
+certificate for a client to trust), and `skiff up` talks to them over TLS too.
 docs/tls.md shows each client's settings.
 """
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
 import logging
 from pathlib import Path
@@ -37,12 +40,28 @@ def up_tls_keys(pair: CertificatePair) -> dict[str, str]:
             "tls.enable": "true", "tls.client.authServer": "true", "tls.client.trustCertPath": cert}
 
 
-def log_tls_note(pair: CertificatePair) -> None:
+def try_out_tls(args: argparse.Namespace, store_dir: str) -> tuple[CertificatePair | None, dict[str, str]]:
+    """With ``--tls``: the pair (valid for ``--host`` and the address brokers advertise) and the
+    ``tls.*`` keys of every server of this `skiff up`; without: (None, {})."""
+    if not getattr(args, "tls", False):
+        return None, {}
+    from skiff.broker.config import default_broker_ip
+
+    pair = up_tls_pair(store_dir, args.host, default_broker_ip(args.host))
+    return pair, up_tls_keys(pair)
+
+
+def tls_note(pair: CertificatePair) -> str:
+    """What a client needs to connect: the certificate to trust, in each client's terms."""
     cert = pair.cert_path.resolve()
-    log.info("TLS only (tls.server.mode=enforcing), self-signed certificate %s: skiff commands take "
-             "--tls --tls-trust %s; RocketMQ 5.x clients tls_enable=True with "
-             "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH=%s; Kafka clients security.protocol=SSL with ssl.ca.location=%s "
-             "(docs/tls.md)", cert, cert, cert, cert)
+    return (f"TLS only (tls.server.mode=enforcing), self-signed certificate {cert}: skiff commands take "
+            f"--tls --tls-trust {cert}; RocketMQ 5.x clients tls_enable=True with "
+            f"GRPC_DEFAULT_SSL_ROOTS_FILE_PATH={cert}; Kafka clients security.protocol=SSL with "
+            f"ssl.ca.location={cert} (docs/tls.md)")
+
+
+def log_tls_note(pair: CertificatePair) -> None:
+    log.info("%s", tls_note(pair))
 
 
 def _unspecified(host: str) -> bool:
