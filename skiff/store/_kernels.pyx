@@ -14,18 +14,22 @@ against its size first, and list and tuple indexing keeps its bounds checks (a
 column shorter than the others is an IndexError, not a read past its end).
 """
 
+from cpython.exc cimport PyErr_CheckSignals
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.list cimport PyList_New, PyList_SET_ITEM
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_GET_ITEM, PyTuple_GET_SIZE, PyTuple_SET_ITEM
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint32_t, uint64_t
-from libc.string cimport memchr, memcmp, memcpy, memset
+from libc.errno cimport EINTR, errno
+from libc.string cimport memchr, memcmp, memcpy, memset, strerror
+from posix.unistd cimport pwrite
 
 from skiff.common._kernels cimport (
     BLANK_MAGIC_CODE, BORN_V6, CRC_MASK, FIXED_V4, HOST_V4, HOST_V6, MAGIC_V1, PROPERTIES_MAX_BYTES, STORE_V6,
     _Buf, _as_bytes, _buf, _crc32, _hex, _is, _ptr, _text, _tuple_of, as_i32, get16, get32, get64, put32, put64,
 )
+from skiff.common._kernels import pack_records as _pack_records
 
 
 # -- checking a batch (skiff.store.checks) ---------------------------------------------
@@ -65,9 +69,7 @@ def index_key_items(topics, physical_offsets, store_timestamps, sys_flags, keys_
                     Py_ssize_t start, prefixes):
     """`skiff.store.index_service.index_key_items`: (hash, offset, time) of every key, flat."""
     cdef list items = []
-    cdef Py_ssize_t i, n = len(topics), length, a, b
-    cdef const char *text
-    cdef unsigned long prefix, h
+    cdef Py_ssize_t i, n = len(topics)
     for i in range(start, n):
         if (<int64_t>sys_flags[i] & 0xC) == 0xC:
             continue
@@ -75,37 +77,50 @@ def index_key_items(topics, physical_offsets, store_timestamps, sys_flags, keys_
         keys = keys_column[i]
         if not uniq and not keys:
             continue
-        prefix = <unsigned long>(<int64_t>prefixes[topics[i]])
-        phys = physical_offsets[i]
-        store_ts = store_timestamps[i]
-        if uniq:
-            text = PyUnicode_AsUTF8AndSize(uniq, &length)
-            h = _crc32(<uint32_t>prefix, <const unsigned char *>text, length) & CRC_MASK
-            items += (h, phys, store_ts)
-        if keys:
-            text = PyUnicode_AsUTF8AndSize(keys, &length)
-            a = 0
-            while a < length:
-                b = a
-                while b < length and text[b] != 32:
-                    b += 1
-                if b > a:
-                    h = _crc32(<uint32_t>prefix, <const unsigned char *>text + a, b - a) & CRC_MASK
-                    items += (h, phys, store_ts)
-                a = b + 1
+        _add_key_items(items, <unsigned long>(<int64_t>prefixes[topics[i]]), uniq, keys, physical_offsets[i],
+                       store_timestamps[i])
     return items
+
+
+cdef int _add_key_items(list items, unsigned long prefix, object uniq, object keys, object phys,
+                        object store_ts) except -1:
+    """The (hash, offset, time) triples of one record's UNIQ_KEY and KEYS words, onto ``items``."""
+    cdef Py_ssize_t length, a, b
+    cdef const char *text
+    cdef unsigned long h
+    if uniq:
+        text = PyUnicode_AsUTF8AndSize(uniq, &length)
+        h = _crc32(<uint32_t>prefix, <const unsigned char *>text, length) & CRC_MASK
+        items += (h, phys, store_ts)
+    if keys:
+        text = PyUnicode_AsUTF8AndSize(keys, &length)
+        a = 0
+        while a < length:
+            b = a
+            while b < length and text[b] != 32:
+                b += 1
+            if b > a:
+                h = _crc32(<uint32_t>prefix, <const unsigned char *>text + a, b - a) & CRC_MASK
+                items += (h, phys, store_ts)
+            a = b + 1
+    return 0
 
 
 def put_index_entries(mm, Py_ssize_t slots, Py_ssize_t entry_pos, int64_t number, items_in, Py_ssize_t count,
                       int64_t begin):
     """`skiff.store.index_file.put_index_entries`: link ``count`` keys into their slots."""
     cdef _Buf buf = _buf(mm, True)
-    cdef unsigned char *base = <unsigned char *>buf.ptr
-    cdef Py_ssize_t i, slot_pos, added = 0
-    cdef int64_t key_hash, prev, diff
     cdef list items = items_in if type(items_in) is list else list(items_in)
     if slots <= 0 or count < 0 or 3 * count > len(items) or entry_pos < 40 + 4 * slots or entry_pos + 20 * count > buf.size:
         raise ValueError("the entries do not fit in the file")
+    return _link_index_entries(<unsigned char *>buf.ptr, slots, entry_pos, number, items, count, begin)
+
+
+cdef Py_ssize_t _link_index_entries(unsigned char *base, Py_ssize_t slots, Py_ssize_t entry_pos, int64_t number,
+                                    list items, Py_ssize_t count, int64_t begin) except -1:
+    """`put_index_entries` once its bounds are checked (the caller's): the slots' count it added."""
+    cdef Py_ssize_t i, slot_pos, added = 0
+    cdef int64_t key_hash, prev, diff
     for i in range(min(count, _SLOT_LOOKAHEAD)):
         _prefetch_slot(base, slots, items[3 * i])
     for i in range(count):
@@ -140,19 +155,29 @@ def put_queue_entries(mm, Py_ssize_t pos, physical_offsets, sizes, tag_codes, Py
     """`skiff.store.consume_queue.put_queue_entries`: entries ``first`` to ``stop`` of the
     columns, 20 bytes each from ``pos``."""
     cdef _Buf buf = _buf(mm, True)
-    cdef unsigned char *p = <unsigned char *>buf.ptr + pos
-    cdef Py_ssize_t i
     if pos < 0 or first < 0 or stop < first or pos + 20 * (stop - first) > buf.size:
         raise ValueError("the entries do not fit in the file")
+    _queue_entries(<unsigned char *>buf.ptr + pos, physical_offsets, sizes, tag_codes, first, stop)
+
+
+cdef int _queue_entries(unsigned char *p, physical_offsets, sizes, tag_codes, Py_ssize_t first,
+                        Py_ssize_t stop) except -1:
+    """`put_queue_entries` once its bounds are checked (the caller's)."""
+    cdef Py_ssize_t i
     for i in range(first, stop):
         put64(p, <int64_t>physical_offsets[i])
         put32(p + 8, as_i32(sizes[i]))
         put64(p + 12, <int64_t>tag_codes[i])
         p += 20
+    return 0
 
 
 def offset_msg_ids(bytes store_host, offsets):
     """`skiff.store.message_store.offset_msg_ids`: store host + offset, upper-case hex, per offset."""
+    return _offset_ids(store_host, offsets)
+
+
+cdef tuple _offset_ids(bytes store_host, offsets):
     cdef Py_ssize_t host_len = len(store_host), width = 2 * (host_len + 8)
     cdef const unsigned char *host = <const unsigned char *>PyBytes_AS_STRING(store_host)
     cdef unsigned char raw[28]
@@ -309,3 +334,66 @@ cdef inline void _prefetch_slot(unsigned char *base, Py_ssize_t slots, object ke
         return
     if 0 <= h <= 0x7FFFFFFF:
         skiff_prefetch_w(base + 40 + (h % slots) * 4)
+
+
+# -- one run's append: records, ConsumeQueue entries, index entries (skiff.store.run_write) ----
+
+def write_run(rows, bytes topic_raw, int64_t base, list sizes, Py_ssize_t total, int64_t store_timestamp,
+              bytes store_host, packed, int fd, int64_t file_pos, int64_t phys, cq_mm, Py_ssize_t cq_pos,
+              list tag_codes, ix_mm, Py_ssize_t slots, Py_ssize_t entry_pos, int64_t number, int64_t begin,
+              prefixes, Py_ssize_t room):
+    """`skiff.store.run_write.write_run_py`: a run's records packed into ``packed`` and written
+    with ``pwrite`` (the GIL released), its ConsumeQueue entries and its index entries, in one
+    call; every bound is checked before the first byte is written."""
+    cdef Py_ssize_t n = len(rows), i, count = 0, done = 0, added = 0, wrote
+    cdef int err = 0
+    cdef unsigned long prefix
+    cdef int64_t at = phys
+    cdef tuple row
+    cdef list offsets = []
+    cdef list items = []
+    cdef _Buf out, cq, ix
+    cdef const unsigned char *data
+    if n == 0 or len(sizes) != n or len(tag_codes) != n:
+        raise ValueError("a run has one size and one tag code per record, and at least one record")
+    for i in range(n):
+        offsets.append(at)
+        at += <int64_t>sizes[i]
+    if at - phys != total:
+        raise ValueError(f"the sizes add up to {at - phys} bytes, not {total}")
+    _pack_records(rows, topic_raw, range(base, base + n), offsets, sizes, store_timestamp, store_host, None, packed,
+                  0)
+    ids = _offset_ids(store_host, offsets)
+    cq = _buf(cq_mm, True)
+    if cq_pos < 0 or cq_pos + 20 * n > cq.size:
+        raise ValueError("the ConsumeQueue entries do not fit in the file")
+    if ix_mm is not None:
+        ix = _buf(ix_mm, True)
+        prefix = <unsigned long>(<int64_t>prefixes[_tuple_of(rows[0], 13)[0]])
+        for i in range(n):
+            row = _tuple_of(rows[i], 13)
+            if (<int64_t>row[5] & 0xC) != 0xC and (row[12] or row[11]):
+                _add_key_items(items, prefix, row[12], row[11], offsets[i], store_timestamp)
+        count = len(items) // 3
+        if count > room or slots <= 0 or entry_pos < 40 + 4 * slots or entry_pos + 20 * count > ix.size:
+            raise ValueError("the index entries do not fit in the file")
+    out = _buf(packed)
+    if total > out.size:
+        raise ValueError(f"{total} bytes of records do not fit in a buffer of {out.size}")
+    data = out.ptr
+    while done < total:  # a short write (a signal, a nearly full disk): the rest
+        with nogil:
+            wrote = pwrite(fd, data + done, total - done, file_pos + done)
+            if wrote < 0:
+                err = errno
+        if wrote < 0:
+            if err == EINTR:
+                PyErr_CheckSignals()  # as os.pwrite: a handler that raises ends the write
+                continue
+            raise OSError(err, strerror(err).decode())
+        done += wrote
+    _queue_entries(<unsigned char *>cq.ptr + cq_pos, offsets, sizes, tag_codes, 0, n)
+    if count:
+        added = _link_index_entries(<unsigned char *>ix.ptr, slots, entry_pos, number, items, count, begin)
+        return offsets, ids, count, added, items[1], items[3 * count - 2]
+    return offsets, ids, 0, 0, -1, -1

@@ -112,7 +112,7 @@ class CommitLog:
         self.flushed = 0
         self.fsync_count = 0
         self._flush_lock = threading.Lock()
-        self._packed = bytearray()
+        self.packed = bytearray()
         """Where an append's records are laid down before their one write (reused: it grows
         to the largest batch)."""
         self.cache_bytes = cache_bytes
@@ -201,6 +201,22 @@ class CommitLog:
         (`MappedFile.write`); return their offsets. ``total`` must not exceed the file size.
         Raises OSError when a new file cannot be created or reserved, or the write fails
         (the disk is full)."""
+        f = self.place(total)
+        rel = self.write_pos - f.start
+        offsets = list(itertools.accumulate(sizes[:-1], initial=self.write_pos)) if len(sizes) > 1 else [self.write_pos]
+        if len(self.packed) < total:
+            self.packed = bytearray(total)
+        pack_records(msgs, topic_raw, queue_offsets, offsets, sizes, store_timestamp, self.store_host, None,
+                     self.packed, 0)
+        f.write(rel, memoryview(self.packed)[:total])
+        self.write_pos += total
+        return offsets
+
+    def place(self, total: int) -> MappedFile:
+        """The file the next ``total`` bytes of records go to, at ``write_pos``, with their
+        blocks reserved: the last file when it has room (a run fits exactly or leaves room
+        for an end-of-file blank), else the next one after a blank (`_roll`). Raises OSError
+        when a file cannot be created or reserved. Asking twice gives the same file."""
         # the last file holds the write position unless a file must be made (no `find` call
         # on every append: a lone send's append is the path this keeps short)
         files = self.files.files
@@ -214,14 +230,7 @@ class CommitLog:
         rel = self.write_pos - f.start
         if rel + total > f.reserved:  # `ensure_reserved`'s own test, without its call on every append
             f.ensure_reserved(rel + total, f.size)
-        offsets = list(itertools.accumulate(sizes[:-1], initial=self.write_pos)) if len(sizes) > 1 else [self.write_pos]
-        if len(self._packed) < total:
-            self._packed = bytearray(total)
-        pack_records(msgs, topic_raw, queue_offsets, offsets, sizes, store_timestamp, self.store_host, None,
-                     self._packed, 0)
-        f.write(rel, memoryview(self._packed)[:total])
-        self.write_pos += total
-        return offsets
+        return f
 
     def _roll(self, f: MappedFile, room: int) -> MappedFile:
         """End ``f`` with a blank record over its last ``room`` bytes (too few for the next

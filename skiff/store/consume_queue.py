@@ -114,7 +114,7 @@ class ConsumeQueue:
         self.min_offset = 0
         self.max_offset = 0
         self._flushed_to = 0
-        self._room_end = 0
+        self.room_end = 0
         """Byte position up to which files exist and are reserved (a cache for `ensure_room`)."""
 
     # -- loading ----------------------------------------------------------------
@@ -170,18 +170,18 @@ class ConsumeQueue:
         message (`ConsumeQueueTable.prepare`). Raises FileExistsError, OSError."""
         f = self.files.create_first(PREPARED_RESERVE_BYTES)
         f.warm(PREPARED_RESERVE_BYTES)
-        self._room_end = f.reserved
+        self.room_end = f.reserved
 
     def ensure_room(self, count: int) -> None:
         """Create and reserve what ``count`` more entries need. Raises OSError (disk full)."""
         pos = self.max_offset * CQ_ENTRY_BYTES
         end = pos + count * CQ_ENTRY_BYTES
-        if end <= self._room_end:
+        if end <= self.room_end:
             return
         while pos < end:
             f = self.files.get_or_create(pos)
             f.ensure_reserved(min(end, f.end) - f.start)
-            self._room_end = f.start + f.reserved
+            self.room_end = f.start + f.reserved
             pos = f.end
 
     def append(self, first_offset: int, physical_offsets: Sequence[int], sizes: Sequence[int],
@@ -211,7 +211,7 @@ class ConsumeQueue:
         if not count:
             return
         pos = self.max_offset * CQ_ENTRY_BYTES
-        if pos + count * CQ_ENTRY_BYTES > self._room_end:  # `ensure_room`'s own test: reserved by the append
+        if pos + count * CQ_ENTRY_BYTES > self.room_end:  # `ensure_room`'s own test: reserved by the append
             self.ensure_room(count)
         f = self.files.find(pos)
         assert f is not None  # ensure_room made it
@@ -262,7 +262,7 @@ class ConsumeQueue:
         return removed
 
     def _cut(self, new_max: int) -> None:
-        self._room_end = 0
+        self.room_end = 0
         pos = new_max * CQ_ENTRY_BYTES
         end = self.max_offset * CQ_ENTRY_BYTES
         self.max_offset = new_max

@@ -69,7 +69,7 @@ class IndexFile:
         self.file = f
         self.slots = slots
         self.capacity = capacity
-        self._entries_at = HEADER.size + slots * SLOT.size
+        self.entries_at = HEADER.size + slots * SLOT.size
         self.begin_timestamp: int
         self.end_timestamp: int
         self.begin_phy_offset: int
@@ -113,11 +113,11 @@ class IndexFile:
         return self.capacity - self.index_count
 
     def _entry_pos(self, number: int) -> int:
-        return self._entries_at + number * ENTRY.size
+        return self.entries_at + number * ENTRY.size
 
     def ensure_room(self, count: int) -> None:
         """Reserve the blocks for ``count`` more entries (as many as fit). Raises OSError."""
-        upto = self._entries_at + min(self.capacity, self.index_count + count) * _ENTRY_BYTES  # `_entry_pos`
+        upto = self.entries_at + min(self.capacity, self.index_count + count) * _ENTRY_BYTES  # `_entry_pos`
         if upto > self.file.reserved:  # its test, without its call: appends ask twice (reserve, then add)
             self.file.ensure_reserved(upto)
 
@@ -134,7 +134,7 @@ class IndexFile:
             return
         if number == 1:
             self.begin_phy_offset, self.begin_timestamp = items[1], items[2]
-        at = self._entries_at + number * _ENTRY_BYTES  # `_entry_pos`, without its call on every put
+        at = self.entries_at + number * _ENTRY_BYTES  # `_entry_pos`, without its call on every put
         self.hash_slot_count += put_index_entries(self.file.mm, self.slots, at, number, items, count,
                                                   self.begin_timestamp)
         self.end_phy_offset, self.end_timestamp = items[3 * count - 2], items[3 * count - 1]

@@ -99,7 +99,7 @@ class IndexService:
         self.clock = clock
         self.files: tuple[IndexFile, ...] = ()
         self._unsynced: list[IndexFile] = []
-        self._prefixes = KeyPrefixes()
+        self.prefixes = KeyPrefixes()
         self._lock = threading.Lock()
 
     def load(self) -> list[str]:
@@ -161,7 +161,7 @@ class IndexService:
         current = files[-1] if files else None
         end_phys = current.end_phy_offset if current is not None and current.index_count > 1 else -1
         items = index_key_items(topics, physical_offsets, store_timestamps, sys_flags, keys_column, uniq_keys,
-                                bisect.bisect_left(physical_offsets, end_phys), self._prefixes)
+                                bisect.bisect_left(physical_offsets, end_phys), self.prefixes)
         while items:
             current = self.files[-1] if self.files else None
             if current is None or current.index_count >= current.capacity:

@@ -71,7 +71,7 @@ def file_name(offset: int) -> str:
 class MappedFile:
     """One fixed-size file mapped into memory, covering offsets [start, start + size)."""
 
-    __slots__ = ("_address", "_fd", "_lock", "closed", "mm", "path", "reserved", "size", "start")
+    __slots__ = ("_address", "_lock", "closed", "fd", "mm", "path", "reserved", "size", "start")
 
     def __init__(self, path: str, start: int, size: int, fd: int, reserved: int, *, hold_fd: bool = True) -> None:
         """Map ``fd``; it is this object's to close (at once unless ``hold_fd``: see the module docstring)."""
@@ -83,9 +83,11 @@ class MappedFile:
         self.reserved = reserved
         self._lock = threading.Lock()
         self.closed = False
-        self._fd = fd
+        self.fd = fd
+        """The descriptor this file holds (-1: none, ``hold_fd`` False): what `write` and the
+        store's one-call append of a run (`skiff.store.run_write`) write through."""
         if not hold_fd:
-            self._fd = -1
+            self.fd = -1
             os.close(fd)
 
     @classmethod
@@ -132,8 +134,8 @@ class MappedFile:
     @contextmanager
     def _descriptor(self) -> Iterator[int]:
         """The file's descriptor: the held one, or the path opened for this use only."""
-        if self._fd >= 0:
-            yield self._fd
+        if self.fd >= 0:
+            yield self.fd
             return
         fd = os.open(self.path, os.O_RDWR)
         try:
@@ -196,7 +198,7 @@ class MappedFile:
         OSError (a full disk answers ENOSPC here, where a store into the mapping would be
         SIGBUS). Only files that hold their descriptor (the CommitLog's) are written so: it
         is on the append path, which opens nothing."""
-        fd = self._fd
+        fd = self.fd
         assert fd >= 0, "written files hold their descriptor"
         done = os.pwrite(fd, data, pos)
         while done < len(data):  # a short write (a signal, a nearly full disk): the rest
@@ -285,8 +287,8 @@ class MappedFile:
                 self.mm.close()
             except BufferError:
                 log.debug("%s: slices still referenced; unmapped when they are released", self.path)
-            if self._fd >= 0:
-                os.close(self._fd)
+            if self.fd >= 0:
+                os.close(self.fd)
 
     def destroy(self) -> None:
         self.close()

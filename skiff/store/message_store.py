@@ -18,12 +18,10 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
 
-from skiff.common import kernels
 from skiff.common.clock import SYSTEM_CLOCK, Clock
 from skiff.common.errors import DecodeError
 from skiff.common.limits import PULL_MAX_BYTES
@@ -35,7 +33,7 @@ from skiff.store.commitlog import CommitLog
 from skiff.store.compacted_segment import StepHook
 from skiff.store.compaction import Compaction, CompactionReport, CompactionStatus
 from skiff.store.config import FlushDiskType, StoreConfig
-from skiff.store.consume_queue import ConsumeQueueTable
+from skiff.store.consume_queue import ConsumeQueue, ConsumeQueueTable
 from skiff.store.dispatcher import (
     NOT_CONSUMABLE,
     DispatchBatch,
@@ -60,27 +58,16 @@ from skiff.store.results import (
     StoreStats,
 )
 from skiff.store.retention import Retention
+from skiff.store.run_write import RunWriter, offset_msg_ids
 
 log = logging.getLogger(__name__)
 
 DispatchListener = Callable[[Sequence[QueueTouch]], None]
 
 _DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
-_OFFSET = struct.Struct(">q")
 _PUT_OK = PutStatus.PUT_OK
 """A module global: ``PutStatus.PUT_OK`` is an enum class attribute lookup (~0.15 µs on
 CPython 3.11, a tenth of that for a global) on every append."""
-
-
-def offset_msg_ids_py(store_host: bytes, offsets: Sequence[int]) -> tuple[str, ...]:
-    """`skiff.common.msgid.create_offset_msg_id` of each offset: one hex encoding for the
-    batch, then a slice per message."""
-    width = 2 * (len(store_host) + _OFFSET.size)
-    text = b"".join(map(store_host.__add__, map(_OFFSET.pack, offsets))).hex().upper()
-    return tuple([text[i : i + width] for i in range(0, len(text), width)])
-
-
-offset_msg_ids = kernels.select("offset_msg_ids", offset_msg_ids_py, "skiff.store._kernels")
 
 
 def _queue_offsets(base: int, sys_flags: Sequence[int]) -> tuple[list[int], int]:
@@ -113,6 +100,7 @@ class MessageStore:
             if config.message_index_enable else None
         )
         self.dispatcher = Dispatcher(self.queues, self.index)
+        self._runs = RunWriter(self.commitlog, self.index)
         self._maintenance_lock = threading.Lock()
         """Held by a retention pass and by compaction while they delete ConsumeQueue files."""
         self.compaction = Compaction(os.path.join(self.root, "compaction"), self.commitlog, self.queues, clock,
@@ -278,9 +266,12 @@ class MessageStore:
 
     def _append(self, msgs: Sequence[MessageInput], checked: Checked) -> tuple[PutResult, list[QueueTouch]]:
         """Write a checked batch and dispatch it (put lock held). A batch every record of which
-        is consumed (all but transactions' halves) is one ConsumeQueue run: it is reserved and
-        dispatched as that run (`Dispatcher.reserve_run`, `Dispatcher.dispatch_run`), with no
-        column per field built; the others go through `DispatchBatch` as recovery's do."""
+        is consumed (all but transactions' halves) is one ConsumeQueue run: where its queue and
+        the index have room reserved already (by earlier appends), its records, entries and keys
+        are written in one call (`RunWriter`, skiff/store/run_write.py); else room is reserved
+        first (`Dispatcher.reserve_run`), then the same call, or, where the run crosses a file,
+        the CommitLog write and the run's dispatch apart (`Dispatcher.dispatch_run`). The others
+        go through `DispatchBatch` as recovery's do."""
         topic_raw, sizes, total, sys_flags, tags, keys, uniq_keys, consumable, key_count = checked
         first = msgs[0]
         topic = first[0]
@@ -292,42 +283,66 @@ class MessageStore:
             base, sys_flags)
         commitlog = self.commitlog
         dispatcher = self.dispatcher
+        tag_codes = [self._tag_codes[tags[0]]] if n == 1 else list(map(self._tag_codes.__getitem__, tags))
+        written = None
         try:
             if self._dispatched < commitlog.write_pos:
                 self._catch_up()
-            cq = dispatcher.reserve_run(topic, queue_id, next_offset - base, key_count)
             store_ts = self.clock.now_ms()
-            offsets = commitlog.append(msgs, topic_raw, queue_offsets, sizes, total, store_ts)
+            cq = self.queues.queues.get(key) if consumable else None
+            if cq is not None:  # records, entries and keys in one call where room is reserved (run_write)
+                written = self._runs.write(commitlog.place(total), cq, msgs, topic_raw, base, sizes, total, store_ts,
+                                           tag_codes, key_count)
+            if written is None:  # reserve first, so that a full disk refuses the put before its dispatch
+                cq = dispatcher.reserve_run(topic, queue_id, next_offset - base, key_count)
+                if consumable and cq is not None:
+                    written = self._runs.write(commitlog.place(total), cq, msgs, topic_raw, base, sizes, total,
+                                               store_ts, tag_codes, key_count)
+            offsets = commitlog.append(msgs, topic_raw, queue_offsets, sizes, total, store_ts) if written is None \
+                else written[0]
         except OSError as exc:
             self._put_failures += 1
             return self._disk_error(exc), []
-        tag_codes = [self._tag_codes[tags[0]]] if n == 1 else list(map(self._tag_codes.__getitem__, tags))
-        try:
-            if consumable:
-                touched = dispatcher.dispatch_run(cq, base, offsets, sizes, tag_codes, store_ts, sys_flags, keys,
-                                                  uniq_keys, key_count)
-            else:
-                # Positional: keywords would add ~0.3 µs to every put; the field order is checked
-                # at import (skiff.common.kernels.ROW_LAYOUTS).
-                touched = dispatcher.dispatch(DispatchBatch(
-                    (topic,) * n, (queue_id,) * n, queue_offsets, offsets, sizes, tag_codes, (store_ts,) * n,
-                    sys_flags, keys, uniq_keys, None,
-                ))
-        except Exception:
-            # Logged and left for `_catch_up`, which re-dispatches from the CommitLog; the
-            # records themselves are stored.
-            log.exception("dispatch failed at CommitLog offset %d; it will be retried", self._dispatched)
-            touched = []
-        else:
+        if written is not None:
+            touched = [(topic, queue_id, next_offset)]
             self._dispatched = commitlog.write_pos
+        else:
+            touched = self._dispatch_appended(cq, msgs, queue_offsets, offsets, sizes, tag_codes, store_ts, checked)
         self._queue_offsets[key] = next_offset
         self._puts += n
         self._put_bytes += total
         flushed = self._flusher.request(offsets[-1] + sizes[-1]) if self._flusher.sync else None
         return PutResult(
-            _PUT_OK, "", offsets[0], offset_msg_ids(self.store_host, offsets), queue_offsets[0], n, store_ts,
-            total, flushed,
+            _PUT_OK, "", offsets[0], offset_msg_ids(self.store_host, offsets) if written is None else written[1],
+            queue_offsets[0], n, store_ts, total, flushed,
         ), touched
+
+    def _dispatch_appended(self, cq: ConsumeQueue | None, msgs: Sequence[MessageInput], queue_offsets: Sequence[int],
+                           offsets: list[int], sizes: list[int], tag_codes: list[int], store_ts: int,
+                           checked: Checked) -> list[QueueTouch]:
+        """The ConsumeQueue and index entries of records `CommitLog.append` wrote (put lock held):
+        a run of one queue (`Dispatcher.dispatch_run`), or a batch with a transaction's half
+        (`DispatchBatch`, as recovery's). A failure is logged and left for `_catch_up`, which
+        re-dispatches from the CommitLog; the records themselves are stored."""
+        _, _, _, sys_flags, _, keys, uniq_keys, consumable, key_count = checked
+        n = len(msgs)
+        topic, queue_id = msgs[0][0], msgs[0][1]
+        try:
+            if consumable:
+                touched = self.dispatcher.dispatch_run(cq, queue_offsets[0], offsets, sizes, tag_codes, store_ts,
+                                                       sys_flags, keys, uniq_keys, key_count)
+            else:
+                # Positional: keywords would add ~0.3 µs to every put; the field order is checked
+                # at import (skiff.common.kernels.ROW_LAYOUTS).
+                touched = self.dispatcher.dispatch(DispatchBatch(
+                    (topic,) * n, (queue_id,) * n, queue_offsets, offsets, sizes, tag_codes, (store_ts,) * n,
+                    sys_flags, keys, uniq_keys, None,
+                ))
+        except Exception:
+            log.exception("dispatch failed at CommitLog offset %d; it will be retried", self._dispatched)
+            return []
+        self._dispatched = self.commitlog.write_pos
+        return touched
 
     def _dispatch(self, batch: DispatchBatch) -> list[QueueTouch]:
         """Dispatch under the put lock. A failure is logged and left for `_catch_up`, which

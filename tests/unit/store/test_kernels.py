@@ -16,7 +16,7 @@ from skiff.store.checks import batch_columns_py
 from skiff.store.consume_queue import put_queue_entries_py
 from skiff.store.index_file import put_index_entries_py
 from skiff.store.index_service import KeyPrefixes, index_key_items_py
-from skiff.store.message_store import offset_msg_ids_py
+from skiff.store.run_write import offset_msg_ids_py
 from skiff.store.replicated import replicated_columns_py
 from skiff.store.results import MessageInput
 from tests.unit.kernel_twins import compiled_kernels
@@ -28,7 +28,7 @@ HOST = st.sampled_from([HOST_V4_BYTES, HOST_V6_BYTES]).flatmap(lambda n: st.bina
 TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=12)
 STORE = "skiff.store._kernels"
 NAMES = ("index_key_items", "put_index_entries", "put_queue_entries", "offset_msg_ids", "batch_columns",
-         "replicated_columns")
+         "replicated_columns", "write_run")
 
 
 compiled = compiled_kernels(STORE)
