@@ -48,6 +48,15 @@ async def create_topic(admin: AsyncAdmin, topic: str, queues: int) -> None:
             await asyncio.sleep(0.5)
 
 
+def new_consumer(namesrv: str, topic: str, fetch: int) -> AsyncLitePullConsumer:
+    """The bench's consumer of ``topic`` (not started): the one every Skiff e2e run uses."""
+    consumer = AsyncLitePullConsumer(
+        CONSUMER_GROUP, namesrv, pull_batch_size=fetch,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, trace=False)
+    consumer.subscribe(topic, "*")
+    return consumer
+
+
 class SkiffDriver(Driver):
     how = ("skiff.client: AsyncProducer.send_batch per batch (AsyncProducer.send, SEND_MESSAGE_V2, for a batch "
            "of one), a batch in flight per window slot; "
@@ -71,10 +80,7 @@ class SkiffDriver(Driver):
         return asyncio.ensure_future(self.producer.send_batch([Message(topic, body) for body in bodies]))
 
     async def consume(self, topic: str, recorder: Recorder) -> None:
-        self.consumer = AsyncLitePullConsumer(
-            CONSUMER_GROUP, self.namesrv, pull_batch_size=self.options.fetch_count,
-            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, trace=False)
-        self.consumer.subscribe(topic, "*")
+        self.consumer = new_consumer(self.namesrv, topic, self.options.fetch_count)
         await self.consumer.start()
         recorder.ready.set()
         while not recorder.done.is_set():
