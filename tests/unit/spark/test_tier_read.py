@@ -1,7 +1,7 @@
 """The executor's read of a tiered file (`skiff.spark.tier_read.read_tier_range`), without a
-Spark session: a file of five row groups read in parts, each part exactly its offsets in
+Spark session: a file of three row groups read in parts, each part exactly its offsets in
 order, with the source's columns and schema, in batches of at most SPARK_TIER_BATCH_ROWS rows
-across row groups, reading only the row groups it overlaps; a file with gaps in its offsets (a
+(two row groups here) across row groups, reading only the row groups it overlaps; a file with gaps in its offsets (a
 compacted topic's) cut at offsets it lacks; a file that is not the manifest's is refused before
 any row is used."""
 
@@ -13,7 +13,8 @@ import pytest
 
 import pyarrow.compute as pc
 
-from skiff.common.limits import SPARK_TIER_BATCH_ROWS, TIER_ROW_GROUP_MESSAGES
+from skiff.common.limits import TIER_ROW_GROUP_MESSAGES
+from skiff.spark import tier_read
 from skiff.spark.options import SourceOptions
 from skiff.spark.schema import ARROW_SCHEMA
 from skiff.spark.tier_plan import TierFile, TierRange
@@ -25,7 +26,13 @@ from tests.unit.tier.records import make_records
 
 pytestmark = pytest.mark.spark
 
-ROWS = SPARK_TIER_BATCH_ROWS + 300  # more than a batch: five row groups, the last one short
+BATCH = 2 * TIER_ROW_GROUP_MESSAGES  # SPARK_TIER_BATCH_ROWS in these tests, so that a small file spans batches
+ROWS = BATCH + 300  # more than a batch: three row groups, the last one short
+
+
+@pytest.fixture(autouse=True)
+def small_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tier_read, "SPARK_TIER_BATCH_ROWS", BATCH)
 
 
 @pytest.fixture(scope="module")
@@ -76,14 +83,14 @@ def test_only_the_row_groups_a_range_overlaps_are_read(tiered) -> None:
     url, _, whole = tiered
     first, g = whole.start, TIER_ROW_GROUP_MESSAGES
     f = pq.ParquetFile(f"{url.removeprefix('file://')}/{whole.files[0].file}")
-    assert list(row_groups_within(f, first, first + ROWS)) == [0, 1, 2, 3, 4]
+    assert list(row_groups_within(f, first, first + ROWS)) == [0, 1, 2]
     assert list(row_groups_within(f, first + g, first + 2 * g)) == [1]
     assert list(row_groups_within(f, first + g - 1, first + g + 1)) == [0, 1]
     assert list(row_groups_within(f, first + ROWS, first + ROWS + 5)) == []
-    # batches across row groups, at most SPARK_TIER_BATCH_ROWS rows each
+    # batches across row groups, at most BATCH rows each
     assert [b.num_rows for b in _read(url, whole, first + 10, first + g + 5)] == [g - 5]
-    assert [b.num_rows for b in _read(url, whole, first, first + ROWS)] == [SPARK_TIER_BATCH_ROWS, 300]
-    # row groups 1 to 4 only: one batch, both ends cut
+    assert [b.num_rows for b in _read(url, whole, first, first + ROWS)] == [BATCH, 300]
+    # row groups 1 and 2 only: one batch, both ends cut
     assert [b.num_rows for b in _read(url, whole, first + g + 1, first + ROWS - 1)] == [ROWS - g - 2]
 
 
