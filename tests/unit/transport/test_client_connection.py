@@ -1,7 +1,8 @@
 """The dialling side's short request path (`ClientConnection.request_json`, `RemotingClient.request_json`)
 writes the frame `Connection.request` writes for the same command, byte for byte, with the same
-opaques, timeouts and errors; the answers of one read resolve their futures in one pass and a
-server's request in the same read is still served."""
+opaques, timeouts and errors, a long run of them going out every `WRITE_EVERY_REQUESTS`; the
+answers of one read resolve their futures in one pass and a server's request in the same read is
+still served."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ import pytest
 
 from skiff.protocol.codes import ResponseCode
 from skiff.protocol.command import RPC_TYPE_RESPONSE, RemotingCommand
-from skiff.protocol.frame import FrameError, encode_frame_bytes
+from skiff.protocol.frame import FrameDecoder, FrameError, encode_frame_bytes
 from skiff.testing.inprocess import MemoryTransport
 from skiff.transport import ConnectionClosed, RequestTimeout, TooManyPendingRequests
-from skiff.transport.client import ClientConnection
+from skiff.transport.client import WRITE_EVERY_REQUESTS, ClientConnection
 from skiff.transport.connection import Connection
 from skiff.transport.loop import run_coroutine
 
@@ -151,5 +152,22 @@ def test_remoting_client_request_json_dials_then_sends_on_the_open_connection():
             assert all(isinstance(p, asyncio.Future) for p in pipelined)
             answers = await asyncio.wait_for(asyncio.gather(*pipelined), 10)
             assert [(a.ext("id"), a.body) for a in answers] == [(str(i), b"%d" % i) for i in range(50)]
+
+    run_coroutine(main())
+
+
+def test_a_run_of_requests_goes_out_every_write_every_requests_and_the_rest_at_the_end_of_the_step():
+    async def main() -> None:
+        conn = ClientConnection({}, serving=False)
+        transport = connected(conn)
+        n = WRITE_EVERY_REQUESTS
+        futures = [conn.request_json(310, "PYTHON", {"i": str(i)}, b"m", 3000) for i in range(2 * n + 5)]
+        assert transport.writes == 2  # two runs of n, written while the step still makes requests
+        assert len(FrameDecoder().feed(bytes(transport.out))) == 2 * n
+        await wait_until(lambda: transport.writes == 3, what="the last 5 written at the end of the step")
+        sent = FrameDecoder().feed(bytes(transport.out))
+        assert [(c.opaque, c.ext("i"), c.body) for c in sent] == [(i + 1, str(i), b"m") for i in range(2 * n + 5)]
+        for f in futures:
+            f.cancel()
 
     run_coroutine(main())
