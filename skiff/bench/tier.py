@@ -14,7 +14,8 @@ bodies to nothing). Then:
    Parquet files), then the tier's files with ``spark.read.parquet`` (the ceiling: the
    same twelve columns, read by the JVM alone), each after a warm-up read, best of
    ``--repeat``, with the CPU of that best run per row (the JVM, its Python workers, the
-   broker) and the ratios to the read through the broker;
+   broker) and the ratios to the read through the broker; ``--read-steps``: the CPU per row
+   of each step of the tier read without Spark (`skiff.bench.tier_steps`);
 3. first read of a tiered offset: the topic's ``retention.local.ms`` set to 0, retention
    deletes its local files, and a pull of offset 0 is timed until it returns messages
    (the broker fetches the file on a worker thread and answers "retry" meanwhile); then
@@ -52,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queues", type=int, default=4, help="queues of the topic (default 4)")
     p.add_argument("--spark", action="store_true", help="also time Spark reads: broker, tier, plain Parquet")
     p.add_argument("--repeat", type=int, default=3, help="Spark reads per kind, best kept (default 3)")
+    p.add_argument("--read-steps", action="store_true",
+                   help="also the CPU per row of each step of the Spark source's tier read, without Spark")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     return p
 
@@ -173,6 +176,9 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                                    "fill_s": filled.wall_s}
         figures["upload"] = upload(ns, broker.popen.pid)
         figures["disk_ceiling_mb_per_s"] = disk_ceiling(work, int(figures["upload"]["record_mb"] * _MB))
+        if args.read_steps:
+            from skiff.bench.tier_steps import read_steps
+            figures["read_steps"] = read_steps(str(tier), TOPIC)
         if args.spark:
             figures["spark"] = spark_reads(ns, tier, args.repeat, args.messages, broker.popen.pid)
         figures["first_read"] = first_read(ns, args.queues)
@@ -186,6 +192,9 @@ def report(f: dict[str, Any]) -> None:
     print(f"upload: {u['record_mb']:.1f} MB of records in {u['seconds']:.2f} s = {u['record_mb_per_s']:.1f} MB/s "
           f"({u['parquet_mb']:.1f} MB of Parquet); broker CPU per MB {cpu}; "
           f"disk ceiling (write + fsync) {f['disk_ceiling_mb_per_s']:.0f} MB/s")
+    if "read_steps" in f:
+        from skiff.bench.tier_steps import report as report_steps
+        report_steps(f["read_steps"])
     reads = f.get("spark", {})
     for name, s in reads.items():
         per_row = " ".join(f"{k} {v * 1e6 / s['rows']:.2f}" for k, v in s["cpu_s"].items()
@@ -193,9 +202,9 @@ def report(f: dict[str, Any]) -> None:
         print(f"spark {name}: {s['rows']} rows in {s['seconds']:.2f} s = {s['rows'] / s['seconds']:,.0f} rows/s; "
               f"CPU us per row: {per_row}")
     if reads:
-        broker_s = reads["through the broker"]["seconds"]
-        print("spark, against the read through the broker: " + ", ".join(
-            f"{name} {broker_s / s['seconds']:.2f}x" for name, s in reads.items() if name != "through the broker"))
+        rate = {name: s["rows"] / s["seconds"] for name, s in reads.items()}
+        print("spark rows/s, against the read through the broker: " + ", ".join(
+            f"{name} {r / rate['through the broker']:.2f}x" for name, r in rate.items() if name != "through the broker"))
     r = f["first_read"]
     print(f"pull of offset 0 (local minimum now {r['local_min_offset']}): first {r['first_ms']:.1f} ms "
           f"({r['first_pulls']} pulls), cached {r['cached_ms']:.1f} ms; a local offset {r['local_ms']:.1f} ms")

@@ -43,9 +43,12 @@ class FloorReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         """The first batch of the first tiered file, as the tier's reads decode it
-        (`SPARK_TIER_BATCH_ROWS` rows), sent again and again."""
+        (`SPARK_TIER_BATCH_ROWS` rows), sent again and again: ``rows // partitions`` rows."""
         f = pq.ParquetFile(self.file)
         batch = next(f.iter_batches(SPARK_TIER_BATCH_ROWS, columns=SOURCE_COLUMNS, use_threads=False))
         assert batch.schema.equals(ARROW_SCHEMA), batch.schema
-        for _ in range(self.rows // self.parts // batch.num_rows):
+        full, rest = divmod(self.rows // self.parts, batch.num_rows)
+        for _ in range(full):
             yield batch
+        if rest:
+            yield batch.slice(0, rest)
