@@ -49,6 +49,7 @@ from skiff.transport.late import LateAnswer
 log = logging.getLogger(__name__)
 _SEQUENCES = 1 << 31
 """Kafka's producer sequences wrap at 2^31 (`skiff.broker.kafka.idempotence`)."""
+_NONE = ErrorCode.NONE
 _WAITS: set[asyncio.Future[None]] = set()
 """The waits for a flush and a slave both (SYNC_FLUSH under SYNC_MASTER) under way: a task the
 loop only holds weakly is kept here until it is done."""
@@ -293,13 +294,14 @@ class Appends:
             if error is not ErrorCode.NONE:
                 outcomes[m.at] = _refused(error, result.reason or result.status.name)
                 continue
-            self.produce.producers.appended(topic, queue_id, m.batch, base + m.start)
+            if m.batch.producer_id >= 0:
+                self.produce.producers.appended(topic, queue_id, m.batch, base + m.start)
             if m.acks == -1:
                 waiting.append(m)
             else:
                 if log_start < 0:
                     log_start = self.send.store.get_min_offset(topic, queue_id)
-                outcomes[m.at] = Stored(base_offset=base + m.start, log_start_offset=log_start)
+                outcomes[m.at] = Stored(_NONE, base + m.start, log_start)
         if not waiting:
             return
         lates: dict[int, LateAnswer[Stored]] = {}
@@ -308,9 +310,13 @@ class Appends:
             """Each waiting batch's answer: at once (nothing to wait for) or from the wait's callback."""
             status = settled.result.status
             start = self.send.store.get_min_offset(topic, queue_id)
+            if status is PutStatus.PUT_OK and not lates:  # answered at once, all stored (positional: one per batch)
+                for m in waiting:
+                    outcomes[m.at] = Stored(_NONE, base + m.start, start)
+                return
             for m in waiting:
                 error = ErrorCode.NONE if status is PutStatus.PUT_OK else put_error(status, m.acks)
-                stored = Stored(base_offset=base + m.start, log_start_offset=start) if error is ErrorCode.NONE \
+                stored = Stored(_NONE, base + m.start, start) if error is ErrorCode.NONE \
                     else _refused(error, settled.result.reason or status.name)
                 late = lates.get(m.at)
                 if late is not None:
