@@ -257,6 +257,7 @@ class SkiffServer(Server):
                                           str(self.namesrv_port), "--broker-port", str(self.broker_port), flush,
                                           "--kafka-port", str(self.kafka_port),
                                           "--metricsPort=0",  # no peer exports metrics in this comparison
+                                          "--namesrv-metrics-port", "0",  # nor on its fixed 5558 (runs collide)
                                           "--no-dashboard",  # no peer serves a UI; 8080 is a fixed port
                                           "--grpcServerPort=0"],
                                 cwd=IMPORT_ROOT)
