@@ -29,6 +29,7 @@ def test_latency_split_accounts_for_every_message() -> None:
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     figures = json.loads(done.stdout.splitlines()[-1])
     assert figures["messages"] == figures["sent"] == 5120
+    assert 0 < figures["consumer_cpu_us_per_msg"] < 10_000
     for stage in ("producer_ms", "to_store_ms", "store_to_consumer_ms", "e2e_ms"):
         assert -CLOCK_SLACK_MS <= figures[stage]["p50"] <= figures[stage]["p99"] < 60_000, (stage, figures)
     parts = figures["producer_ms"]["p50"] + figures["to_store_ms"]["p50"] + figures["store_to_consumer_ms"]["p50"]
