@@ -61,6 +61,9 @@ class Retention:
         self._pinned_offset = pinned_offset
         """Where compacted queues' dirty records begin: kept unless the disk forces deletion."""
         self.disk_used = 0.0
+        self.disk_full = self.disk_used >= config.disk_space_warning_level_ratio
+        """The disk passed diskSpaceWarningLevelRatio at the last `check_disk`: an attribute set
+        there, not a property, as every append reads it (one call fewer per put)."""
         self.holds: list[Callable[[], int | None]] = []
         """CommitLog offsets below which files may go, from above the store (the tier's: data
         not yet uploaded). Unlike the pinned offset, a hold stands even when the disk forces
@@ -69,12 +72,9 @@ class Retention:
     def add_hold(self, hold: Callable[[], int | None]) -> None:
         self.holds.append(hold)
 
-    @property
-    def disk_full(self) -> bool:
-        return self.disk_used >= self.config.disk_space_warning_level_ratio
-
     def check_disk(self) -> float:
         self.disk_used = disk_used_percent(self.config.root)
+        self.disk_full = self.disk_used >= self.config.disk_space_warning_level_ratio
         return self.disk_used
 
     def run(self, *, manual: bool = False) -> RetentionReport:
