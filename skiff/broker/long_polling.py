@@ -8,7 +8,12 @@ consumers; ``shortPollingTimeMills`` when long polling is off). It is answered:
   store's dispatch listener calls `notify` once per appended batch, on whatever
   thread appended (the broker's loop, or the timer's thread), and `notify`
   hops onto the event loop; the pull is then run again and answered if it
-  finds something;
+  finds something. A pull whose answer is already full (the queue grew by its
+  ``maxMsgNums`` or more) is answered inside `notify`; the others wait for one
+  wake-up after the current loop step, which gathers the appends of that step
+  (single sends of one read) into one answer. Deferring a full one gained
+  nothing and cost 2-3 ms p50 of batched e2e latency: the step runs the other
+  appends of its read first (docs/performance.md, issue 26);
 - at every ``longPollingRecheckInterval`` (5 s) re-check, whatever woke it;
 - at its timeout, with whatever the pull finds then;
 - at shutdown, at once, so the server can drain (the pull processor then answers
@@ -41,6 +46,7 @@ from skiff.transport.late import LateAnswer
 log = logging.getLogger(__name__)
 
 QueueKey = tuple[str, int]
+_NEVER_FULL = 1 << 63
 Rerun = Callable[[bool], RemotingCommand | None]
 """Runs the held pull again: ``rerun(final)`` returns the answer, or None to keep
 waiting (never None when ``final``)."""
@@ -49,12 +55,14 @@ waiting (never None when ``final``)."""
 class HeldPull(LateAnswer[RemotingCommand]):
     """A held pull: what it re-reads, its timer, and (as a `LateAnswer`) its answer."""
 
-    __slots__ = ("key", "offset", "rerun", "timer")
+    __slots__ = ("key", "offset", "full_at", "rerun", "timer")
 
-    def __init__(self, key: QueueKey, offset: int, rerun: Rerun) -> None:
+    def __init__(self, key: QueueKey, offset: int, rerun: Rerun, full_at: int) -> None:
         super().__init__()
         self.key = key
         self.offset = offset
+        self.full_at = full_at
+        """The queue's max offset at which this pull's answer is full (answered at once)."""
         self.rerun = rerun
         self.timer: asyncio.TimerHandle | None = None
 
@@ -92,11 +100,14 @@ class PullHoldService:
             for held in list(pulls):
                 self._answer(held, held.rerun(True))
 
-    def hold(self, key: QueueKey, offset: int, rerun: Rerun, timeout_ms: int) -> HeldPull | None:
-        """Hold a pull at ``offset`` of queue ``key``; None when it must be answered now."""
+    def hold(self, key: QueueKey, offset: int, rerun: Rerun, timeout_ms: int,
+             max_nums: int | None = None) -> HeldPull | None:
+        """Hold a pull at ``offset`` of queue ``key`` that reads up to ``max_nums`` messages
+        (None: no bound known, never answered inside `notify`); None when it must be answered now."""
         if self._closed or self._loop is None or self._count >= self.max_suspended:
             return None
-        held = HeldPull(key, offset, rerun)
+        full_at = offset + max_nums if max_nums is not None and max_nums > 0 else _NEVER_FULL
+        held = HeldPull(key, offset, rerun, full_at)
         held.timer = self._loop.call_later(max(0, timeout_ms) / 1000.0, self._expire, held)
         self._held.setdefault(key, []).append(held)
         self._count += 1
@@ -115,11 +126,18 @@ class PullHoldService:
             pass
 
     def _collect(self, touched: Sequence[tuple[str, int, int]]) -> None:
-        """Remember the queues to wake; one wake-up runs after the current loop step."""
+        """Answer the held pulls whose answer is full now; remember the queues of the others,
+        woken once after the current loop step."""
         first = not self._woken
+        held = self._held
         for topic, queue_id, max_offset in touched:
             key = (topic, queue_id)
-            if key in self._held:
+            pulls = held.get(key)
+            if pulls is None:
+                continue
+            for pull in [p for p in pulls if p.full_at <= max_offset]:
+                self._try(pull, False)
+            if key in held:
                 self._woken[key] = max(max_offset, self._woken.get(key, 0))
         if first and self._woken and self._loop is not None:
             self._loop.call_soon(self._wake)

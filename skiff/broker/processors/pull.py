@@ -87,7 +87,7 @@ class PullProcessor:
         timeout_ms = h.suspend_timeout_millis if self.config.long_polling_enable else self.config.short_polling_time_ms
         flt = pulled.filter
         held = self.hold.hold((h.topic, h.queue_id), h.queue_offset,
-                              lambda final: self._rerun(req, request, flt, final), timeout_ms)
+                              lambda final: self._rerun(req, request, flt, final), timeout_ms, h.max_msg_nums)
         if held is None:
             return self._shutting_down(req) if self.hold.closed else response
         return held
