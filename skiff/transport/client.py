@@ -20,7 +20,7 @@ from skiff.common.record import parse_host_port
 from skiff.protocol.codes import SKIFF_VERSION, SerializeType
 from skiff.protocol.command import RPC_TYPE_RESPONSE, RemotingCommand
 from skiff.protocol.frame import json_head_py
-from skiff.transport.connection import CloseListener, CloseReason, Connection, Handler, _Pending
+from skiff.transport.connection import CloseListener, CloseReason, Connection, Handler
 from skiff.protocol.errors import ConnectionClosed, RequestTimeout
 from skiff.transport.errors import ConnectFailed
 from skiff.transport.tls import TlsClientConfig, client_context
@@ -84,9 +84,7 @@ class ClientConnection(Connection):
             if head is None:  # what the kernel does not write: the reference's bytes, or its error
                 head = json_head_py(*args)
             if head is not None and len(head) + len(body) <= FRAME_MAX_BYTES:
-                future: asyncio.Future[RemotingCommand] = self._loop.create_future()  # type: ignore[union-attr]
-                pending[opaque] = _Pending(future, code, timeout_ms, self._deadlines.add(opaque, timeout_ms / 1000.0))
-                self._send_request([head, body])
+                future = self._send_awaiting([head, body], opaque, code, timeout_ms)
                 self._unwritten += 1
                 if self._unwritten >= WRITE_EVERY_REQUESTS:
                     self._unwritten = 0

@@ -347,14 +347,18 @@ class Connection(asyncio.Protocol):
             raise TooManyPendingRequests(
                 f"{len(self._pending)} requests already wait for responses from {self.peer_addr}"
             )
-        loop = self._loop
-        assert loop is not None
         cmd.opaque = self._next_opaque()
         cmd.flag &= ~(RPC_ONEWAY | RPC_TYPE_RESPONSE)
-        frames = encode_frame(cmd)
+        return self._send_awaiting(encode_frame(cmd), cmd.opaque, cmd.code, timeout_ms)
+
+    def _send_awaiting(self, frames: list[Buffer], opaque: int, code: int,
+                       timeout_ms: int) -> asyncio.Future[RemotingCommand]:
+        """Write an encoded request and return the future its answer (or its deadline, or the
+        close) settles: the bookkeeping every way of making a request shares."""
+        loop = self._loop
+        assert loop is not None  # open: _check_open or the caller's own test ran first
         future: asyncio.Future[RemotingCommand] = loop.create_future()
-        bucket = self._deadlines.add(cmd.opaque, timeout_ms / 1000.0)
-        self._pending[cmd.opaque] = _Pending(future, cmd.code, timeout_ms, bucket)
+        self._pending[opaque] = _Pending(future, code, timeout_ms, self._deadlines.add(opaque, timeout_ms / 1000.0))
         self._send_request(frames)
         return future
 
