@@ -124,7 +124,7 @@ class KafkaConnection(asyncio.Protocol):
         self._serving = True
         try:
             while frames and self.task is None and not self._closing:
-                if session.state is not SaslState.RAW and service.serves_now:
+                if session.state is not SaslState.RAW and service.serves(session):
                     run: list[ProduceOne] = []
                     for frame in frames:
                         req = parse_produce(frame)

@@ -31,7 +31,7 @@ from typing import Any
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.ha.role import Role
-from skiff.broker.kafka.access import Allowed, screens
+from skiff.broker.kafka.access import PUB, Allowed, screens, topic_need
 from skiff.broker.kafka.admin import TopicAdmin
 from skiff.broker.kafka.cluster import ClusterView, Layout, Node, coordinator, node_id
 from skiff.broker.kafka.fetch import Fetch, FetchWaiters
@@ -369,11 +369,11 @@ class KafkaService:
             return None  # Kafka's rule: no answer at all, or the client reads it as the next request's
         return {"responses": responses, "throttle_time_ms": 0}
 
-    @property
-    def serves_now(self) -> bool:
-        """Whether `produce_now` serves anything: not when access control is on (every request
-        is screened by the gate first, through `handle`)."""
-        return self.ops.gate.auth is None
+    def serves(self, session: Session) -> bool:
+        """Whether `produce_now` may serve ``session``'s Produce requests: with access control
+        on, once the connection has authenticated (`produce_now` then asks the gate about each
+        topic, as `handle`'s screen does; a refused one and the rest go through `handle`)."""
+        return self.ops.gate.auth is None or session.caller is not None
 
     def produce_now(self, reqs: list[ProduceOne], session: Session) -> tuple[list[Answer], int]:
         """The one-partition Produce requests of one read (`produce_wire.parse_produce`), served
@@ -382,8 +382,10 @@ class KafkaService:
         the first request that needs a wait before it can be appended (a topic the NameServers
         were not asked about yet), or at once when the connection must authenticate: the
         second value says how many were served; the rest go through `handle`."""
-        if not self.serves_now or not self.snapshots.leading:  # not master, or elected and reading the state
+        if not self.serves(session) or not self.snapshots.leading:  # not master, or elected and reading the state
             return [], 0
+        allowed = self._allowed(session, ApiKey.PRODUCE) if session.caller is not None else None
+        permitted: dict[str, bool] = {}
         appends = self.produce_.appends(born_host(session.peer))
         known: dict[tuple[str, int], int | ErrorCode | None] = {}
         for req in reqs:
@@ -391,6 +393,12 @@ class KafkaService:
             queue = known[where] if where in known else known.setdefault(where, self._known_queue(*where))
             if queue is None:
                 break
+            if allowed is not None:
+                ok = permitted.get(req.topic)
+                if ok is None:
+                    ok = permitted[req.topic] = allowed(topic_need(req.topic, PUB))
+                if not ok:  # `handle` answers it (TOPIC_AUTHORIZATION_FAILED) and logs the refusal
+                    break
             appends.add(req.topic, req.partition, queue, req.records, req.acks)
         outcomes = appends.flush()
         return [_answer(req, o) for req, o in zip(reqs, outcomes)], len(outcomes)

@@ -133,7 +133,7 @@ def test_reads_served_together_answer_and_store_as_one_at_a_time(tmp_path: Path,
     frames, answers = stream(seed, 400)
     assert all(read_header(f[4:])[0].api_key in (ApiKey.PRODUCE, ApiKey.API_VERSIONS) for f in frames)
     together = asyncio.run(serve(tmp_path / "together", cut(frames, random.Random(seed)), answers, sync_flush))
-    monkeypatch.setattr(KafkaService, "serves_now", property(lambda self: False))
+    monkeypatch.setattr(KafkaService, "serves", lambda self, session: False)
     alone = asyncio.run(serve(tmp_path / "alone", frames, answers, sync_flush))
     assert together[0] == alone[0]
     assert together[1] == alone[1]
