@@ -6,7 +6,8 @@ tests assert on codes and messages, in this process, without the official client
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import grpc
@@ -91,3 +92,24 @@ def first_status(responses: Sequence[Any]) -> pb.Status:
 def messages(responses: Sequence[Any]) -> list[Any]:
     """The messages of a streamed answer (ReceiveMessage's, PullMessage's)."""
     return [r.message for r in responses if r.HasField("message")]
+
+
+async def receive_lite(consumers: Mapping[str, GrpcWire], group: str, parent: str, want: int,
+                       deadline_s: float) -> list[tuple[str, str, str]]:
+    """(consumer's name, lite topic, body) of what lite consumers of ``parent`` receive, each
+    acknowledged with its lite topic (as the official clients ack), until ``want`` came or the
+    deadline passed: the tests of lite topics across brokers read with it."""
+    got: list[tuple[str, str, str]] = []
+    end = time.monotonic() + deadline_s
+    while len(got) < want and time.monotonic() < end:
+        for name, wire in consumers.items():
+            for m in messages(await wire.receive(group, parent, wait_ms=500)):
+                got.append((name, m.system_properties.lite_topic, m.body.decode()))
+                entry = rpc.AckMessageEntry(message_id=m.system_properties.message_id,
+                                            receipt_handle=m.system_properties.receipt_handle,
+                                            lite_topic=m.system_properties.lite_topic)
+                acked = await wire.unary("AckMessage", rpc.AckMessageRequest(
+                    group=pb.Resource(name=group), topic=pb.Resource(name=parent), entries=[entry]),
+                    rpc.AckMessageResponse)
+                assert acked.status.code == pb.OK, acked.status.message
+    return got

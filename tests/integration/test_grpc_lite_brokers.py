@@ -10,7 +10,6 @@ brokers do, skiff.broker.grpc.routes).
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import pytest
@@ -22,7 +21,7 @@ from skiff.protocol.headers.admin import CreateTopicRequestHeader
 from skiff.protocol.v5 import definition_pb2 as pb
 from skiff.protocol.v5 import service_pb2 as rpc
 from skiff.testing.cluster import Cluster
-from skiff.testing.grpc_wire import GrpcWire, messages
+from skiff.testing.grpc_wire import GrpcWire, receive_lite
 from skiff.testing.processes import free_port, start_broker
 from skiff.testing.waits import eventually
 from skiff.testing.wire import BrokerWire
@@ -92,20 +91,7 @@ async def sync(grpc: GrpcWire, action: Any, names: list[str]) -> None:
 async def drain(consumers: dict[str, GrpcWire], want: int, deadline_s: float = DEADLINE_S) -> \
         list[tuple[str, str, str]]:
     """(broker, lite topic, body) of what the brokers deliver, acknowledged, until ``want`` came."""
-    got: list[tuple[str, str, str]] = []
-    end = time.monotonic() + deadline_s
-    while len(got) < want and time.monotonic() < end:
-        for broker, grpc in consumers.items():
-            for m in messages(await grpc.receive(GROUP, PARENT, wait_ms=500)):
-                got.append((broker, m.system_properties.lite_topic, m.body.decode()))
-                entry = rpc.AckMessageEntry(message_id=m.system_properties.message_id,
-                                            receipt_handle=m.system_properties.receipt_handle,
-                                            lite_topic=m.system_properties.lite_topic)
-                acked = await grpc.unary("AckMessage", rpc.AckMessageRequest(
-                    group=pb.Resource(name=GROUP), topic=pb.Resource(name=PARENT), entries=[entry]),
-                    rpc.AckMessageResponse)
-                assert acked.status.code == pb.OK, acked.status.message
-    return got
+    return await receive_lite(consumers, GROUP, PARENT, want, deadline_s)
 
 
 def test_lite_topics_live_on_their_owner_and_a_subscription_reaches_both_brokers(endpoints: tuple[str, str]):

@@ -13,7 +13,6 @@ layout in tests/interop/test_grpc_lite_client.py.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +27,7 @@ from skiff.protocol.headers.admin import CreateTopicRequestHeader
 from skiff.protocol.v5 import definition_pb2 as pb
 from skiff.protocol.v5 import service_pb2 as rpc
 from skiff.testing.cluster import Cluster
-from skiff.testing.grpc_wire import GrpcWire, messages
+from skiff.testing.grpc_wire import GrpcWire, receive_lite
 from skiff.testing.processes import SkiffProcess, free_port, start_broker
 from skiff.testing.waits import eventually
 from skiff.testing.wire import BrokerWire
@@ -172,20 +171,7 @@ def test_lite_topics_of_one_host_stay_on_their_owner_whichever_broker_a_message_
                 for lite in lites:  # message k through A when k is even, through B when odd
                     await send(producers["broker-a" if k % 2 == 0 else "broker-b"], parent, n, lite, f"{lite}:{k}")
                     n += 1
-            got: list[tuple[str, str, str]] = []
-            end = time.monotonic() + DEADLINE_S
-            while len(got) < 3 * len(lites) and time.monotonic() < end:
-                for name, consumer in consumers.items():
-                    for m in messages(await consumer.receive(GROUP, parent, wait_ms=500)):
-                        got.append((name, m.system_properties.lite_topic, m.body.decode()))
-                        entry = rpc.AckMessageEntry(message_id=m.system_properties.message_id,
-                                                    receipt_handle=m.system_properties.receipt_handle,
-                                                    lite_topic=m.system_properties.lite_topic)
-                        acked = await consumer.unary("AckMessage", rpc.AckMessageRequest(
-                            group=pb.Resource(name=GROUP), topic=pb.Resource(name=parent), entries=[entry]),
-                            rpc.AckMessageResponse)
-                        assert acked.status.code == pb.OK, acked.status.message
-            return got
+            return await receive_lite(consumers, GROUP, parent, 3 * len(lites), DEADLINE_S)
         finally:
             for client in (*producers.values(), *consumers.values()):
                 await client.close()
