@@ -6,6 +6,7 @@ pass of `make test`), there is nothing to compare and the comparison is skipped.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -22,3 +23,17 @@ def compiled_kernels(module: str) -> Callable[[str], Any]:
             pytest.skip("the compiled kernels are not built here, or switched off")
         return kernel
     return compiled
+
+
+def damaged(rng: random.Random, data: bytes, *, flip: float, cut: float, tail: int) -> bytes:
+    """``data`` flipped in one bit (with chance ``flip``), cut short (``cut``), or else with up to
+    ``tail`` random bytes after it: the inputs a kernel must decline or read as its reference does."""
+    out = bytearray(data)
+    how = rng.random()
+    if how < flip:
+        out[rng.randrange(len(out))] ^= 1 << rng.randrange(8)
+    elif how < flip + cut:
+        del out[rng.randrange(len(out)):]
+    else:
+        out += rng.randbytes(rng.randint(1, tail))
+    return bytes(out)

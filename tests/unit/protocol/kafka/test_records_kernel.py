@@ -18,7 +18,7 @@ from skiff.protocol.kafka.records import (
     encode_records,
     encode_records_py,
 )
-from tests.unit.kernel_twins import compiled_kernels
+from tests.unit.kernel_twins import compiled_kernels, damaged
 
 compiled = compiled_kernels("skiff.protocol.kafka._records")
 
@@ -61,16 +61,9 @@ def test_damaged_or_compressed_batches_are_left_to_the_reference() -> None:
     rng = random.Random(29)
     declined = 0
     for _ in range(1500):
-        data = bytearray(_data(rng))
-        how = rng.random()
-        if how < 0.4:
-            data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
-        elif how < 0.7:
-            del data[rng.randrange(len(data)):]
-        else:
-            data += rng.randbytes(rng.randint(1, 70))
-        got = kernel(bytes(data), crc32c.crc32c, Record, RecordBatch)
-        expected = _reference(bytes(data))
+        data = damaged(rng, _data(rng), flip=0.4, cut=0.3, tail=70)
+        got = kernel(data, crc32c.crc32c, Record, RecordBatch)
+        expected = _reference(data)
         if got is None:
             declined += 1
         else:
