@@ -35,14 +35,14 @@ from skiff.common.record import pack_records
 from skiff.store.commitlog import CommitLog
 from skiff.store.config import CQ_ENTRY_BYTES
 from skiff.store.consume_queue import ConsumeQueue, put_queue_entries_py
-from skiff.store.index_file import put_index_entries_py
+from skiff.store.index_file import ENTRY, HEADER, SLOT, put_index_entries_py
 from skiff.store.index_service import IndexService, index_key_items_py
 from skiff.store.mapped_file import MappedFile
 from skiff.store.results import MessageInput
 
 _OFFSET = struct.Struct(">q")
-_INDEX_ENTRY_BYTES = 20
-_SLOTS_AT = 40
+_INDEX_ENTRY_BYTES = ENTRY.size
+_SLOTS_AT = HEADER.size
 
 Written = tuple[list[int], tuple[str, ...]]
 """A written run's CommitLog offsets and message ids."""
@@ -89,7 +89,7 @@ def write_run_py(rows: Sequence[MessageInput], topic_raw: bytes, base: int, size
         items = index_key_items_py([topic] * n, offsets, [store_timestamp] * n, [r[5] for r in rows],
                                    [r[11] for r in rows], [r[12] for r in rows], 0, prefixes)
         count = len(items) // 3
-        if (count > room or slots <= 0 or entry_pos < _SLOTS_AT + 4 * slots
+        if (count > room or slots <= 0 or entry_pos < _SLOTS_AT + SLOT.size * slots
                 or entry_pos + _INDEX_ENTRY_BYTES * count > len(ix_mm)):
             raise ValueError("the index entries do not fit in the file")
     if total > len(packed):
