@@ -236,6 +236,10 @@ AUTH_NEEDS_CACHED = 4096
 """What a remoting request needs (a topic or group and its actions), kept per name: sends and
 pulls name the same few topics and groups over and over."""
 
+HA_LISTEN_BACKLOG = 100
+"""Connections the HA port queues before accepting them: a master has a few slaves, which
+reconnect one at a time (asyncio's default backlog, kept when the port serves TLS)."""
+
 HA_SLAVE_GONE_GRACE_S = 1.0
 """Controller mode: how long a SyncStateSet member whose HA connection is closed stays in the
 set before the master shrinks it, instead of `haMaxTimeSlaveNotCatchup` (15 s). A closed
