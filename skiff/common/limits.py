@@ -246,3 +246,26 @@ set before the master shrinks it, instead of `haMaxTimeSlaveNotCatchup` (15 s). 
 connection cannot acknowledge, so until the shrink is in etcd every SYNC_MASTER send waits:
 a killed slave held sends for 8-9 s in the chaos runs. The shrink is safe at any time (the
 slave can no longer be elected); the grace absorbs a reconnect after a blip."""
+
+H2_RECEIVE_WINDOW_BYTES = 16 * 1024 * 1024
+"""The gRPC door's (skiff.protocol.h2) HTTP/2 receive window, per stream and per connection,
+replenished when half is used: large so a 5.x client's sends are never throttled by it (the
+default 64 KiB would stall 64 in-flight calls), small enough to bound what one connection
+can have in flight before a request is read."""
+
+H2_MAX_FRAME_BYTES = 1024 * 1024
+"""The largest HTTP/2 frame the gRPC door takes (its SETTINGS_MAX_FRAME_SIZE): fewer frames per
+large message than the 16 KiB default; larger frames close the connection (FRAME_SIZE_ERROR)."""
+
+H2_HEADER_LIST_MAX_BYTES = 64 * 1024
+"""Largest request header list (and header block) on the gRPC door (SETTINGS_MAX_HEADER_LIST_SIZE):
+a 5.x client's metadata is under 1 KiB; past it the connection closes."""
+
+H2_STREAMS_MAX = 1024
+"""Calls open at once on one gRPC connection (SETTINGS_MAX_CONCURRENT_STREAMS); more are refused
+(REFUSED_STREAM, which clients retry). A 5.x client holds its Telemetry stream, its long polls and
+its in-flight sends (64 in the benchmark) on one connection."""
+
+HPACK_STRINGS_CACHED = 4096
+"""Huffman-coded header strings a gRPC connection remembers decoded (Python's bit-by-bit decode
+is the costliest part of a header block; clients repeat their strings); past it it starts again."""
