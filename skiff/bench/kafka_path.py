@@ -12,6 +12,10 @@ in flight delivers per read). Everything from the read to the store and the answ
 runs; the loop's socket syscalls do not.
 
     python -m skiff.bench.kafka_path --requests 20000 --per-read 64
+    python -m skiff.bench.kafka_path --requests 4000 --per-read 8 --records 256  # librdkafka's batches
+
+With ``--records N`` each request carries one batch of N records (``skiff bench compare``'s
+batched shape); ``cpu_us_per_record`` is then the figure to compare.
     valgrind --tool=callgrind --toggle-collect=functools_reduce python -m skiff.bench.kafka_path --requests 4000
 
 It prints process-CPU µs per request over the measured requests (after ``--warmup``) and
@@ -59,22 +63,23 @@ _RECORD_COUNT = struct.Struct(">i")
 
 
 def produce_frames(count: int, size: int, *, version: int = 7, idempotent: bool = False, first: int = 0,
-                   acks: int = -1) -> list[bytes]:
-    """``count`` ProduceRequest frames of one ``size``-byte record each, partitions in turn;
-    ``first``: the index of the first request in the whole stream (correlation ids, sequences)."""
+                   acks: int = -1, records: int = 1) -> list[bytes]:
+    """``count`` ProduceRequest frames of a batch of ``records`` ``size``-byte records each,
+    partitions in turn; ``first``: the index of the first request in the whole stream
+    (correlation ids, sequences)."""
     api = APIS[ApiKey.PRODUCE]
     value = b"x" * size
     frames = []
     now = int(time.time() * 1000)
     for n in range(first, first + count):
         partition = n % PARTITIONS
-        seq = n // PARTITIONS
-        records = encode_batch(0, [Record(0, now, None, value)],
-                               producer_id=PRODUCER_ID if idempotent else -1, producer_epoch=0 if idempotent else -1,
-                               base_sequence=seq if idempotent else -1)
+        seq = n // PARTITIONS * records
+        batch = encode_batch(0, [Record(i, now, None, value) for i in range(records)],
+                             producer_id=PRODUCER_ID if idempotent else -1, producer_epoch=0 if idempotent else -1,
+                             base_sequence=seq if idempotent else -1)
         frames.append(_frame(ApiKey.PRODUCE, version, n + 1, {
             "transactional_id": None, "acks": acks, "timeout_ms": 30_000,
-            "topic_data": [{"name": TOPIC, "partition_data": [{"index": partition, "records": records}]}]}))
+            "topic_data": [{"name": TOPIC, "partition_data": [{"index": partition, "records": batch}]}]}))
     return frames
 
 
@@ -159,7 +164,7 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
 
 
 async def _produce(conn: KafkaConnection, args: argparse.Namespace) -> dict[str, float]:
-    shape = {"version": args.version, "idempotent": args.idempotent}
+    shape = {"version": args.version, "idempotent": args.idempotent, "records": args.records}
     warm = reads(produce_frames(args.warmup, args.size, **shape), args.per_read)
     chunks = reads(produce_frames(args.requests, args.size, first=args.warmup, **shape), args.per_read)
     measured(conn, warm)
@@ -172,6 +177,7 @@ async def _produce(conn: KafkaConnection, args: argparse.Namespace) -> dict[str,
     assert len(answers) == args.requests and order and not bad, \
         f"{len(answers)} answers, in order: {order}, failed: {bad[:1]}"
     return {"requests": args.requests, "per_read": args.per_read, "idempotent": int(args.idempotent),
+            "records": args.records, "cpu_us_per_record": round(cpu_s / args.requests / args.records * 1e6, 3),
             "cpu_us_per_request": round(cpu_s / args.requests * 1e6, 2),
             "wall_us_per_request": round(wall_s / args.requests * 1e6, 2), "writes": conn.transport.writes}
 
@@ -225,6 +231,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--per-read", type=int, default=64, help="requests per read (a producer's requests in flight)")
     parser.add_argument("--size", type=int, default=100, help="record value bytes")
     parser.add_argument("--version", type=int, default=7, help="ProduceRequest version (librdkafka 2.x: 7)")
+    parser.add_argument("--records", type=int, default=1,
+                        help="records per batch (one batch per request; librdkafka's defaults batch many)")
     parser.add_argument("--idempotent", action="store_true", help="an idempotent producer's batches (sequences)")
     parser.add_argument("--fetch", action="store_true",
                         help="measure Fetch instead: --requests messages produced, then drained by Fetch, µs per message")

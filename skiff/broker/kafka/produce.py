@@ -12,6 +12,11 @@ append, flush wait and write instead of a whole one (docs/performance.md, "Kafka
 one record"). A run the store refuses (a compacted topic's keyless record, say) is appended
 again batch by batch, so each gets its own answer.
 
+A batch of keyless records without headers (what a batching producer sends by default) is read
+straight into its store rows by the compiled decoder (`records.decode_plain_rows`: no `Record`
+and no Python call per record); any other batch is decoded into `Record`s and each mapped
+(`Produce.rows`), which is also the path without the kernel.
+
 A batch of more records than the store appends at once (`BATCH_MAX_MESSAGES`; librdkafka
 batches up to 10,000) is appended alone in consecutive chunks with nothing awaited between
 them. A compressed batch is decompressed here and stored as plain messages, one per record,
@@ -41,7 +46,7 @@ from skiff.common.properties import encode_properties
 from skiff.protocol.kafka.errors import ErrorCode
 from skiff.protocol.kafka.frames import RequestHeader, encode_response
 from skiff.protocol.kafka.produce_wire import PRODUCE_KEY, ProduceOne, produce_answer
-from skiff.protocol.kafka.records import CONTROL, TRANSACTIONAL, RecordBatch, decode_batches
+from skiff.protocol.kafka.records import CONTROL, TRANSACTIONAL, RecordBatch, decode_batches, decode_plain_rows
 from skiff.protocol.bodies.topic import TopicConfig
 from skiff.store import MessageInput, PutStatus
 from skiff.transport.late import LateAnswer
@@ -107,6 +112,28 @@ class Produce:
         """A collector for the partitions that arrive together from the client at ``host``."""
         return Appends(self, host)
 
+    def plain(self, records: bytes | None, topic: str, queue_id: int, host: bytes
+              ) -> tuple[RecordBatch, list[MessageInput], int] | None:
+        """A batch of keyless records without headers (a batching producer's usual one) read
+        straight into its store rows by the compiled decoder: (its header, its rows, their
+        body bytes), an idempotent batch's last row with the property that records it; None
+        for anything else, which `decode` and `rows` read."""
+        if records is None:
+            return None
+        plain = decode_plain_rows(records, topic, queue_id, host, MessageInput)
+        if plain is None or plain[0].producer_id < 0:
+            return plain
+        batch, rows, body_bytes = plain
+        last, recorded = rows[-1], batch_property(batch)
+        assert recorded is not None, "an idempotent batch is recorded"
+        props = {PRODUCER_PROPERTY: recorded}
+        row = self.send.writer.message(topic, queue_id, last.body, props, encode_properties(props), 0, 0,
+                                       last.born_timestamp, host)
+        if isinstance(row, str):
+            return None  # the reference path answers it
+        rows[-1] = row
+        return batch, rows, body_bytes
+
     def decode(self, records: bytes | None) -> RecordBatch | Stored:
         """A partition's one record batch, or the answer that refuses it."""
         try:
@@ -170,10 +197,14 @@ class Appends:
             outcomes.append(_refused(queue, f"partition {partition} of {topic} is not led by this broker"))
             return
         produce = self.produce
-        batch = produce.decode(records)
-        if isinstance(batch, Stored):
-            outcomes.append(batch)
-            return
+        plain = produce.plain(records, topic, queue, self.host)  # (the queue a Kafka partition names is its own)
+        if plain is None:
+            batch = produce.decode(records)
+            if isinstance(batch, Stored):
+                outcomes.append(batch)
+                return
+        else:
+            batch = plain[0]
         target = self._targets.get((topic, queue))
         if target is None:  # the gate's answer holds for the read (one look per topic and queue)
             target = self._targets[(topic, queue)] = self.send.target(topic, queue, DEFAULT_TEMPLATE,
@@ -195,10 +226,14 @@ class Appends:
             if refused is not None:
                 outcomes.append(refused)
                 return
-        rows = produce.rows(topic, queue_id, batch, self.host)
-        if isinstance(rows, str):
-            outcomes.append(_refused(ErrorCode.INVALID_RECORD, rows))
-            return
+        if plain is None:
+            rows = produce.rows(topic, queue_id, batch, self.host)
+            if isinstance(rows, str):
+                outcomes.append(_refused(ErrorCode.INVALID_RECORD, rows))
+                return
+            body_bytes = len(rows[0].body) if len(rows) == 1 else sum(len(r.body) for r in rows)
+        else:
+            rows, body_bytes = plain[1], plain[2]
         outcomes.append(None)  # until its run is appended
         if len(rows) > BATCH_MAX_MESSAGES:  # alone, in chunks, after what waits for its queue
             if run is not None:
@@ -212,7 +247,7 @@ class Appends:
             run = self._runs[(topic, queue_id)] = _Run(topic, tc, queue_id)
         run.members.append(_Member(batch, rows, len(run.rows), acks, index))
         run.rows += rows
-        run.body_bytes += len(rows[0].body) if len(rows) == 1 else sum(len(r.body) for r in rows)
+        run.body_bytes += body_bytes
         if pid >= 0:
             run.producers[pid] = (batch.producer_epoch, (batch.base_sequence + batch.last_offset_delta + 1) % _SEQUENCES)
 

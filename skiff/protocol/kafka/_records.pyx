@@ -21,6 +21,13 @@ made a `Record` by the caller's mapping and written here. None where it would no
 reference's bytes (a record that fails the layout checks, a compressed body, a value of
 another type or past its field's width).
 
+`decode_plain_rows` is the twin of `records.decode_plain_rows_py` for what a batching producer
+sends (librdkafka's defaults: hundreds of keyless records without headers per batch): one
+uncompressed batch read straight into the store's rows (`MessageInput`, made by slot with
+`skiff.common._kernels`' `skiff_tuple_alloc`), with no `Record` per record. None for anything
+else (a key, a header, a null value, a compressed, transactional or control batch, more than
+one batch, any error): the caller then decodes with `decode_batches` and maps each `Record`.
+
 `parse_produce` is the twin of `produce_wire.parse_produce_py`: a one-partition ProduceRequest's
 fields read in C (librdkafka sends one per partition batch, so one per record with
 ``linger.ms=0``).
@@ -33,6 +40,8 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
 from libc.string cimport memcpy
+
+from skiff.common._kernels cimport _set_item, skiff_tuple_alloc
 
 cdef enum:
     HEADER_BYTES = 61
@@ -177,6 +186,83 @@ def decode_plain_batches(object data, object crc, object record, object batch):
                          tuple(records), epoch))
         pos = end
     return out
+
+
+cdef enum:
+    TRANSACTIONAL_OR_CONTROL = 0x30
+    ROW_SLOTS = 13  # skiff.common.kernels.ROW_LAYOUTS["MessageInput"]
+
+
+def decode_plain_rows(object data, object crc, object batch, object row, object topic, object queue_id,
+                      object host):
+    """`records.decode_plain_rows_py`: (the batch's header as ``batch`` with no records, one
+    ``row`` per record, the values' total bytes) when ``data`` is one uncompressed batch of
+    keyless records without headers that reads cleanly, else None."""
+    if type(data) is not bytes or not (isinstance(row, type) and issubclass(row, tuple)):
+        return None
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(data), rpos, rend, total = 0
+    cdef int32_t length, count, i
+    cdef int16_t attributes
+    cdef int64_t base_ts, rec_len, ts_delta, offset_delta, n
+    if size < HEADER_BYTES or <int8_t>p[16] != 2:
+        return None
+    length = <int32_t>_u32(p + 8)
+    attributes = _i16(p + 21)
+    if length != size - 12 or attributes & (CODEC_MASK | TRANSACTIONAL_OR_CONTROL):
+        return None  # not exactly one batch, or one the reference path decompresses or refuses
+    if crc(memoryview(data)[CRC_FROM:]) != _u32(p + 17):
+        return None
+    base_ts = _i64(p + 27)
+    count = <int32_t>_u32(p + 57)
+    if count <= 0 or count > size - HEADER_BYTES:
+        return None
+    empty = b""
+    cdef list rows = []
+    rpos = HEADER_BYTES
+    for i in range(count):
+        rpos = _varint(p, rpos, size, &rec_len)
+        if rpos < 0 or rec_len < 0 or rec_len > size - rpos:
+            return None
+        rend = rpos + <Py_ssize_t>rec_len
+        rpos = _varint(p, rpos + 1, rend, &ts_delta)  # after the unused attributes byte
+        if rpos < 0 or (ts_delta > 0 and base_ts > INT64_MAX - ts_delta) or (ts_delta < 0 and base_ts < INT64_MIN - ts_delta):
+            return None
+        rpos = _varint(p, rpos, rend, &offset_delta)
+        if rpos < 0:
+            return None
+        rpos = _varint(p, rpos, rend, &n)
+        if rpos < 0 or n != -1:
+            return None  # a key (or a bad length): the reference path maps it
+        rpos = _varint(p, rpos, rend, &n)
+        if rpos < 0 or n < 0 or n > rend - rpos:
+            return None  # a null value (a tombstone) is the reference path's
+        value = PyBytes_FromStringAndSize(<const char*>p + rpos, <Py_ssize_t>n)
+        rpos += <Py_ssize_t>n
+        total += <Py_ssize_t>n
+        rpos = _varint(p, rpos, rend, &n)
+        if rpos != rend or n != 0:
+            return None  # headers, or bytes after them
+        r = skiff_tuple_alloc(row, ROW_SLOTS)
+        _set_item(r, 0, topic)
+        _set_item(r, 1, queue_id)
+        _set_item(r, 2, value)
+        _set_item(r, 3, empty)
+        _set_item(r, 4, 0)
+        _set_item(r, 5, 0)
+        _set_item(r, 6, base_ts + ts_delta)
+        _set_item(r, 7, host)
+        _set_item(r, 8, 0)
+        _set_item(r, 9, 0)
+        _set_item(r, 10, None)
+        _set_item(r, 11, None)
+        _set_item(r, 12, None)
+        rows.append(r)
+    if rpos != size:
+        return None
+    head = batch(_i64(p), attributes, <int32_t>_u32(p + 23), base_ts, _i64(p + 35), _i64(p + 43), _i16(p + 51),
+                 <int32_t>_u32(p + 53), (), <int32_t>_u32(p + 12))
+    return head, rows, total
 
 
 cdef struct _Out:

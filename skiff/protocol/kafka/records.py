@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import cramjam
 import crc32c
@@ -28,6 +28,7 @@ from skiff.protocol.kafka.wire import Reader, varint_bytes
 
 HEADER_BYTES = 61
 MAGIC = 2
+T = TypeVar("T")
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 """base offset, batch length, leader epoch, magic, crc, attributes, last offset delta,
 base timestamp, max timestamp, producer id, producer epoch, base sequence, record count."""
@@ -126,6 +127,50 @@ def decode_batches_py(data: bytes | memoryview) -> list[RecordBatch]:
 
 
 _plain_batches = kernels.select("decode_plain_batches", no_plain_batches, "skiff.protocol.kafka._records")
+
+_INT64 = 1 << 63
+
+
+def decode_plain_rows(data: bytes, topic: str, queue_id: int, host: bytes,
+                      row: Callable[..., T]) -> tuple[RecordBatch, list[T], int] | None:
+    """A batching producer's partition batch read straight into store rows: (its header with
+    no records, one ``row(topic, queue_id, value, b"", 0, 0, timestamp, host)`` per record, the
+    values' total bytes) when ``data`` is one uncompressed batch of keyless records without
+    headers that reads cleanly; else None, and the caller decodes it with `decode_batches`
+    (which names what is wrong) and maps each `Record`. Compiled where it is built (no
+    `Record` and no Python call per record: a batch of librdkafka's defaults holds hundreds);
+    without it, None (``no_plain_rows``), so the caller's `Record` path is the reference path."""
+    return _plain_rows(data, crc32c.crc32c, RecordBatch, row, topic, queue_id, host)
+
+
+def no_plain_rows(data: bytes, crc: Callable[[bytes], int], batch: type[RecordBatch], row: Callable[..., T],
+                  topic: str, queue_id: int, host: bytes) -> tuple[RecordBatch, list[T], int] | None:
+    """What runs without the compiled ``decode_plain_rows``: nothing, the caller's `Record` path does it."""
+    return None
+
+
+def decode_plain_rows_py(data: bytes, crc: Callable[[bytes], int], batch: type[RecordBatch], row: Callable[..., T],
+                         topic: str, queue_id: int, host: bytes) -> tuple[RecordBatch, list[T], int] | None:
+    """The reference of the compiled ``decode_plain_rows``: `decode_batches_py` and one row per
+    record, None wherever the kernel declines (the twin test's spec; the broker's path without the
+    kernel is its own `Record` mapping, which makes the same rows)."""
+    try:
+        batches = decode_batches_py(data)
+    except DecodeError:
+        return None
+    if len(batches) != 1 or batches[0].attributes & (CODEC_MASK | TRANSACTIONAL | CONTROL) or not batches[0].records:
+        return None
+    head = batches[0]
+    rows, total = [], 0
+    for _, timestamp, key, value, headers in head.records:
+        if key is not None or value is None or headers or not -_INT64 <= timestamp < _INT64:
+            return None
+        rows.append(row(topic, queue_id, value, b"", 0, 0, timestamp, host))
+        total += len(value)
+    return batch(*head[:8], (), head.partition_leader_epoch), rows, total
+
+
+_plain_rows = kernels.select("decode_plain_rows", no_plain_rows, "skiff.protocol.kafka._records")
 
 
 def _decode_records(raw: bytes, count: int, base_ts: int) -> list[Record]:

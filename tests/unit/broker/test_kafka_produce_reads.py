@@ -20,6 +20,7 @@ from skiff.common.stored_message import decode_records
 from skiff.protocol.kafka.apis import APIS, ApiKey
 from skiff.protocol.kafka.errors import ErrorCode
 from skiff.protocol.kafka.frames import encode_request, read_header
+from skiff.protocol.kafka import records as kafka_records
 from skiff.protocol.kafka.records import Record, encode_batch
 from skiff.protocol.kafka.schema import decode
 from skiff.protocol.kafka.wire import Reader
@@ -40,9 +41,10 @@ def _produce(correlation: int, parts: list[tuple[int, bytes]], acks: int, versio
         "topic_data": [{"name": TOPIC, "partition_data": [{"index": p, "records": r} for p, r in parts]}]})
 
 
-def stream(seed: int, count: int) -> tuple[list[bytes], int]:
+def stream(seed: int, count: int, plain: float = 0.0) -> tuple[list[bytes], int]:
     """``count`` requests as a few producers send them and a last ApiVersions, and how many are
-    answered."""
+    answered; ``plain``: the share of batches of keyless records without headers (a batching
+    producer's usual ones, which the compiled decoder reads straight into store rows)."""
     rng = random.Random(seed)
     sequences: dict[tuple[int, int], int] = {}
     sent: dict[tuple[int, int], list[bytes]] = {}
@@ -59,6 +61,9 @@ def stream(seed: int, count: int) -> tuple[list[bytes], int]:
                           rng.choice([None, rng.randbytes(rng.randint(0, 200))]),
                           rng.choice([(), (("h", b"v"),), (("bin", b"\x01\xff"), ("null", None))]))
                    for k in range(rng.choice([1, 1, 1, 3]))]
+        if rng.random() < plain:
+            records = [Record(k, NOW + n + k, None, rng.randbytes(rng.randint(0, 200)))
+                       for k in range(rng.choice([1, 3, 40]))]
         if kind < 0.5:
             pid = rng.choice([1 << 20, 2 << 20])
             seq = sequences.get((pid, partition), 0)
@@ -141,3 +146,19 @@ def test_reads_served_together_answer_and_store_as_one_at_a_time(tmp_path: Path,
     assert ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER in errors and ErrorCode.CORRUPT_MESSAGE in errors
     assert ErrorCode.UNKNOWN_TOPIC_OR_PARTITION in errors and errors.count(0) > 200
     assert sum(len(q) for q in alone[1]) > 200
+
+
+def test_batches_read_straight_into_rows_store_as_the_record_path(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled decoder's rows (`decode_plain_rows`) against the `Record` path's (the kernel
+    off): the same answers and the same stored messages, an idempotent batch's recording
+    property on its last message included."""
+    frames, answers = stream(5, 300, plain=0.7)
+    reads = cut(frames, random.Random(5))
+    compiled = asyncio.run(serve(tmp_path / "compiled", reads, answers, False))
+    monkeypatch.setattr(kafka_records, "_plain_rows", kafka_records.no_plain_rows)
+    reference = asyncio.run(serve(tmp_path / "reference", reads, answers, False))
+    assert compiled[0] == reference[0]
+    assert compiled[1] == reference[1]
+    stored = [m for q in reference[1] for m in q]
+    assert len(stored) > 2000 and sum(1 for m in stored if "KAFKA_PRODUCER" in m[1]) > 20
