@@ -85,7 +85,8 @@ ROW_LAYOUTS: dict[str, tuple[str, ...]] = {
         # skiff.store.results.MessageInput. skiff/common/_kernels.pyx: pack_records reads
         # slots 1 to 9 (as skiff.common.record.pack_records_py does); skiff/broker/_kernels.pyx:
         # batch_inputs fills all 13; skiff/store/_kernels.pyx: batch_columns reads slots 0 to 12;
-        # skiff/protocol/_frames.pyx: plain_sends fills all 13; skiff.broker.writer._rows and
+        # skiff/protocol/_frames.pyx: plain_sends fills all 13; skiff/protocol/kafka/_records.pyx:
+        # decode_plain_rows fills all 13; skiff.broker.writer._rows and
         # skiff.store.checks.batch_columns_py build and unpack them in this order.
         "topic", "queue_id", "body", "properties", "flag", "sys_flag", "born_timestamp", "born_host",
         "reconsume_times", "prepared_transaction_offset", "tags", "keys", "uniq_key",
