@@ -144,14 +144,43 @@ def pack_records(rows, bytes topic, queue_offsets, physical_offsets, sizes, int6
 
 # -- pull answers (skiff.common.stored_message) ----------------------------------------
 
+cdef class _Repeat:
+    """The last value made for one field of a run's records, handed out again while the
+    next records hold the same one: a pull's records mostly share their hosts and their
+    timestamps (a batch is born and stored in one millisecond), so most records make no
+    new object for them."""
+    cdef int64_t value
+    cdef object obj
+    cdef const unsigned char *at
+    cdef Py_ssize_t n
+
+    cdef inline object int_of(self, int64_t value):
+        if self.obj is None or value != self.value:
+            self.value = value
+            self.obj = value
+        return self.obj
+
+    cdef inline object bytes_of(self, bytes data, Py_ssize_t pos, Py_ssize_t n):
+        cdef const unsigned char *at = <const unsigned char *>PyBytes_AS_STRING(data) + pos
+        if self.obj is None or n != self.n or memcmp(at, self.at, n) != 0:
+            self.obj = data[pos : pos + n]
+            self.at = at
+            self.n = n
+        return self.obj
+
+
 def decode_run(bytes data, cls, src, inflate, Py_ssize_t max_body_bytes):
     """`skiff.common.stored_message.decode_run`: the records of ``data`` as ``cls`` tuples,
-    and where the first bad one starts (-1: none)."""
+    and where the first bad one starts (-1: none). Each tuple is filled by slot (no tuple
+    made to be copied), and a host or timestamp equal to the previous record's is the same
+    object (`_Repeat`)."""
     cdef const unsigned char *d = <const unsigned char *>PyBytes_AS_STRING(data)
     cdef Py_ssize_t pos = 0, end = PyBytes_GET_SIZE(data), head_size, born_len, store_len, body_at, t, p, rec_end
     cdef int32_t total, body_len, sys_flag
     cdef const unsigned char *r
     cdef list out = []
+    cdef _Repeat born_ts = _Repeat(), store_ts = _Repeat(), size = _Repeat()
+    cdef _Repeat born_host = _Repeat(), store_host = _Repeat()
     while pos < end:
         if end - pos < 88:
             return out, pos
@@ -175,11 +204,31 @@ def decode_run(bytes data, cls, src, inflate, Py_ssize_t max_body_bytes):
         body = data[body_at:t]
         if sys_flag & 1 and inflate is not None:
             body = inflate(body, max_body_bytes)
-        out.append(tuple.__new__(cls, (
-            None, body, None, get32(r + 16), get32(r + 12), get64(r + 20), get64(r + 28), sys_flag, get64(r + 40),
-            None, get64(r + 48 + born_len), None, get32(r + 56 + born_len + store_len),
-            get64(r + 60 + born_len + store_len), get32(r + 8), total, None, src, data[pos + 48 : pos + 48 + born_len],
-            data[pos + 56 + born_len : pos + 56 + born_len + store_len], t, p, rec_end)))
+        row = skiff_tuple_alloc(cls, 23)
+        _set_item(row, 0, None)
+        _set_item(row, 1, body)
+        _set_item(row, 2, None)
+        _set_item(row, 3, get32(r + 16))
+        _set_item(row, 4, get32(r + 12))
+        _set_item(row, 5, get64(r + 20))
+        _set_item(row, 6, get64(r + 28))
+        _set_item(row, 7, sys_flag)
+        _set_item(row, 8, born_ts.int_of(get64(r + 40)))
+        _set_item(row, 9, None)
+        _set_item(row, 10, store_ts.int_of(get64(r + 48 + born_len)))
+        _set_item(row, 11, None)
+        _set_item(row, 12, get32(r + 56 + born_len + store_len))
+        _set_item(row, 13, get64(r + 60 + born_len + store_len))
+        _set_item(row, 14, get32(r + 8))
+        _set_item(row, 15, size.int_of(total))
+        _set_item(row, 16, None)
+        _set_item(row, 17, src)
+        _set_item(row, 18, born_host.bytes_of(data, pos + 48, born_len))
+        _set_item(row, 19, store_host.bytes_of(data, pos + 56 + born_len, store_len))
+        _set_item(row, 20, t)
+        _set_item(row, 21, p)
+        _set_item(row, 22, rec_end)
+        out.append(row)
         pos = rec_end
     return out, -1
 

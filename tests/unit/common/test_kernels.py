@@ -200,3 +200,47 @@ def test_decode_run_is_identical_on_good_cut_and_damaged_runs(rows, store_host, 
     src = object()
     for data in (run, run[: max(0, len(run) - cut)], run + junk, bytes(damaged)):
         assert kernel(data, tuple, src, inflate, 1000) == decode_run_py(data, tuple, src, inflate, 1000)
+
+
+V4_HOST = bytes(range(1, 9))
+HOSTS = st.sampled_from([V4_HOST, bytes(range(2, 10)), V4_HOST + bytes(12)])
+"""Few hosts, one a v6 host that starts with the v4 one's bytes: runs where a record's host
+is the previous one's, and where it differs only in length."""
+TIMES = st.sampled_from([0, 255, 256, 1_700_000_000_000, 2**63 - 1, -1])
+repeating_rows = st.lists(
+    st.tuples(st.just("T"), st.integers(0, 3), st.binary(max_size=20), st.just(b""), st.just(0), st.just(0),
+              TIMES, HOSTS, st.just(0), st.just(0)),
+    min_size=1, max_size=12,
+)
+
+
+def _run_of(pieces: Sequence[tuple[list[tuple], bytes, int]]) -> bytes:
+    """Runs of records stored by the given store hosts at the given times, back to back."""
+    out = b""
+    for rows_of, store_host, store_ts in pieces:
+        sizes = [record_size(len(r[2]), 1, 0, len(r[7]), len(store_host)) for r in rows_of]
+        out += pack_records_py(rows_of, b"T", range(len(rows_of)), list(itertools.accumulate(sizes[:-1], initial=0)),
+                               sizes, store_ts, store_host)
+    return out
+
+
+@SETTINGS
+@given(pieces=st.lists(st.tuples(repeating_rows, HOSTS, TIMES), min_size=1, max_size=4))
+def test_decode_run_is_identical_where_hosts_and_times_repeat_and_change(pieces):
+    """The kernel hands out a record's host or timestamp again while the next records hold the
+    same one: equal to the reference's values wherever they repeat, change value or length."""
+    kernel = compiled("decode_run")
+    run = _run_of(pieces)
+    assert kernel(run, tuple, None, None, 1000) == decode_run_py(run, tuple, None, None, 1000)
+
+
+def test_decode_run_shares_the_objects_of_repeated_hosts_and_times():
+    kernel = compiled("decode_run")
+    row = ("T", 0, b"b", b"", 0, 0, 1_700_000_000_000, V4_HOST, 0, 0)
+    other = row[:6] + (1_700_000_000_001, V4_HOST + bytes(12)) + row[8:]
+    out, bad = kernel(_run_of([([row, row, other], V4_HOST, 10**12)]), tuple, None, None, 1000)
+    assert bad == -1 and len(out) == 3
+    (a, b, c), born_ts, store_ts, born, store = out, 8, 10, 18, 19
+    assert all(a[k] is b[k] for k in (born_ts, store_ts, born, store))
+    assert a[born_ts] != c[born_ts] and a[born] != c[born] and a[store] is c[store]
+    assert c[born] == V4_HOST + bytes(12) and c[born_ts] == 1_700_000_000_001
