@@ -24,7 +24,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -279,6 +279,44 @@ class Compaction:
             topic, queue_id, passes, seg.cleaned_offset if seg else 0, records_read, records_kept, bytes_read,
             bytes_written, bytes_reclaimed, (time.perf_counter() - started) * 1000,
         )
+
+    def trim(self, topic: str, queue_id: int, below: int, step: StepHook | None = None) -> int:
+        """Drop the queue's compacted records below queue offset ``below`` (at most its cleaned
+        point): a new generation from there on, switched to as a compaction switches, whose
+        start offset (the queue's first) is ``below``. For records kept elsewhere (a tiered
+        topic's, once uploaded and past retention.local.ms: docs/tiered-storage.md); a pull
+        below the new start is OFFSET_TOO_SMALL. The number of records dropped."""
+        with self._run_lock:
+            seg = self.segments.get((topic, queue_id))
+            below = -1 if seg is None else min(below, seg.cleaned_offset)
+            if seg is None or below <= seg.start_offset:
+                return 0
+            first = seg.first_at(below)
+            old = seg.manifest
+            switched = False
+
+            def steps(name: str) -> None:
+                nonlocal switched
+                switched = switched or name == "manifest-switched"  # from here the new files are live
+                if step is not None:
+                    step(name)
+
+            writer = SegmentWriter(seg.directory, old.generation + 1, steps)
+            try:
+                for start in range(first, len(seg.entries), _CHUNK):  # a chunk at a time, as a copy pass reads
+                    for i, (offset, _pos, _size, tag) in enumerate(seg.entries[start : start + _CHUNK].tolist(), start):
+                        writer.add(offset, seg.record(i), tag)
+                manifest = replace(old, generation=old.generation + 1, start_offset=below, entry_count=writer.count,
+                                   data_bytes=writer.pos)
+                writer.commit(manifest)
+            except BaseException:
+                if not switched:
+                    writer.abandon()
+                raise
+            self.segments[(topic, queue_id)] = Segment(seg.directory, manifest)
+            remove_generation(seg.directory, old.generation)
+            writer.step("old-generation-removed")
+            return first
 
     def _flushed_end(self, cq: ConsumeQueue) -> int:
         """The queue offset where the unflushed tail begins: entries below it point at

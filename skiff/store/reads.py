@@ -49,7 +49,7 @@ class Reader:
 
     def min_offset(self, cq: ConsumeQueue) -> int:
         seg = self.segments.get((cq.topic, cq.queue_id))
-        return cq.min_offset if seg is None else min(seg.start_offset, cq.min_offset)
+        return cq.min_offset if seg is None else seg.start_offset  # a trimmed segment's ConsumeQueue starts below
 
     def get_messages(
         self,
@@ -67,7 +67,9 @@ class Reader:
         lo, hi = cq.min_offset, cq.max_offset
         seg = self.segments.get((topic, queue_id))
         if seg is not None:
-            lo = min(lo, seg.start_offset)
+            lo = seg.start_offset  # the ConsumeQueue's first file may start below it (`Compaction.trim`)
+            if offset < lo and hi:
+                return GetResult(GetStatus.OFFSET_TOO_SMALL, lo, lo, hi)
             if offset < seg.cleaned_offset:
                 found = self._from_segment(seg, offset, lo, hi, max_count, tag_codes, record_filter, max_bytes)
                 if found is not None:

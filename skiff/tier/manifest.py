@@ -13,7 +13,8 @@ files, checking each one's SHA-256.
                    "file": "Orders/broker-a/0/00000000000000000000-00000000000000004095.parquet",
                    "rows": 4096, "bytes": 81234, "sha256": "…"}]}
 
-Offsets of a compacted topic's file have gaps (``rows`` ≤ last − first + 1).
+Offsets of a compacted topic's file have gaps (``rows`` ≤ last − first + 1), and such a file is
+replaced (same range, fewer rows, a new key) when a newer file supersedes keys it holds.
 
 Each segment may also name its key index and the span of CommitLog offsets its records
 had (what queries by key and by message id use; segments written before those existed
@@ -142,6 +143,12 @@ class Manifest:
                                 f"the tier, which holds offsets up to {end - 1}")
         return Manifest(self.topic, self.broker, self.segments + (seg,))
 
+    def replacing(self, changes: Mapping[Segment, Segment | None]) -> Manifest:
+        """This manifest with each segment in ``changes`` replaced by its value (a file of the same
+        range rewritten with fewer rows), or dropped where the value is None."""
+        kept = (changes[s] if s in changes else s for s in self.segments)
+        return Manifest(self.topic, self.broker, tuple(s for s in kept if s is not None))
+
     def without(self, gone: Iterable[Segment]) -> Manifest:
         drop = set(gone)
         return Manifest(self.topic, self.broker, tuple(s for s in self.segments if s not in drop))
@@ -173,9 +180,11 @@ def broker_prefix(topic: str, broker: str) -> str:
     return f"{topic}/{broker}/"
 
 
-def segment_file(topic: str, broker: str, queue_id: int, first: int, last: int) -> str:
-    """Where a segment's file goes: named by its range, so a retried upload writes the same key."""
-    return f"{broker_prefix(topic, broker)}{queue_id}/{first:020d}-{last:020d}.parquet"
+def segment_file(topic: str, broker: str, queue_id: int, first: int, last: int, version: str = "") -> str:
+    """Where a segment's file goes: named by its range, so a retried upload writes the same key.
+    A compacted topic's file rewritten without superseded rows (`Tier.upload`) adds ``version``
+    (its content's digest): a new key, so the file the manifest lists is never overwritten."""
+    return f"{broker_prefix(topic, broker)}{queue_id}/{first:020d}-{last:020d}{'.' + version if version else ''}.parquet"
 
 
 def manifest_file(topic: str, broker: str) -> str:

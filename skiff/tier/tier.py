@@ -20,14 +20,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import NamedTuple
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from skiff.common.limits import TIER_CACHE_MAX_BYTES, TIER_MANIFEST_MAX_BYTES, TIER_ROW_GROUP_MESSAGES
+from skiff.common.properties import split_keys
 from skiff.tier.backends import TierBackend, TierError
 from skiff.tier.columns import TIER_SCHEMA
-from skiff.tier.index import INDEX_SUFFIX, index_bytes, index_file, key_index
+from skiff.tier.index import INDEX_SUFFIX, index_bytes, index_file, key_hash, key_index
 from skiff.tier.manifest import (Manifest, ManifestError, Segment, SegmentIndex, broker_prefix, manifest_file,
                                  segment_file)
 
@@ -129,10 +131,17 @@ class Tier:
 
     # -- writing -------------------------------------------------------------------
 
-    def upload(self, manifest: Manifest, table: pa.Table) -> tuple[Manifest, Segment]:
+    def upload(self, manifest: Manifest, table: pa.Table, supersede: bool = False) -> tuple[Manifest, Segment]:
         """Put one queue's rows (consecutive offsets from the queue's tier end) in a file, then
         in the manifest; the new manifest and segment. Idempotent: the same rows give the same
-        key and the same segment."""
+        key and the same segment.
+
+        ``supersede`` (a compacted topic): the queue's older files holding a key the new rows
+        hold lose those rows (`superseded`), so the tier keeps the latest record of each key,
+        as the broker's compacted segment does. Each such file is rewritten under a new key
+        before the one manifest that lists the new file and the rewritten ones; the files they
+        replace are deleted after it. A crash before the manifest leaves only unlisted files
+        (collected; the retry writes the same keys), one after it unlisted old files."""
         if not table.num_rows:
             raise ValueError("an empty table is not a segment")
         queue_ids = set(table.column("queue_id").to_pylist())
@@ -154,10 +163,64 @@ class Tier:
                       SegmentIndex(index_file(name), len(keys), hashlib.sha256(keys).hexdigest()),
                       min(physical), max(physical))
         grown = manifest.with_segment(seg)
-        if grown is not manifest:
-            self.write_manifest(grown)
-            self.steps("manifest-written")
+        if grown is manifest:
+            return grown, seg
+        replaced = self.superseded(manifest, seg, table) if supersede else {}
+        grown = manifest.replacing(replaced).with_segment(seg)
+        self.write_manifest(grown)
+        self.steps("manifest-written")
+        self._remove(replaced)
         return grown, seg
+
+    def superseded(self, manifest: Manifest, newer: Segment, table: pa.Table) -> dict[Segment, Segment | None]:
+        """The queue's files before ``newer`` that hold a key (the whole KEYS, compaction's key)
+        one of ``table``'s rows holds, each rewritten without those rows (None: no row is left,
+        the file goes). A file whose key index has none of the keys is not fetched."""
+        keys = pc.unique(table.column("keys").drop_null())
+        if not len(keys):
+            return {}
+        hashes = np.array([key_hash(split_keys(k)[0]) for k in keys.to_pylist() if split_keys(k)], np.int64)
+        out: dict[Segment, Segment | None] = {}
+        for old in manifest.queue(newer.queue_id):
+            if old.first_offset >= newer.first_offset or (
+                    old.index is not None and not np.isin(self.key_index(old).column("key_hash").to_numpy(),
+                                                          hashes).any()):
+                continue
+            rows = self.open(old).read()
+            drop = pc.fill_null(pc.is_in(rows.column("keys"), value_set=keys), False)
+            if pc.any(drop).as_py():
+                out[old] = self._rewritten(manifest, old, rows.filter(pc.invert(drop)))
+        return out
+
+    def _rewritten(self, manifest: Manifest, old: Segment, rows: pa.Table) -> Segment | None:
+        """``old``'s range holding only ``rows``: its file and key index written under new keys
+        (named by the content's digest); None when no row is left."""
+        if not rows.num_rows:
+            return None
+        data = parquet_bytes(rows)
+        digest = hashlib.sha256(data).hexdigest()
+        name = segment_file(manifest.topic, manifest.broker, old.queue_id, old.first_offset, old.last_offset,
+                            digest[:16])
+        self.backend.put(name, data)
+        keys = index_bytes(key_index(rows))
+        self.backend.put(index_file(name), keys)
+        self.steps("rewrite-written")
+        times = rows.column("store_timestamp").cast(pa.int64())
+        physical = rows.column("commit_log_offset")
+        return replace(old, first_store_ms=pc.min(times).as_py() // 1000, last_store_ms=pc.max(times).as_py() // 1000,
+                       file=name, rows=rows.num_rows, size_bytes=len(data), sha256=digest,
+                       index=SegmentIndex(index_file(name), len(keys), hashlib.sha256(keys).hexdigest()),
+                       min_commit_log_offset=pc.min(physical).as_py(), max_commit_log_offset=pc.max(physical).as_py())
+
+    def _remove(self, replaced: dict[Segment, Segment | None]) -> None:
+        """Delete the files (and key indexes) of segments a written manifest no longer lists."""
+        for old in replaced:
+            log.info("tier %s: %s replaced (keys superseded by a newer file)", self.backend.url, old.file)
+            self.backend.delete(old.file)
+            if old.index is not None:
+                self.backend.delete(old.index.file)
+        if replaced:
+            self.steps("replaced-removed")
 
     def index_old(self, manifest: Manifest, max_files: int) -> Manifest:
         """``manifest`` with up to ``max_files`` of its files uploaded before key indexes and

@@ -123,9 +123,9 @@ class TierReads:
             self._start(seg.file, self.tier.open, seg)
             return _retry(req, local, low)
         index = self.tier.row_group_index(seg, req.offset)
-        run = None if index is None else self.runs.get((seg.file, index))
-        if index is None:
-            return local
+        if index is None:  # a gap at the end of a compacted topic's file: on to the next file
+            return GetResult(GetStatus.NO_MATCHED_MESSAGE, seg.last_offset + 1, low, local.max_offset)
+        run = self.runs.get((seg.file, index))
         if run is None:
             self._start((seg.file, index), self._rebuild, seg, index)
             return _retry(req, local, low)

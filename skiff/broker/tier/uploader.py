@@ -8,7 +8,10 @@ a table (`skiff.tier.columns`), and `Tier.upload` puts the file and then the man
 It runs on a worker thread, reading the CommitLog as consumers do: appends never wait
 for it. A compacted topic's queue is uploaded only up to its cleaned point, and read there as
 a consumer reads it, from its compacted segment: the tier holds the latest record of each key
-of each uploaded range, at its offset (gaps where compaction removed records).
+of the queue's uploaded history, at its offset (gaps where compaction removed records; an older
+file holding a key a new file holds is rewritten without it, `Tier.upload`), and the compacted
+segment's uploaded records are trimmed from the disk once old enough, as a normal topic's
+CommitLog files are deleted.
 
 Only this object writes a topic's manifest, and it keeps the last one it wrote (one
 read from the tier when a topic is first seen, after which files no manifest lists
@@ -32,13 +35,15 @@ from skiff.common.clock import Clock
 from skiff.common.limits import TIER_INDEX_OLD_MAX_FILES, TIER_SEGMENT_MAX_BYTES, TIER_SEGMENT_MAX_MESSAGES
 from skiff.common.record import read_head
 from skiff.protocol.bodies.topic import TopicConfig
-from skiff.protocol.bodies.topic_attributes import retention_tiered_ms, tiered_storage
+from skiff.protocol.bodies.topic_attributes import retention_local_ms, retention_tiered_ms, tiered_storage
 from skiff.store import MessageStore
 from skiff.tier.columns import records_to_table
 from skiff.tier.manifest import Manifest
 from skiff.tier.tier import Tier
 
 log = logging.getLogger(__name__)
+
+_MS_PER_HOUR = 3_600_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +102,11 @@ class TierUploader:
             for tc in self.tiered_topics():
                 if topic is None or tc.topic_name == topic:
                     self._index_old(tc.topic_name)
+                    compacted = is_compacted(tc)
                     for q in self.store.queue_ids(tc.topic_name):
-                        done = _plus(done, self._upload_queue(tc.topic_name, q))
+                        done = _plus(done, self._upload_queue(tc.topic_name, q, compacted))
+                        if compacted:
+                            self._trim_compacted(tc, q)
                     self._expire(tc)
             self.totals = _plus(self.totals, done)
             if topic is None:
@@ -156,7 +164,21 @@ class TierUploader:
         seg = self.store.compaction.segments.get((topic, queue_id))
         return self.store.get_min_offset(topic, queue_id) if seg is None else seg.cleaned_offset
 
-    def _upload_queue(self, topic: str, queue_id: int) -> Uploaded:
+    def _trim_compacted(self, tc: TopicConfig, queue_id: int) -> None:
+        """Drop the compacted segment's records that are in the tier and older than the topic's
+        retention.local.ms and the store's fileReservedTime, the age at which a normal topic's
+        uploaded CommitLog files go (the CommitLog's retention never frees a compacted
+        segment: its records are copies)."""
+        topic = tc.topic_name
+        keep_ms = max(retention_local_ms(tc.attributes), self.store.config.file_reserved_time * _MS_PER_HOUR)
+        below = min(self.manifest(topic).end_offset(queue_id),
+                    self.store.get_offset_by_time(topic, queue_id, self.clock.now_ms() - keep_ms))
+        dropped = self.store.compaction.trim(topic, queue_id, below)
+        if dropped:
+            log.info("tier: %s queue %d: %d compacted records below offset %d are only in the tier now", topic,
+                     queue_id, dropped, below)
+
+    def _upload_queue(self, topic: str, queue_id: int, compacted: bool = False) -> Uploaded:
         done = Uploaded()
         m = self.manifest(topic)
         start = max(m.end_offset(queue_id), self.store.get_min_offset(topic, queue_id))
@@ -165,7 +187,7 @@ class TierUploader:
             run, next_offset = self._read(topic, queue_id, start, end)
             if not run:
                 break
-            m, seg = self.tier.upload(m, records_to_table(run, self.broker_name))
+            m, seg = self.tier.upload(m, records_to_table(run, self.broker_name), supersede=compacted)
             self.manifests[topic] = m
             done = _plus(done, Uploaded(1, seg.rows, seg.size_bytes, len(run)))
             log.info("tier: %s queue %d offsets %d-%d uploaded (%d rows, %d bytes)", topic, queue_id,
