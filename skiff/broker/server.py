@@ -61,7 +61,6 @@ from skiff.broker.grpc.clients import GrpcClients
 from skiff.broker.grpc.offsets import Offsets
 from skiff.broker.grpc.routes import NamesrvRoutes
 from skiff.broker.grpc.server import GrpcServer
-from skiff.broker.grpc.tls import grpc_credentials
 from skiff.broker.kafka.fetch import FetchWaiters
 from skiff.broker.kafka.listener import KafkaListener
 from skiff.broker.kafka.service import KafkaService
@@ -289,7 +288,7 @@ class BrokerServer:
                                Offsets(self.config, ops.gate, ops.offsets, ops.pull))
         if self.gate.auth is not None:
             self.grpc.auth = GrpcAuth(self.gate.auth, self.gate)
-        await self.grpc.start(grpc_credentials(self.config))
+        await self.grpc.start()
 
     async def _start_kafka(self) -> None:
         """The Kafka protocol listener (docs/kafka.md), unless kafkaListenPort is 0."""

@@ -22,11 +22,11 @@ import asyncio
 import ipaddress
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 
-from skiff.broker.config import BrokerConfig
+from skiff.broker.config import BrokerConfig, GrpcServerEngine
 from skiff.broker.grpc.clients import GrpcClientConn, GrpcClients, end_stream
 from skiff.broker.auth import Caller
 from skiff.broker.grpc.auth import TELEMETRY, GrpcAuth, settings_needs
@@ -38,7 +38,7 @@ from skiff.broker.grpc.offsets import Offsets
 from skiff.broker.grpc.producing import Producing
 from skiff.broker.grpc.status import status
 from skiff.broker.grpc.routes import NamesrvRoutes, Routes
-from skiff.broker.grpc.tls import peer_credentials
+from skiff.broker.grpc.tls import door_tls, grpc_credentials, peer_credentials
 from skiff.broker.operations import Operations
 from skiff.broker.topics import TopicConfigManager
 from skiff.common.clock import Clock
@@ -47,6 +47,9 @@ from skiff.common.service import Periodic
 from skiff.protocol.v5 import definition_pb2 as pb
 from skiff.protocol.v5 import service_pb2 as rpc
 from skiff.transport.errors import ListenError
+from skiff.transport.grpc_server import GrpcServer as GrpcDoor
+from skiff.transport.grpc_server import Kind, Method
+from skiff.transport.tls import ServerTls
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +58,25 @@ MAX_INBOUND_BYTES = 130 * 1024 * 1024
 """The proxy's grpcMaxInboundMessageSize."""
 TERMINATED = "NotifyClientTermination"
 """Why a terminated 5.x client's registrations were dropped (the consumer table's log says it)."""
+
+
+_KINDS = {"unary": Kind.UNARY, "stream": Kind.SERVER_STREAM, "bidi": Kind.BIDI}
+_GRPCIO_KINDS = {"unary": grpc.unary_unary_rpc_method_handler, "stream": grpc.unary_stream_rpc_method_handler,
+                 "bidi": grpc.stream_stream_rpc_method_handler}
+
+
+def _serialize(message: Any) -> bytes:
+    return message.SerializeToString()
+
+
+class ServicerContext(Protocol):
+    """What the handlers ask of a call: grpcio's ServicerContext and our door's CallContext both give it."""
+
+    def invocation_metadata(self) -> Any: ...
+
+    def peer(self) -> str: ...
+
+    def time_remaining(self) -> float | None: ...
 
 
 class GrpcServer:
@@ -76,6 +98,9 @@ class GrpcServer:
         self.lite.peers = LitePeers(routes, config.broker_name, clock, self.lite.holds, peer_credentials(config))
         self.producing.lite = self.consuming.lite = self.lite
         self._server: grpc.aio.Server | None = None
+        """grpcio's server (grpcServerEngine=grpcio)."""
+        self._door: GrpcDoor | None = None
+        """Skiff's own HTTP/2 door (grpcServerEngine=skiff, the default)."""
         self.auth: GrpcAuth | None = None
         """ACL 2.0 (`skiff.broker.grpc.auth`): every call authenticated and authorized by the gate."""
         self._renewer = Periodic("grpc-renew-invisible", config.renew_schedule_period_ms / 1000.0,
@@ -94,11 +119,43 @@ class GrpcServer:
     async def _advertise(self) -> None:
         await self.namesrv.entry.put(f"{self.config.advertised_ip}:{self.port}")
 
-    async def start(self, credentials: grpc.ServerCredentials | None = None) -> None:
-        """Listen on grpcServerPort: over TLS with ``credentials`` (skiff.broker.grpc.tls), else plaintext."""
+    async def start(self) -> None:
+        """Listen on grpcServerPort with the engine ``grpcServerEngine`` names: Skiff's own
+        HTTP/2 door or grpcio's server, with TLS as ``tls.server.mode`` says (skiff.broker.grpc.tls)."""
+        if self.config.grpc_server_engine is GrpcServerEngine.SKIFF:
+            tls = door_tls(self.config)
+            await self._start_door(tls)
+            secure = tls is not None
+        else:
+            credentials = grpc_credentials(self.config)
+            await self._start_grpcio(credentials)
+            secure = credentials is not None
+        self.routes.grpc_port = self.port  # the port taken (0 picks one)
+        if self.config.namesrv_addrs:
+            await self._advertise()  # before clients are routed here, peers can find this endpoint
+        for periodic in self._periodics:
+            periodic.start()
+        log.info("gRPC endpoint (RocketMQ 5.x clients) listening on %s:%d%s (grpcServerEngine=%s)",
+                 self.config.listen_host, self.port, " over TLS" if secure else "",
+                 self.config.grpc_server_engine.value)
+
+    async def _start_door(self, tls: ServerTls | None) -> None:
+        methods = {name: Method(_KINDS[kind], req.FromString, _serialize, handler)
+                   for name, (kind, handler, req, _) in self._methods().items()}
+        door = GrpcDoor(self.config.listen_host, self.port, SERVICE, methods, MAX_INBOUND_BYTES, tls)
+        try:
+            await door.start()
+        except ListenError as exc:
+            raise ListenError(f"the gRPC endpoint (grpcServerPort): {exc}") from None
+        self.port = door.port
+        self._door = door
+
+    async def _start_grpcio(self, credentials: grpc.ServerCredentials | None) -> None:
         server = grpc.aio.server(options=[("grpc.max_receive_message_length", MAX_INBOUND_BYTES),
                                           ("grpc.so_reuseport", 0)])
-        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, self._methods())])
+        handlers = {name: _GRPCIO_KINDS[kind](handler, req.FromString, out.SerializeToString)
+                    for name, (kind, handler, req, out) in self._methods().items()}
+        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, handlers)])
         try:
             target = _target(self.config.listen_host, self.port)
             self.port = (server.add_insecure_port(target) if credentials is None
@@ -107,31 +164,29 @@ class GrpcServer:
             raise ListenError(f"the gRPC endpoint cannot listen on {self.config.listen_host}:{self.port} "
                               f"(grpcServerPort): {exc}") from None
         await server.start()
-        self.routes.grpc_port = self.port  # the port taken (0 picks one)
         self._server = server
-        if self.config.namesrv_addrs:
-            await self._advertise()  # before clients are routed here, peers can find this endpoint
-        for periodic in self._periodics:
-            periodic.start()
-        log.info("gRPC endpoint (RocketMQ 5.x clients) listening on %s:%d%s", self.config.listen_host, self.port,
-                 " over TLS" if credentials is not None else "")
 
     async def stop(self, grace_s: float) -> None:
         for periodic in self._periodics:
             await periodic.stop()
-        if self.config.namesrv_addrs and self._server is not None:
+        if self.config.namesrv_addrs and (self._server is not None or self._door is not None):
             await self.namesrv.entry.delete()
         if self.lite.peers is not None:
             await self.lite.peers.close()
-        if self._server is not None:
+        if self._server is not None or self._door is not None:
             for conn in list(self.clients.conns.values()):
                 conn.close()
+        if self._server is not None:
             await self._server.stop(grace_s)
             self._server = None
+        if self._door is not None:
+            await self._door.stop(grace_s)
+            self._door = None
 
     # -- methods -------------------------------------------------------------------
 
-    def _methods(self) -> dict[str, grpc.RpcMethodHandler]:
+    def _methods(self) -> dict[str, tuple[str, Callable[..., Any], Any, Any]]:
+        """Method name → (kind, handler, request class, response class), for either engine."""
         p, c = self.producing, self.consuming
         unary: dict[str, tuple[Callable[..., Any], Any, Any]] = {
             "QueryRoute": (lambda conn, r: p.query_route(r), rpc.QueryRouteRequest, rpc.QueryRouteResponse),
@@ -157,20 +212,15 @@ class GrpcServer:
             "SyncLiteSubscription": (self.lite.sync_everywhere, rpc.SyncLiteSubscriptionRequest,
                                      rpc.SyncLiteSubscriptionResponse),
         }
-        methods = {name: grpc.unary_unary_rpc_method_handler(self._unary(fn, out), req.FromString,
-                                                             out.SerializeToString)
-                   for name, (fn, req, out) in unary.items()}
-        methods["ReceiveMessage"] = grpc.unary_stream_rpc_method_handler(
-            self._receive, rpc.ReceiveMessageRequest.FromString, rpc.ReceiveMessageResponse.SerializeToString)
-        methods["PullMessage"] = grpc.unary_stream_rpc_method_handler(
-            self._pull, rpc.PullMessageRequest.FromString, rpc.PullMessageResponse.SerializeToString)
-        methods["Telemetry"] = grpc.stream_stream_rpc_method_handler(
-            self._telemetry, rpc.TelemetryCommand.FromString, rpc.TelemetryCommand.SerializeToString)
+        methods: dict[str, tuple[str, Callable[..., Any], Any, Any]] = {
+            name: ("unary", self._unary(fn, out), req, out) for name, (fn, req, out) in unary.items()}
+        methods["ReceiveMessage"] = ("stream", self._receive, rpc.ReceiveMessageRequest, rpc.ReceiveMessageResponse)
+        methods["PullMessage"] = ("stream", self._pull, rpc.PullMessageRequest, rpc.PullMessageResponse)
+        methods["Telemetry"] = ("bidi", self._telemetry, rpc.TelemetryCommand, rpc.TelemetryCommand)
         return methods
 
-    def _unary(self, fn: Callable[..., Any], out: Any) -> Callable[[Any, grpc.aio.ServicerContext],
-                                                                     Awaitable[Any]]:
-        async def method(request: Any, context: grpc.aio.ServicerContext) -> Any:
+    def _unary(self, fn: Callable[..., Any], out: Any) -> Callable[[Any, ServicerContext], Awaitable[Any]]:
+        async def method(request: Any, context: ServicerContext) -> Any:
             conn = self._conn(context, request)
             if isinstance(conn, pb.Status):
                 return out(status=conn)
@@ -183,7 +233,7 @@ class GrpcServer:
                 return out(status=status(pb.INTERNAL_SERVER_ERROR, str(exc) or type(exc).__name__))
         return method
 
-    def _conn(self, context: grpc.aio.ServicerContext, request: Any) -> GrpcClientConn | pb.Status:
+    def _conn(self, context: ServicerContext, request: Any) -> GrpcClientConn | pb.Status:
         """The client's connection, once the call passed ACL 2.0 when it is on (a Telemetry
         stream's ``request`` is None: authenticated here, its settings authorized as they come)."""
         meta = dict(context.invocation_metadata() or ())
@@ -211,7 +261,7 @@ class GrpcServer:
         return rpc.NotifyClientTerminationResponse(status=status(pb.OK, "OK"))
 
     async def _receive(self, request: rpc.ReceiveMessageRequest,
-                       context: grpc.aio.ServicerContext) -> AsyncIterator[rpc.ReceiveMessageResponse]:
+                       context: ServicerContext) -> AsyncIterator[rpc.ReceiveMessageResponse]:
         conn = self._conn(context, request)
         if isinstance(conn, pb.Status):
             yield rpc.ReceiveMessageResponse(status=conn)
@@ -221,7 +271,7 @@ class GrpcServer:
             yield response
 
     async def _pull(self, request: rpc.PullMessageRequest,
-                    context: grpc.aio.ServicerContext) -> AsyncIterator[rpc.PullMessageResponse]:
+                    context: ServicerContext) -> AsyncIterator[rpc.PullMessageResponse]:
         conn = self._conn(context, request)
         if isinstance(conn, pb.Status):
             yield rpc.PullMessageResponse(status=conn)
@@ -230,7 +280,7 @@ class GrpcServer:
             yield response
 
     async def _telemetry(self, requests: AsyncIterator[rpc.TelemetryCommand],
-                         context: grpc.aio.ServicerContext) -> AsyncIterator[rpc.TelemetryCommand]:
+                         context: ServicerContext) -> AsyncIterator[rpc.TelemetryCommand]:
         conn = self._conn(context, None)
         if isinstance(conn, pb.Status):
             yield rpc.TelemetryCommand(status=conn)

@@ -1,10 +1,13 @@
-"""TLS on the gRPC door: server credentials from the broker's ``tls.server.*`` files.
+"""TLS on the gRPC door, from the broker's ``tls.server.*`` files.
 
-grpcio serves one port either with TLS or without and cannot look at a connection's first
-bytes first, so the gRPC door cannot be ``permissive`` the way the remoting door is: it
-serves TLS when ``tls.server.mode=enforcing`` and plaintext otherwise (permissive keeps the
-plaintext 5.x clients working while remoting clients move to TLS). A renewed certificate is
-served to new connections without a restart, as on the remoting door. See docs/tls.md.
+Skiff's own door (``grpcServerEngine=skiff``, the default) serves TLS as the remoting door
+does, through `SniffingListener`: ``permissive`` takes TLS and plaintext 5.x clients on one
+port (told apart by their first byte: an HTTP/2 preface starts with "P", a TLS handshake with
+0x16), ``enforcing`` TLS only; the context offers ALPN "h2", which gRPC clients require
+(`door_tls`). grpcio's server (``grpcServerEngine=grpcio``) serves one port either with TLS or
+without and cannot look at a connection's first bytes, so there ``permissive`` serves plaintext
+and ``enforcing`` TLS (`grpc_credentials`). Either way a renewed certificate is served to new
+connections without a restart, as on the remoting door. See docs/tls.md.
 
 Brokers call each other's gRPC door too (lite topics across brokers,
 skiff.broker.grpc.lite_peers): under ``enforcing`` they do so over TLS (`peer_credentials`).
@@ -19,9 +22,32 @@ import grpc
 from pathlib import Path
 
 from skiff.common.errors import ConfigError
-from skiff.transport.tls import ClientAuth, TlsMode, TlsSettings, WatchedFiles, server_pem
+from skiff.transport.tls import ClientAuth, ServerTls, TlsMode, TlsSettings, WatchedFiles, server_pem
 
 log = logging.getLogger(__name__)
+
+
+ALPN = ["h2"]
+"""What the door offers in the TLS handshake: gRPC clients refuse a server that does not pick h2."""
+
+
+class H2Tls(ServerTls):
+    """The broker's `ServerTls` with ALPN "h2" on its context, the reloaded one included."""
+
+    def __init__(self, settings: TlsSettings) -> None:
+        super().__init__(settings)
+        self.context.set_alpn_protocols(ALPN)
+
+    def reload_if_changed(self) -> None:
+        super().reload_if_changed()
+        self.context.set_alpn_protocols(ALPN)  # a no-op when the context is the same one
+
+
+def door_tls(settings: TlsSettings) -> ServerTls | None:
+    """What Skiff's own gRPC door serves over TLS (None: plaintext only, tls.server.mode=disabled)."""
+    if settings.tls_server_mode is TlsMode.DISABLED:
+        return None
+    return H2Tls(settings)
 
 
 def grpc_credentials(settings: TlsSettings) -> grpc.ServerCredentials | None:
