@@ -28,11 +28,14 @@ class HAGroup:
     def __init__(self, root: str | Path, *, role: str = "ASYNC_MASTER", slaves: int = 1,
                  broker_args: Sequence[str] = (), master_args: Sequence[str] = (),
                  slave_args: Sequence[str] = (), namesrv_host: str = "127.0.0.1",
-                 hosts: Mapping[int, str] | None = None, wrappers: Mapping[int, Sequence[str]] | None = None) -> None:
+                 hosts: Mapping[int, str] | None = None, wrappers: Mapping[int, Sequence[str]] | None = None,
+                 namesrv_args: Sequence[str] = ()) -> None:
         """``hosts``: the address a broker binds and advertises (brokerIP1), by id (else
-        127.0.0.1); ``wrappers``: a command a broker runs under, by id (a network namespace)."""
+        127.0.0.1); ``wrappers``: a command a broker runs under, by id (a network namespace);
+        ``namesrv_args``: the NameServer's options (its ``tls.*`` keys)."""
         self.root = Path(root)
         self.namesrv_host = namesrv_host
+        self.namesrv_args = list(namesrv_args)
         self.hosts = dict(hosts or {})
         self.wrappers = dict(wrappers or {})
         self.role = role
@@ -69,7 +72,7 @@ class HAGroup:
         return proc
 
     def start(self) -> Self:
-        self.namesrv = start_namesrv(host=self.namesrv_host)
+        self.namesrv = start_namesrv(*self.namesrv_args, host=self.namesrv_host)
         self.start_master()
         for i in self.slave_ids:
             self.start_slave(i)
@@ -164,7 +167,7 @@ class ControllerGroup(HAGroup):
         return self.root / f"broker-{broker_id}"
 
     def start(self) -> Self:
-        self.namesrv = start_namesrv(host=self.namesrv_host)
+        self.namesrv = start_namesrv(*self.namesrv_args, host=self.namesrv_host)
         for i in self.broker_ids:
             proc = self.start_broker(i)
             if self.first_is_master and i == self.broker_ids[0]:

@@ -43,6 +43,7 @@ from skiff.protocol.message_codec import compress_body, decode_stored_messages, 
 from skiff.transport import RemotingClient
 from skiff.transport.connection import Handler
 from skiff.transport.loop import run_coroutine
+from skiff.transport.tls import TlsClientConfig
 
 TIMEOUT_MS = 10_000
 
@@ -51,10 +52,12 @@ class BrokerWire:
     """Requests to one broker at ``addr`` over one `RemotingClient` connection."""
 
     def __init__(self, addr: str, *, handlers: Mapping[int, Handler] | None = None,
-                 timeout_ms: int = TIMEOUT_MS, broker_name: str = "broker-a") -> None:
+                 timeout_ms: int = TIMEOUT_MS, broker_name: str = "broker-a",
+                 tls: TlsClientConfig | None = None) -> None:
+        """``tls``: connect with TLS (a broker in tls.server.mode=enforcing)."""
         self.addr = addr
         self.broker_name = broker_name
-        self.client = RemotingClient(handlers)
+        self.client = RemotingClient(handlers, tls=tls)
         self.timeout_ms = timeout_ms
 
     async def close(self) -> None:

@@ -22,7 +22,7 @@ import logging
 import os
 import socket
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -222,10 +222,14 @@ class WatchedFiles:
     """A server's certificate, key and trust files, and whether they changed since last asked
     (by modification time, size and inode: a file replaced by a rename counts)."""
 
-    def __init__(self, settings: TlsSettings) -> None:
-        self._paths = [settings.tls_server_cert_path, settings.tls_server_key_path]
-        if settings.tls_server_need_client_auth is not ClientAuth.NONE:
-            self._paths.append(settings.tls_server_trust_cert_path)
+    def __init__(self, settings: TlsSettings, paths: Sequence[str] | None = None) -> None:
+        """``paths``: these files instead of the server's (a dialling side's certificate, key and trust)."""
+        if paths is not None:
+            self._paths = [p for p in paths if p]
+        else:
+            self._paths = [settings.tls_server_cert_path, settings.tls_server_key_path]
+            if settings.tls_server_need_client_auth is not ClientAuth.NONE:
+                self._paths.append(settings.tls_server_trust_cert_path)
         self._stamps = self._now()
 
     def changed(self) -> bool:
@@ -343,13 +347,20 @@ class SniffingListener:
     tracked. A failed handshake and a refused plaintext client are logged with the peer;
     the listener keeps serving. Shaped like `asyncio.Server` where a server uses one
     (``sockets``, ``close``, ``wait_closed``).
+
+    ``door`` names the port in those log lines (" to the HA port"); ``answer_refused``: a
+    refused plaintext client is answered as a remoting client (`_PlaintextRefusal`), else
+    closed at once (a protocol with no way to say why, the HA stream's).
     """
 
-    def __init__(self, sock: socket.socket, tls: ServerTls, make: ProtocolFactory, accepted: Accepted) -> None:
+    def __init__(self, sock: socket.socket, tls: ServerTls, make: ProtocolFactory, accepted: Accepted, *,
+                 door: str = "", answer_refused: bool = True) -> None:
         self._sock = sock
         self._tls = tls
         self._make = make
         self._accepted = accepted
+        self._door = door
+        self._answer_refused = answer_refused
         self._tasks: set[asyncio.Task[None]] = set()
         self._accepting = asyncio.get_running_loop().create_task(self._accept_loop())
         self._watch = Periodic("tls-certificate-watch", tls.check_interval_s, tls.reload_if_changed)
@@ -411,7 +422,10 @@ class SniffingListener:
         """Give ``conn`` to the loop: the socket is the loop's from here on, closed by it."""
         loop = asyncio.get_running_loop()
         if not is_tls and self._tls.mode is TlsMode.ENFORCING:
-            log.warning("refused a plaintext connection from %s: tls.server.mode is enforcing", peer)
+            log.warning("refused a plaintext connection from %s%s: tls.server.mode is enforcing", peer, self._door)
+            if not self._answer_refused:
+                conn.close()
+                return
             try:
                 await loop.connect_accepted_socket(_PlaintextRefusal, conn)
             except OSError as exc:
@@ -425,7 +439,7 @@ class SniffingListener:
             else:
                 await loop.connect_accepted_socket(lambda: protocol, conn)
         except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
-            log.warning("TLS handshake with %s failed: %s", peer, _why(exc))
+            log.warning("TLS handshake with %s%s failed: %s", peer, self._door, _why(exc))
             return
         self._accepted(protocol)
 

@@ -28,6 +28,8 @@ class PushFeed(asyncio.StreamReader):
         self.early: list[bytes] = []
         self.ended: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self.last_read = asyncio.get_running_loop().time()
+        self.heard = False
+        """Whether anything was read at all (a peer that closes at once may have refused us)."""
 
     def start(self, on_data: Callable[[bytes], None]) -> None:
         self.on_data = on_data
@@ -39,6 +41,7 @@ class PushFeed(asyncio.StreamReader):
         # StreamReader's signature; the protocol hands over bytes, which bytes() returns as is
         chunk = bytes(data)
         self.last_read = self._loop.time()  # type: ignore[attr-defined]
+        self.heard = True
         if self.on_data is None:
             self.early.append(chunk)
         else:

@@ -29,10 +29,12 @@ from skiff.broker.config import BrokerConfig, BrokerRole
 from skiff.broker.ha.feed import PushFeed
 from skiff.broker.ha.waiters import Done, ReplicaWaiters
 from skiff.common.errors import DecodeError
-from skiff.common.limits import HA_SLAVE_GONE_GRACE_S
+from skiff.broker.ha.tls import ha_port_tls_note
+from skiff.common.limits import HA_LISTEN_BACKLOG, HA_SLAVE_GONE_GRACE_S
 from skiff.protocol.ha import ReportReader, encode_frame_head
 from skiff.store import MessageStore, PutStatus
 from skiff.transport.errors import ListenError
+from skiff.transport.tls import SniffingListener, listen_socket, starts_tls
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +60,7 @@ class HAMaster:
         self._gone_at: dict[int, float] = {}
         """Slave id → when its last connection closed (`caught_up`)."""
         """Controller mode: the SyncStateSet's slaves; None: classic HA."""
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.Server | SniffingListener | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread = 0
         self._send_soon = False
@@ -69,16 +71,28 @@ class HAMaster:
         self._loop = asyncio.get_running_loop()
         self._loop_thread = threading.get_ident()
         try:
-            self._server = await self._loop.create_server(self._protocol, self.host, self.port, reuse_address=True)
+            self._server = await self._listen(self.port)
         except OSError as exc:
             why = "address already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
             if not any_port_if_taken:
                 raise ListenError(f"haListenPort: cannot listen on {self.host}:{self.port}: {why}") from exc
             log.warning("HA port %d (listenPort + 1) is taken (%s): using a free port", self.port, why)
-            self._server = await self._loop.create_server(self._protocol, self.host, 0, reuse_address=True)
+            self._server = await self._listen(0)
         self.port = self._server.sockets[0].getsockname()[1]
         self.store.add_append_listener(self._appended)
-        log.info("HA service listening on %s:%d", self.host, self.port)
+        log.info("HA service listening on %s:%d%s", self.host, self.port, ha_port_tls_note(self.config))
+
+    async def _listen(self, port: int) -> asyncio.Server | SniffingListener:
+        """Plaintext, or TLS by ``tls.server.mode`` (enforcing: TLS only; permissive: both, told
+        apart by the first byte as on the remoting port: a slave's first report is an offset,
+        whose first byte is 0x16 only past 2^60 bytes). The certificate is reloaded when its
+        files change, as on the other doors."""
+        tls = self.config.server_tls()
+        if tls is None:
+            return await asyncio.get_running_loop().create_server(self._protocol, self.host, port,
+                                                                   reuse_address=True, backlog=HA_LISTEN_BACKLOG)
+        return SniffingListener(listen_socket(self.host, port, HA_LISTEN_BACKLOG), tls, self._protocol,
+                                lambda protocol: None, door=" to the HA port", answer_refused=False)
 
     async def stop(self) -> None:
         if self._server is None:
@@ -204,7 +218,8 @@ class HAMaster:
         assert isinstance(reader, PushFeed)
         conn = SlaveConnection(self, reader, writer)
         self.connections.add(conn)
-        log.info("slave %s connected to the HA service", conn.peer)
+        log.info("slave %s connected to the HA service%s", conn.peer,
+                 " over TLS" if writer.get_extra_info("ssl_object") is not None else "")
         try:
             await conn.run()
         finally:
@@ -272,9 +287,15 @@ class SlaveConnection:
         reports, feed = ReportReader(), self.reader
         loop = asyncio.get_running_loop()
 
+        first = True
+
         def on_data(data: bytes) -> None:
+            nonlocal first
             if self._closing:
                 return
+            if first and starts_tls(data):  # on a plaintext port (TLS ones sniff it away)
+                return self.close("a TLS handshake: this HA port serves plaintext (tls.server.mode=disabled)")
+            first = False
             try:
                 offset = reports.feed(data)
             except DecodeError as exc:

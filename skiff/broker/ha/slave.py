@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable
+from typing import Any
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.ha.feed import PushFeed
+from skiff.broker.ha.tls import SlaveTls
 from skiff.common.errors import DecodeError
 from skiff.common.record import parse_host_port
 from skiff.common.service import Service
@@ -34,6 +37,13 @@ log = logging.getLogger(__name__)
 
 RETRY_S = 1.0
 """Pause before reconnecting (RocketMQ: 5 s); short, as a slave behind loses nothing by trying."""
+
+CONNECT_TIMEOUT_S = 3.0
+"""How long a connection to the master's HA port (and its TLS handshake) may take."""
+
+PLAINTEXT_REFUSED_HINT = (" before sending anything: if its HA port serves TLS only (tls.server.mode=enforcing), "
+                          "this slave must dial it with TLS (tls.enable=true; docs/tls.md)")
+"""Added to why a plaintext connection ended when the master closed it at once."""
 
 
 class HASlave(Service):
@@ -58,6 +68,9 @@ class HASlave(Service):
         self.local_addr = ""
         """This end of the HA connection (controller mode publishes it: the master names
         its slaves' connections by it)."""
+        self._tls = SlaveTls(config)
+        self._tls_failure = ""
+        """The last TLS failure logged as a warning (repeats, one per retry, go to debug)."""
 
     def runtime_table(self) -> dict[str, str]:
         return {
@@ -113,19 +126,24 @@ class HASlave(Service):
         host, port = parse_host_port(addr)
         loop = asyncio.get_running_loop()
         feed = PushFeed("the master")
+        context = self._tls.context()
+        tls: dict[str, Any] = {} if context is None else {"ssl": context, "ssl_handshake_timeout": CONNECT_TIMEOUT_S}
         try:
             transport, protocol = await asyncio.wait_for(
-                loop.create_connection(lambda: asyncio.StreamReaderProtocol(feed), host, port), 3.0)
+                loop.create_connection(lambda: asyncio.StreamReaderProtocol(feed), host, port, **tls),
+                CONNECT_TIMEOUT_S)
         except (OSError, asyncio.TimeoutError) as exc:
-            log.debug("cannot connect to the master's HA port %s: %s", addr, exc)
+            self._connect_failed(addr, exc, context is not None)
             return
+        self._tls_failure = ""
         writer = asyncio.StreamWriter(transport, protocol, feed, loop)
         self._writer = writer
         self.connected = True
         sockname = writer.get_extra_info("sockname")
         self.local_addr = f"{sockname[0]}:{sockname[1]}" if sockname else ""
         self._on_connect()
-        log.info("following the master at %s from offset %d", addr, self.store.max_physical_offset)
+        log.info("following the master at %s%s from offset %d", addr, " over TLS" if context else "",
+                 self.store.max_physical_offset)
         try:
             why = await self._follow(feed, writer)
         finally:
@@ -133,8 +151,25 @@ class HASlave(Service):
             self._writer = None
             self.local_addr = ""
             writer.transport.abort()
+        if context is None and not feed.heard and not self.stopping and not self._paused:
+            why += PLAINTEXT_REFUSED_HINT
         self.last_drop = why
         log.warning("stopped following the master at %s: %s", addr, why)
+
+    def _connect_failed(self, addr: str, exc: BaseException, tls: bool) -> None:
+        """A master that is down is routine (debug: the slave retries every second); a failed TLS
+        handshake is a configuration to fix, logged as a warning once per reason."""
+        if not tls or isinstance(exc, (ConnectionRefusedError, asyncio.TimeoutError)):
+            log.debug("cannot connect to the master's HA port %s: %s", addr, exc)
+            return
+        why = f"{exc.reason} ({exc.library or 'ssl'})" if isinstance(exc, ssl.SSLError) and exc.reason else (
+            str(exc) or type(exc).__name__)
+        self.last_drop = f"TLS handshake failed: {why}"
+        level = logging.DEBUG if why == self._tls_failure else logging.WARNING
+        self._tls_failure = why
+        log.log(level, "cannot connect to the master's HA port %s over TLS: %s (does the master serve TLS there, "
+                "tls.server.mode, and does this slave's trust hold its certificate chain: tls.client.trustCertPath, "
+                "else tls.server.certPath?)", addr, why)
 
     async def _follow(self, feed: PushFeed, writer: asyncio.StreamWriter) -> str:
         """Each read is applied and answered with a report in the protocol's callback.

@@ -78,6 +78,12 @@ class SlaveSynchronizer(Service):
     def trigger(self) -> None:
         self._soon.set()
 
+    async def stop(self, timeout_s: float = 5.0) -> None:
+        """Wake the loop, which then sees it is stopping, instead of waiting out ``timeout_s``
+        (every slave's clean stop took 5 s more: the loop slept until its next round)."""
+        self._soon.set()
+        await super().stop(timeout_s)
+
     async def run(self) -> None:
         interval_s = self.config.slave_sync_interval_ms / 1000
         while not self.stopping:
