@@ -423,39 +423,54 @@ def test_pops_grpc_and_kafka_reads_and_searches_by_time_reach_messages_only_the_
 
 def test_a_compacted_topic_tiers_its_compacted_segments(cluster) -> None:
     """A COMPACTION topic with tiered.storage=true: nothing goes up before its queue is compacted,
-    then the file in the bucket holds the latest message of each key, at its offset."""
+    then the bucket holds the latest message of each key, at its offset; a later compaction's
+    upload takes the keys it supersedes out of the older files, the uploaded records leave the
+    broker's disk (retention.local.ms 0, fileReservedTime 0), and a pull from offset 0 gets the
+    compacted view from the bucket."""
     c, s3 = cluster
     ns = c.namesrv_addr
     topic = "TieredPrices"
     skiff_ok("topic", "create", "-t", topic, "-q", "1", "-n", ns, "--cleanup-policy", "compaction",
              "--attr", "tiered.storage=true")
+    tier = Tier(backend_from_url("s3://skiff-tier/cluster1", endpoint_url=s3.endpoint))
 
-    async def scenario() -> None:
+    def in_the_bucket() -> list[tuple[int, str, str]]:
+        m = tier.manifest(topic, "broker-a")
+        rows = tier.read(m, 0, 0, 1000)
+        return list(zip(rows.column("queue_offset").to_pylist(), rows.column("keys").to_pylist(),
+                        (b.decode() for b in rows.column("body").to_pylist())))
+
+    async def compacted_and_uploaded(admin: AsyncAdmin, end: int) -> None:
+        async def done() -> bool:
+            (b,) = await admin.compaction(topic, run=True)  # compacts what is flushed by now
+            (t,) = await admin.tier(topic, upload=True)
+            assert t.state is not None, t.error
+            return b.state is not None and b.state.queues[0].cleaned_offset == end and \
+                t.state.queues[0].uploaded_to == end
+
+        await eventually(done, 30, f"{topic} to be compacted and its segment uploaded up to {end}")
+
+    async def scenario() -> tuple[list[tuple[int, str, str]], tuple[int, int]]:
         async with AsyncAdmin(client_config=config(ns, "tier-compacted-admin")) as admin:
             await wait_for_route(admin, topic)
             await send(ns, [Message.of(topic, f"v{i}", keys=f"k{i % 4}") for i in range(40)])
+            await compacted_and_uploaded(admin, 40)
+            first = in_the_bucket()
+            await send(ns, [Message.of(topic, f"v{i}", keys=f"k{i % 2}") for i in range(40, 50)])
+            await compacted_and_uploaded(admin, 50)
+            return first, await queue_bounds(admin, topic)
 
-            async def compacted_and_uploaded() -> bool:
-                (b,) = await admin.compaction(topic, run=True)  # compacts what is flushed by now
-                (t,) = await admin.tier(topic, upload=True)
-                assert t.state is not None, t.error
-                return b.state is not None and b.state.queues[0].cleaned_offset == 40 and \
-                    t.state.queues[0].uploaded_to == 40
-
-            await eventually(compacted_and_uploaded, 30, f"{topic} to be compacted and its segment uploaded")
-
-    run(scenario())
-    tier = Tier(backend_from_url("s3://skiff-tier/cluster1", endpoint_url=s3.endpoint))
+    first, bounds = run(scenario())
+    assert first == [(i, f"k{i % 4}", f"v{i}") for i in range(36, 40)]
+    want = [(38, "k2", "v38"), (39, "k3", "v39"), (48, "k0", "v48"), (49, "k1", "v49")]
+    assert in_the_bucket() == want  # 36 and 37 went: 48 and 49 supersede them
+    assert bounds == (50, 50)  # the compacted segment's uploaded records left the disk
+    assert run(read_from(ns, topic, 0, 50)) == [(o, v) for o, _, v in want]
+    listed = s3.client().list_objects_v2(Bucket="skiff-tier", Prefix=f"cluster1/{topic}/")
     m = tier.manifest(topic, "broker-a")
-    start = 0
-    for seg in m.queue(0):  # one file per compaction that moved the cleaned point (usually one)
-        rows = tier.read(m, 0, seg.first_offset, seg.rows)
-        got = list(zip(rows.column("queue_offset").to_pylist(), rows.column("keys").to_pylist(),
-                       (b.decode() for b in rows.column("body").to_pylist())))
-        end = seg.last_offset + 1  # the range's last message is the latest of its key: kept
-        assert got == [(i, f"k{i % 4}", f"v{i}") for i in range(max(start, end - 4), end)], seg
-        start = end
-    assert start == 40
+    assert sorted(o["Key"] for o in listed["Contents"]) == sorted(
+        [f"cluster1/{topic}/broker-a/manifest.json"] + [f"cluster1/{f}" for s in m.segments
+                                                        for f in (s.file, s.index.file if s.index else s.file)])
 
 
 def test_a_deleted_topics_tier_goes_after_the_grace_period(cluster) -> None:

@@ -88,6 +88,49 @@ def test_a_read_spanning_tier_and_broker_equals_the_broker_read_row_for_row(spar
     assert history == [r for r in through_broker if r.body.startswith(b"old-")]
 
 
+def test_a_compacted_tiered_topic_reads_as_the_broker_served_it_row_for_row(spark, tiered) -> None:
+    """A compacted topic whose history is partly in the tier: two compactions uploaded (the
+    second's keys taken out of the first's files), the uploaded part of the compacted segments
+    then trimmed from the disk, and dirty records only on the broker. The source with ``tierUrl``
+    (the tier's files, then the broker) and without (the broker, through its tier reads) equal the
+    read made through the broker while everything was local, row for row, gaps and all."""
+    cluster, tier = tiered
+    ns = cluster.namesrv_addr
+    topic = topic_name("compacted-tiered")
+    skiff_ok("topic", "create", "-t", topic, "-q", "2", "-n", ns, "--cleanup-policy", "compaction",
+             "--attr", "tiered.storage=true", "--attr", "retention.local.ms=3600000")
+    with Admin(ns) as admin:
+
+        def compacted_and_uploaded() -> bool:  # compaction and upload take what is flushed by then
+            (c,) = admin.compaction(topic, run=True)
+            (t,) = admin.tier(topic, upload=True)
+            return all(q.cleaned_offset == q.max_offset for q in c.state.queues) and all(
+                q.uploaded_to == q.local_max_offset for q in t.state.queues)
+
+        for batch, keys in ((0, 10), (1, 5)):
+            send(ns, [Message.of(topic, f"b{batch}-{i}".encode() * 20, keys=f"k{i % keys}", tags=f"t{i % 3}",
+                                 properties={"n": str(i)}) for i in range(60)])
+            wait_for(compacted_and_uploaded, 60, f"batch {batch} compacted and uploaded")
+        send(ns, [Message.of(topic, f"dirty-{i}", keys=f"k{i % 5}") for i in range(10)])  # only on the broker
+        through_broker = reader(spark, ns, topic).orderBy(*ORDER).collect()
+        assert 10 < len(through_broker) < 130  # compaction left gaps
+
+        skiff_ok("topic", "update", "-t", topic, "-q", "2", "-n", ns, "--attr", "retention.local.ms=0")
+        queues = wait_for(lambda: (lambda qs: qs if all(q.local_min_offset == q.uploaded_to > 0 for q in qs) else None)(
+            admin.tier(topic, upload=True)[0].state.queues), 60, "the uploaded part of the compacted segments to leave the disk")
+        # the queues start in the tier, at its first kept record
+        assert [q.min_offset for q in admin.topic_status(topic)] == [q.first_remote_offset for q in queues]
+        assert all(0 <= q.first_remote_offset < q.local_min_offset for q in queues), queues
+
+    replaced = [f for f in (tier / topic).rglob("*.parquet") if f.name.count(".") == 2]
+    assert replaced, "no tiered file was rewritten without the keys the second batch superseded"
+    options = {"namesrvAddr": ns, "topic": topic, "tierUrl": f"file://{tier}"}
+    plan = list(SkiffBatchReader(SourceOptions.parse(options)).partitions())
+    assert {p.queue_id for p in plan if isinstance(p, TierRange)} == {0, 1}, plan
+    assert reader(spark, ns, topic, tierUrl=f"file://{tier}").orderBy(*ORDER).collect() == through_broker
+    assert reader(spark, ns, topic).orderBy(*ORDER).collect() == through_broker
+
+
 def test_export_copies_the_tiered_files_and_equals_the_export_through_the_broker(spark, tiered, tmp_path,
                                                                                  capsys) -> None:
     """``skiff export`` of a tiered topic copies the tier's files that lie wholly in one day of
