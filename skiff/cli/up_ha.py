@@ -17,8 +17,9 @@ while it runs (two 64 MiB CommitLog files, and etcd's 64 MB write-ahead log with
 one reserved) instead of 2.2 GB.
 Broker 2's ports are broker 1's plus 10: listen 10911/10921, HA 10912/10922,
 gRPC 8081/8091, metrics 5557/5567. With ``--tls`` every broker serves its doors (remoting,
-gRPC, Kafka) over TLS only with the one pair of `skiff.cli.up_tls`, and this process talks to
-them (and the dashboard to everything) over TLS. docs/replication.md has the walk-through.
+gRPC, Kafka) and its HA port over TLS only with the one pair of `skiff.cli.up_tls` (the slave
+replicates over TLS; the report says "HA port 10912 (TLS)"), and this process talks to them
+(and the dashboard to everything) over TLS. docs/replication.md has the walk-through.
 """
 
 from __future__ import annotations
@@ -124,7 +125,13 @@ class BrokerSpec:
     def ports_text(self) -> str:
         grpc = f"gRPC {self.grpc_port}" if self.grpc_port else "no gRPC"
         kafka = f"Kafka clients at {self.host}:{self.kafka_port}" if self.kafka_port else "no Kafka listener"
-        return f"HA port {self.ha_port}, {grpc}, {kafka}"
+        return f"HA port {self.ha_port}{self.ha_tls_text()}, {grpc}, {kafka}"
+
+    def ha_tls_text(self) -> str:
+        """With --tls the replication stream between the brokers is TLS too (docs/tls.md)."""
+        from skiff.transport.tls import TlsMode
+
+        return "" if self.config.tls_server_mode is TlsMode.DISABLED else " (TLS)"
 
 
 def kafka_port(args: argparse.Namespace, index: int) -> int:

@@ -10,6 +10,9 @@ slave and a plaintext one on the same port.
 from __future__ import annotations
 
 import asyncio
+import os
+import re
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,8 +21,10 @@ import pytest
 from skiff.common.message import Message
 from skiff.protocol.bodies.admin import KVTable
 from skiff.protocol.codes import RequestCode, ResponseCode
+from skiff.testing.etcd import etcd_binary
 from skiff.testing.ha import HAGroup
 from skiff.testing.processes import SkiffProcess
+from skiff.testing.up_ha import UpHa
 from skiff.testing.waits import eventually
 from skiff.testing.wire import BrokerWire
 from skiff.transport.certificates import CertificatePair, write_self_signed
@@ -82,8 +87,7 @@ async def replicated(group: HAGroup, master: BrokerWire, slave_id: int, slave: B
     assert group.commitlog_bytes(slave_id, 0, end) == group.commitlog_bytes(0, 0, end)
 
     async def served() -> list[bytes] | None:  # once its metadata sync has brought the topic's config
-        pulled = [m.body for m in await slave.pull_messages("G", TOPIC, 0)]
-        return pulled if pulled else None
+        return [m.body for m in await slave.pull_messages("G", TOPIC, 0)] or None
     assert await eventually(served, 20, f"slave {slave_id} serving the topic") == bodies
 
 
@@ -196,3 +200,57 @@ def test_a_permissive_master_takes_tls_and_plaintext_slaves(tmp_path: Path, cert
         assert out.count("connected to the HA service\n") == 1, out
         group.proc(TLS_SLAVE).wait_for_line(r"following the master at \S+ over TLS", 1)
         group.proc(PLAINTEXT_SLAVE).wait_for_line(r"following the master at \S+ from offset", 1)
+
+
+@pytest.mark.slow  # etcd and two brokers, a failover and a restart (about 30 s)
+@pytest.mark.skipif(etcd_binary() is None, reason="etcd is not installed (make etcd)")
+def test_up_ha_tls_replicates_over_tls_across_a_failover(tmp_path: Path) -> None:
+    """`skiff up --ha --tls` (controller mode on etcd): the slave follows over TLS, and after a
+    kill -9 of the master the new master's HA port serves the restarted broker over TLS too."""
+    with UpHa(tmp_path, "--tls", "--no-dashboard") as up:
+        assert up.proc is not None
+        assert len(re.findall(r"id \d: pid \d+, .* HA port \d+ \(TLS\), ", up.proc.output)) == 2, up.proc.output
+        tls = TlsClientConfig(auth_server=True, trust_cert_path=str(up.store / "tls" / "skiff.crt"))
+        first = up.master_id
+        other = 2 if first == 1 else 1
+        up.wait_line(rf"\[broker {other}\] .*following the master at \S+ over TLS", 10)
+
+        async def send_to(broker_id: int, bodies: list[bytes]) -> None:
+            wire = BrokerWire(up.brokers[broker_id].addr, tls=tls, broker_name="broker-ha")
+            try:
+                for body in bodies:  # SYNC_MASTER: SUCCESS once the slave acknowledged it over TLS
+                    resp = await wire.send(Message(TOPIC, body))
+                    assert resp.code == ResponseCode.SUCCESS, (resp.code, resp.remark)
+            finally:
+                await wire.close()
+
+        before = [f"before {i}".encode() for i in range(5)]
+        asyncio.run(send_to(first, before))
+        mark = up.mark()
+        os.kill(up.brokers[first].pid, signal.SIGKILL)
+        epoch = up.wait_line(rf"id {other} \(pid \d+\) is MASTER now, epoch (\d+)", 30, mark)[1]
+        restarted = up.wait_line(rf"id {first} restarted: pid (\d+)", 60, mark)[1]
+        up.wait_line(rf"id {first} \(pid {restarted}\) is a slave of id {other}, epoch {epoch}, in sync", 30, mark)
+        up.wait_line(rf"\[broker {first}\] .*following the master at \S+ over TLS", 10, mark)
+        after = [f"after {i}".encode() for i in range(5)]
+        asyncio.run(send_to(other, after))
+
+        async def read_back() -> None:
+            master = BrokerWire(up.brokers[other].addr, tls=tls)
+            slave = BrokerWire(up.brokers[first].addr, tls=tls)
+            try:
+                end = await max_offset(master)
+
+                async def caught_up() -> bool:
+                    return await max_offset(slave) == end
+                await eventually(caught_up, 20, "the restarted slave reaching the new master's end")
+                on_master = [m.body for m in await master.pull_messages("G", TOPIC, 0)]
+                assert on_master == before + after
+
+                async def served() -> list[bytes] | None:  # once its metadata sync has the topic
+                    return [m.body for m in await slave.pull_messages("G", TOPIC, 0)] or None
+                assert await eventually(served, 20, "the restarted slave serving the topic") == on_master
+            finally:
+                await master.close()
+                await slave.close()
+        asyncio.run(read_back())
