@@ -269,3 +269,8 @@ its in-flight sends (64 in the benchmark) on one connection."""
 HPACK_STRINGS_CACHED = 4096
 """Huffman-coded header strings a gRPC connection remembers decoded (Python's bit-by-bit decode
 is the costliest part of a header block; clients repeat their strings); past it it starts again."""
+
+HPACK_BLOCKS_CACHED = 1024
+"""Request header blocks a gRPC connection remembers decoded while its HPACK table is unchanged,
+and header lists the gRPC door remembers parsed (skiff.protocol.h2): a client repeating a call
+sends the same bytes; past it the memory starts again."""
