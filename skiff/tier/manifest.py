@@ -22,6 +22,9 @@ have neither, and readers do without):
 
     "index": {"file": "Orders/broker-a/0/…-….keys", "bytes": 9120, "sha256": "…"},
     "commitLogOffsets": [1048576, 5242880]
+
+A compacted topic's file holding a tombstone names the oldest one's store time:
+``"tombstoneMs": 1714561230000``.
 """
 
 from __future__ import annotations
@@ -70,6 +73,10 @@ class Segment:
     max_commit_log_offset: int = -1
     """The CommitLog offsets of the file's records, lowest and highest (-1: not recorded): what
     a message id whose local copy is gone resolves through."""
+    oldest_tombstone_ms: int = -1
+    """A compacted topic's file: the store time of its oldest tombstone (a keyed message with an
+    empty body; -1: none), so the uploader knows, without fetching, which files hold one that
+    has outlived delete.retention.ms (`Tier.expire_tombstones`)."""
 
     def holds_commit_log_offset(self, offset: int) -> bool:
         return self.min_commit_log_offset <= offset <= self.max_commit_log_offset and self.min_commit_log_offset >= 0
@@ -83,6 +90,8 @@ class Segment:
             d["index"] = {"file": self.index.file, "bytes": self.index.size_bytes, "sha256": self.index.sha256}
         if self.min_commit_log_offset >= 0:
             d["commitLogOffsets"] = [self.min_commit_log_offset, self.max_commit_log_offset]
+        if self.oldest_tombstone_ms >= 0:
+            d["tombstoneMs"] = self.oldest_tombstone_ms
         return d
 
     @classmethod
@@ -93,7 +102,7 @@ class Segment:
             low, high = (int(v) for v in d.get("commitLogOffsets", (-1, -1)))
             return cls(int(d["queueId"]), int(d["firstOffset"]), int(d["lastOffset"]), int(d["firstStoreMs"]),
                        int(d["lastStoreMs"]), str(d["file"]), int(d["rows"]), int(d["bytes"]), str(d["sha256"]),
-                       index, low, high)
+                       index, low, high, int(d.get("tombstoneMs", -1)))
         except (KeyError, TypeError, ValueError) as exc:
             raise ManifestError(f"manifest segment {dict(d)!r}: {exc!r}") from None
 

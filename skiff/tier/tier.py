@@ -131,12 +131,12 @@ class Tier:
 
     # -- writing -------------------------------------------------------------------
 
-    def upload(self, manifest: Manifest, table: pa.Table, supersede: bool = False) -> tuple[Manifest, Segment]:
+    def upload(self, manifest: Manifest, table: pa.Table, compacted: bool = False) -> tuple[Manifest, Segment]:
         """Put one queue's rows (consecutive offsets from the queue's tier end) in a file, then
         in the manifest; the new manifest and segment. Idempotent: the same rows give the same
         key and the same segment.
 
-        ``supersede`` (a compacted topic): the queue's older files holding a key the new rows
+        ``compacted`` (a compacted topic's rows): the queue's older files holding a key the new rows
         hold lose those rows (`superseded`), so the tier keeps the latest record of each key,
         as the broker's compacted segment does. Each such file is rewritten under a new key
         before the one manifest that lists the new file and the rewritten ones; the files they
@@ -161,11 +161,11 @@ class Tier:
         seg = Segment(queue_id, first, last, min(times) // 1000, max(times) // 1000, name, table.num_rows, len(data),
                       hashlib.sha256(data).hexdigest(),
                       SegmentIndex(index_file(name), len(keys), hashlib.sha256(keys).hexdigest()),
-                      min(physical), max(physical))
+                      min(physical), max(physical), oldest_tombstone_ms(table) if compacted else -1)
         grown = manifest.with_segment(seg)
         if grown is manifest:
             return grown, seg
-        replaced = self.superseded(manifest, seg, table) if supersede else {}
+        replaced = self.superseded(manifest, seg, table) if compacted else {}
         grown = manifest.replacing(replaced).with_segment(seg)
         self.write_manifest(grown)
         self.steps("manifest-written")
@@ -192,10 +192,30 @@ class Tier:
                 out[old] = self._rewritten(manifest, old, rows.filter(pc.invert(drop)))
         return out
 
-    def _rewritten(self, manifest: Manifest, old: Segment, rows: pa.Table) -> Segment | None:
+    def expire_tombstones(self, manifest: Manifest, before_ms: int) -> Manifest:
+        """``manifest`` (a compacted topic's) without the tombstones stored at or before
+        ``before_ms``, as a compaction removes them from a queue past delete.retention.ms: each
+        file holding one (its ``tombstoneMs``) rewritten without them, then the manifest, then the
+        old files go. A queue's newest file stays, rows or not: it says where the tier ends."""
+        due = [s for s in manifest.segments if 0 <= s.oldest_tombstone_ms <= before_ms]
+        if not due:
+            return manifest
+        newest = {q: manifest.queue(q)[-1] for q in manifest.queue_ids()}
+        replaced: dict[Segment, Segment | None] = {}
+        for old in due:
+            rows = self.open(old).read()
+            replaced[old] = self._rewritten(manifest, old, rows.filter(pc.invert(_tombstones(rows, before_ms))),
+                                            keep_empty=newest[old.queue_id] == old)
+        kept = manifest.replacing(replaced)
+        self.write_manifest(kept)
+        self.steps("manifest-written")
+        self._remove(replaced)
+        return kept
+
+    def _rewritten(self, manifest: Manifest, old: Segment, rows: pa.Table, keep_empty: bool = False) -> Segment | None:
         """``old``'s range holding only ``rows``: its file and key index written under new keys
-        (named by the content's digest); None when no row is left."""
-        if not rows.num_rows:
+        (named by the content's digest); None when no row is left, unless ``keep_empty``."""
+        if not rows.num_rows and not keep_empty:
             return None
         data = parquet_bytes(rows)
         digest = hashlib.sha256(data).hexdigest()
@@ -205,11 +225,14 @@ class Tier:
         keys = index_bytes(key_index(rows))
         self.backend.put(index_file(name), keys)
         self.steps("rewrite-written")
+        seg = replace(old, file=name, rows=rows.num_rows, size_bytes=len(data), sha256=digest,
+                      index=SegmentIndex(index_file(name), len(keys), hashlib.sha256(keys).hexdigest()),
+                      oldest_tombstone_ms=oldest_tombstone_ms(rows))
+        if not rows.num_rows:  # the range's times and CommitLog span stay: nothing narrower is known
+            return seg
         times = rows.column("store_timestamp").cast(pa.int64())
         physical = rows.column("commit_log_offset")
-        return replace(old, first_store_ms=pc.min(times).as_py() // 1000, last_store_ms=pc.max(times).as_py() // 1000,
-                       file=name, rows=rows.num_rows, size_bytes=len(data), sha256=digest,
-                       index=SegmentIndex(index_file(name), len(keys), hashlib.sha256(keys).hexdigest()),
+        return replace(seg, first_store_ms=pc.min(times).as_py() // 1000, last_store_ms=pc.max(times).as_py() // 1000,
                        min_commit_log_offset=pc.min(physical).as_py(), max_commit_log_offset=pc.max(physical).as_py())
 
     def _remove(self, replaced: dict[Segment, Segment | None]) -> None:
@@ -382,6 +405,22 @@ class Tier:
             return None
         at = int(late[0])
         return TimedOffset(int(table.column("queue_offset")[at].as_py()), int(stored[at]) // 1000)
+
+
+def _tombstones(rows: pa.Table, before_ms: int | None = None) -> pa.Array:
+    """Which rows are tombstones (a key and an empty body: compaction's definition), stored at or
+    before ``before_ms`` when given."""
+    mask = pc.and_(pc.is_valid(rows.column("keys")), pc.equal(pc.binary_length(rows.column("body")), 0))
+    if before_ms is not None:
+        stored_ms = pc.divide(rows.column("store_timestamp").cast(pa.int64()), 1000)
+        mask = pc.and_(mask, pc.less_equal(stored_ms, before_ms))
+    return pc.fill_null(mask, False)
+
+
+def oldest_tombstone_ms(rows: pa.Table) -> int:
+    """The store time (ms) of the oldest tombstone among ``rows``; -1 when there is none."""
+    stored_ms = pc.divide(rows.column("store_timestamp").cast(pa.int64()), 1000).filter(_tombstones(rows))
+    return -1 if not len(stored_ms) else int(pc.min(stored_ms).as_py())
 
 
 def row_groups_within(f: pq.ParquetFile, start: int, end: int) -> Iterator[int]:

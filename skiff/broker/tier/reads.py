@@ -119,6 +119,8 @@ class TierReads:
             return local
         first = m.first_offset(req.queue_id)
         low = local.min_offset if first is None else min(first, local.min_offset)
+        if not seg.rows:  # a compacted topic's file whose every row went (superseded, expired tombstones)
+            return GetResult(GetStatus.NO_MATCHED_MESSAGE, seg.last_offset + 1, low, local.max_offset)
         if self.tier.cache.get(seg.file) is None:
             self._start(seg.file, self.tier.open, seg)
             return _retry(req, local, low)

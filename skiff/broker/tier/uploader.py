@@ -35,7 +35,8 @@ from skiff.common.clock import Clock
 from skiff.common.limits import TIER_INDEX_OLD_MAX_FILES, TIER_SEGMENT_MAX_BYTES, TIER_SEGMENT_MAX_MESSAGES
 from skiff.common.record import read_head
 from skiff.protocol.bodies.topic import TopicConfig
-from skiff.protocol.bodies.topic_attributes import retention_local_ms, retention_tiered_ms, tiered_storage
+from skiff.protocol.bodies.topic_attributes import (delete_retention_ms, retention_local_ms, retention_tiered_ms,
+                                                   tiered_storage)
 from skiff.store import MessageStore
 from skiff.tier.columns import records_to_table
 from skiff.tier.manifest import Manifest
@@ -107,6 +108,8 @@ class TierUploader:
                         done = _plus(done, self._upload_queue(tc.topic_name, q, compacted))
                         if compacted:
                             self._trim_compacted(tc, q)
+                    if compacted:
+                        self._expire_tombstones(tc)
                     self._expire(tc)
             self.totals = _plus(self.totals, done)
             if topic is None:
@@ -164,6 +167,12 @@ class TierUploader:
         seg = self.store.compaction.segments.get((topic, queue_id))
         return self.store.get_min_offset(topic, queue_id) if seg is None else seg.cleaned_offset
 
+    def _expire_tombstones(self, tc: TopicConfig) -> None:
+        """Take the compacted topic's tombstones older than its delete.retention.ms out of the tier,
+        as compaction takes them out of the queue."""
+        before = self.clock.now_ms() - delete_retention_ms(tc.attributes)
+        self.manifests[tc.topic_name] = self.tier.expire_tombstones(self.manifest(tc.topic_name), before)
+
     def _trim_compacted(self, tc: TopicConfig, queue_id: int) -> None:
         """Drop the compacted segment's records that are in the tier and older than the topic's
         retention.local.ms and the store's fileReservedTime, the age at which a normal topic's
@@ -187,7 +196,7 @@ class TierUploader:
             run, next_offset = self._read(topic, queue_id, start, end)
             if not run:
                 break
-            m, seg = self.tier.upload(m, records_to_table(run, self.broker_name), supersede=compacted)
+            m, seg = self.tier.upload(m, records_to_table(run, self.broker_name), compacted=compacted)
             self.manifests[topic] = m
             done = _plus(done, Uploaded(1, seg.rows, seg.size_bytes, len(run)))
             log.info("tier: %s queue %d offsets %d-%d uploaded (%d rows, %d bytes)", topic, queue_id,

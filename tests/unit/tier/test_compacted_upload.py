@@ -245,3 +245,43 @@ def test_a_read_through_the_tier_serves_the_compacted_view_past_its_gaps(store: 
         assert got == [(26, "v26"), (27, "v27"), (38, "v38"), (39, "v39")]  # 28 and 29 superseded by 38 and 39
     finally:
         reads.close()
+
+
+def test_tombstones_leave_the_tier_after_delete_retention_as_they_leave_the_queue(store: MessageStore,
+                                                                                 uploader: TierUploader,
+                                                                                 clock: ManualClock) -> None:
+    put(store, 0, 8)  # latest: 4..7
+    assert store.put_message(message(8, keys="k3", body=b"")).ok  # k3 deleted
+    store.flush()
+    compact(store)
+    uploader.run()
+    assert tiered(uploader) == [[(4, "k0", "v4"), (5, "k1", "v5"), (6, "k2", "v6"), (8, "k3", "")]]
+    (seg,) = uploader.manifest("T").queue(0)
+    assert seg.oldest_tombstone_ms == clock.now_ms()  # the manifest says which file holds one, and since when
+    clock.advance(DAY_MS + 1)  # past delete.retention.ms (a day by default)
+    compact(store)  # the queue drops the tombstone ...
+    local = local_view(store)
+    assert local == [(4, "k0", "v4"), (5, "k1", "v5"), (6, "k2", "v6")]
+    uploader.run()  # ... and so does the tier
+    assert tiered(uploader) == [local]
+    assert uploader.manifest("T").queue(0)[0].oldest_tombstone_ms == -1
+    for i in range(9, 12):  # every key left deleted: the older file loses every row and goes
+        assert store.put_message(message(i, keys=f"k{i - 9}", body=b"")).ok
+    store.flush()
+    compact(store)
+    uploader.run()
+    assert tiered(uploader) == [[(9, "k0", ""), (10, "k1", ""), (11, "k2", "")]]
+    clock.advance(DAY_MS + 1)
+    uploader.run()
+    (newest,) = uploader.manifest("T").queue(0)  # the newest file stays, empty: the tier ends at 12
+    assert (newest.rows, uploader.manifest("T").end_offset(0), tiered(uploader)) == (0, 12, [[]])
+    assert files_in_tier(uploader) == listed(uploader)
+    reads = TierReads(uploader.tier, uploader)
+    try:
+        assert read_through_the_tier(store, reads) == []
+        put(store, 12, 1)  # the queue goes on after the empty file
+        compact(store)
+        uploader.run()
+        assert read_through_the_tier(store, reads) == [(12, "v12")]
+    finally:
+        reads.close()
