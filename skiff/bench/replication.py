@@ -19,6 +19,10 @@ of its own): the master's threads run on the first CPU this process may use, the
 the NameServer and the producers (this process) on the others. Without it all share every
 CPU, and the slave's work is taken from the master's.
 
+``--tls`` replicates over TLS: the NameServer and the master serve ``tls.server.mode=permissive``
+(the producers stay plaintext, so only the HA stream and the slave's metadata sync differ) and
+the slave dials with TLS (``tls.enable``), with a self-signed pair made for the run.
+
 ``--slave-path N`` measures the slave's receive path alone, in this process: N
 messages (batches of 32 over 8 queues, a tag, a key and a unique key each, as the
 producers send) are put into a master store, streamed as 32 KiB frames cut into
@@ -55,20 +59,34 @@ MODES = {"none": ("ASYNC_MASTER", 0), "async": ("ASYNC_MASTER", 1), "sync": ("SY
 
 
 def run_mode(root: Path, mode: str, plan: Plan, batched: bool, offered: float = 0.0,
-             pin: bool = False) -> dict[str, object]:
+             pin: bool = False, tls: bool = False) -> dict[str, object]:
     """One mode's row: closed loop (``offered`` 0) or ``offered`` msg/s on a fixed schedule;
-    ``pin``: the master on a CPU of its own (`pin_cpus`)."""
+    ``pin``: the master on a CPU of its own (`pin_cpus`); ``tls``: the slave replicates over TLS."""
     role, slaves = MODES[mode]
     cpus = os.sched_getaffinity(0)
     try:
-        return _run_mode(root, mode, plan, batched, offered, pin, role, slaves)
+        return _run_mode(root, mode, plan, batched, offered, pin, role, slaves, tls)
     finally:
         _set_affinity(os.getpid(), cpus)  # the next mode's processes start from every CPU
 
 
+def tls_keys(root: Path) -> tuple[list[str], list[str]]:
+    """``--tls``: the NameServer's and the master's keys (permissive: plaintext producers are
+    served) and the slave's (it dials its master with TLS, verifying the pair made here)."""
+    from skiff.transport.certificates import write_self_signed  # cryptography: only with --tls
+
+    pair = write_self_signed(root / "tls", "bench")
+    serve = ["--tls.server.mode=permissive", f"--tls.server.certPath={pair.cert_path}",
+             f"--tls.server.keyPath={pair.key_path}"]
+    return serve, [*serve, "--tls.enable=true", "--tls.client.authServer=true",
+                   f"--tls.client.trustCertPath={pair.cert_path}"]
+
+
 def _run_mode(root: Path, mode: str, plan: Plan, batched: bool, offered: float, pin: bool, role: str,
-              slaves: int) -> dict[str, object]:
-    with HAGroup(root, role=role, slaves=slaves, broker_args=["--flushDiskType=ASYNC_FLUSH"]) as group:
+              slaves: int, tls: bool) -> dict[str, object]:
+    serve, dial = tls_keys(root) if tls else ([], [])
+    with HAGroup(root, role=role, slaves=slaves, broker_args=["--flushDiskType=ASYNC_FLUSH"], namesrv_args=serve,
+                 master_args=serve, slave_args=dial) as group:
         broker = Broker(group.master_addr, group.proc(0).pid)
         slave = Broker(group.slave_addr(), group.proc(1).pid) if slaves else None
         if pin:
@@ -80,7 +98,7 @@ def _run_mode(root: Path, mode: str, plan: Plan, batched: bool, offered: float, 
             if slave is not None:
                 await eventually(lambda: _slave_connected(broker.addr), 30, "the slave connecting")
             row: dict[str, object] = {"mode": mode, "body_bytes": plan.body_bytes,
-                                      "batch": plan.batch if batched else 1, "pinned": pin}
+                                      "batch": plan.batch if batched else 1, "pinned": pin, "tls": tls}
             cpu0 = (broker.cpu_s()[0], slave.cpu_s()[0] if slave else 0.0)
             if offered:
                 t0 = time.monotonic()
@@ -150,6 +168,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="offer this many single-message sends per second in total, open loop (0: closed loop)")
     parser.add_argument("--pin", action="store_true",
                         help="the master alone on one CPU; the slave, NameServer and producers on the others")
+    parser.add_argument("--tls", action="store_true",
+                        help="the slave replicates over TLS (NameServer and master permissive: producers stay plaintext)")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--slave-path", type=int, default=0, metavar="N",
                         help="measure the slave's receive path in this process over N messages instead")
@@ -165,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             for mode in args.modes.split(","):
                 plan = Plan(args.seconds, args.producers, max(1, args.batch), args.inflight, size)
                 row = run_mode(Path(tmp) / f"{mode}-{size}", mode, plan, args.batch > 0 and not args.rate, args.rate,
-                               args.pin)
+                               args.pin, args.tls)
                 rows.append(row)
                 if not args.json:
                     print(_line(row), flush=True)
@@ -218,7 +238,7 @@ def _bench_message(batch: int, i: int, body_bytes: int, host: bytes) -> MessageI
 def _line(row: dict[str, object]) -> str:
     if row["mode"] == "slave-path":
         return f"slave path {row['body_bytes']:>5} B: {row['slave_cpu_us_per_message']} us/msg slave CPU (in process)"
-    pinned = " pinned" if row.get("pinned") else ""
+    pinned = (" pinned" if row.get("pinned") else "") + (" HA over TLS" if row.get("tls") else "")
     paced = (f" (offered {row['offered_per_s']:,}, {row['not_ok']} not SUCCESS) p50 {row['p50_ms']} ms "
              f"p99 {row['p99_ms']} ms" if "offered_per_s" in row else "")
     return (f"{row['mode']:6} {row['body_bytes']:>5} B batch {row['batch']:>3}: {row['messages_per_s']:>8,} msg/s"
