@@ -10,7 +10,8 @@ AckMessage with all their handles, until every produced message is acknowledged 
 when the bench started it).
 
 Without ``--endpoint`` it starts a broker of its own (child process, temporary
-store, gRPC on a free port) and creates the topic.
+store, gRPC on a free port, served by ``--engine``: Skiff's own HTTP/2 door or grpcio's
+server) and creates the topic.
 """
 
 from __future__ import annotations
@@ -134,6 +135,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=16, help="messages per SendMessage (default 16)")
     parser.add_argument("--in-flight", type=int, default=8, help="calls outstanding (default 8)")
     parser.add_argument("--seconds", type=float, default=10.0, help="for each phase (default 10)")
+    parser.add_argument("--engine", choices=("skiff", "grpcio"), default="skiff",
+                        help="the started broker's grpcServerEngine: Skiff's own HTTP/2 door (default) or grpcio's "
+                             "server, to compare them")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON only")
     args = parser.parse_args(argv)
     if args.size < 1 or args.batch < 1 or args.in_flight < 1:
@@ -145,7 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="skiff-bench-") as store, \
-            start_broker(store, "", f"--grpcServerPort={port}", "--flushDiskType=ASYNC_FLUSH") as broker:
+            start_broker(store, "", f"--grpcServerPort={port}", "--flushDiskType=ASYNC_FLUSH",
+                         f"--grpcServerEngine={args.engine}") as broker:
         async def create() -> None:
             wire = BrokerWire(broker.addr)
             try:

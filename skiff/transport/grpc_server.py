@@ -214,7 +214,7 @@ class GrpcConnection(asyncio.Protocol):
     def _open(self, event: Event) -> None:
         stream_id = event.stream_id
         try:
-            head = g.call_head(event.headers or [])
+            head = g.call_head(event.headers or ())
             method = self.server.methods.get(head.method) if head.service == self.server.service else None
             if method is None:
                 raise g.GrpcError(g.UNIMPLEMENTED, f"method {head.service}/{head.method} is not served")

@@ -19,6 +19,7 @@ endpoint in the NameServers' KV config when it starts and every ``registerNameSe
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -56,6 +57,8 @@ log = logging.getLogger(__name__)
 SERVICE = "apache.rocketmq.v2.MessagingService"
 MAX_INBOUND_BYTES = 130 * 1024 * 1024
 """The proxy's grpcMaxInboundMessageSize."""
+PEERS_PARSED = 4096
+"""Peer strings whose (host, port) is remembered (a client's calls on one connection repeat it)."""
 TERMINATED = "NotifyClientTermination"
 """Why a terminated 5.x client's registrations were dropped (the consumer table's log says it)."""
 
@@ -336,8 +339,10 @@ class GrpcServer:
         return None
 
 
+@functools.lru_cache(maxsize=PEERS_PARSED)
 def _peer(text: str) -> tuple[str, int]:
-    """A grpc peer string (``ipv4:127.0.0.1:5000``, ``ipv6:[::1]:5000``) as (host, port)."""
+    """A grpc peer string (``ipv4:127.0.0.1:5000``, ``ipv6:[::1]:5000``) as (host, port); a
+    connection's calls all name the same peer, parsed once."""
     _, _, rest = text.partition(":")
     host, _, port = rest.rpartition(":")
     return host.strip("[]") or "0.0.0.0", int(port) if port.isdigit() else 0

@@ -42,7 +42,7 @@ HEADER_TABLE_BYTES = 4096
 class Event(NamedTuple):
     kind: int
     stream_id: int
-    headers: list[tuple[str, str]] | None = None
+    headers: tuple[tuple[str, str], ...] | None = None
     data: bytes = b""
     end_stream: bool = False
     code: int = 0

@@ -24,6 +24,7 @@ import urllib.parse
 import zlib
 from dataclasses import dataclass
 
+from skiff.common.limits import HPACK_BLOCKS_CACHED
 from skiff.protocol.h2.hpack import encode_integer, encode_literal
 
 PREFIX = struct.Struct(">BI")
@@ -89,7 +90,7 @@ def timeout_s(text: str) -> float:
     return int(digits) * scale
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class CallHead:
     """What a request's headers say."""
 
@@ -106,8 +107,22 @@ _RESERVED = frozenset({"content-type", "te", "grpc-timeout", "grpc-encoding", "g
                        "user-agent", "host"})
 
 
-def call_head(headers: list[tuple[str, str]]) -> CallHead:
-    """The call a request's header list opens; `GrpcError` when it is no gRPC call."""
+_heads: dict[tuple[tuple[str, str], ...], CallHead] = {}
+
+
+def call_head(headers: tuple[tuple[str, str], ...]) -> CallHead:
+    """The call a request's header list opens; `GrpcError` when it is no gRPC call. A list seen
+    before gives the same head (clients repeat their calls; `HPACK_BLOCKS_CACHED` bounds it)."""
+    head = _heads.get(headers)
+    if head is None:
+        head = _call_head(headers)
+        if len(_heads) >= HPACK_BLOCKS_CACHED:
+            _heads.clear()
+        _heads[headers] = head
+    return head
+
+
+def _call_head(headers: tuple[tuple[str, str], ...]) -> CallHead:
     path, content_type, timeout, encoding, method_verb = "", "", None, "", ""
     metadata: list[tuple[str, str | bytes]] = []
     for name, value in headers:

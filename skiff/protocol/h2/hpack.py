@@ -12,7 +12,7 @@ indexed after the first call, but the per-call ones are Huffman strings), bounde
 
 from __future__ import annotations
 
-from skiff.common.limits import HPACK_STRINGS_CACHED
+from skiff.common.limits import HPACK_BLOCKS_CACHED, HPACK_STRINGS_CACHED
 from skiff.protocol.h2.frames import COMPRESSION_ERROR, H2Error
 
 STATIC: tuple[tuple[str, str], ...] = (
@@ -142,9 +142,30 @@ class Decoder:
         """Newest first (index 62 is the newest)."""
         self._size = 0
         self._strings: dict[bytes, str] = {}
+        self._version = 0
+        """Counts the dynamic table's changes: a block decoded at one version decodes the same
+        while the version holds (what its indexes point at is unchanged)."""
+        self._blocks: dict[bytes, tuple[int, tuple[tuple[str, str], ...]]] = {}
 
-    def decode(self, block: bytes) -> list[tuple[str, str]]:
-        """The header list of one block; `H2Error` (COMPRESSION_ERROR) for anything malformed."""
+    def decode(self, block: bytes) -> tuple[tuple[str, str], ...]:
+        """The header list of one block; `H2Error` (COMPRESSION_ERROR) for anything malformed.
+
+        A block that changed nothing in the table is remembered with the table's version: a
+        client repeating a call sends the same bytes (grpcio indexes its headers after the first
+        call and sends metadata as literals), and they are not decoded again while the table
+        holds (`HPACK_BLOCKS_CACHED` bound it)."""
+        known = self._blocks.get(block)
+        if known is not None and known[0] == self._version:
+            return known[1]
+        version = self._version
+        headers = tuple(self._decode(block))
+        if self._version == version:
+            if len(self._blocks) >= HPACK_BLOCKS_CACHED:
+                self._blocks.clear()
+            self._blocks[block] = (version, headers)
+        return headers
+
+    def _decode(self, block: bytes) -> list[tuple[str, str]]:
         headers: list[tuple[str, str]] = []
         pos, end, listed = 0, len(block), 0
         try:
@@ -162,6 +183,7 @@ class Decoder:
                         raise H2Error(COMPRESSION_ERROR, f"a table size update to {size} bytes, over "
                                                          f"{self.max_table_bytes}")
                     self.table_bytes = size
+                    self._version += 1
                     self._evict()
                     continue
                 else:  # literal without indexing / never indexed
@@ -226,6 +248,7 @@ class Decoder:
         return self._dynamic[dynamic]
 
     def _add(self, name: str, value: str) -> None:
+        self._version += 1
         self._dynamic.insert(0, (name, value))
         self._size += len(name) + len(value) + ENTRY_OVERHEAD
         self._evict()

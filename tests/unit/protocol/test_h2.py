@@ -236,14 +236,14 @@ def test_answering_before_the_client_ends_resets_its_stream_with_no_error():
 def test_hpack_rfc7541_c4_requests_with_huffman_and_the_dynamic_table():
     decoder = Decoder(4096, 65_536)
     first = bytes.fromhex("828684418cf1e3c2e5f23a6ba0ab90f4ff")
-    assert decoder.decode(first) == [(":method", "GET"), (":scheme", "http"), (":path", "/"),
-                                     (":authority", "www.example.com")]
+    assert decoder.decode(first) == ((":method", "GET"), (":scheme", "http"), (":path", "/"),
+                                     (":authority", "www.example.com"))
     second = bytes.fromhex("828684be5886a8eb10649cbf")
-    assert decoder.decode(second) == [(":method", "GET"), (":scheme", "http"), (":path", "/"),
-                                      (":authority", "www.example.com"), ("cache-control", "no-cache")]
+    assert decoder.decode(second) == ((":method", "GET"), (":scheme", "http"), (":path", "/"),
+                                      (":authority", "www.example.com"), ("cache-control", "no-cache"))
     third = bytes.fromhex("828785bf408825a849e95ba97d7f8925a849e95bb8e8b4bf")
-    assert decoder.decode(third) == [(":method", "GET"), (":scheme", "https"), (":path", "/index.html"),
-                                     (":authority", "www.example.com"), ("custom-key", "custom-value")]
+    assert decoder.decode(third) == ((":method", "GET"), (":scheme", "https"), (":path", "/index.html"),
+                                     (":authority", "www.example.com"), ("custom-key", "custom-value"))
 
 
 def test_huffman_rejects_bad_padding_and_eos():
@@ -257,7 +257,10 @@ def test_huffman_rejects_bad_padding_and_eos():
 def test_hpack_table_size_updates_evict_and_are_bounded():
     decoder = Decoder(4096, 65_536)
     decoder.decode(encode_literal(b"a", b"b").replace(b"\x00", b"\x40", 1))  # incremental indexing
-    assert decoder.decode(b"\xbe") == [("a", "b")]
+    assert decoder.decode(b"\xbe") == (("a", "b"),)
+    assert decoder.decode(b"\xbe") == (("a", "b"),)  # remembered while the table holds
+    decoder.decode(encode_literal(b"c", b"d").replace(b"\x00", b"\x40", 1))
+    assert decoder.decode(b"\xbe") == (("c", "d"),)  # the same bytes, a changed table: decoded again
     decoder.decode(b"\x20")  # table size 0: evicts everything
     with pytest.raises(H2Error):
         decoder.decode(b"\xbe")
@@ -297,8 +300,8 @@ def test_compressed_messages_need_grpc_encoding_gzip():
 
 
 def test_call_head_reads_timeout_metadata_and_refuses_what_is_no_grpc_call():
-    head = g.call_head([(":method", "POST"), (":path", PATH), ("content-type", "application/grpc+proto"),
-                        ("grpc-timeout", "2500m"), ("x-mq-client-id", "c1"), ("trace-bin", "AAEC")])
+    head = g.call_head(((":method", "POST"), (":path", PATH), ("content-type", "application/grpc+proto"),
+                        ("grpc-timeout", "2500m"), ("x-mq-client-id", "c1"), ("trace-bin", "AAEC")))
     assert (head.service, head.method, head.timeout_s) == ("apache.rocketmq.v2.MessagingService", "SendMessage", 2.5)
     assert head.metadata == (("x-mq-client-id", "c1"), ("trace-bin", b"\0\1\2"))
     for unit, seconds in (("H", 3600.0), ("M", 60.0), ("S", 1.0), ("u", 1e-6), ("n", 1e-9)):
@@ -307,7 +310,7 @@ def test_call_head_reads_timeout_metadata_and_refuses_what_is_no_grpc_call():
         with pytest.raises(g.GrpcError):
             g.timeout_s(bad)
     with pytest.raises(g.GrpcError) as err:
-        g.call_head([(":method", "GET"), (":path", PATH), ("content-type", "text/html")])
+        g.call_head(((":method", "GET"), (":path", PATH), ("content-type", "text/html")))
     assert err.value.code == g.UNIMPLEMENTED
 
 
