@@ -22,7 +22,7 @@ import grpc
 from pathlib import Path
 
 from skiff.common.errors import ConfigError
-from skiff.transport.tls import ClientAuth, ServerTls, TlsMode, TlsSettings, WatchedFiles, server_pem
+from skiff.transport.tls import CERT_CHECK_INTERVAL_S, ClientAuth, ServerTls, TlsMode, TlsSettings, WatchedFiles, server_pem
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +34,8 @@ ALPN = ["h2"]
 class H2Tls(ServerTls):
     """The broker's `ServerTls` with ALPN "h2" on its context, the reloaded one included."""
 
-    def __init__(self, settings: TlsSettings) -> None:
-        super().__init__(settings)
+    def __init__(self, settings: TlsSettings, check_interval_s: float = CERT_CHECK_INTERVAL_S) -> None:
+        super().__init__(settings, check_interval_s)
         self.context.set_alpn_protocols(ALPN)
 
     def reload_if_changed(self) -> None:
