@@ -10,9 +10,10 @@ outstanding from grpcio's asyncio client, carrying the ``x-mq-client-id`` header
 the child process, every thread of grpcio's core included); compare it with
 ``skiff bench grpc``'s broker CPU per message for the same load.
 
-Shapes: ``aio`` (grpcio's asyncio server on asyncio's loop, as the broker runs it but
+Shapes: ``aio`` (grpcio's asyncio server on asyncio's loop, as the broker ran it but
 for uvloop), ``aio-uvloop`` (the broker's own loop), ``threads`` (grpcio's synchronous
-server with a pool of ``--workers`` threads).
+server with a pool of ``--workers`` threads), ``skiff`` (Skiff's own HTTP/2 door,
+skiff.transport.grpc_server, on uvloop: what the broker serves by default now).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from skiff.testing.processes import free_port
 
 SERVICE = "skiff.bench.Floor"
 METHOD = f"/{SERVICE}/Call"
-SHAPES = ("aio", "aio-uvloop", "threads")
+SHAPES = ("aio", "aio-uvloop", "threads", "skiff")
 
 
 def _empty(request: bytes, context: object) -> bytes:
@@ -60,6 +61,15 @@ def serve(shape: str, port: int, workers: int) -> None:
         server.wait_for_termination()
         return
 
+    async def run_skiff() -> None:
+        from skiff.transport.grpc_server import GrpcServer, Kind, Method
+
+        door = GrpcServer("127.0.0.1", port, SERVICE, {"Call": Method(Kind.UNARY, bytes, bytes, _empty_async)},
+                          1024 * 1024)
+        await door.start()
+        print("ready", flush=True)
+        await asyncio.Event().wait()
+
     async def run() -> None:
         aio_server = grpc.aio.server(handlers=_handlers(_empty_async))
         aio_server.add_insecure_port(target)
@@ -67,10 +77,10 @@ def serve(shape: str, port: int, workers: int) -> None:
         print("ready", flush=True)
         await aio_server.wait_for_termination()
 
-    if shape == "aio-uvloop":
+    if shape in ("aio-uvloop", "skiff"):
         import uvloop
 
-        uvloop.run(run())
+        uvloop.run(run_skiff() if shape == "skiff" else run())
     else:
         asyncio.run(run())
 
