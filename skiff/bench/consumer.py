@@ -11,8 +11,11 @@ bench e2e` measures them under a steady send rate.
 
 The listener is an ``async def`` (``--listener async``, the default) or a plain
 function run on the consumer's thread pool (``--listener sync``); each call
-gets up to ``--batch`` messages. Without ``-n`` the bench starts a NameServer
-and a broker of its own on 127.0.0.1 (child processes, a temporary store).
+gets up to ``--batch`` messages. With ``--lite`` an `AsyncLitePullConsumer`
+drains it instead, ``poll`` returning the batches of its pulls of ``--pull-batch``
+(the consumer `skiff bench compare` drives for Skiff). Without ``-n`` the bench
+starts a NameServer and a broker of its own on 127.0.0.1 (child processes, a
+temporary store).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import Any
 
 from skiff.bench.producer import _ProcessCpu, percentile
 from skiff.client.admin import AsyncAdmin
+from skiff.client.lite_pull_consumer import AsyncLitePullConsumer
 from skiff.client.producer import AsyncProducer
 from skiff.client.push_consumer import AsyncPushConsumer
 from skiff.client.results import ConsumeOrderlyStatus, ConsumeStatus
@@ -43,6 +47,7 @@ TOPIC = "BenchmarkConsume"
 QUEUES = 8
 PREFILL_BATCH = 64
 PREFILL_IN_FLIGHT = 8
+LITE_POLL_MS = 1000
 
 
 @dataclass(slots=True)
@@ -94,7 +99,7 @@ def figures(lat: Latencies, seconds: float, client_cpu_s: float, broker_cpu_s: f
         max(b2c, default=0), max(s2c, default=0), percentile(b2c, 0.5), percentile(b2c, 0.99),
         percentile(s2c, 0.5), percentile(s2c, 0.99), round(client_cpu_s / n * 1e6, 2) if n else 0.0,
         round(broker_cpu_s / n * 1e6, 2) if n and broker_cpu_s is not None else None,
-        args.size, args.batch, args.listener,
+        args.size, *((args.pull_batch, "lite") if getattr(args, "lite", False) else (args.batch, args.listener)),
     )
 
 
@@ -188,6 +193,26 @@ class Drain:
 
     async def run(self) -> ConsumeFigures:
         group = f"BenchmarkConsumer-{int(time.time() * 1000)}"
+        consumer = self._lite(group) if self.args.lite else self._push(group)
+        cpu_started = time.process_time()
+        self.broker_cpu.mark()
+        reporter = asyncio.ensure_future(report_windows(self.args, lambda: self.tracker.lat))
+        await consumer.start()
+        poller = asyncio.ensure_future(self._poll(consumer)) if isinstance(consumer, AsyncLitePullConsumer) else None
+        try:
+            await asyncio.wait_for(self.tracker.done.wait(), self.args.seconds)
+        except asyncio.TimeoutError:
+            print(f"stopped after {self.args.seconds} s with {self.tracker.lat.count} of {self.expected} consumed")
+        cpu = time.process_time() - cpu_started
+        broker_cpu = self.broker_cpu.since_mark()
+        reporter.cancel()
+        if poller is not None:
+            poller.cancel()
+            await asyncio.gather(poller, return_exceptions=True)
+        await consumer.shutdown()
+        return figures(self.tracker.lat, self.tracker.seconds, cpu, broker_cpu, self.args)
+
+    def _push(self, group: str) -> AsyncPushConsumer:
         consumer = consumer_for(self.args, self.namesrv, group,
                                 consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
         consumer.subscribe(self.args.topic, "*")
@@ -196,19 +221,22 @@ class Drain:
             consumer.register_orderly_listener(listener)
         else:
             consumer.register_listener(listener)
-        cpu_started = time.process_time()
-        self.broker_cpu.mark()
-        reporter = asyncio.ensure_future(report_windows(self.args, lambda: self.tracker.lat))
-        await consumer.start()
-        try:
-            await asyncio.wait_for(self.tracker.done.wait(), self.args.seconds)
-        except asyncio.TimeoutError:
-            print(f"stopped after {self.args.seconds} s with {self.tracker.lat.count} of {self.expected} consumed")
-        cpu = time.process_time() - cpu_started
-        broker_cpu = self.broker_cpu.since_mark()
-        reporter.cancel()
-        await consumer.shutdown()
-        return figures(self.tracker.lat, self.tracker.seconds, cpu, broker_cpu, self.args)
+        return consumer
+
+    def _lite(self, group: str) -> AsyncLitePullConsumer:
+        """``--lite``: an `AsyncLitePullConsumer` whose pulls of ``--pull-batch`` fill the batches
+        `poll` returns (what a batch job and `skiff bench compare`'s Skiff consumer use)."""
+        consumer = AsyncLitePullConsumer(
+            group, self.namesrv, instance_name=f"{group}-client", pull_batch_size=self.args.pull_batch,
+            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, trace=False)
+        consumer.subscribe(self.args.topic, "*")
+        return consumer
+
+    async def _poll(self, consumer: AsyncLitePullConsumer) -> None:
+        while True:
+            msgs = await consumer.poll(LITE_POLL_MS)
+            if msgs:
+                self.tracker.on_batch(msgs)
 
 
 async def report_windows(args: argparse.Namespace, latencies: Callable[[], Latencies]) -> None:
@@ -283,6 +311,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--messages", type=int, default=300_000, help="backlog to drain (default 300,000)")
     parser.add_argument("--no-prefill", action="store_true", help="drain what the topic already holds")
     parser.add_argument("--seconds", type=float, default=120.0, help="give up after this long")
+    parser.add_argument("--lite", action="store_true",
+                        help="a lite pull consumer polling batches of --pull-batch (no listener: --batch, "
+                             "--threads and --listener do not apply)")
     args = parser.parse_args(argv)
     if min(args.size, args.batch, args.pull_batch, args.threads, args.messages) < 1:
         parser.error("--size, --batch, --pull-batch, --threads and --messages must be at least 1")

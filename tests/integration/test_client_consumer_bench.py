@@ -31,3 +31,13 @@ def test_bench_e2e_delivers_what_it_sent() -> None:
     assert figures["sent"] > 0 and figures["send_failed"] == 0
     assert figures["consume"]["messages"] == figures["sent"]
     assert figures["consume"]["p99_b2c_ms"] < 5000
+
+
+def test_bench_consumer_lite_drains_its_backlog_in_pulled_batches() -> None:
+    done = run_skiff(["--log-level", "WARNING", "bench", "consumer", "--lite", "--messages", "3000", "--size", "100",
+                      "--pull-batch", "256", "--json"], timeout_s=120)
+    assert done.returncode == 0, done.stdout
+    figures = last_json(done.stdout)
+    assert figures["messages"] == 3008 and figures["listener"] == "lite" and figures["batch"] == 256
+    assert figures["consume_tps"] > 0 and figures["client_cpu_us_per_msg"] > 0
+    assert 0 <= figures["p50_s2c_ms"] <= figures["p99_s2c_ms"] <= figures["max_s2c_ms"]
