@@ -13,18 +13,19 @@ runs; the loop's socket syscalls do not.
 
     python -m skiff.bench.kafka_path --requests 20000 --per-read 64
     python -m skiff.bench.kafka_path --requests 4000 --per-read 8 --records 256  # librdkafka's batches
+    valgrind --tool=callgrind --toggle-collect=functools_reduce python -m skiff.bench.kafka_path --requests 4000
 
 With ``--records N`` each request carries one batch of N records (``skiff bench compare``'s
 batched shape); ``cpu_us_per_record`` is then the figure to compare.
-    valgrind --tool=callgrind --toggle-collect=functools_reduce python -m skiff.bench.kafka_path --requests 4000
 
 It prints process-CPU µs per request over the measured requests (after ``--warmup``) and
 checks that every request was answered with error code 0 in request order.
 
 ``--fetch`` measures the other direction, a consumer draining a backlog: ``--requests``
 messages are produced as above (not measured), then read by FetchRequests v11 of one
-partition each from where the previous one ended (PULL_MAX_MESSAGES per answer), twice: the
-first drain warms up, the second is measured. It prints CPU µs per fetched message and
+partition each from where the previous answer ended (as many as the byte limits let an answer
+hold: 1,024, a store read, at 100 bytes; fewer at 1 KiB), twice: the first drain warms up and
+finds where each Fetch starts, the second is measured with the same Fetches. It prints CPU µs per fetched message and
 checks that every message was served once, without an error. A Fetch is answered by a task
 (not inside ``feed``), so for callgrind compare whole runs of the same size.
 
@@ -45,7 +46,6 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from skiff.broker.server import BrokerServer
-from skiff.common.limits import PULL_MAX_MESSAGES
 from skiff.protocol.kafka.apis import APIS, ApiKey
 from skiff.protocol.kafka.frames import encode_request
 from skiff.protocol.kafka.records import Record, encode_batch
@@ -57,7 +57,11 @@ TOPIC = "KafkaPathBench"
 PARTITIONS = 8
 PRODUCER_ID = 1_000_000
 CLIENT_ID = "rdkafka"
+FETCH_PARTITION_BYTES = 1 << 20
+"""A Fetch's byte limit per partition (and per request): librdkafka's default ``max.partition.fetch.bytes``."""
 _SIZE = struct.Struct(">i")
+_BATCH_BASE = struct.Struct(">q")
+"""A record batch's base offset (bytes 0-7); its last offset delta is the ``>i`` at 23."""
 _RECORD_COUNT = struct.Struct(">i")
 """A record batch's record count, its header's last field (bytes 57-60)."""
 
@@ -83,21 +87,35 @@ def produce_frames(count: int, size: int, *, version: int = 7, idempotent: bool 
     return frames
 
 
-def fetch_frames(per_partition: int, *, version: int = 11, first: int = 0) -> list[bytes]:
-    """FetchRequest frames that read ``per_partition`` messages of every partition, one
-    partition per request from where the previous one ended (a read serves at most
-    PULL_MAX_MESSAGES, which fit in the 1 MiB a request allows at the sizes this bench
-    writes), as a consumer draining a backlog asks; ``first``: the first correlation id's index."""
-    frames: list[bytes] = []
-    for at in range(0, per_partition, PULL_MAX_MESSAGES):
-        for partition in range(PARTITIONS):
-            frames.append(_frame(ApiKey.FETCH, version, first + len(frames) + 1, {
-                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
-                "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
-                "topics": [{"topic": TOPIC, "partitions": [{
-                    "partition": partition, "current_leader_epoch": -1, "fetch_offset": at, "log_start_offset": -1,
-                    "partition_max_bytes": 1 << 20}]}]}))
-    return frames
+def fetch_frames(starts: Sequence[tuple[int, int]], *, version: int = 11, first: int = 0) -> list[bytes]:
+    """One FetchRequest frame per (partition, fetch offset) of ``starts``, of that partition
+    alone, with librdkafka's default byte limits; ``first``: the first correlation id's index."""
+    return [_frame(ApiKey.FETCH, version, first + n + 1, {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": FETCH_PARTITION_BYTES, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+        "topics": [{"topic": TOPIC, "partitions": [{
+            "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset, "log_start_offset": -1,
+            "partition_max_bytes": FETCH_PARTITION_BYTES}]}]})
+        for n, (partition, offset) in enumerate(starts)]
+
+
+async def drained(conn: KafkaConnection, per_partition: int) -> list[tuple[int, int]]:
+    """Every partition read by Fetch from offset 0 to ``per_partition``, each Fetch from where the
+    previous answer ended (as a consumer draining a backlog asks: how many an answer holds depends
+    on the record size and the byte limits); the (partition, fetch offset) of each Fetch."""
+    starts: list[tuple[int, int]] = []
+    for partition in range(PARTITIONS):
+        offset = 0
+        while offset < per_partition:
+            conn.transport.out.clear()
+            conn.feed(fetch_frames([(partition, offset)], first=len(starts))[0])
+            await conn.wait_answers(1)
+            records = responses(conn.transport.out, 11, ApiKey.FETCH)[0][1]["responses"][0]["partitions"][0]["records"]
+            assert records, f"partition {partition} at {offset} of {per_partition}: nothing served"
+            starts.append((partition, offset))
+            offset = _BATCH_BASE.unpack_from(records, 0)[0] + _SIZE.unpack_from(records, 23)[0] + 1
+    conn.transport.out.clear()
+    return starts
 
 
 def _frame(api_key: ApiKey, version: int, correlation: int, body: dict[str, Any]) -> bytes:
@@ -184,17 +202,14 @@ async def _produce(conn: KafkaConnection, args: argparse.Namespace) -> dict[str,
 
 async def _fetch(conn: KafkaConnection, args: argparse.Namespace) -> dict[str, float]:
     """``--requests`` messages produced (not measured), then drained twice by Fetch: the first
-    drain warms up, the second is measured."""
+    drain warms up (and finds where each Fetch starts), the second is measured."""
     per_partition = -(-args.requests // PARTITIONS)
     produced = per_partition * PARTITIONS
     measured(conn, reads(produce_frames(produced, args.size), args.per_read))
     await conn.wait_answers(produced)
     conn.transport.out.clear()
-    warm = fetch_frames(per_partition)
-    measured(conn, reads(warm, 1))
-    await conn.wait_answers(len(warm))
-    conn.transport.out.clear()
-    frames = fetch_frames(per_partition, first=len(warm))
+    starts = await drained(conn, per_partition)  # the warm-up drain
+    frames = fetch_frames(starts, first=len(starts))
     cpu_s, wall_s = await _timed(conn, reads(frames, 1), len(frames), args.profile)
     answers = responses(conn.transport.out, 11, ApiKey.FETCH)
     parts = [p for _, b in answers for t in b["responses"] for p in t["partitions"]]

@@ -35,12 +35,14 @@ from skiff.broker.kafka.service import Answer, KafkaService
 from skiff.common.errors import DecodeError
 from skiff.common.limits import KAFKA_FAILED_AUTH_CLOSE_DELAY_MS, KAFKA_FRAME_MAX_BYTES
 from skiff.protocol.kafka.produce_wire import ProduceOne, parse_produce
+from skiff.protocol.kafka.wire import Buffer
 
 log = logging.getLogger(__name__)
 _SIZE = struct.Struct(">i")
 
-Slot = list[bytes | None]
-"""One answer's place in the answer order: [its frame], [None] until it is given."""
+Slot = list[bytes | list[Buffer] | None]
+"""One answer's place in the answer order: [its frame (or its parts: a Fetch's)], [None] until
+it is given."""
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -165,13 +167,19 @@ class KafkaConnection(asyncio.Protocol):
     def _write(self) -> None:
         """Write the answers that are ready, up to the first that is not, in one write."""
         self._write_due = False
-        slots, ready = self._slots, []
+        slots, ready, parts = self._slots, [], False
         while slots and slots[0][0] is not None:
             frame = slots.popleft()[0]
-            if frame:
+            if isinstance(frame, list):
+                ready += frame
+                parts = True
+            elif frame:
                 ready.append(frame)
         if ready and self.transport is not None and not self.transport.is_closing():
-            self.transport.write(ready[0] if len(ready) == 1 else b"".join(ready))
+            if parts:  # a Fetch's record batches: written as they are (uvloop: one writev), not joined
+                self.transport.writelines(ready)
+            else:
+                self.transport.write(ready[0] if len(ready) == 1 else b"".join(ready))
 
     def _handle(self, frame: bytes) -> None:
         """``frame`` served by `KafkaService.handle` as a task; reading pauses until it is answered."""

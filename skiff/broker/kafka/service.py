@@ -50,11 +50,13 @@ from skiff.common.names import DLQ_PREFIX, RETRY_PREFIX, SYSTEM_TOPICS
 from skiff.protocol.kafka.apis import ApiKey
 from skiff.protocol.kafka.errors import ErrorCode
 from skiff.protocol.kafka.produce_wire import ProduceOne
+from skiff.protocol.kafka.wire import Buffer
 from skiff.protocol.kafka.frames import (
     RequestHeader,
     api_versions_body,
     decode_request,
     encode_response,
+    encode_response_parts,
     error_response,
     read_header,
     unsupported_response,
@@ -207,9 +209,10 @@ class KafkaService:
         host = self.master_host() if self.role.is_slave else self.config.advertised_ip
         return None if host is None else Node(node_id(self.config.broker_name), host, self.advertised_port())
 
-    async def handle(self, frame: bytes, session: Session) -> bytes | None:
+    async def handle(self, frame: bytes, session: Session) -> bytes | list[Buffer] | None:
         """The answer frame to one request frame of ``session``'s connection (None: the
-        request takes no answer; ``session.close``: close the connection after it)."""
+        request takes no answer; ``session.close``: close the connection after it); a Fetch's
+        as parts, its record batches not copied into the frame (`encode_response_parts`)."""
         if session.state is SaslState.RAW:
             return await self._raw_token(frame, session)
         peer = session.peer
@@ -250,7 +253,8 @@ class KafkaService:
             return None
         if complete is not None:
             complete(answer)
-        return encode_response(header, answer)
+        return encode_response_parts(header, answer) if header.api_key == ApiKey.FETCH else \
+            encode_response(header, answer)
 
     def _allowed(self, session: Session, key: int) -> Allowed:
         """The gate's question for one need of ``session``'s caller (its host: the connection's

@@ -19,7 +19,7 @@ from skiff.common.errors import DecodeError
 from skiff.protocol.kafka.apis import APIS, Api, ApiKey
 from skiff.protocol.kafka.errors import ErrorCode
 from skiff.protocol.kafka.schema import Array, decode, encode
-from skiff.protocol.kafka.wire import Reader, Writer
+from skiff.protocol.kafka.wire import Buffer, Reader, Writer
 
 _HEAD = struct.Struct(">hhi")
 _SIZE = struct.Struct(">i")
@@ -67,18 +67,33 @@ def decode_request(header: RequestHeader, body: Reader) -> dict[str, Any]:
 def encode_response(header: RequestHeader, body: Mapping[str, Any], version: int | None = None) -> bytes:
     """The whole response frame (size prefix included) for ``header``'s request. ``version``
     overrides the request's (an ApiVersions error answers in v0)."""
+    w = _response(header, body, version, Writer())
+    _SIZE.pack_into(w.buf, 0, len(w.buf) - 4)
+    return bytes(w.buf)
+
+
+def encode_response_parts(header: RequestHeader, body: Mapping[str, Any]) -> list[Buffer]:
+    """`encode_response`'s frame as the parts a transport writes in one go (``writelines``): its
+    long bytes fields, a Fetch answer's record batches, are parts of their own rather than copied
+    into the frame (`wire.BY_REFERENCE_MIN_BYTES`)."""
+    parts = _response(header, body, None, Writer(parts=True)).output()
+    head = parts[0]
+    assert isinstance(head, bytearray), "the first part is the writer's buffer, the size at its start"
+    _SIZE.pack_into(head, 0, sum(map(len, parts)) - 4)
+    return parts
+
+
+def _response(header: RequestHeader, body: Mapping[str, Any], version: int | None, w: Writer) -> Writer:
     api = header.api
     assert api is not None
     v = header.api_version if version is None else version
     flexible = api.flexible(v)
-    w = Writer()
-    w.int32(0)
+    w.int32(0)  # the size, written when the whole is known (the first part holds it)
     w.int32(header.correlation_id)
     if flexible and api.key != ApiKey.API_VERSIONS:
         w.empty_tags()
     encode(w, api.response, v, body, flexible)
-    _SIZE.pack_into(w.buf, 0, len(w.buf) - 4)
-    return bytes(w.buf)
+    return w
 
 
 def encode_request(key: ApiKey, version: int, correlation: int, body: Mapping[str, Any], client_id: str) -> bytes:

@@ -114,11 +114,28 @@ class Reader:
             self.take(self.uvarint())
 
 
-class Writer:
-    __slots__ = ("buf",)
+BY_REFERENCE_MIN_BYTES = 16 * 1024
+"""A bytes field this long is kept as its own part of a parts `Writer`'s output instead of copied
+into its buffer: a Fetch answer's record batches (up to a MiB each at librdkafka's defaults) go to
+the socket as the batch kernel made them, not copied twice more (into the buffer, then out of it)."""
 
-    def __init__(self) -> None:
+Buffer = bytes | bytearray | memoryview
+
+
+class Writer:
+    """Fields written into ``buf``; with ``parts``, a long bytes field (`BY_REFERENCE_MIN_BYTES`)
+    is not copied: ``parts`` gets the buffer so far and the field, and ``buf`` starts anew
+    (`output`: the whole, in order)."""
+
+    __slots__ = ("buf", "parts")
+
+    def __init__(self, parts: bool = False) -> None:
         self.buf = bytearray()
+        self.parts: list[Buffer] | None = [] if parts else None
+
+    def output(self) -> list[Buffer]:
+        """Everything written, in order: ``buf`` alone unless long fields were kept apart."""
+        return [*self.parts, self.buf] if self.parts else [self.buf]
 
     def int8(self, v: int) -> None:
         self.buf += _I8.pack(v)
@@ -157,7 +174,11 @@ class Writer:
             self.uvarint(0) if compact else self.int32(-1)
             return
         self.uvarint(len(v) + 1) if compact else self.int32(len(v))
-        self.buf += v
+        if self.parts is not None and len(v) >= BY_REFERENCE_MIN_BYTES:
+            self.parts += (self.buf, v)
+            self.buf = bytearray()
+        else:
+            self.buf += v
 
     def count(self, n: int | None, compact: bool = False) -> None:
         if n is None:

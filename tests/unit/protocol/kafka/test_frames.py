@@ -3,12 +3,23 @@ v0 (no tag byte) even at its flexible versions; other flexible responses carry o
 
 from __future__ import annotations
 
+import random
 import struct
 
 from skiff.protocol.kafka.apis import APIS, ApiKey
 from skiff.protocol.kafka.errors import ErrorCode
-from skiff.protocol.kafka.frames import api_versions_body, decode_request, encode_response, read_header, unsupported_response
-from skiff.protocol.kafka.wire import Reader, Writer
+import pytest
+
+from skiff.protocol.kafka.frames import (
+    RequestHeader,
+    api_versions_body,
+    decode_request,
+    encode_response,
+    encode_response_parts,
+    read_header,
+    unsupported_response,
+)
+from skiff.protocol.kafka.wire import BY_REFERENCE_MIN_BYTES, Reader, Writer
 
 
 def request(key: int, version: int, correlation: int, body: bytes = b"", flexible: bool = False) -> bytes:
@@ -56,3 +67,27 @@ def test_every_advertised_range_is_served_by_a_schema() -> None:
     for api in APIS.values():
         assert 0 <= api.min_version <= api.max_version
         assert api.key in (ApiKey.API_VERSIONS, ApiKey.SASL_AUTHENTICATE) or api.max_version < api.first_flexible
+
+
+def _fetch_answer(rng: random.Random, sizes: list[int]) -> dict[str, object]:
+    partition = {"error_code": 0, "high_watermark": 9, "last_stable_offset": 9, "log_start_offset": 0,
+                 "aborted_transactions": None, "preferred_read_replica": -1}
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
+        {"topic": "T", "partitions": [partition | {"partition_index": i, "records": rng.randbytes(n)}
+                                      for i, n in enumerate(sizes)]}]}
+
+
+@pytest.mark.parametrize("version", [4, 11, 12])  # flexible from 12: compact lengths and tag sections
+def test_a_fetch_answer_in_parts_is_the_frame_and_keeps_long_record_sets_uncopied(version: int) -> None:
+    rng = random.Random(version)
+    long = BY_REFERENCE_MIN_BYTES
+    body = _fetch_answer(rng, [0, 10, long - 1, long, 3 * long, 7])
+    header = RequestHeader(ApiKey.FETCH, version, 77, "c")
+    parts = encode_response_parts(header, body)
+    assert b"".join(parts) == encode_response(header, body)
+    records = [p["records"] for t in body["responses"] for p in t["partitions"]]  # type: ignore[attr-defined]
+    kept = [p for p in parts if any(p is r for r in records)]
+    assert kept == records[3:5]  # the two long ones, as they were given
+    assert len(parts) == 5
+    small = _fetch_answer(rng, [5, 100])
+    assert encode_response_parts(header, small) == [bytearray(encode_response(header, small))]
