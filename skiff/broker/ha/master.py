@@ -102,6 +102,7 @@ class HAMaster:
             conn.close("the master is stopping")
         await asyncio.gather(*(c.done for c in list(self.connections)), return_exceptions=True)
         self.waiters.fail_all()
+        await self._server.wait_closed()  # a TLS listener's certificate watch ends here
         self._server = None
 
     # -- SYNC_MASTER ----------------------------------------------------------
