@@ -11,9 +11,9 @@ bodies to nothing). Then:
    directory and fsynced;
 2. Spark (``--spark``): a batch read of the topic into the ``noop`` sink through the
    broker, then with ``tierUrl`` (every offset in the tier: the executors read the
-   Parquet files), then the tier's files with ``spark.read.parquet`` (the ceiling: the
+   Parquet files), the same without the prefetch thread (``tierPrefetchBatches=0``), then the tier's files with ``spark.read.parquet`` (the ceiling: the
    same twelve columns, read by the JVM alone), each after a warm-up read, best of
-   ``--repeat``, with the CPU of that best run per row (the JVM, its Python workers, the
+   ``--repeat`` (the kinds in turn, each repeat), with the CPU of that best run per row (the JVM, its Python workers, the
    broker) and the ratios to the read through the broker; ``--read-steps``: the CPU per row
    of each step of the tier read without Spark (`skiff.bench.tier_steps`);
 3. first read of a tiered offset: the topic's ``retention.local.ms`` set to 0, retention
@@ -109,24 +109,26 @@ def spark_reads(ns: str, tier: Path, repeat: int, rows: int, broker_pid: int | N
         kinds = {
             "through the broker": lambda: skiff_read(),
             "from the tier (tierUrl)": lambda: skiff_read(tierUrl=f"file://{tier}"),
+            "from the tier, no prefetch (tierPrefetchBatches=0)": lambda: skiff_read(tierUrl=f"file://{tier}",
+                                                                                    tierPrefetchBatches="0"),
             "spark.read.parquet (ceiling)": lambda: spark.read.option("recursiveFileLookup", "true")
             .option("pathGlobFilter", "*.parquet").parquet(str(tier / TOPIC)).select(*SOURCE_COLUMNS),
             "a Python source of prebuilt batches (floor)": lambda: spark.read.format(FloorSource.name())
             .option("rows", str(rows)).option("partitions", "4").option("file", first_file).load(),
         }
-        out = {}
-        for name, df in kinds.items():
+        for df in kinds.values():
             df().write.format("noop").mode("overwrite").save()  # warm-up
-            best, best_cpu = float("inf"), {}
-            for _ in range(repeat):
+        best: dict[str, tuple[float, dict[str, Any]]] = {name: (float("inf"), {}) for name in kinds}
+        for _ in range(repeat):  # the kinds in turn, so that a change of the machine's load hits them alike
+            for name, df in kinds.items():
                 cpu.mark()
                 started = time.monotonic()
                 df().write.format("noop").mode("overwrite").save()
                 elapsed = time.monotonic() - started
-                if elapsed < best:
-                    best, best_cpu = elapsed, cpu.since_mark()
-            out[name] = {"rows": df().count(), "seconds": best, "cpu_s": best_cpu}
-        return out
+                if elapsed < best[name][0]:
+                    best[name] = (elapsed, cpu.since_mark())
+        return {name: {"rows": df().count(), "seconds": best[name][0], "cpu_s": best[name][1]}
+                for name, df in kinds.items()}
     finally:
         spark.stop()
 
