@@ -307,9 +307,7 @@ class GrpcConnection(asyncio.Protocol):
         except Exception as exc:
             h2.send_headers(stream_id, g.trailers_only(g.INTERNAL, f"the response does not encode: {exc}"), True)
             return
-        h2.send_headers(stream_id, g.RESPONSE_HEADERS)
-        h2.send_data(stream_id, g.message(payload))
-        h2.send_headers(stream_id, g.OK_TRAILERS, end_stream=True)
+        h2.send_answer(stream_id, g.RESPONSE_HEADERS, g.message(payload), g.OK_TRAILERS)
 
     async def _stream(self, call: _Call, responses: AsyncIterator[Any]) -> None:
         h2, stream_id, encode = self.h2, call.stream_id, call.method.encode

@@ -136,6 +136,28 @@ class H2Server:
             stream.pending.append((data[sent:], False))
             self._waiting[stream_id] = None
 
+    def send_answer(self, stream_id: int, headers: bytes, data: bytes, trailers: bytes) -> None:
+        """A whole answer (headers, one DATA, trailers ending the stream): what a unary call
+        sends, in one piece when the windows and the frame size take the DATA at once."""
+        stream = self._streams.get(stream_id)
+        if stream is None or stream.local_closed:
+            return
+        size = len(data)
+        if stream.pending or size > stream.send_window or size > self._send_window or size > self._peer_max_frame:
+            self.send_headers(stream_id, headers)
+            self.send_data(stream_id, data)
+            self.send_headers(stream_id, trailers, end_stream=True)
+            return
+        pack = f.HEADER.pack
+        self._out.append(b"".join((pack(len(headers) >> 8, len(headers) & 0xFF, f.HEADERS, f.END_HEADERS, stream_id),
+                                   headers, pack(size >> 8, size & 0xFF, f.DATA, 0, stream_id), data,
+                                   pack(len(trailers) >> 8, len(trailers) & 0xFF, f.HEADERS,
+                                        f.END_HEADERS | f.END_STREAM, stream_id), trailers)))
+        stream.send_window -= size
+        self._send_window -= size
+        stream.local_closed = True
+        self._maybe_forget(stream_id, stream)
+
     def reset(self, stream_id: int, code: int) -> None:
         """RST_STREAM: the call ends without trailers."""
         if self._streams.pop(stream_id, None) is not None:

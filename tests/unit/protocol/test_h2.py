@@ -318,3 +318,21 @@ def test_trailers_percent_encode_the_message():
     block = g.trailers(g.INTERNAL, "bad 100% ü\n")
     assert b"grpc-status" in block and b"13" in block
     assert b"bad 100%25 %C3%BC%0A" in block
+
+
+def test_a_whole_answer_in_one_piece_or_through_the_windows():
+    conn = started()
+    conn.feed(call_bytes(1, b"a") + call_bytes(3, b"b"))
+    conn.data_to_send()
+    conn.send_answer(1, g.RESPONSE_HEADERS, b"small", g.OK_TRAILERS)
+    assert [(k, fl, sid, p) for k, fl, sid, p in parse_frames(conn.data_to_send())] == [
+        (f.HEADERS, f.END_HEADERS, 1, g.RESPONSE_HEADERS), (f.DATA, 0, 1, b"small"),
+        (f.HEADERS, f.END_HEADERS | f.END_STREAM, 1, g.OK_TRAILERS)]
+    big = b"B" * (f.DEFAULT_WINDOW + 10)  # over the stream's window: the rest waits, the trailers behind it
+    conn.send_answer(3, g.RESPONSE_HEADERS, big, g.OK_TRAILERS)
+    first = parse_frames(conn.data_to_send())
+    assert first[-1][0] == f.DATA and sum(len(p) for k, _, _, p in first if k == f.DATA) == f.DEFAULT_WINDOW - 5
+    conn.feed(f.window_update(0, 1000) + f.window_update(3, 1000))
+    rest = parse_frames(conn.data_to_send())
+    assert b"".join(p for k, _, _, p in rest if k == f.DATA) == big[f.DEFAULT_WINDOW - 5:]
+    assert rest[-1][:2] == (f.HEADERS, f.END_HEADERS | f.END_STREAM) and rest[-1][3] == g.OK_TRAILERS
