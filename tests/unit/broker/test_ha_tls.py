@@ -3,6 +3,8 @@ trusts and shows, and its files reloaded for the next connection."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import shutil
 import ssl
@@ -11,10 +13,14 @@ from pathlib import Path
 import pytest
 
 from skiff.broker.config import BrokerConfig
+from skiff.broker.ha.master import HAMaster
+from skiff.broker.ha.slave import HASlave
 from skiff.broker.ha.tls import SlaveTls, dials_tls, slave_tls_config
 from skiff.common.config import build_config
 from skiff.common.errors import ConfigError
+from skiff.testing.waits import eventually
 from skiff.transport.certificates import write_self_signed
+from tests.unit.broker.test_ha_master import open_store
 
 
 def config(**keys: str) -> BrokerConfig:
@@ -71,3 +77,33 @@ def test_changed_files_are_used_for_the_next_connection_and_broken_ones_are_not(
     assert second is not None and second is not first
     trust.write_text("not a certificate")
     assert tls.context() is second  # logged; the previous context stays
+
+
+def test_a_tls_slave_at_a_plaintext_master_is_told_why_on_both_sides(tmp_path: Path,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """A plaintext HA port closes a connection whose first byte starts a TLS handshake, saying so;
+    the slave logs its failed handshake once (its retries every second go to debug)."""
+    pair = write_self_signed(tmp_path / "tls", "broker")
+
+    async def main() -> None:
+        master_store, slave_store = open_store(tmp_path / "master"), open_store(tmp_path / "slave")
+        master = HAMaster(BrokerConfig(), master_store, "127.0.0.1", 0)
+        await master.start()
+        slave = HASlave(config(**{"haMasterAddress": f"127.0.0.1:{master.port}", "tls.server.mode": "enforcing",
+                                  "tls.server.certPath": str(pair.cert_path),
+                                  "tls.server.keyPath": str(pair.key_path)}), slave_store)
+        slave.start()
+        try:
+            await eventually(lambda: slave.last_drop.startswith("TLS handshake failed"), 10, "the handshake failing")
+            await eventually(lambda: caplog.text.count("a TLS handshake: this HA port serves plaintext") >= 2, 10,
+                             "a second attempt refused")
+            assert not slave.connected and slave_store.max_physical_offset == 0
+        finally:
+            await slave.stop()
+            await master.stop()
+            master_store.shutdown()
+            slave_store.shutdown()
+
+    with caplog.at_level(logging.INFO):
+        asyncio.run(main())
+    assert caplog.text.count("cannot connect to the master's HA port") == 1, caplog.text
