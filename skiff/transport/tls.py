@@ -439,12 +439,14 @@ class SniffingListener:
             else:
                 await loop.connect_accepted_socket(lambda: protocol, conn)
         except (OSError, TimeoutError) as exc:  # ssl.SSLError is an OSError
-            log.warning("TLS handshake with %s%s failed: %s", peer, self._door, _why(exc))
+            log.warning("TLS handshake with %s%s failed: %s", peer, self._door, handshake_failure(exc))
             return
         self._accepted(protocol)
 
 
-def _why(exc: BaseException) -> str:
+def handshake_failure(exc: BaseException) -> str:
+    """Why a TLS handshake failed, in a log line: OpenSSL's reason (``CERTIFICATE_VERIFY_FAILED
+    (SSL)``) rather than its long text, else the error's."""
     if isinstance(exc, ssl.SSLError) and exc.reason:
         return f"{exc.reason} ({exc.library or 'ssl'})"
     return str(exc) or type(exc).__name__

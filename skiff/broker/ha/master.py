@@ -27,9 +27,9 @@ from typing import NamedTuple
 
 from skiff.broker.config import BrokerConfig, BrokerRole
 from skiff.broker.ha.feed import PushFeed
+from skiff.broker.ha.tls import ha_port_tls_note
 from skiff.broker.ha.waiters import Done, ReplicaWaiters
 from skiff.common.errors import DecodeError
-from skiff.broker.ha.tls import ha_port_tls_note
 from skiff.common.limits import HA_LISTEN_BACKLOG, HA_SLAVE_GONE_GRACE_S
 from skiff.protocol.ha import ReportReader, encode_frame_head
 from skiff.store import MessageStore, PutStatus

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +31,7 @@ from skiff.common.record import parse_host_port
 from skiff.common.service import Service
 from skiff.protocol.ha import FrameReader, encode_report
 from skiff.store import MessageStore
+from skiff.transport.tls import handshake_failure
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,8 @@ class HASlave(Service):
         loop = asyncio.get_running_loop()
         feed = PushFeed("the master")
         context = self._tls.context()
-        tls: dict[str, Any] = {} if context is None else {"ssl": context, "ssl_handshake_timeout": CONNECT_TIMEOUT_S}
+        tls: dict[str, Any] = {} if context is None else {"ssl": context,
+                                                          "ssl_handshake_timeout": CONNECT_TIMEOUT_S}
         try:
             transport, protocol = await asyncio.wait_for(
                 loop.create_connection(lambda: asyncio.StreamReaderProtocol(feed), host, port, **tls),
@@ -162,8 +163,7 @@ class HASlave(Service):
         if not tls or isinstance(exc, (ConnectionRefusedError, asyncio.TimeoutError)):
             log.debug("cannot connect to the master's HA port %s: %s", addr, exc)
             return
-        why = f"{exc.reason} ({exc.library or 'ssl'})" if isinstance(exc, ssl.SSLError) and exc.reason else (
-            str(exc) or type(exc).__name__)
+        why = handshake_failure(exc)
         self.last_drop = f"TLS handshake failed: {why}"
         level = logging.DEBUG if why == self._tls_failure else logging.WARNING
         self._tls_failure = why
