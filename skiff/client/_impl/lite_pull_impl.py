@@ -210,7 +210,7 @@ class LitePullImpl:
         state = self.queues.get(req.mq)
         if state is None or state.req is not req:
             return
-        req.pq.add(msgs)
+        req.pq.add_run(msgs)  # polled whole and in pull order: held per batch
         self._buffer.append((req.mq, state.generation, msgs))
         self._buffered += len(msgs)
         self._arrived.set()
@@ -253,7 +253,7 @@ class LitePullImpl:
                 state.held_back.append((generation, msgs))
                 continue
             self._buffered -= len(msgs)
-            offset = state.req.pq.remove(msgs)
+            offset = state.req.pq.remove_run(msgs)
             if offset >= 0:
                 state.consumed = offset
             self.pulls.wake(mq)

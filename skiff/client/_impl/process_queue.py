@@ -13,13 +13,21 @@ passes over it (no Python step per message, no sorted container).
 
 Orderly consumption takes messages from the head (`take`), then either commits
 them all (`commit`) or puts some back to be consumed again (`restore`).
+
+A consumer that hands out whole pulled batches in pull order (the lite pull
+consumer) holds them as runs instead (`add_run`, `remove_run`): one entry per
+batch (its messages, first offset, count and body bytes), so releasing a batch
+costs nothing per message and holding it one pass for its body bytes. A batch that overlaps what is held
+is held message by message, as `add` does.
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
 import operator
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import cast
 
 from skiff.common.clock import SYSTEM_CLOCK, Clock
@@ -41,11 +49,22 @@ def _body_bytes(msgs: Iterable[StoredMessage]) -> int:
     return sum(map(len, map(_BODY, msgs)))
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class _Run:
+    """A batch held whole: its messages, its first offset, how many and their body bytes
+    (compared by identity: `deque.remove` finds this run, not an equal one)."""
+
+    msgs: list[StoredMessage]
+    first: int
+    count: int
+    size_bytes: int
+
+
 class ProcessQueue:
     """In-flight messages of one queue, their count and bytes, and the queue's flags."""
 
     __slots__ = (
-        "_msgs", "_consuming", "_clock", "count", "size_bytes", "max_offset", "pulled_to", "dropped",
+        "_msgs", "_runs", "_consuming", "_clock", "count", "size_bytes", "max_offset", "pulled_to", "dropped",
         "locked",
         "last_lock_ms", "last_pull_ms", "last_consume_ms", "try_unlock_times",
     )
@@ -53,6 +72,8 @@ class ProcessQueue:
     def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
         self._msgs: dict[int, StoredMessage] = {}
         """In flight, in ascending offset order (the first key is the smallest)."""
+        self._runs: collections.deque[_Run] = collections.deque()
+        """Batches held whole (`add_run`), in pull order: ascending, none overlapping."""
         self._consuming: dict[int, StoredMessage] = {}
         self._clock = clock
         self.count = 0
@@ -79,7 +100,9 @@ class ProcessQueue:
         offsets = list(map(_OFFSET, msgs))
         held = self._msgs
         if offsets[0] <= self.max_offset:
-            kept = [(o, m) for o, m in zip(offsets, msgs) if o not in held and o not in self._consuming]
+            in_runs = {m.queue_offset for run in self._runs for m in run.msgs}
+            kept = [(o, m) for o, m in zip(offsets, msgs)
+                    if o not in held and o not in self._consuming and o not in in_runs]
             if not kept:
                 return
             offsets = [o for o, _ in kept]
@@ -113,6 +136,35 @@ class ProcessQueue:
         self.last_consume_ms = self._clock.now_ms()
         return self.commit_offset()
 
+    def add_run(self, msgs: list[StoredMessage]) -> None:
+        """Hold a pulled batch whole (ascending offsets), to be released whole by `remove_run`;
+        one that overlaps what is held is held message by message (`add`)."""
+        if not msgs:
+            return
+        first = msgs[0].queue_offset
+        if first <= self.max_offset:
+            self.add(msgs)
+            return
+        last = msgs[-1].queue_offset
+        size = _body_bytes(msgs)
+        self._runs.append(_Run(msgs, first, len(msgs), size))
+        self.count += len(msgs)
+        self.size_bytes += size
+        self.max_offset = max(self.max_offset, last)
+
+    def remove_run(self, msgs: list[StoredMessage]) -> int:
+        """Release a batch given to `add_run` (the very list); the offset now safe to commit,
+        or -1 if nothing was held. A batch not held as a run is removed as `remove` does."""
+        runs = self._runs
+        run = next((r for r in runs if r.msgs is msgs), None)  # in pull order: the first one
+        if run is None:
+            return self.remove(msgs)
+        runs.remove(run)
+        self.count -= run.count
+        self.size_bytes -= run.size_bytes
+        self.last_consume_ms = self._clock.now_ms()
+        return self.commit_offset()
+
     def commit_offset(self) -> int:
         """The smallest offset still held, or, when none is, where pulls left off."""
         first = self.min_offset()
@@ -121,6 +173,9 @@ class ProcessQueue:
     def min_offset(self) -> int:
         """The smallest offset held (in flight or being consumed), -1 when empty."""
         first = next(iter(self._msgs), -1)
+        if self._runs:
+            run_first = self._runs[0].first
+            first = run_first if first < 0 else min(first, run_first)
         if self._consuming:
             taken = min(self._consuming)
             return taken if first < 0 else min(first, taken)
@@ -134,11 +189,12 @@ class ProcessQueue:
 
     @property
     def empty(self) -> bool:
-        return not self._msgs and not self._consuming
+        return not self._msgs and not self._runs and not self._consuming
 
     def messages(self) -> list[StoredMessage]:
         """The held messages, oldest first (for tests and running info)."""
-        return sorted([*self._msgs.values(), *self._consuming.values()], key=lambda m: m.queue_offset)
+        held = [*self._msgs.values(), *self._consuming.values(), *(m for run in self._runs for m in run.msgs)]
+        return sorted(held, key=lambda m: m.queue_offset)
 
     def take(self, limit: int) -> list[StoredMessage]:
         """Orderly: move up to ``limit`` of the oldest messages to the consuming set."""
@@ -169,6 +225,7 @@ class ProcessQueue:
     def clear(self) -> None:
         """Drop everything held (a seek, a reset): the next pull starts afresh."""
         self._msgs.clear()
+        self._runs.clear()
         self._consuming.clear()
         self.count = 0
         self.size_bytes = 0

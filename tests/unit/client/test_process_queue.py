@@ -104,3 +104,42 @@ def test_filtered_gaps_count_as_passed_once_nothing_waits() -> None:
     assert pq.remove([batch[0]]) == 12
     pq.clear()
     assert pq.commit_offset() == 0
+
+
+def test_runs_are_held_and_released_whole_with_the_same_figures_as_messages() -> None:
+    pq, by_message = ProcessQueue(), ProcessQueue()
+    first, second = [msg(o, 3) for o in (10, 12, 13)], [msg(o, 5) for o in (15, 16)]
+    for batch in (first, second):
+        pq.add_run(batch)
+        by_message.add(batch)
+    figures = lambda q: (q.count, q.size_bytes, q.max_offset, q.span, q.min_offset(), q.commit_offset(), q.empty)
+    assert figures(pq) == figures(by_message) == (5, 19, 16, 6, 10, 10, False)
+    assert pq.messages() == first + second
+    assert pq.remove_run(first) == by_message.remove(first) == 15
+    assert figures(pq) == figures(by_message)
+    pq.pulled_to = by_message.pulled_to = 20  # the next pull filtered 17..19 out
+    assert pq.remove_run(second) == by_message.remove(second) == 20
+    assert figures(pq) == figures(by_message) and pq.empty
+
+
+def test_a_run_released_out_of_order_leaves_the_older_one_as_the_commit_offset() -> None:
+    pq = ProcessQueue()
+    first, second = [msg(1), msg(2)], [msg(3), msg(4)]
+    pq.add_run(first)
+    pq.add_run(second)
+    assert pq.remove_run(second) == 1 and pq.count == 2
+    assert pq.remove_run(first) == 5 and pq.empty
+
+
+def test_an_overlapping_batch_is_held_message_by_message_around_the_runs() -> None:
+    pq = ProcessQueue()
+    run = [msg(1), msg(2)]
+    pq.add_run(run)
+    overlap = [msg(2), msg(3)]
+    pq.add_run(overlap)  # offset 2 is held by the run: only 3 is added
+    assert pq.count == 3 and [m.queue_offset for m in pq.messages()] == [1, 2, 3]
+    assert pq.remove_run(overlap) == 1, "not a run: removed as remove() does"
+    assert pq.remove_run(run) == 4 and pq.empty
+    pq.add_run([msg(7)])
+    pq.clear()
+    assert pq.empty and pq.count == 0 and pq.min_offset() == -1
