@@ -11,7 +11,7 @@ bodies to nothing). Then:
    directory and fsynced;
 2. Spark (``--spark``): a batch read of the topic into the ``noop`` sink through the
    broker, then with ``tierUrl`` (every offset in the tier: the executors read the
-   Parquet files), the same without the prefetch thread (``tierPrefetchBatches=0``), then the tier's files with ``spark.read.parquet`` (the ceiling: the
+   Parquet files), then the tier's files with ``spark.read.parquet`` (the ceiling: the
    same twelve columns, read by the JVM alone), each after a warm-up read, best of
    ``--repeat`` (the kinds in turn, each repeat), with the CPU of that best run per row (the JVM, its Python workers, the
    broker) and the ratios to the read through the broker; ``--read-steps``: the CPU per row
@@ -109,8 +109,6 @@ def spark_reads(ns: str, tier: Path, repeat: int, rows: int, broker_pid: int | N
         kinds = {
             "through the broker": lambda: skiff_read(),
             "from the tier (tierUrl)": lambda: skiff_read(tierUrl=f"file://{tier}"),
-            "from the tier, no prefetch (tierPrefetchBatches=0)": lambda: skiff_read(tierUrl=f"file://{tier}",
-                                                                                    tierPrefetchBatches="0"),
             "spark.read.parquet (ceiling)": lambda: spark.read.option("recursiveFileLookup", "true")
             .option("pathGlobFilter", "*.parquet").parquet(str(tier / TOPIC)).select(*SOURCE_COLUMNS),
             "a Python source of prebuilt batches (floor)": lambda: spark.read.format(FloorSource.name())

@@ -151,16 +151,6 @@ fifth from batches of 4,096 or 16,384 rows of 100 B to 65,536 (docs/performance.
 is held whole by the Python worker and the JVM, and never holds more than its file
 (TIER_SEGMENT_MAX_BYTES)."""
 
-SPARK_TIER_PREFETCH_BATCHES = 2
-"""Decoded batches a Spark task's prefetch thread may hold ahead of the batch Spark is taking
-(the source option tierPrefetchBatches; 0: decode on the task's thread): enough to fetch, check
-and decode the next file while the last batch of one goes to the JVM, and at most this many
-SPARK_TIER_BATCH_ROWS batches more in memory per task."""
-
-SPARK_TIER_PREFETCH_MAX_BATCHES = 16
-"""The most tierPrefetchBatches may ask for: each is up to SPARK_TIER_BATCH_ROWS rows held in a
-Python worker beside the batch Spark has, per task."""
-
 TIER_INDEX_OLD_MAX_FILES = 16
 """Files uploaded before key indexes existed that one upload pass indexes (each is fetched
 whole): a tier of years of such files is indexed over many passes, and uploads go on between."""

@@ -19,7 +19,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from skiff.common.limits import PULL_MAX_MESSAGES, SPARK_TIER_PREFETCH_BATCHES, SPARK_TIER_PREFETCH_MAX_BATCHES
+from skiff.common.limits import PULL_MAX_MESSAGES
 from skiff.common.names import group_error, topic_error
 from skiff.spark.errors import SparkOptionError
 
@@ -42,7 +42,7 @@ SOURCE_OPTIONS = frozenset({
     "namesrvaddr", "topic", "topicpattern", "subexpression", "expressiontype", "startingoffsets",
     "startingtimestamp", "endingoffsets", "endingtimestamp", "maxmessagespertrigger", "minpartitions",
     "failondataloss", "pullbatchsize", "pulltimeoutms", "includeproperties", "consumergroup",
-    "maxrecordsperpartition", "tierurl", "tiers3endpoint", "tierprefetchbatches",
+    "maxrecordsperpartition", "tierurl", "tiers3endpoint",
 })
 SINK_OPTIONS = frozenset({"namesrvaddr", "topic", "producergroup", "idempotent", "writeid"})
 
@@ -129,8 +129,6 @@ class SourceOptions:
     tier_url: str | None = None
     """file:///dir or s3://bucket/prefix: offsets in the tier are read from it directly (docs/tiered-storage.md)."""
     tier_s3_endpoint: str | None = None
-    tier_prefetch_batches: int = SPARK_TIER_PREFETCH_BATCHES
-    """Batches of a tiered range decoded ahead on a thread of the task (0: none, docs/tiered-storage.md)."""
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SourceOptions:
@@ -164,8 +162,6 @@ class SourceOptions:
             consumer_group=r.group("consumerGroup", None),
             tier_url=r.text("tierUrl"),
             tier_s3_endpoint=r.text("tierS3Endpoint"),
-            tier_prefetch_batches=r.integer("tierPrefetchBatches", SPARK_TIER_PREFETCH_BATCHES, low=0,
-                                            high=SPARK_TIER_PREFETCH_MAX_BATCHES) or 0,
         )
 
     def check_streaming(self) -> None:

@@ -3,10 +3,7 @@
 
 from __future__ import annotations
 
-import queue
-import threading
 from collections.abc import Iterator
-from typing import NamedTuple, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -22,9 +19,6 @@ from skiff.tier.columns import SOURCE_COLUMNS
 from skiff.tier.manifest import Segment
 from skiff.tier.tier import Tier, checked, row_groups_within
 
-T = TypeVar("T")
-_PUT_WAIT_S = 0.1
-"""How often a prefetch thread blocked on a full queue looks whether its consumer has gone."""
 _PROPERTIES = SOURCE_COLUMNS.index("properties")
 _NO_PROPERTIES = [c for c in SOURCE_COLUMNS if c != "properties"]
 
@@ -38,14 +32,7 @@ def read_partition(options: SourceOptions, part: InputPartition) -> Iterator[pa.
 
 def read_tier_range(options: SourceOptions, part: TierRange) -> Iterator[pa.RecordBatch]:
     """The rows of offsets ``[start, end)`` of the partition's files, in offset order, as the
-    source's batches (properties null with includeProperties=false): `decoded`, ahead of Spark
-    by up to ``tierPrefetchBatches`` batches on a thread of the task (`prefetched`)."""
-    batches = decoded(options, part)
-    return prefetched(batches, options.tier_prefetch_batches) if options.tier_prefetch_batches else batches
-
-
-def decoded(options: SourceOptions, part: TierRange) -> Iterator[pa.RecordBatch]:
-    """The partition's batches, decoded on the calling thread.
+    source's batches (properties null with includeProperties=false).
 
     Each file is fetched whole and checked against the manifest's SHA-256 before any of its
     rows is used, then decoded by pyarrow's streaming reader into batches of
@@ -69,54 +56,6 @@ def decoded(options: SourceOptions, part: TierRange) -> Iterator[pa.RecordBatch]
             if not options.include_properties:
                 batch = _null_properties(batch)
             yield batch
-
-
-class _End(NamedTuple):
-    """The producer is done: ``error`` is what stopped it (None: the batches ran out)."""
-
-    error: BaseException | None
-
-
-def prefetched(batches: Iterator[T], depth: int) -> Iterator[T]:
-    """``batches``, produced on a thread of its own up to ``depth`` ahead of the consumer: the
-    next file's fetch, SHA-256 and Parquet decoding (pyarrow and hashlib let go of the GIL) go
-    on while the worker hands the last batch to the JVM. An error of the producer is raised
-    here, in order; a consumer that stops early (a limit, a failed task) stops the producer."""
-    ready: queue.Queue[T | _End] = queue.Queue(depth)
-    stop = threading.Event()
-
-    def put(item: T | _End) -> bool:
-        while not stop.is_set():
-            try:
-                ready.put(item, timeout=_PUT_WAIT_S)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def produce() -> None:
-        try:
-            for batch in batches:
-                if not put(batch):
-                    return
-        except BaseException as exc:  # handed to the consumer, which raises it
-            put(_End(exc))
-            return
-        put(_End(None))
-
-    thread = threading.Thread(target=produce, name="skiff-tier-prefetch", daemon=True)
-    thread.start()
-    try:
-        while True:
-            item = ready.get()
-            if isinstance(item, _End):
-                if item.error is not None:
-                    raise item.error
-                return
-            yield item
-    finally:
-        stop.set()
-        thread.join(_PUT_WAIT_S * 2)
 
 
 def _fetched(tier: Tier, part: TierRange, one: TierFile) -> pq.ParquetFile:

@@ -7,9 +7,6 @@ any row is used."""
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Iterator
-
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -18,14 +15,12 @@ import pyarrow.compute as pc
 
 from skiff.common.limits import TIER_ROW_GROUP_MESSAGES
 from skiff.spark import tier_read
-from skiff.spark.errors import SparkOptionError
 from skiff.spark.options import SourceOptions
 from skiff.spark.schema import ARROW_SCHEMA
 from skiff.spark.tier_plan import TierFile, TierRange
 from skiff.spark.tier_read import read_tier_range
 from skiff.tier.backends import FilesystemBackend, TierError
 from skiff.tier.columns import SOURCE_COLUMNS, records_to_table
-from skiff.testing.waits import wait_for
 from skiff.tier.tier import Tier, row_groups_within
 from tests.unit.tier.records import make_records
 
@@ -125,40 +120,3 @@ def test_a_file_other_than_the_manifests_is_refused(tiered) -> None:
     other = TierRange(whole.topic, whole.broker, 2, whole.start, whole.end, (TierFile(one.file, "0" * 64, one.size_bytes),))
     with pytest.raises(TierError, match="checksum .* is not the manifest's"):
         _read(url, other, whole.start, whole.end)
-
-
-def test_prefetched_or_not_the_batches_are_the_same(tiered) -> None:
-    url, _, whole = tiered
-    for start, end in ((whole.start, whole.end), (whole.start + 10, whole.start + 4500)):
-        on_the_task = _read(url, whole, start, end, tierPrefetchBatches="0")
-        for depth in ("1", "2", "16"):
-            ahead = _read(url, whole, start, end, tierPrefetchBatches=depth)
-            assert [b.num_rows for b in ahead] == [b.num_rows for b in on_the_task]
-            assert all(a.equals(b) for a, b in zip(ahead, on_the_task, strict=True)), (start, end, depth)
-    for bad in ("-1", "17", "two"):
-        with pytest.raises(SparkOptionError, match="tierPrefetchBatches"):
-            _read(url, whole, whole.start, whole.end, tierPrefetchBatches=bad)
-
-
-def prefetch_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.name == "skiff-tier-prefetch"]
-
-
-def test_a_consumer_that_stops_early_stops_the_prefetch_and_an_error_comes_through_in_order() -> None:
-    def batches(fail_after: int | None) -> Iterator[int]:
-        for i in range(1000):
-            if i == fail_after:
-                raise TierError("the bucket went away")
-            yield i
-
-    before = len(prefetch_threads())
-    taken = tier_read.prefetched(batches(None), 2)
-    assert [next(taken), next(taken)] == [0, 1]
-    taken.close()  # Spark stops reading (a limit, a failed task): the thread must not stay
-    wait_for(lambda: len(prefetch_threads()) == before, 10, "the prefetch thread to end")
-    got: list[int] = []
-    with pytest.raises(TierError, match="went away"):
-        for i in tier_read.prefetched(batches(5), 2):
-            got.append(i)
-    assert got == [0, 1, 2, 3, 4]  # every batch before the error, then the error
-    assert list(tier_read.prefetched(batches(None), 1)) == list(range(1000))
