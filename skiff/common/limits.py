@@ -274,3 +274,7 @@ HPACK_BLOCKS_CACHED = 1024
 """Request header blocks a gRPC connection remembers decoded while its HPACK table is unchanged,
 and header lists the gRPC door remembers parsed (skiff.protocol.h2): a client repeating a call
 sends the same bytes; past it the memory starts again."""
+
+GRPC_PEERS_PARSED = 4096
+"""Peer strings (``ipv4:host:port``) whose (host, port) the gRPC door keeps parsed
+(skiff.broker.grpc.server): every call of a connection names the same one."""

@@ -43,7 +43,7 @@ from skiff.broker.grpc.tls import door_tls, grpc_credentials, peer_credentials
 from skiff.broker.operations import Operations
 from skiff.broker.topics import TopicConfigManager
 from skiff.common.clock import Clock
-from skiff.common.limits import TELEMETRY_QUEUED_MAX
+from skiff.common.limits import GRPC_PEERS_PARSED, TELEMETRY_QUEUED_MAX
 from skiff.common.service import Periodic
 from skiff.protocol.v5 import definition_pb2 as pb
 from skiff.protocol.v5 import service_pb2 as rpc
@@ -57,8 +57,6 @@ log = logging.getLogger(__name__)
 SERVICE = "apache.rocketmq.v2.MessagingService"
 MAX_INBOUND_BYTES = 130 * 1024 * 1024
 """The proxy's grpcMaxInboundMessageSize."""
-PEERS_PARSED = 4096
-"""Peer strings whose (host, port) is remembered (a client's calls on one connection repeat it)."""
 TERMINATED = "NotifyClientTermination"
 """Why a terminated 5.x client's registrations were dropped (the consumer table's log says it)."""
 
@@ -339,7 +337,7 @@ class GrpcServer:
         return None
 
 
-@functools.lru_cache(maxsize=PEERS_PARSED)
+@functools.lru_cache(maxsize=GRPC_PEERS_PARSED)
 def _peer(text: str) -> tuple[str, int]:
     """A grpc peer string (``ipv4:127.0.0.1:5000``, ``ipv6:[::1]:5000``) as (host, port); a
     connection's calls all name the same peer, parsed once."""
