@@ -9,6 +9,8 @@ import gzip
 import struct
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from skiff.common.limits import H2_MAX_FRAME_BYTES, H2_RECEIVE_WINDOW_BYTES
 from skiff.protocol.h2 import frames as f
@@ -336,3 +338,16 @@ def test_a_whole_answer_in_one_piece_or_through_the_windows():
     rest = parse_frames(conn.data_to_send())
     assert b"".join(p for k, _, _, p in rest if k == f.DATA) == big[f.DEFAULT_WINDOW - 5:]
     assert rest[-1][:2] == (f.HEADERS, f.END_HEADERS | f.END_STREAM) and rest[-1][3] == g.OK_TRAILERS
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.binary(max_size=64), max_size=8), st.lists(st.tuples(st.integers(0, 12), st.integers(0, 255),
+                                                                           st.integers(0, 7), st.binary(max_size=40)),
+                                                                 max_size=12))
+def test_whatever_a_client_sends_the_codec_answers_and_never_raises(chunks: list[bytes],
+                                                                    made: list[tuple[int, int, int, bytes]]):
+    conn = started()
+    data = b"".join(f.frame(kind, flags, sid, payload) for kind, flags, sid, payload in made) + b"".join(chunks)
+    for event in conn.feed(data[:len(data) // 2]) + conn.feed(data[len(data) // 2:]):
+        assert event.kind in (HEADERS_EVENT, DATA_EVENT, RESET, ENDED, GONE)
+    conn.data_to_send()
