@@ -26,8 +26,9 @@ the slave dials with TLS (``tls.enable``), with a self-signed pair made for the 
 ``--tls-layer N`` measures the TLS layer of the stream alone, in this process: N frames of each
 size encrypted by a master's ssl object and decrypted by a slave's (the contexts the brokers
 make, memory BIOs, no sockets), each answered by an 8-byte report the other way; it prints the
-CPU per frame. (Count it with wall-clock CPU, not valgrind: OpenSSL takes its VAES/AVX-512 path
-for AES-GCM where the CPU has it, and valgrind, which has no AVX-512, makes it take another.)
+CPU per frame. (Count it with CPU time, not valgrind: OpenSSL picks its AES-GCM code by the
+features the CPU reports, and valgrind, which has no AVX-512, reports fewer, so the count under
+it is not of the code that runs natively.)
 
 ``--slave-path N`` measures the slave's receive path alone, in this process: N
 messages (batches of 32 over 8 queues, a tag, a key and a unique key each, as the
