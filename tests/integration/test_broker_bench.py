@@ -74,6 +74,16 @@ def test_replication_bench_measures_the_slave_path_in_process():
     assert all(r["slave_cpu_us_per_message"] > 0 for r in rows)
 
 
+def test_replication_bench_measures_the_tls_layer_in_process():
+    """--tls-layer: frames through the brokers' TLS contexts and back (the bench checks every byte arrived)."""
+    done = run_skiff(["bench", "replication", "--tls-layer", "300", "--sizes", "100,32768", "--json"], timeout_s=120)
+    assert done.returncode == 0, done.stdout
+    rows = json.loads(done.stdout[done.stdout.index("["):])
+    assert [(r["mode"], r["body_bytes"], r["frames"]) for r in rows] == [("tls-layer", 100, 300),
+                                                                          ("tls-layer", 32768, 300)]
+    assert all(r["cpu_us_per_frame"] > 0 for r in rows)
+
+
 def test_replication_bench_pin_puts_the_master_on_a_cpu_of_its_own():
     """--pin: every thread of the master on the first CPU, every thread of the others on the rest."""
     cpus = sorted(os.sched_getaffinity(0))
