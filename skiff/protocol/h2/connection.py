@@ -37,6 +37,8 @@ the write); the peer's GOAWAY (it opens no more calls; those open may finish).""
 
 HEADER_TABLE_BYTES = 4096
 """Our SETTINGS_HEADER_TABLE_SIZE: HPACK's default, what gRPC clients expect."""
+TABLE_SIZE_ZERO = b"\x20"
+"""An HPACK dynamic table size update to 0 (RFC 7541 §6.3)."""
 
 
 class Event(NamedTuple):
@@ -82,6 +84,8 @@ class H2Server:
         """DATA bytes received since the connection window was last replenished."""
         self._waiting: dict[int, None] = {}
         """Streams with DATA waiting for window, in the order they started waiting."""
+        self._table_update = b""
+        """What our next header block starts with (a table size update), if anything."""
         self.ended = False
         """A connection error was answered: nothing more is read."""
         self.goaway_sent = False
@@ -118,7 +122,8 @@ class H2Server:
             stream.pending.append((block, True))
             stream.local_closed = True
             return
-        self._out.append(f.frame(f.HEADERS, f.END_HEADERS | (f.END_STREAM if end_stream else 0), stream_id, block))
+        self._out.append(f.frame(f.HEADERS, f.END_HEADERS | (f.END_STREAM if end_stream else 0), stream_id,
+                                 self._header_block(block)))
         if end_stream:
             stream.local_closed = True
             self._maybe_forget(stream_id, stream)
@@ -148,7 +153,7 @@ class H2Server:
             self.send_data(stream_id, data)
             self.send_headers(stream_id, trailers, end_stream=True)
             return
-        pack = f.HEADER.pack
+        pack, headers = f.HEADER.pack, self._header_block(headers)
         self._out.append(b"".join((pack(len(headers) >> 8, len(headers) & 0xFF, f.HEADERS, f.END_HEADERS, stream_id),
                                    headers, pack(size >> 8, size & 0xFF, f.DATA, 0, stream_id), data,
                                    pack(len(trailers) >> 8, len(trailers) & 0xFF, f.HEADERS,
@@ -157,6 +162,13 @@ class H2Server:
         self._send_window -= size
         stream.local_closed = True
         self._maybe_forget(stream_id, stream)
+
+    def _header_block(self, block: bytes) -> bytes:
+        """``block``, after the table size update the peer's smaller SETTINGS_HEADER_TABLE_SIZE
+        asks the next block to start with (RFC 7541 §4.2): size 0, since we index nothing."""
+        if self._table_update:
+            block, self._table_update = self._table_update + block, b""
+        return block
 
     def reset(self, stream_id: int, code: int) -> None:
         """RST_STREAM: the call ends without trailers."""
@@ -199,7 +211,8 @@ class H2Server:
                 data, is_trailers = pending[0]
                 if is_trailers:
                     pending.popleft()
-                    self._out.append(f.frame(f.HEADERS, f.END_HEADERS | f.END_STREAM, stream_id, data))
+                    self._out.append(f.frame(f.HEADERS, f.END_HEADERS | f.END_STREAM, stream_id,
+                                             self._header_block(data)))
                     continue
                 sent = self._send_now(stream_id, stream, data)
                 if sent < len(data):
@@ -407,6 +420,8 @@ class H2Server:
                 self._peer_max_frame = value
             elif key == f.SETTINGS_ENABLE_PUSH and value > 1:
                 raise f.H2Error(f.PROTOCOL_ERROR, f"SETTINGS_ENABLE_PUSH {value}")
+            elif key == f.SETTINGS_HEADER_TABLE_SIZE and value < HEADER_TABLE_BYTES:
+                self._table_update = TABLE_SIZE_ZERO  # some decoders (nghttp2) insist on hearing it
         self._out.append(f.SETTINGS_ACK)
         self._flush_waiting()
 

@@ -351,3 +351,14 @@ def test_whatever_a_client_sends_the_codec_answers_and_never_raises(chunks: list
     for event in conn.feed(data[:len(data) // 2]) + conn.feed(data[len(data) // 2:]):
         assert event.kind in (HEADERS_EVENT, DATA_EVENT, RESET, ENDED, GONE)
     conn.data_to_send()
+
+
+def test_a_smaller_peer_header_table_is_acknowledged_at_the_start_of_our_next_block():
+    conn = started()
+    conn.feed(f.settings({f.SETTINGS_HEADER_TABLE_SIZE: 0}) + call_bytes(1, b"a") + call_bytes(3, b"b"))
+    conn.data_to_send()
+    conn.send_answer(1, g.RESPONSE_HEADERS, b"x", g.OK_TRAILERS)
+    conn.send_answer(3, g.RESPONSE_HEADERS, b"y", g.OK_TRAILERS)
+    blocks = [p for k, _, _, p in parse_frames(conn.data_to_send()) if k == f.HEADERS]
+    assert blocks == [b"\x20" + g.RESPONSE_HEADERS, g.OK_TRAILERS, g.RESPONSE_HEADERS, g.OK_TRAILERS]
+    assert Decoder(0, 65_536).decode(blocks[0]) == ((":status", "200"), ("content-type", "application/grpc"))
