@@ -36,9 +36,7 @@ Every read is bounds-checked against the input before it is made.
 """
 
 from libc.stdint cimport INT64_MAX, INT64_MIN, int16_t, int32_t, int64_t, int8_t, uint32_t, uint64_t
-from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE, _PyBytes_Resize
-from cpython.object cimport PyObject
-from cpython.ref cimport Py_INCREF, Py_XDECREF
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
 from libc.string cimport memcpy
@@ -271,9 +269,6 @@ cdef struct _Out:
     unsigned char* data
     Py_ssize_t size
     Py_ssize_t cap
-    # NULL: ``data`` is PyMem's; else a bytes object (one reference, ours) whose buffer is
-    # ``data``, resized in place, so the answer is made without a copy at its end (`stored_batch`).
-    PyObject* owner
 
 
 cdef int _room(_Out* out, Py_ssize_t n) except -1:
@@ -282,10 +277,6 @@ cdef int _room(_Out* out, Py_ssize_t n) except -1:
     if out.size + n <= out.cap:
         return 0
     cap = max(out.cap * 2, out.size + n + 256)
-    if out.owner != NULL:
-        _PyBytes_Resize(&out.owner, cap)  # (on failure it is released and set NULL, MemoryError raised)
-        out.data, out.cap = <unsigned char*>PyBytes_AS_STRING(<object>out.owner), cap
-        return 0
     grown = <unsigned char*>PyMem_Realloc(out.data, cap)
     if grown == NULL:
         raise MemoryError()
@@ -331,8 +322,8 @@ def encode_records(object records, object base_ts):
     cdef _Out body
     cdef int64_t base
     cdef object rec
-    out.data, out.size, out.cap, out.owner = NULL, 0, 0, NULL
-    body.data, body.size, body.cap, body.owner = NULL, 0, 0, NULL
+    out.data, out.size, out.cap = NULL, 0, 0
+    body.data, body.size, body.cap = NULL, 0, 0
     try:
         try:
             base = base_ts
@@ -488,15 +479,10 @@ def stored_batch(object data, Py_ssize_t max_bytes, bint first, object record_of
     if end == 0:
         return 0, b""
     base = _i64(d + 20)
-    # The answer is written into a bytes object sized for the records as stored (a record without
-    # properties takes less as a Kafka record; one with them grows it), shrunk in place at the end:
-    # a Fetch of 1 MiB is not copied once more out of a scratch buffer.
-    held = PyBytes_FromStringAndSize(NULL, end + HEADER_BYTES)
-    Py_INCREF(held)
-    out.owner, out.data, out.size, out.cap = <PyObject*>held, <unsigned char*>PyBytes_AS_STRING(held), 0, end + HEADER_BYTES
-    held = None
-    body.data, body.size, body.cap, body.owner = NULL, 0, 0, NULL
+    out.data, out.size, out.cap = NULL, 0, 0
+    body.data, body.size, body.cap = NULL, 0, 0
     try:
+        _room(&out, HEADER_BYTES)
         out.size = HEADER_BYTES
         pos = 0
         while pos < end:
@@ -562,12 +548,11 @@ def stored_batch(object data, Py_ssize_t max_bytes, bint first, object record_of
         _put(w + 51, 0xFFFF, 2)  # producer epoch -1
         _put(w + 53, 0xFFFFFFFF, 4)  # base sequence -1
         _put(w + 57, <uint64_t>count, 4)
-        _PyBytes_Resize(&out.owner, out.size)
-        result = <object>out.owner
+        result = PyBytes_FromStringAndSize(<const char*>out.data, out.size)
         _put(<unsigned char*>PyBytes_AS_STRING(result) + 17, <uint32_t>crc(memoryview(result)[CRC_FROM:]), 4)
         return base, result
     finally:
-        Py_XDECREF(out.owner)
+        PyMem_Free(out.data)
         PyMem_Free(body.data)
 
 
