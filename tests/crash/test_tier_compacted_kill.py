@@ -1,6 +1,7 @@
 """SIGKILL a compacted topic's tier at each durable step of an upload that supersedes keys of
 older files (the new file, its index, a rewritten older file, the manifest, the removal of the
-replaced files), one crash after another: after a restart that finishes the job, the tier and
+replaced files) and of the local trim that follows it (the new generation's data, the switch of
+its manifest, the removal of the old generation), one crash after another: after a restart that finishes the job, the tier and
 the trimmed local queue together serve the latest record of every key once, in offset order,
 and no file the manifest does not list is left.
 
@@ -36,7 +37,8 @@ from tests.crash.store_child import STORE_HOST
 from tests.unit.store.conftest import make_config, message
 
 MODULE = "tests.crash.test_tier_compacted_kill"
-STEPS = ["file-written", "index-written", "rewrite-written", "manifest-written", "replaced-removed"]
+STEPS = ["file-written", "index-written", "rewrite-written", "manifest-written", "replaced-removed",
+         "data-synced", "manifest-switched", "old-generation-removed"]  # the last three: the local trim's
 TOPIC = "T"
 PER_ROUND = 8
 KEYS = 12
@@ -101,6 +103,8 @@ def child_main() -> None:
     config = BrokerConfig(broker_name="broker-a", tier_storage_url=f"file://{root / 'tier'}", tier_seal_ms=1)
     service = TierService(config, store, _Topics(), SYSTEM_CLOCK)  # type: ignore[arg-type]
     service.tier.steps = step
+    trim = store.compaction.trim
+    store.compaction.trim = lambda topic, queue_id, below: trim(topic, queue_id, below, step)  # type: ignore[method-assign]
     service.uploader.seal_ms = 0
     service.uploader.run()
     listed = service.tier.manifest(TOPIC, "broker-a").segments
@@ -118,7 +122,7 @@ def _expected(rounds: int) -> list:
     return sorted(latest.values())
 
 
-@pytest.mark.slow  # seven child processes: about 25 s
+@pytest.mark.slow  # ten child processes: about 20-30 s
 def test_a_kill_at_any_step_of_a_superseding_upload_leaves_the_compacted_view(tmp_path: Path) -> None:
     first = Child(tmp_path, "--round", "0", module=MODULE)  # a file for the next uploads to supersede
     assert first.wait_for("view")[0]["view"] == _expected(1)
