@@ -89,6 +89,24 @@ class Fetch:
         flt = compile_subscription("*", "TAG", False)
         assert isinstance(flt, MessageFilter)
         self._all = flt
+        self._buffer = bytearray()
+        """`_pulled`'s buffer."""
+
+    def _pulled(self, buffers: Sequence[bytes | memoryview]) -> memoryview:
+        """The pulled records in one piece, copied into a buffer kept between reads (it only
+        grows, up to what a pull reads): a MiB-sized buffer allocated per partition answer is
+        mapped afresh by malloc on many reads, and the kernel zeroes its pages on first touch
+        (docs/performance.md, "Kafka: batched produce rows from the kernel"). Valid until the next
+        call; `stored_batch` keeps nothing of it."""
+        size = sum(map(len, buffers))
+        if len(self._buffer) < size:
+            self._buffer = bytearray(size)
+        view = memoryview(self._buffer)
+        at = 0
+        for b in buffers:
+            view[at:at + len(b)] = b
+            at += len(b)
+        return view[:size]
 
     async def fetch(self, req: dict[str, Any], queues: dict[Key, int | ErrorCode]) -> dict[str, Any]:
         """``queues``: each (topic, partition)'s queue here, or why this broker does not serve it."""
@@ -157,7 +175,7 @@ class Fetch:
                 answer["records"] = encode_batch(offset, [], last_offset_delta=result.next_begin_offset - offset - 1)
             return answer, 0
         try:
-            _, batch = stored_batch(b"".join(result.buffers), max_bytes, first, raw_record)
+            _, batch = stored_batch(self._pulled(result.buffers), max_bytes, first, raw_record)
         except DecodeError:
             answer["error_code"] = int(ErrorCode.CORRUPT_MESSAGE)
             return answer, 0

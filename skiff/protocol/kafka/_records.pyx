@@ -41,7 +41,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
 from libc.string cimport memcpy
 
-from skiff.common._kernels cimport _set_item, skiff_tuple_alloc
+from skiff.common._kernels cimport _Buf, _buf, _set_item, skiff_tuple_alloc
 
 cdef enum:
     HEADER_BYTES = 61
@@ -456,13 +456,27 @@ cdef int64_t _mapped_size(object rec) except -2:
     return size
 
 
+cdef enum:
+    SCRATCH_KEPT_BYTES = 4 * 1024 * 1024  # a Fetch of librdkafka's 1 MiB per partition grows it to 2 MiB
+
+
+cdef _Out _scratch
+"""`stored_batch`'s buffer, kept between calls (up to SCRATCH_KEPT_BYTES): a MiB-sized buffer
+allocated and freed per partition answer is mapped afresh by malloc on many calls (past its mmap
+threshold), and the kernel zeroes its pages on first touch: system CPU per Fetch
+(docs/performance.md, "Kafka: batched produce rows from the kernel")."""
+_scratch.data, _scratch.size, _scratch.cap = NULL, 0, 0
+
+
 def stored_batch(object data, Py_ssize_t max_bytes, bint first, object record_of, object crc):
-    """`stored_batch_py(data, max_bytes, first, record_of)`: (base offset, batch bytes), or None
-    where it would not make the reference's answer exactly. ``crc``: CRC-32C of a buffer."""
-    if type(data) is not bytes:
+    """`stored_batch_py(bytes(data), max_bytes, first, record_of)`: (base offset, batch bytes), or
+    None where it would not make the reference's answer exactly. ``data``: bytes or a memoryview
+    (of a buffer the caller reuses: nothing returned refers to it). ``crc``: CRC-32C of a buffer."""
+    if type(data) is not bytes and type(data) is not memoryview:
         return None
-    cdef const unsigned char* d = <const unsigned char*>PyBytes_AS_STRING(data)
-    cdef Py_ssize_t end = PyBytes_GET_SIZE(data), pos = 0, rec_end, body_at, t, p, n
+    cdef _Buf held = _buf(data)  # a memoryview: the caller's reused buffer of the pulled bytes, held for the call
+    cdef const unsigned char* d = held.ptr
+    cdef Py_ssize_t end = held.size, pos = 0, rec_end, body_at, t, p, n
     cdef int32_t sys_flag, count = 0
     cdef int64_t base, offset_delta, born, ts, base_ts = 0, max_ts = 0, ts_delta, rec_size, size = 0, last_delta = 0
     cdef unsigned char* w
@@ -479,7 +493,8 @@ def stored_batch(object data, Py_ssize_t max_bytes, bint first, object record_of
     if end == 0:
         return 0, b""
     base = _i64(d + 20)
-    out.data, out.size, out.cap = NULL, 0, 0
+    out.data, out.size, out.cap = _scratch.data, 0, _scratch.cap  # the buffer kept from the last call
+    _scratch.data, _scratch.cap = NULL, 0
     body.data, body.size, body.cap = NULL, 0, 0
     try:
         _room(&out, HEADER_BYTES)
@@ -495,7 +510,8 @@ def stored_batch(object data, Py_ssize_t max_bytes, bint first, object record_of
                 ts = born
                 rec_size = RECORD_OVERHEAD + (t - body_at)
             else:
-                rec = record_of(offset_delta, born, data[body_at:t], data[p:rec_end])
+                rec = record_of(offset_delta, born, PyBytes_FromStringAndSize(<const char*>d + body_at, t - body_at),
+                                PyBytes_FromStringAndSize(<const char*>d + p, rec_end - p))
                 rec_size = _mapped_size(rec)
                 if rec_size < 0:
                     return None
@@ -552,7 +568,10 @@ def stored_batch(object data, Py_ssize_t max_bytes, bint first, object record_of
         _put(<unsigned char*>PyBytes_AS_STRING(result) + 17, <uint32_t>crc(memoryview(result)[CRC_FROM:]), 4)
         return base, result
     finally:
-        PyMem_Free(out.data)
+        if out.cap <= SCRATCH_KEPT_BYTES and _scratch.data == NULL:
+            _scratch.data, _scratch.cap = out.data, out.cap
+        else:
+            PyMem_Free(out.data)
         PyMem_Free(body.data)
 
 

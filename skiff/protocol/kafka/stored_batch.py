@@ -47,16 +47,17 @@ _BORN = StoredMessage._fields.index("born_timestamp")
 record's whereabouts, its properties string from the second last (``props_at``) to the last."""
 
 
-def stored_batch(data: bytes, max_bytes: int, first: bool, record_of: RecordOf) -> tuple[int, bytes]:
+def stored_batch(data: bytes | memoryview, max_bytes: int, first: bool, record_of: RecordOf) -> tuple[int, bytes]:
     """The batch of the stored records ``data`` (a pull answer, at least one record) that fit in
     ``max_bytes``, and its base offset (the first record's queue offset); ``b""`` when none is
     served (a later partition whose first record does not fit, or no records). `DecodeError`
-    when a stored record does not decode."""
+    when a stored record does not decode. ``data`` may be a view of a buffer the caller reuses:
+    nothing returned refers to it."""
     out = _stored_batch(data, max_bytes, first, record_of, crc32c.crc32c)
-    return stored_batch_py(data, max_bytes, first, record_of) if out is None else out
+    return stored_batch_py(bytes(data), max_bytes, first, record_of) if out is None else out
 
 
-def no_stored_batch(data: bytes, max_bytes: int, first: bool, record_of: RecordOf,
+def no_stored_batch(data: bytes | memoryview, max_bytes: int, first: bool, record_of: RecordOf,
                     crc: Callable[[Any], int]) -> tuple[int, bytes] | None:
     """The reference of the compiled ``stored_batch``, which makes what it can make exactly as
     `stored_batch_py` does: this one leaves everything to `stored_batch_py`."""

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from skiff.broker.kafka.fetch import Fetch
 from skiff.broker.kafka.mapping import message_record, raw_record, record_properties
 from skiff.common.errors import DecodeError
 from skiff.common.properties import encode_properties
@@ -164,11 +165,49 @@ def test_the_kernel_leaves_what_it_cannot_make_exactly_to_the_reference() -> Non
             declined += 1
         else:  # a flipped bit in a body, a time or an offset still decodes: the same batch
             assert got == _batch_py(data, 1 << 20, True, raw_record)
-        assert kernel(bytearray(data), 1 << 20, True, raw_record, crc32c.crc32c) is None  # bytes only
+        assert kernel(bytearray(data), 1 << 20, True, raw_record, crc32c.crc32c) is None  # bytes or a memoryview only
     assert declined > 200
     compressed = _stored(b"x" * 100, {}, 0, 1, True)
     assert kernel(compressed, 1 << 20, True, raw_record, crc32c.crc32c) is None
     assert stored_batch(compressed, 1 << 20, True, raw_record)[1] == encode_batch(0, [Record(0, 1, None, b"x" * 100)])
+
+
+def test_a_view_of_a_reused_buffer_makes_the_batch_of_its_bytes() -> None:
+    """The Fetch copies the pulled records into one buffer it reuses (`Fetch._pulled`): the
+    kernel's batch of a view of it is the batch of its bytes, and nothing it returns (a mapped
+    record's values included) changes when the buffer is written over."""
+    kernel = compiled("stored_batch")
+    rng = random.Random(41)
+    buffer = bytearray(1 << 17)
+    made = 0
+    for _ in range(300):
+        data = _random_run(rng)
+        if len(data) > len(buffer):
+            continue
+        max_bytes, first = rng.choice([1 << 20, 0, 100, 2000, 30_000]), rng.random() < 0.7
+        buffer[:len(data)] = data
+        got = kernel(memoryview(buffer)[:len(data)], max_bytes, first, raw_record, crc32c.crc32c)
+        expected = stored_batch_py(data, max_bytes, first, raw_record)
+        buffer[:len(data)] = bytes(rng.randrange(256) for _ in range(8)) * (len(data) // 8) + bytes(len(data) % 8)
+        assert got == expected
+        made += got[1] != b""
+    assert made > 100
+    assert stored_batch(memoryview(b"".join([_stored(b"x", {}, 0, 1, True)])), 1 << 20, True, raw_record)[1] == \
+        encode_batch(0, [Record(0, 1, None, b"x")])  # declined (compressed): the reference reads its bytes
+
+
+def test_the_fetch_joins_the_pulled_buffers_into_one_it_keeps() -> None:
+    fetch = Fetch.__new__(Fetch)
+    fetch._buffer = bytearray()
+    rng = random.Random(7)
+    kept = None
+    for size in (5000, 300, 4999, 6000):
+        parts = [rng.randbytes(size // 3), memoryview(rng.randbytes(size - size // 3))]
+        view = fetch._pulled(parts)
+        assert bytes(view) == b"".join(parts)
+        if kept is not None and size <= len(kept):
+            assert fetch._buffer is kept  # no new buffer while the pulled records fit
+        kept = fetch._buffer
 
 
 def test_times_whose_deltas_pass_64_bits_are_left_to_the_reference() -> None:
