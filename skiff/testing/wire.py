@@ -16,6 +16,7 @@ from skiff.common.msgid import UNIQ_IDS
 from skiff.common.names import TBW102, is_retry_topic
 from skiff.common.stored_message import StoredMessage
 from skiff.common.sysflag import PullSysFlag
+from skiff.protocol.bodies.admin import KVTable
 from skiff.protocol.bodies.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
@@ -67,6 +68,16 @@ class BrokerWire:
                    timeout_ms: int | None = None) -> RemotingCommand:
         cmd = RemotingCommand.request(code, ext, body)
         return await self.client.invoke(self.addr, cmd, timeout_ms or self.timeout_ms)
+
+    async def runtime(self) -> dict[str, str]:
+        """The broker's runtime table (GET_BROKER_RUNTIME_INFO): offsets and HA state for tests to wait on."""
+        resp = await self.call(RequestCode.GET_BROKER_RUNTIME_INFO)
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        return dict(KVTable.from_json(resp.body).table)
+
+    async def max_offset(self) -> int:
+        """The CommitLog's max offset: a slave has caught up when it equals its master's."""
+        return int((await self.runtime())["commitLogMaxOffset"])
 
     # -- sending --------------------------------------------------------------
 

@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from skiff.common.message import Message
-from skiff.protocol.bodies.admin import KVTable
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.ha import FRAME_HEAD, encode_report
 from skiff.protocol.message_codec import decode_stored_messages
@@ -26,21 +25,12 @@ FILE_1M = "--mappedFileSizeCommitLog=1048576"
 SMALL_FRAMES = "--haTransferBatchSize=1024"
 
 
-async def runtime(wire: BrokerWire) -> dict[str, str]:
-    resp = await wire.call(RequestCode.GET_BROKER_RUNTIME_INFO)
-    assert resp.code == ResponseCode.SUCCESS, resp.remark
-    return dict(KVTable.from_json(resp.body).table)
-
-
-async def max_offset(wire: BrokerWire) -> int:
-    return int((await runtime(wire))["commitLogMaxOffset"])
-
 
 async def caught_up(master: BrokerWire, slave: BrokerWire, timeout_s: float = 30.0) -> int:
-    target = await max_offset(master)
+    target = await master.max_offset()
 
     async def check() -> bool:
-        return await max_offset(slave) == target
+        return await slave.max_offset() == target
     await eventually(check, timeout_s, f"the slave reaching the master's offset {target}")
     return target
 
@@ -83,7 +73,7 @@ def test_slave_copies_the_commitlog_byte_for_byte_and_serves_pulls(tmp_path: Pat
                 refused = await slave.send(Message("HA", b"to a slave"))
                 assert refused.code == ResponseCode.SERVICE_NOT_AVAILABLE
                 assert "slave" in (refused.remark or "")
-                info = await runtime(master)
+                info = await master.runtime()
                 assert info["haSlaveCount"] == "1" and info["haSlaveAckOffset"] == str(end)
             finally:
                 await master.close()
@@ -129,7 +119,7 @@ def test_sync_master_statuses_with_a_slave_gone_and_a_stopped_slave(tmp_path: Pa
 
 
 async def _slaves(wire: BrokerWire, count: str) -> bool:
-    return (await runtime(wire))["haSlaveCount"] == count
+    return (await wire.runtime())["haSlaveCount"] == count
 
 
 def test_slave_restart_resumes_and_a_new_slave_starts_at_the_last_file(tmp_path: Path) -> None:

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from skiff.common.message import Message
-from skiff.protocol.bodies.admin import KVTable
 from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.testing.etcd import etcd_binary
 from skiff.testing.ha import HAGroup
@@ -59,15 +58,6 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, CertificatePair
     return {name: write_self_signed(d, name) for name in ("broker", "stranger")}
 
 
-async def runtime(wire: BrokerWire) -> dict[str, str]:
-    resp = await wire.call(RequestCode.GET_BROKER_RUNTIME_INFO)
-    assert resp.code == ResponseCode.SUCCESS, resp.remark
-    return dict(KVTable.from_json(resp.body).table)
-
-
-async def max_offset(wire: BrokerWire) -> int:
-    return int((await runtime(wire))["commitLogMaxOffset"])
-
 
 async def send_some(master: BrokerWire, count: int) -> list[bytes]:
     bodies = [f"over TLS {i} ".encode() * 40 for i in range(count)]
@@ -79,10 +69,10 @@ async def send_some(master: BrokerWire, count: int) -> list[bytes]:
 
 async def replicated(group: HAGroup, master: BrokerWire, slave_id: int, slave: BrokerWire, bodies: list[bytes]) -> None:
     """The slave holds the master's CommitLog byte for byte and serves its messages."""
-    end = await max_offset(master)
+    end = await master.max_offset()
 
     async def caught_up() -> bool:
-        return await max_offset(slave) == end
+        return await slave.max_offset() == end
     await eventually(caught_up, 30, f"slave {slave_id} reaching the master's offset {end}")
     assert group.commitlog_bytes(slave_id, 0, end) == group.commitlog_bytes(0, 0, end)
 
@@ -120,7 +110,7 @@ def test_a_tls_slave_replicates_from_an_enforcing_master(enforcing: HAGroup, cer
         try:
             bodies = await send_some(master, 50)
             await replicated(enforcing, master, TLS_SLAVE, slave, bodies)
-            assert (await runtime(master))["haSlaveCount"] == "1"  # the other two are not connected
+            assert (await master.runtime())["haSlaveCount"] == "1"  # the other two are not connected
         finally:
             await master.close()
             await slave.close()
@@ -142,9 +132,9 @@ def test_a_plaintext_slave_is_refused_by_an_enforcing_master(enforcing: HAGroup,
                                          r"tls.server.mode is enforcing")
             next_line(enforcing.proc(PLAINTEXT_SLAVE), r"stopped following the master at \S+: .* before sending "
                                                        r"anything: if its HA port serves TLS only")
-            assert await max_offset(master) > 0
-            assert await max_offset(slave) == 0
-            assert (await runtime(slave))["haMasterSentOffset"] == "-1"
+            assert await master.max_offset() > 0
+            assert await slave.max_offset() == 0
+            assert (await slave.runtime())["haMasterSentOffset"] == "-1"
         finally:
             await master.close()
             await slave.close()
@@ -160,9 +150,9 @@ def test_a_slave_with_a_wrong_trust_cannot_connect(enforcing: HAGroup, certs: di
         try:
             await send_some(master, 5)
             next_line(enforcing.proc(0), r"TLS handshake with \S+ to the HA port failed")
-            assert await max_offset(master) > 0
-            assert await max_offset(slave) == 0
-            assert (await runtime(slave))["haConnected"] == "false"
+            assert await master.max_offset() > 0
+            assert await slave.max_offset() == 0
+            assert (await slave.runtime())["haConnected"] == "false"
         finally:
             await master.close()
             await slave.close()
@@ -184,7 +174,7 @@ def test_a_permissive_master_takes_tls_and_plaintext_slaves(tmp_path: Path, cert
             slaves = {i: BrokerWire(group.slave_addr(i)) for i in (TLS_SLAVE, PLAINTEXT_SLAVE)}
             try:
                 async def both() -> bool:
-                    return (await runtime(master))["haSlaveCount"] == "2"
+                    return (await master.runtime())["haSlaveCount"] == "2"
                 await eventually(both, 20, "both slaves connecting")
                 bodies = await send_some(master, 50)
                 for i, slave in slaves.items():
@@ -239,10 +229,10 @@ def test_up_ha_tls_replicates_over_tls_across_a_failover(tmp_path: Path) -> None
             master = BrokerWire(up.brokers[other].addr, tls=tls)
             slave = BrokerWire(up.brokers[first].addr, tls=tls)
             try:
-                end = await max_offset(master)
+                end = await master.max_offset()
 
                 async def caught_up() -> bool:
-                    return await max_offset(slave) == end
+                    return await slave.max_offset() == end
                 await eventually(caught_up, 20, "the restarted slave reaching the new master's end")
                 on_master = [m.body for m in await master.pull_messages("G", TOPIC, 0)]
                 assert on_master == before + after
