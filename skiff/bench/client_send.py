@@ -17,7 +17,12 @@ little dependence on the machine's load (the peer's own time is measured and tak
     valgrind --tool=callgrind --toggle-collect=functools_reduce --toggle-collect=_operator_call \
         python -m skiff.bench.client_send --sends 4000 --repeat 1
 
-It prints process-CPU µs per send, the fastest of ``--repeat`` rounds with the peer's time
+``--batch N`` (N > 1) sends batches instead, as the compare's Skiff producer does
+(`AsyncProducer.send_batch` of N fresh `Message` objects per call, one SEND_BATCH_MESSAGE each):
+
+    python -m skiff.bench.client_send --batch 256 --in-flight 8 --sends 200 --warmup 20
+
+It prints process-CPU µs per send (and per message), the fastest of ``--repeat`` rounds with the peer's time
 taken out, and checks that every send was answered SEND_OK. Under callgrind, with the two
 ``--toggle-collect`` options above, only the client's instructions in the measured rounds are
 counted: those rounds run inside C's ``functools_reduce``, and the peer's work there inside C's
@@ -37,6 +42,7 @@ from typing import Any
 
 from skiff.client.producer import AsyncProducer
 from skiff.client.results import SendStatus
+from skiff.common.limits import BATCH_MAX_MESSAGES
 from skiff.common.message import Message
 from skiff.protocol.bodies.route import BrokerData, QueueData, TopicRouteData
 from skiff.protocol.codes import RequestCode, ResponseCode
@@ -51,6 +57,7 @@ BROKER_ADDR = "127.0.0.1:10911"
 QUEUES = 8
 _QUEUE_ID = SendMessageRequestHeaderV2.WIRE_NAMES["queue_id"]
 _SEND_V2 = int(RequestCode.SEND_MESSAGE_V2)
+_SEND_BATCH = int(RequestCode.SEND_BATCH_MESSAGE)
 _ROUTE = int(RequestCode.GET_ROUTEINFO_BY_TOPIC)
 _ROUTE_BODY = TopicRouteData((QueueData(BROKER, QUEUES, QUEUES, 6),),
                              (BrokerData("DefaultCluster", BROKER, {0: BROKER_ADDR}),)).to_json()
@@ -81,7 +88,7 @@ class CannedPeer:
         return [self._answer(cmd) for cmd in decoder.feed(data)]
 
     def _answer(self, cmd: RemotingCommand) -> bytes:
-        if cmd.code == _SEND_V2:
+        if cmd.code == _SEND_V2 or cmd.code == _SEND_BATCH:
             self.sends += 1
             ext = {"msgId": f"7F00000100002A9F{self.sends:016X}", "queueId": (cmd.ext_fields or {})[_QUEUE_ID],
                    "queueOffset": str(self.sends), **_EXTRA}
@@ -172,16 +179,21 @@ def canned_loop(peer: CannedPeer, per_read: int) -> asyncio.AbstractEventLoop:
     return CannedLoop()
 
 
-async def sends(producer: AsyncProducer, msg: Message, count: int, in_flight: int) -> int:
-    """Send ``count`` messages with ``in_flight`` outstanding; how many were not SEND_OK."""
+async def sends(producer: AsyncProducer, bodies: list[bytes], count: int, in_flight: int) -> int:
+    """Make ``count`` sends with ``in_flight`` outstanding; how many were not SEND_OK. One body:
+    `AsyncProducer.send` of one message; more: `send_batch` of fresh messages, as the compare's driver."""
     left = count
     bad = 0
+    single = Message.of(TOPIC, bodies[0]) if len(bodies) == 1 else None
 
     async def worker() -> None:
         nonlocal left, bad
         while left > 0:
             left -= 1
-            result = await producer.send(msg)
+            if single is not None:
+                result = await producer.send(single)
+            else:
+                (result,) = await producer.send_batch([Message(TOPIC, body) for body in bodies])
             if result.send_status is not SendStatus.SEND_OK:
                 bad += 1
 
@@ -192,17 +204,17 @@ async def sends(producer: AsyncProducer, msg: Message, count: int, in_flight: in
 def run(args: argparse.Namespace) -> dict[str, Any]:
     peer = CannedPeer()
     loop = canned_loop(peer, args.per_read)
-    msg = Message.of(TOPIC, b"x" * args.size)
+    bodies = [i.to_bytes(8, "big") + bytes(args.size - 8) for i in range(args.batch)]
     rounds: list[float] = []
     with asyncio.Runner(loop_factory=lambda: loop) as runner:
         producer = AsyncProducer("ClientSendBench", "127.0.0.1:9876", instance_name="client-send-bench", trace=False)
         runner.run(producer.start())
-        assert runner.run(sends(producer, msg, args.warmup, args.in_flight)) == 0
+        assert runner.run(sends(producer, bodies, args.warmup, args.in_flight)) == 0
 
         def measured_round(_: object, __: object) -> None:
             peer_cpu_s, started = peer.cpu_s, time.process_time()
             peer.measuring = True
-            bad = runner.run(sends(producer, msg, args.sends, args.in_flight))
+            bad = runner.run(sends(producer, bodies, args.sends, args.in_flight))
             peer.measuring = False
             assert bad == 0, f"{bad} sends were not SEND_OK"
             rounds.append(time.process_time() - started - (peer.cpu_s - peer_cpu_s))
@@ -211,8 +223,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         functools.reduce(measured_round, range(args.repeat), None)
         runner.run(producer.shutdown())
     assert peer.sends == args.warmup + args.sends * args.repeat, f"the peer answered {peer.sends} sends"
-    return {"sends": args.sends, "in_flight": args.in_flight, "per_read": args.per_read, "size": args.size,
-            "client_cpu_us_per_send": round(min(rounds) / args.sends * 1e6, 2),
+    return {"sends": args.sends, "batch": args.batch, "in_flight": args.in_flight, "per_read": args.per_read,
+            "size": args.size, "client_cpu_us_per_send": round(min(rounds) / args.sends * 1e6, 2),
+            "client_cpu_us_per_message": round(min(rounds) / (args.sends * args.batch) * 1e6, 3),
             "rounds_us_per_send": [round(r / args.sends * 1e6, 2) for r in rounds]}
 
 
@@ -223,11 +236,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=5, help="rounds (the fastest is reported)")
     parser.add_argument("--in-flight", type=int, default=64, help="sends outstanding")
     parser.add_argument("--per-read", type=int, default=64, help="answers per read at most")
-    parser.add_argument("--size", type=int, default=100, help="body bytes")
+    parser.add_argument("--size", type=int, default=100, help="body bytes (at least 8)")
+    parser.add_argument("--batch", type=int, default=1, help="messages per send (1: send, more: send_batch)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
-    if min(args.sends, args.repeat, args.in_flight, args.per_read, args.size) < 1 or args.warmup < 0:
-        parser.error("--sends, --repeat, --in-flight, --per-read and --size must be at least 1")
+    if min(args.sends, args.repeat, args.in_flight, args.per_read, args.batch) < 1 or args.warmup < 0 or args.size < 8:
+        parser.error("--sends, --repeat, --in-flight, --per-read and --batch must be at least 1, --size at least 8")
+    if args.batch > BATCH_MAX_MESSAGES:
+        parser.error(f"--batch is at most {BATCH_MAX_MESSAGES} (one send)")
     figures = run(args)
     print(json.dumps(figures) if args.json else " ".join(f"{k}={v}" for k, v in figures.items()))
     return 0

@@ -72,7 +72,7 @@ def send_properties(msg: Message, uniq_key: str | None = None) -> str:
     """
     own = msg.properties
     if not own:  # nothing of the sender's to check: the common case of a bare message
-        return _WAIT_TRUE if uniq_key is None else f"{_WAIT_TRUE}{_UNIQ_KEY_EQ}{uniq_key}{PROPERTY_SEPARATOR}"
+        return _WAIT_TRUE if uniq_key is None else f"{_BARE_HEAD}{uniq_key}{PROPERTY_SEPARATOR}"
     props: dict[str, str] = dict(own)
     props.setdefault(Prop.WAIT, "true")
     if uniq_key is not None:
@@ -86,7 +86,15 @@ def send_properties(msg: Message, uniq_key: str | None = None) -> str:
 
 
 _WAIT_TRUE = f"{Prop.WAIT}{NAME_VALUE_SEPARATOR}true{PROPERTY_SEPARATOR}"
-_UNIQ_KEY_EQ = f"{Prop.UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
+_BARE_HEAD = f"{_WAIT_TRUE}{Prop.UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
+"""A bare message's properties up to its UNIQ_KEY's value."""
+
+
+def bare_properties(uniq_keys: Iterable[str]) -> list[bytes]:
+    """`send_properties` of messages without properties of their own, one per UNIQ_KEY, encoded:
+    a batch of bare messages (the usual one) makes them in one pass, no message looked at."""
+    head, sep = _BARE_HEAD, PROPERTY_SEPARATOR
+    return [f"{head}{key}{sep}".encode() for key in uniq_keys]
 
 
 def _properties_text(props: Mapping[str, str]) -> str:

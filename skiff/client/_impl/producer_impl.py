@@ -26,6 +26,7 @@ is the §3.4 batch encoding (every message with its own UNIQ_KEY).
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -47,7 +48,7 @@ from skiff.client.results import SendResult, SendStatus, make_send_result
 from skiff.common.clock import SYSTEM_CLOCK, Clock
 from skiff.common.limits import BATCH_MAX_MESSAGES, COMPRESS_BODY_OVER_BYTES, MESSAGE_MAX_BYTES
 from skiff.common.message import Message, MessageQueue
-from skiff.common.msgid import UNIQ_IDS
+from skiff.common.msgid import UNIQ_IDS, UniqIdGenerator
 from skiff.common.names import SYSTEM_TOPICS, TBW102, group_error, is_retry_topic, topic_error
 from skiff.common.properties import Prop
 from skiff.common.sysflag import MessageSysFlag
@@ -55,7 +56,7 @@ from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.errors import ConnectionClosed, MessageIllegalError, RequestTimeout, ResponseError, error_for
 from skiff.protocol.headers.send import SendMessageRequestHeaderV2, SendMessageResponseHeader
-from skiff.protocol.message_codec import compress_body, encode_batch, send_properties
+from skiff.protocol.message_codec import bare_properties, compress_body, encode_batch, pack_batch, send_properties
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +92,9 @@ _WIRE = SendMessageRequestHeaderV2.WIRE_NAMES
 _SYS_FLAG, _BORN, _FLAG, _PROPERTIES = (_WIRE[n] for n in ("sys_flag", "born_timestamp", "flag", "properties"))
 _RECONSUME_TIMES, _UNIT_MODE, _BATCH, _MAX_RECONSUME_TIMES = (
     _WIRE[n] for n in ("reconsume_times", "unit_mode", "batch", "max_reconsume_times"))
+_MESSAGE_TYPE = {Message}
+_TOPIC_OF, _BODY_OF, _PROPERTIES_OF = (operator.attrgetter(n) for n in ("topic", "body", "properties"))
+"""A batch's screen reads these in C-level passes (`map`)."""
 _TOPICS_REMEMBERED = 4096
 """Checked topic names a producer keeps (a producer that sends to more checks some again)."""
 _EXT_HEADS_REMEMBERED = 16384
@@ -151,12 +155,13 @@ class ProducerCore:
     """Validation, encoding, queue choice, retries and results, for one producer group."""
 
     def __init__(self, options: ProducerOptions, instance: ClientInstance, *, clock: Clock = SYSTEM_CLOCK,
-                 fault: FaultStrategy | None = None, uniq_id: Callable[[], str] = UNIQ_IDS.next_id) -> None:
+                 fault: FaultStrategy | None = None, uniq_ids: UniqIdGenerator = UNIQ_IDS) -> None:
         self.options = options
         self.instance = instance
         self.clock = clock
         self.fault = fault or FaultStrategy(options.latency_fault_enabled, clock)
-        self._uniq_id = uniq_id
+        self._uniq_ids = uniq_ids
+        self._uniq_id = uniq_ids.next_id
         self._topics: set[str] = set()
         """Topic names that passed `check_topic`."""
         self._ext_heads: dict[tuple[str, int], dict[str, str]] = {}
@@ -206,10 +211,10 @@ class ProducerCore:
         The usual batch fits in one send and is encoded in one pass; one that
         does not is encoded message by message into as many sends as it needs.
         """
-        self._check_batch(msgs)
+        bare = self._check_batch(msgs)
         topic, wait = msgs[0].topic, msgs[0].properties.get(Prop.WAIT, "true")
         if len(msgs) <= BATCH_MAX_MESSAGES:
-            body, ids = self._encode(msgs)
+            body, ids = self._encode_bare(msgs) if bare else self._encode(msgs)
             if len(body) <= self.options.max_message_size:
                 return [self._chunk(topic, [body], ids, wait)]
         chunks: list[Prepared] = []
@@ -240,6 +245,13 @@ class ProducerCore:
                 f"({BATCH_MAX_MESSAGES} messages, max_message_size {self.options.max_message_size} bytes)")
         return self._chunk(topic, [body], list(msg_ids), "true")
 
+    def _encode_bare(self, msgs: Sequence[Message]) -> tuple[bytes, list[str]]:
+        """`_encode` of messages without properties of their own: their ids taken at once and
+        formatted, their properties made from the ids alone (`bare_properties`)."""
+        prefix, counters = self._uniq_ids.take(len(msgs))
+        ids = [f"{prefix}{counter & 0xFFFF:04X}" for counter in counters]
+        return pack_batch(msgs, bare_properties(ids)), ids  # lengths checked: they fit their fields
+
     def _encode(self, msgs: Sequence[Message]) -> tuple[bytes, list[str]]:
         """The batch body of ``msgs`` and each one's UNIQ_KEY (its own, or a new one)."""
         generated: list[str] = []
@@ -256,15 +268,29 @@ class ProducerCore:
             raise MessageValidationError(exc.remark) from None
         return body, [m.properties.get(Prop.UNIQ_KEY) or g for m, g in zip(msgs, generated)]
 
-    def _check_batch(self, msgs: Sequence[Message]) -> None:
+    def _check_batch(self, msgs: Sequence[Message]) -> bool:
+        """Refuse a batch no broker would store, with the reason; whether none of its messages has
+        properties of its own (the usual batch, which `_encode_bare` encodes).
+
+        The usual batch is screened in C-level passes over the messages (types, topics, body
+        lengths, properties); only one that fails the screen, or has properties, is looked at
+        message by message, to say what is wrong."""
         if not msgs:
             raise MessageValidationError("the batch is empty")
         topic = msgs[0].topic
         check_topic(topic)
         if is_retry_topic(topic):
             raise MessageValidationError("a batch cannot be sent to a retry topic")
-        wait = msgs[0].properties.get(Prop.WAIT, "true")
         limit = self.options.max_message_size
+        if set(map(type, msgs)) == _MESSAGE_TYPE and set(map(_TOPIC_OF, msgs)) == {topic}:
+            lengths = list(map(len, map(_BODY_OF, msgs)))
+            if min(lengths) and max(lengths) <= limit and not any(map(_PROPERTIES_OF, msgs)):
+                return True
+        self._check_each(msgs, topic, limit)
+        return False
+
+    def _check_each(self, msgs: Sequence[Message], topic: str, limit: int) -> None:
+        wait = msgs[0].properties.get(Prop.WAIT, "true")
         for msg in msgs:
             if type(msg) is not Message or msg.topic != topic or not msg.body or len(msg.body) > limit:
                 self.check_message(msg)

@@ -14,6 +14,7 @@ from skiff.client import AsyncProducer, Message, MessageQueue, SelectByHash, Sen
 from skiff.client._impl.config import ClientConfig
 from skiff.client._impl.producer_impl import ProducerCore, ProducerOptions
 from skiff.client.errors import ClientConfigError, ClientStateError, MessageValidationError, SendFailedError
+from skiff.common.msgid import UniqIdGenerator
 from skiff.common.properties import Prop, decode_properties
 from skiff.namesrv import NamesrvConfig, NamesrvServer
 from skiff.protocol.bodies.admin import DataVersion
@@ -86,6 +87,33 @@ def test_batches_split_to_the_size_limit_and_keep_every_message():
     ids = [i for ch in chunks for i in ch.msg_id.split(",")]
     assert ids == [m.properties[Prop.UNIQ_KEY] for m in decoded] and len(set(ids)) == 25
     assert all(ch.batch and decode_properties(ch.properties) == {Prop.WAIT: "true"} for ch in chunks)
+
+
+def test_a_batch_of_bare_messages_is_encoded_as_the_general_path_encodes_it():
+    c = ProducerCore(ProducerOptions("PG"), instance=None,  # type: ignore[arg-type]
+                     uniq_ids=UniqIdGenerator(ip=b"\x0a\x00\x00\x01", pid=7))
+    msgs = [Message("T", bytes([i % 256]) * (i + 1), flag=i) for i in range(300)]
+    (chunk,) = c.prepare_batch(msgs)
+    ids = chunk.msg_id.split(",")
+    assert len(set(ids)) == 300 and all(len(i) == 32 and i.startswith("0A0000010007") for i in ids)
+    assert chunk.body == encode_batch(msgs, iter(ids).__next__)
+    decoded = decode_batch(chunk.body, "T")
+    assert [(m.body, m.flag, m.properties[Prop.UNIQ_KEY]) for m in decoded] == [
+        (m.body, m.flag, i) for m, i in zip(msgs, ids)]
+    mixed = [*msgs[:2], Message.of("T", b"own", keys="k", properties={Prop.UNIQ_KEY: "OWN"})]
+    (general,) = c.prepare_batch(mixed)
+    assert general.msg_id.split(",")[2] == "OWN" and decode_batch(general.body, "T")[2].keys == ["k"]
+
+
+@pytest.mark.parametrize(("msgs", "reason"), [
+    ([Message("A", b"1"), Message("A", b"")], "body is empty"),
+    ([Message("A", b"1"), Message("A", b"x" * 11)], "more than max_message_size"),
+    ([Message("A", b"1"), "not a message"], "expected a Message"),
+    ([Message("A", b"1"), Message("B", b"2")], "one topic"),
+])
+def test_a_batch_that_fails_the_screen_is_refused_for_what_is_wrong(msgs, reason):
+    with pytest.raises(MessageValidationError, match=reason):
+        core(max_message_size=10).prepare_batch(msgs)
 
 
 def test_batches_split_to_the_count_limit():
