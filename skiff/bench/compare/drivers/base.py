@@ -20,6 +20,7 @@ consumer process subtracts the producer's stamp from its own reading.
 from __future__ import annotations
 
 import asyncio
+import operator
 import struct
 import time
 from abc import ABC, abstractmethod
@@ -34,6 +35,11 @@ assert BODY_HEAD.size == 16
 BODY_MIN_BYTES = BODY_HEAD.size
 
 CONSUMER_GROUP = "bench"
+_HEAD_OF = operator.itemgetter(slice(0, BODY_HEAD.size))
+VECTOR_MIN_BODIES = 64
+"""From this many bodies in one delivery on, `Recorder.add` counts them in numpy passes: their
+fixed cost (~6 µs) is then below what the bodies cost counted one by one (~0.2 µs each; break-even
+near 36). A client that delivers one message per callback (RabbitMQ's) keeps the per-body count."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,13 +90,42 @@ class Recorder:
         self.done = asyncio.Event()
 
     def add(self, bodies: Iterable[bytes | memoryview]) -> None:
+        """Count the bodies of one delivery, all received now: each one's sequence number and
+        latency. A delivery of a few is counted body by body; a larger one (a fetch or a poll) in
+        numpy passes over the bodies' heads, the same figures without Python work per message."""
         now = time.monotonic_ns()
         if not self.t_first_ns:
             self.t_first_ns = now
+        heads = list(map(_HEAD_OF, bodies))
+        if len(heads) >= VECTOR_MIN_BODIES:
+            self._add_heads(now, heads)
+        else:
+            self._add_each(now, heads)
+        self.t_last_ns = now
+        self.set_expected(self.expected)
+
+    def _add_heads(self, now: int, heads: list[bytes | memoryview]) -> None:
+        raw = b"".join(heads)
+        if len(raw) != BODY_HEAD.size * len(heads):
+            raise ValueError(f"a body is shorter than its {BODY_HEAD.size}-byte head")
+        columns = np.frombuffer(raw, dtype=">u8").reshape(-1, 2)
+        stamps, seqs = columns[:, 0], columns[:, 1]
+        in_range = seqs < len(self._seen)
+        if not in_range.all():
+            self.out_of_range += int(len(seqs) - np.count_nonzero(in_range))
+            stamps, seqs = stamps[in_range], seqs[in_range]
+        self._seen[seqs] = True
+        n = self._n_latency
+        take = min(len(seqs), len(self._latency_ns) - n)
+        self._latency_ns[n:n + take] = now - stamps[:take].astype(np.int64)
+        self._n_latency = n + take
+        self.received += len(seqs)
+
+    def _add_each(self, now: int, heads: list[bytes | memoryview]) -> None:
         unpack, seen, lat = BODY_HEAD.unpack_from, self._seen, self._latency_ns
         limit = len(seen)
         n = self._n_latency
-        for body in bodies:
+        for body in heads:
             stamp, seq = unpack(body)
             if seq >= limit:
                 self.out_of_range += 1
@@ -101,8 +136,6 @@ class Recorder:
                 n += 1
             self.received += 1
         self._n_latency = n
-        self.t_last_ns = now
-        self.set_expected(self.expected)
 
     def set_expected(self, expected: int) -> None:
         """Lower the target once the producer says how many it really sent."""
