@@ -35,7 +35,7 @@ import grpc
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.grpc.clients import GrpcClientConn
-from skiff.broker.grpc.convert import now_timestamp, to_message
+from skiff.broker.grpc.convert import fill_message, now_timestamp
 from skiff.broker.grpc.lite import LiteTopics
 from skiff.broker.grpc.status import refused, status
 from skiff.broker.grpc.renewal import Renewals
@@ -104,9 +104,10 @@ class Consuming:
                 receipt = p.handle.encode_receipt()
                 if req.auto_renew:
                     self.renewals.hold(conn, receipt, made.group, made.topic, p.handle)
-                message = to_message(decode_record(p.record), receipt_handle=receipt,
-                                     delivery_attempt=p.delivery_attempt, invisible_ms=made.invisible_ms)
-                yield rpc.ReceiveMessageResponse(message=message)
+                response = rpc.ReceiveMessageResponse()
+                fill_message(response.message, decode_record(p.record), receipt_handle=receipt,
+                             delivery_attempt=p.delivery_attempt, invisible_ms=made.invisible_ms)
+                yield response
         yield rpc.ReceiveMessageResponse(delivery_timestamp=now_timestamp())
 
     def _pop_request(self, req: rpc.ReceiveMessageRequest, time_left_s: float | None) -> PopRequest | pb.Status:
@@ -145,7 +146,14 @@ class Consuming:
         return handle
 
     async def ack(self, req: rpc.AckMessageRequest) -> rpc.AckMessageResponse:
-        entries = []
+        """Each entry settled on its own (a 5.x client sends one per call). The answer is filled
+        in place, each entry's status copied from a shared constant when OK: building an entry
+        and a status apart and copying both in was ~2.5 µs of the ~45 µs of broker CPU a
+        received and acknowledged message cost (issue 26)."""
+        response = rpc.AckMessageResponse()
+        add = response.entries.add
+        codes = set()
+        first: pb.Status | None = None
         for entry in req.entries:
             handle = self._handle(entry.receipt_handle)
             if isinstance(handle, ExtraInfo) and self._elsewhere(handle, entry.lite_topic):
@@ -156,13 +164,15 @@ class Consuming:
             elif isinstance(handle, ExtraInfo):
                 topic = self._topic(req.topic.name, entry.lite_topic)
                 handle = _settled(self.pop.ack(AckRequest(req.group.name, topic, handle)))
-            entries.append(rpc.AckMessageResultEntry(message_id=entry.message_id,
-                                                     receipt_handle=entry.receipt_handle, status=handle))
-        codes = {e.status.code for e in entries}
-        top = entries[0].status if len(codes) == 1 else status(pb.MULTIPLE_RESULTS)
-        if not entries:
-            top = status(pb.BAD_REQUEST, "no entry to acknowledge")
-        return rpc.AckMessageResponse(status=top, entries=entries)
+            add(message_id=entry.message_id, receipt_handle=entry.receipt_handle).status.CopyFrom(handle)
+            codes.add(handle.code)
+            if first is None:
+                first = handle
+        if first is None:
+            response.status.CopyFrom(status(pb.BAD_REQUEST, "no entry to acknowledge"))
+        else:
+            response.status.CopyFrom(first if len(codes) == 1 else status(pb.MULTIPLE_RESULTS))
+        return response
 
     async def change_invisible(self, req: rpc.ChangeInvisibleDurationRequest) -> rpc.ChangeInvisibleDurationResponse:
         handle = self._handle(req.receipt_handle)
@@ -218,11 +228,15 @@ class Consuming:
         return self.lite.settle_topic(topic, lite_topic) if self.lite is not None else topic
 
 
+_OK = status(pb.OK, "OK")
+"""A settled message's status: read only (copied into answers), so one serves every answer."""
+
+
 def _settled(refusal: Refusal | None) -> pb.Status:
     """An ack's, change's or dead-lettering's status: a handle naming nothing in flight is an
     invalid receipt handle to a 5.x client (the push consumer stops retrying on it)."""
     if refusal is None:
-        return status(pb.OK, "OK")
+        return _OK
     if refusal.code == PopResponseCode.NO_MESSAGE:
         return status(pb.INVALID_RECEIPT_HANDLE, refusal.reason)
     return refused(refusal)

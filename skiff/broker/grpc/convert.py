@@ -15,14 +15,14 @@ consumers discarded them), ``delivery_attempt`` ≥ 1 and the receipt handle.
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Mapping
+from hashlib import md5
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from skiff.common.names import RETRY_PREFIX
-from skiff.common.properties import SYSTEM_PROPERTIES, Prop
+from skiff.common.properties import SYSTEM_PROPERTIES, Prop, split_keys
 from skiff.common.stored_message import StoredMessage
 from skiff.protocol.v5 import definition_pb2 as pb
 
@@ -141,21 +141,70 @@ def message_type(props: Mapping[str, str]) -> pb.MessageType:
 def to_message(m: StoredMessage, *, receipt_handle: str = "", delivery_attempt: int = 0,
                invisible_ms: int = 0) -> pb.Message:
     """A stored message as a 5.x client receives it."""
+    out = pb.Message()
+    fill_message(out, m, receipt_handle=receipt_handle, delivery_attempt=delivery_attempt, invisible_ms=invisible_ms)
+    return out
+
+
+def fill_message(out: pb.Message, m: StoredMessage, *, receipt_handle: str = "", delivery_attempt: int = 0,
+                 invisible_ms: int = 0) -> None:
+    """`to_message` into an empty message the caller holds (a response's own ``message``, so it
+    is not built apart and copied in). Fields are set one by one on the message's own
+    sub-messages: the keyword constructor with Timestamp, Digest and SystemProperties objects
+    built apart and copied in cost ~6.7 µs per message against ~2 µs this way (upb, 100 B body),
+    a large part of a received message's broker CPU."""
     props = m.properties
-    topic = props.get(Prop.RETRY_TOPIC, m.topic) if m.topic.startswith(RETRY_PREFIX) else m.topic
-    sp = pb.SystemProperties(
-        keys=m.keys, message_id=m.msg_id, body_encoding=pb.IDENTITY, message_type=message_type(props),
-        body_digest=pb.Digest(type=pb.MD5, checksum=hashlib.md5(m.body).hexdigest().upper()),
-        born_timestamp=timestamp(m.born_timestamp), born_host=props.get(BORN_HOST, m.born_host.split(":")[0]),
-        store_timestamp=timestamp(m.store_timestamp), store_host=m.store_host, queue_id=m.queue_id,
-        queue_offset=m.queue_offset, delivery_attempt=delivery_attempt or m.reconsume_times + 1,
-    )
-    if m.tags is not None:
-        sp.tag = m.tags
+    topic = m.topic
+    if topic.startswith(RETRY_PREFIX):
+        topic = props.get(Prop.RETRY_TOPIC, topic)
+    out.topic.name = topic
+    out.body = body = m.body
+    sp = out.system_properties
+    keys = props.get(Prop.KEYS)
+    if keys:
+        sp.keys.extend(split_keys(keys))
+    sp.message_id = props.get(Prop.UNIQ_KEY) or m.offset_msg_id
+    sp.body_encoding = pb.IDENTITY
+    sp.message_type = message_type(props)
+    digest = sp.body_digest
+    digest.type = pb.MD5
+    digest.checksum = md5(body).hexdigest().upper()
+    ms = m.born_timestamp
+    ts = sp.born_timestamp
+    ts.seconds = ms // 1000
+    ts.nanos = ms % 1000 * 1_000_000
+    born_host = props.get(BORN_HOST)
+    sp.born_host = born_host if born_host is not None else m.born_host.split(":")[0]
+    ms = m.store_timestamp
+    ts = sp.store_timestamp
+    ts.seconds = ms // 1000
+    ts.nanos = ms % 1000 * 1_000_000
+    sp.store_host = m.store_host
+    sp.queue_id = m.queue_id
+    sp.queue_offset = m.queue_offset
+    sp.delivery_attempt = delivery_attempt or m.reconsume_times + 1
+    tags = props.get(Prop.TAGS)
+    if tags is not None:
+        sp.tag = tags
     if receipt_handle:
         sp.receipt_handle = receipt_handle
     if invisible_ms:
-        sp.invisible_duration.FromMilliseconds(invisible_ms)
+        duration = sp.invisible_duration
+        whole = abs(invisible_ms)  # a Duration's seconds and nanos share its sign
+        duration.seconds = whole // 1000 if invisible_ms > 0 else -(whole // 1000)
+        duration.nanos = whole % 1000 * 1_000_000 if invisible_ms > 0 else -(whole % 1000 * 1_000_000)
+    if not props.keys() <= _PLAIN:
+        _fill_rare(out, sp, props)
+
+
+_PLAIN = frozenset({Prop.UNIQ_KEY, Prop.KEYS, Prop.TAGS, BORN_TIMESTAMP, BORN_HOST})
+"""Properties `fill_message` has read already: a message with no other (a plain 5.x send) skips
+`_fill_rare`."""
+assert _PLAIN <= _HIDDEN
+
+
+def _fill_rare(out: pb.Message, sp: pb.SystemProperties, props: Mapping[str, str]) -> None:
+    """The system properties few messages carry, and the user's properties."""
     if Prop.SHARDING_KEY in props:
         sp.message_group = props[Prop.SHARDING_KEY]
     if props.get(Prop.PRIORITY, "").isdigit():
@@ -166,4 +215,5 @@ def to_message(m: StoredMessage, *, receipt_handle: str = "", delivery_attempt: 
     if TRACE_CONTEXT in props:
         sp.trace_context = props[TRACE_CONTEXT]
     user = {k: v for k, v in props.items() if k not in _HIDDEN}
-    return pb.Message(topic=pb.Resource(name=topic), user_properties=user, system_properties=sp, body=m.body)
+    if user:
+        out.user_properties.update(user)

@@ -5,10 +5,22 @@ from __future__ import annotations
 
 import pytest
 
-from skiff.broker.grpc.convert import DELIVERY_TIMESTAMP, Invalid, timestamp, to_message, to_properties
+from google.protobuf.duration_pb2 import Duration
+
+from skiff.broker.grpc.convert import (
+    BORN_HOST,
+    BORN_TIMESTAMP,
+    DELIVERY_TIMESTAMP,
+    Invalid,
+    fill_message,
+    timestamp,
+    to_message,
+    to_properties,
+)
 from skiff.common.properties import Prop
 from skiff.common.stored_message import StoredMessage
 from skiff.protocol.v5 import definition_pb2 as pb
+from skiff.protocol.v5 import service_pb2 as rpc
 
 NOW = 1_800_000_000_000
 
@@ -63,3 +75,23 @@ def test_a_stored_retry_copy_reaches_a_5x_client_as_its_original():
     assert (sp.body_digest.type, sp.body_digest.checksum) == (pb.MD5, "841A2D689AD86BD1611447453C22C6FC")
     assert sp.delivery_timestamp.ToMilliseconds() == NOW and sp.invisible_duration.ToMilliseconds() == 30_000
     assert (sp.queue_offset, sp.born_host) == (7, "10.0.0.1")
+
+
+def test_a_plain_message_is_received_as_the_keyword_built_message_and_filled_in_place_alike():
+    """`fill_message` sets fields one by one (the fast way); the message must be the one the
+    keyword constructor makes, sub-second times and durations included, with no user property."""
+    props = {Prop.UNIQ_KEY: "01AA", Prop.TAGS: "A", BORN_TIMESTAMP: str(NOW - 9), BORN_HOST: "10.0.0.9"}
+    stored = StoredMessage("T", b"body", props, queue_id=1, queue_offset=3, born_timestamp=NOW - 9,
+                           born_host="10.0.0.1:5000", store_timestamp=NOW + 123, store_host="10.0.0.2:10911")
+    expected = pb.Message(topic=pb.Resource(name="T"), body=b"body", system_properties=pb.SystemProperties(
+        message_id="01AA", tag="A", body_encoding=pb.IDENTITY, message_type=pb.NORMAL,
+        body_digest=pb.Digest(type=pb.MD5, checksum="841A2D689AD86BD1611447453C22C6FC"),
+        born_timestamp=timestamp(NOW - 9), born_host="10.0.0.9", store_timestamp=timestamp(NOW + 123),
+        store_host="10.0.0.2:10911", queue_id=1, queue_offset=3, delivery_attempt=2, receipt_handle="h",
+        invisible_duration=Duration(seconds=1, nanos=500_000_000)))
+    received = to_message(stored, receipt_handle="h", delivery_attempt=2, invisible_ms=1_500)
+    assert received == expected and not received.user_properties
+    assert received.system_properties.born_timestamp.nanos == 991_000_000
+    response = rpc.ReceiveMessageResponse()
+    fill_message(response.message, stored, receipt_handle="h", delivery_attempt=2, invisible_ms=1_500)
+    assert response.message.SerializeToString() == expected.SerializeToString()
