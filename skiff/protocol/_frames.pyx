@@ -25,7 +25,9 @@ selected by `skiff.common.kernels.select` (``SKIFF_NO_EXTENSIONS=1`` forces the 
 - `plain_sends` encodes the property names it is given once (`_plain_names`), and
   `sent_answers` the parts its answers share once per set of fields (`_Shared`).
 - `pack_batch` and `split_batch` build and split a batch message body, as
-  `skiff.protocol.message_codec.pack_batch_py` and `split_batch_py` do.
+  `skiff.protocol.message_codec.pack_batch_py` and `split_batch_py` do; `pack_bare_batch`
+  builds one of messages without properties of their own, their UNIQ_KEYs made in the same
+  pass, as `pack_bare_batch_py` does.
 
 The store rows are made by slot with `skiff.common._kernels`' `skiff_tuple_alloc` and
 `_set_item` (declared in `skiff/common/_kernels.pxd`, compiled into this module).
@@ -1117,6 +1119,72 @@ def pack_batch(messages, properties):
         memcpy(out + pos + 2, PyBytes_AS_STRING(prop), props_len)
         pos += 2 + props_len
     return result
+
+
+cdef const char *_HEX_DIGITS = b"0123456789ABCDEF"
+
+
+cdef inline void _put_hex4(unsigned char *p, uint32_t v) noexcept nogil:
+    p[0] = _HEX_DIGITS[(v >> 12) & 15]
+    p[1] = _HEX_DIGITS[(v >> 8) & 15]
+    p[2] = _HEX_DIGITS[(v >> 4) & 15]
+    p[3] = _HEX_DIGITS[v & 15]
+
+
+def pack_bare_batch(messages, str props_head, str id_prefix, counters):
+    """`skiff.protocol.message_codec.pack_bare_batch_py`: the batch records of ``messages``, each
+    with the properties ``props_head`` + its id + 0x02, its id ``id_prefix`` + its counter's 4
+    hex digits; and the ids joined by commas."""
+    cdef Py_ssize_t n = min(len(messages), len(counters)), i, total = 0, pos = 0, body_len
+    cdef Py_ssize_t head_len, prefix_len, props_len, id_len, at
+    cdef const char *head_p = PyUnicode_AsUTF8AndSize(props_head, &head_len)
+    cdef const char *prefix_p = PyUnicode_AsUTF8AndSize(id_prefix, &prefix_len)
+    cdef list bodies = [], flags = []
+    cdef unsigned char *out
+    cdef unsigned char *idp
+    cdef uint32_t counter
+    id_len = prefix_len + 4
+    props_len = head_len + id_len + 1
+    if props_len > 32767:
+        raise ValueError("a batch record's properties are too long for their length field")
+    for i in range(n):
+        msg = messages[i]
+        body = msg.body
+        body = body if type(body) is bytes else bytes(body)
+        if len(body) > 2147483647 - 22 - props_len:
+            raise ValueError("a batch record's body is too long for its length field")
+        bodies.append(body)
+        flags.append(_as_i32(msg.flag))
+        total += 22 + len(body) + props_len
+    result = PyBytes_FromStringAndSize(NULL, total)
+    ids = PyBytes_FromStringAndSize(NULL, n * (id_len + 1) - 1 if n else 0)
+    out = <unsigned char *>PyBytes_AS_STRING(result)
+    idp = <unsigned char *>PyBytes_AS_STRING(ids)
+    for i in range(n):
+        counter = <uint32_t>(counters[i] & 0xFFFF)
+        body = bodies[i]
+        body_len = len(body)
+        _put32(out + pos, <uint32_t>(22 + body_len + props_len))
+        _put32(out + pos + 4, 0)
+        _put32(out + pos + 8, 0)
+        _put32(out + pos + 12, <uint32_t><int32_t>flags[i])
+        _put32(out + pos + 16, <uint32_t>body_len)
+        memcpy(out + pos + 20, PyBytes_AS_STRING(body), body_len)
+        pos += 20 + body_len
+        out[pos] = <unsigned char>(props_len >> 8)
+        out[pos + 1] = <unsigned char>props_len
+        memcpy(out + pos + 2, head_p, head_len)
+        at = pos + 2 + head_len
+        memcpy(out + at, prefix_p, prefix_len)
+        _put_hex4(out + at + prefix_len, counter)
+        out[at + id_len] = 2
+        pos += 2 + props_len
+        at = i * (id_len + 1)
+        memcpy(idp + at, prefix_p, prefix_len)
+        _put_hex4(idp + at + prefix_len, counter)
+        if i + 1 < n:
+            idp[at + id_len] = 44  # ','
+    return result, PyUnicode_DecodeUTF8(PyBytes_AS_STRING(ids), PyBytes_GET_SIZE(ids), NULL)
 
 
 def split_batch(data, Py_ssize_t max_messages):

@@ -90,11 +90,12 @@ _BARE_HEAD = f"{_WAIT_TRUE}{Prop.UNIQ_KEY}{NAME_VALUE_SEPARATOR}"
 """A bare message's properties up to its UNIQ_KEY's value."""
 
 
-def bare_properties(uniq_keys: Iterable[str]) -> list[bytes]:
-    """`send_properties` of messages without properties of their own, one per UNIQ_KEY, encoded:
-    a batch of bare messages (the usual one) makes them in one pass, no message looked at."""
-    head, sep = _BARE_HEAD, PROPERTY_SEPARATOR
-    return [f"{head}{key}{sep}".encode() for key in uniq_keys]
+def encode_bare_batch(messages: Sequence[Message], id_prefix: str, counters: Sequence[int]) -> tuple[bytes, str]:
+    """The batch body of ``messages``, none with properties of its own (the usual batch), each
+    given the UNIQ_KEY ``id_prefix`` + its counter's 4 hex digits (`UniqIdGenerator.take`), and
+    those ids joined by commas: one compiled pass, no properties or id string made per message.
+    Each record's properties are `send_properties`'s for a bare message."""
+    return pack_bare_batch(messages, _BARE_HEAD, id_prefix, counters)
 
 
 def _properties_text(props: Mapping[str, str]) -> str:
@@ -139,6 +140,17 @@ def pack_batch_py(messages: Sequence[Message], properties: Sequence[bytes]) -> b
 
 
 pack_batch = kernels.select("pack_batch", pack_batch_py, "skiff.protocol._frames")
+
+
+def pack_bare_batch_py(messages: Sequence[Message], props_head: str, id_prefix: str,
+                       counters: Sequence[int]) -> tuple[bytes, str]:
+    """`encode_bare_batch`'s records, each with the properties ``props_head`` + its id + 0x02."""
+    ids = [f"{id_prefix}{counter & 0xFFFF:04X}" for counter in counters]
+    sep = PROPERTY_SEPARATOR
+    return pack_batch_py(messages, [f"{props_head}{key}{sep}".encode() for key in ids]), ",".join(ids)
+
+
+pack_bare_batch = kernels.select("pack_bare_batch", pack_bare_batch_py, "skiff.protocol._frames")
 
 
 class BatchColumns(NamedTuple):

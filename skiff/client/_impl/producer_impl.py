@@ -56,7 +56,7 @@ from skiff.protocol.codes import RequestCode, ResponseCode
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.errors import ConnectionClosed, MessageIllegalError, RequestTimeout, ResponseError, error_for
 from skiff.protocol.headers.send import SendMessageRequestHeaderV2, SendMessageResponseHeader
-from skiff.protocol.message_codec import bare_properties, compress_body, encode_batch, pack_batch, send_properties
+from skiff.protocol.message_codec import compress_body, encode_bare_batch, encode_batch, send_properties
 
 log = logging.getLogger(__name__)
 
@@ -216,20 +216,20 @@ class ProducerCore:
         if len(msgs) <= BATCH_MAX_MESSAGES:
             body, ids = self._encode_bare(msgs) if bare else self._encode(msgs)
             if len(body) <= self.options.max_message_size:
-                return [self._chunk(topic, [body], ids, wait)]
+                return [self._chunk(topic, body, ids, wait)]
         chunks: list[Prepared] = []
         records: list[bytes] = []
         chunk_ids: list[str] = []
         size = 0
         for msg in msgs:
-            record, (uniq,) = self._encode((msg,))
+            record, uniq = self._encode((msg,))
             if records and (size + len(record) > self.options.max_message_size or len(records) >= BATCH_MAX_MESSAGES):
-                chunks.append(self._chunk(topic, records, chunk_ids, wait))
+                chunks.append(self._chunk(topic, b"".join(records), ",".join(chunk_ids), wait))
                 records, chunk_ids, size = [], [], 0
             records.append(record)
             chunk_ids.append(uniq)
             size += len(record)
-        chunks.append(self._chunk(topic, records, chunk_ids, wait))
+        chunks.append(self._chunk(topic, b"".join(records), ",".join(chunk_ids), wait))
         return chunks
 
     def prepare_encoded_batch(self, topic: str, body: bytes, msg_ids: Sequence[str]) -> Prepared:
@@ -243,17 +243,15 @@ class ProducerCore:
             raise MessageValidationError(
                 f"the batch of {len(msg_ids)} messages and {len(body)} bytes is over the limits "
                 f"({BATCH_MAX_MESSAGES} messages, max_message_size {self.options.max_message_size} bytes)")
-        return self._chunk(topic, [body], list(msg_ids), "true")
+        return self._chunk(topic, body, ",".join(msg_ids), "true")
 
-    def _encode_bare(self, msgs: Sequence[Message]) -> tuple[bytes, list[str]]:
-        """`_encode` of messages without properties of their own: their ids taken at once and
-        formatted, their properties made from the ids alone (`bare_properties`)."""
-        prefix, counters = self._uniq_ids.take(len(msgs))
-        ids = [f"{prefix}{counter & 0xFFFF:04X}" for counter in counters]
-        return pack_batch(msgs, bare_properties(ids)), ids  # lengths checked: they fit their fields
+    def _encode_bare(self, msgs: Sequence[Message]) -> tuple[bytes, str]:
+        """`_encode` of messages without properties of their own: their ids taken at once, body,
+        properties and ids made in one pass (`encode_bare_batch`); the ids come joined by commas."""
+        return encode_bare_batch(msgs, *self._uniq_ids.take(len(msgs)))  # lengths checked: they fit
 
-    def _encode(self, msgs: Sequence[Message]) -> tuple[bytes, list[str]]:
-        """The batch body of ``msgs`` and each one's UNIQ_KEY (its own, or a new one)."""
+    def _encode(self, msgs: Sequence[Message]) -> tuple[bytes, str]:
+        """The batch body of ``msgs`` and their UNIQ_KEYs (each one's own, or a new one), joined by commas."""
         generated: list[str] = []
         new_id = self._uniq_id
 
@@ -266,7 +264,7 @@ class ProducerCore:
             body = encode_batch(msgs, uniq)
         except MessageIllegalError as exc:
             raise MessageValidationError(exc.remark) from None
-        return body, [m.properties.get(Prop.UNIQ_KEY) or g for m, g in zip(msgs, generated)]
+        return body, ",".join([m.properties.get(Prop.UNIQ_KEY) or g for m, g in zip(msgs, generated)])
 
     def _check_batch(self, msgs: Sequence[Message]) -> bool:
         """Refuse a batch no broker would store, with the reason; whether none of its messages has
@@ -301,9 +299,10 @@ class ProducerCore:
             if props.get(Prop.WAIT, "true") != wait:
                 raise MessageValidationError("the messages of a batch must agree on WAIT")
 
-    def _chunk(self, topic: str, records: list[bytes], ids: list[str], wait: str) -> Prepared:
+    def _chunk(self, topic: str, body: bytes, ids: str, wait: str) -> Prepared:
+        """One SEND_BATCH_MESSAGE's send: ``ids`` are its messages' UNIQ_KEYs joined by commas."""
         props = f"{Prop.WAIT}\x01{wait}\x02"
-        return Prepared(topic, b"".join(records), 0, props, 0, ",".join(ids), True)
+        return Prepared(topic, body, 0, props, 0, ids, True)
 
     # -------------------------------------------------------------- sending
 

@@ -24,7 +24,14 @@ from skiff.protocol.codes import RequestCode, ResponseCode, SerializeType
 from skiff.protocol.command import RemotingCommand
 from skiff.protocol.frame import FrameDecoder, FrameError, encode_frame_bytes, json_frames_py, json_head_py
 from skiff.protocol.headers.send import SendMessageRequestHeader, SendMessageRequestHeaderV2
-from skiff.protocol.message_codec import encode_batch, pack_batch_py, send_properties, split_batch_py
+from skiff.protocol.message_codec import (
+    encode_bare_batch,
+    encode_batch,
+    pack_bare_batch_py,
+    pack_batch_py,
+    send_properties,
+    split_batch_py,
+)
 from tests.unit.kernel_twins import compiled_kernels
 
 SETTINGS = settings(max_examples=80, deadline=None)
@@ -205,7 +212,8 @@ def test_each_frame_reference_has_its_compiled_twin_when_built() -> None:
     if kernels.compiled("json_frames", FRAMES) is None:
         pytest.skip("the compiled kernels are not built here")
     assert all(callable(kernels.compiled(n, FRAMES)) for n in ("json_frames", "json_head", "send_fields",
-                                                                    "pack_batch", "split_batch"))
+                                                                    "pack_batch", "split_batch",
+                                                                    "pack_bare_batch"))
 
 
 BATCH_SETTINGS = settings(max_examples=60, deadline=None)
@@ -231,3 +239,21 @@ def test_split_batch_is_identical_on_good_cut_and_damaged_bodies(batch: list[Any
 def test_pack_batch_is_identical(batch: list[Any], props: list[bytes]) -> None:
     msgs = [Message("T", b, p, f) for b, p, f in batch]
     assert compiled("pack_batch")(msgs, props) == pack_batch_py(msgs, props)
+
+
+@BATCH_SETTINGS
+@given(bodies=st.lists(st.tuples(st.binary(max_size=64), INT32), max_size=8), first=st.integers(0, 2**20),
+       prefix=st.text("0A9Fé", max_size=28), head=st.text("WAIT\x01\x02é", max_size=12))
+def test_pack_bare_batch_is_identical(bodies: list[Any], first: int, prefix: str, head: str) -> None:
+    msgs = [Message("T", b, {}, f) for b, f in bodies]
+    counters = list(range(first, first + len(msgs)))  # past 65,535 too: only the low 16 bits are written
+    got = compiled("pack_bare_batch")(msgs, head, prefix, counters)
+    assert got == pack_bare_batch_py(msgs, head, prefix, counters)
+    assert type(got[1]) is str
+
+
+def test_a_bare_batch_is_the_batch_of_its_messages_with_their_ids() -> None:
+    msgs = [Message("T", bytes([i]) * i, {}, i) for i in range(1, 5)]
+    body, ids = encode_bare_batch(msgs, "0A00000100070000CAFE00001234", [65534, 65535, 65536, 65537])
+    assert ids.split(",") == [f"0A00000100070000CAFE00001234{c}" for c in ("FFFE", "FFFF", "0000", "0001")]
+    assert body == encode_batch(msgs, iter(ids.split(",")).__next__)

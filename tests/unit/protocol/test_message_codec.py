@@ -20,7 +20,6 @@ from skiff.protocol.message_codec import (
     encode_batch,
     inflate,
     property_columns,
-    bare_properties,
     send_properties,
 )
 
@@ -140,12 +139,6 @@ def test_fuzz_stored_decoder_raises_only_decode_errors(noise, cut):
             decode_stored_messages(data)
         except DecodeError:
             pass
-
-
-def test_bare_properties_are_send_properties_of_bare_messages():
-    keys = ["0A000001000712345678ABCDEF010000", "U2", "é"]
-    assert bare_properties(keys) == [send_properties(Message("T", b"x"), k).encode() for k in keys]
-    assert decode_properties(bare_properties(["U1"])[0].decode()) == {Prop.WAIT: "true", Prop.UNIQ_KEY: "U1"}
 
 
 def test_send_properties_add_wait_and_uniq_key_without_overriding():
