@@ -165,7 +165,8 @@ def fill_message(out: pb.Message, m: StoredMessage, *, receipt_handle: str = "",
         sp.keys.extend(split_keys(keys))
     sp.message_id = props.get(Prop.UNIQ_KEY) or m.offset_msg_id
     sp.body_encoding = pb.IDENTITY
-    sp.message_type = message_type(props)
+    plain = props.keys() <= _PLAIN
+    sp.message_type = pb.NORMAL if plain else message_type(props)
     digest = sp.body_digest
     digest.type = pb.MD5
     digest.checksum = md5(body).hexdigest().upper()
@@ -193,14 +194,14 @@ def fill_message(out: pb.Message, m: StoredMessage, *, receipt_handle: str = "",
         whole = abs(invisible_ms)  # a Duration's seconds and nanos share its sign
         duration.seconds = whole // 1000 if invisible_ms > 0 else -(whole // 1000)
         duration.nanos = whole % 1000 * 1_000_000 if invisible_ms > 0 else -(whole % 1000 * 1_000_000)
-    if not props.keys() <= _PLAIN:
+    if not plain:
         _fill_rare(out, sp, props)
 
 
 _PLAIN = frozenset({Prop.UNIQ_KEY, Prop.KEYS, Prop.TAGS, BORN_TIMESTAMP, BORN_HOST})
-"""Properties `fill_message` has read already: a message with no other (a plain 5.x send) skips
-`_fill_rare`."""
-assert _PLAIN <= _HIDDEN
+"""Properties `fill_message` has read already: a message with no other (a plain 5.x send) is
+NORMAL and skips `_fill_rare`."""
+assert _PLAIN <= _HIDDEN and message_type(dict.fromkeys(_PLAIN, "")) == pb.NORMAL
 
 
 def _fill_rare(out: pb.Message, sp: pb.SystemProperties, props: Mapping[str, str]) -> None:

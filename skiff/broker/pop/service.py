@@ -277,12 +277,16 @@ class PopService:
         self.state.changed()
         out = []
         start = offsets[0] if offsets else next_offset
+        invisible_ms, broker_name, topic, queue_id = req.invisible_ms, self.config.broker_name, key[1], key[2]
+        in_flight = self.state.in_flight.setdefault(key, {})  # `PopState.add` of each, inlined: once per message
         for record, offset in zip(records, offsets):
             head = read_head(record)
             clo = head.physical_offset
-            self.state.add(key, offset, InFlight(now, req.invisible_ms, clo))
-            handle = ExtraInfo(start, now, req.invisible_ms, 0, kind, self.config.broker_name, key[2], offset, clo)
-            out.append(Popped(record, key[1], key[2], offset, handle, head.reconsume_times + 1))
+            in_flight[offset] = InFlight(now, invisible_ms, clo)
+            handle = ExtraInfo(start, now, invisible_ms, 0, kind, broker_name, queue_id, offset, clo)
+            out.append(Popped(record, topic, queue_id, offset, handle, head.reconsume_times + 1))
+        if not in_flight:
+            del self.state.in_flight[key]  # nothing popped: no empty table left behind
         return out
 
     def _pop_orderly(self, req: PopQuery, key: QueueKey, kind: int, now: int, n: int) -> list[Popped]:
