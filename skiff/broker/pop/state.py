@@ -139,9 +139,12 @@ class PopState(WrittenWhenChanged):
         """The offset a group has consumed up to in a queue (its committed offset): the
         lowest one still in flight, else the cursor. Entries are added in offset order (the
         cursor only moves forward), so the lowest is each table's first key."""
+        entries = self.in_flight.get(key)
         batch = self.batches.get(key)
-        firsts = [next(iter(t)) for t in (self.in_flight.get(key), batch.pending if batch else None) if t]
-        return min(firsts) if firsts else self.cursors.get(key)
+        pending = batch.pending if batch is not None else None
+        if not pending:  # the common case (run at every ack): no orderly batch, no list built
+            return next(iter(entries)) if entries else self.cursors.get(key)
+        return min(next(iter(entries)), next(iter(pending))) if entries else next(iter(pending))
 
     # -- persistence ---------------------------------------------------------------
 
