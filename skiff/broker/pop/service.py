@@ -44,7 +44,8 @@ from skiff.common.clock import Clock
 from skiff.common.errors import SkiffError
 from skiff.common.limits import TIER_SETTLE_WAIT_S
 from skiff.common.names import pop_retry_topic
-from skiff.common.record import read_head
+from skiff.common.record import PHYSICAL_OFFSET_AT, RECONSUME_TIMES_AT_V4, SYSFLAG_AT, read_head
+from skiff.common.sysflag import MessageSysFlag
 from skiff.common.service import Periodic
 from skiff.filter import ExpressionType, MessageFilter, build_filter
 from skiff.protocol.bodies.topic_attributes import TopicMessageType, message_type
@@ -280,11 +281,10 @@ class PopService:
         invisible_ms, broker_name, topic, queue_id = req.invisible_ms, self.config.broker_name, key[1], key[2]
         in_flight = self.state.in_flight.setdefault(key, {})  # `PopState.add` of each, inlined: once per message
         for record, offset in zip(records, offsets):
-            head = read_head(record)
-            clo = head.physical_offset
+            clo, reconsumed = _placed(record)
             in_flight[offset] = InFlight(now, invisible_ms, clo)
             handle = ExtraInfo(start, now, invisible_ms, 0, kind, broker_name, queue_id, offset, clo)
-            out.append(Popped(record, topic, queue_id, offset, handle, head.reconsume_times + 1))
+            out.append(Popped(record, topic, queue_id, offset, handle, reconsumed + 1))
         if not in_flight:
             del self.state.in_flight[key]  # nothing popped: no empty table left behind
         return out
@@ -548,6 +548,22 @@ class PopService:
 def _rotated(n: int) -> list[int]:
     start = random.randrange(n) if n > 0 else 0
     return [(start + i) % n for i in range(n)]
+
+
+_CLO_SYSFLAG = struct.Struct(">qi")
+assert SYSFLAG_AT == PHYSICAL_OFFSET_AT + 8
+_HOST_V6 = int(MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6)
+
+
+def _placed(record: memoryview) -> tuple[int, int]:
+    """A popped record's CommitLog offset and reconsume times: two reads where the record has
+    IPv4 hosts, not `read_head`'s whole head (~0.2 against ~1.2 µs, once per popped message)."""
+    if len(record) >= RECONSUME_TIMES_AT_V4 + 4:
+        clo, sys_flag = _CLO_SYSFLAG.unpack_from(record, PHYSICAL_OFFSET_AT)
+        if not sys_flag & _HOST_V6:
+            return clo, _SIZE.unpack_from(record, RECONSUME_TIMES_AT_V4)[0]
+    head = read_head(record)
+    return head.physical_offset, head.reconsume_times
 
 
 def _split(buffers: list[memoryview]) -> list[memoryview]:
