@@ -6,6 +6,7 @@ Huffman strings, indexed and incremental entries), so the decoder is checked aga
 from __future__ import annotations
 
 import gzip
+import random
 import struct
 
 import pytest
@@ -17,7 +18,7 @@ from skiff.protocol.h2 import frames as f
 from skiff.protocol.h2 import grpc as g
 from skiff.protocol.h2.connection import DATA_EVENT, ENDED, GONE, HEADERS_EVENT, RESET, H2Server
 from skiff.protocol.h2.frames import H2Error
-from skiff.protocol.h2.hpack import Decoder, encode_literal, huffman_decode
+from skiff.protocol.h2.hpack import _HUFFMAN_CODES, Decoder, encode_literal, huffman_decode
 
 PATH = "/apache.rocketmq.v2.MessagingService/SendMessage"
 
@@ -254,6 +255,31 @@ def test_huffman_rejects_bad_padding_and_eos():
         huffman_decode(bytes.fromhex("f1e3c2e5f23a6ba0ab90f4fe"))  # padding has a zero bit
     with pytest.raises(H2Error):
         huffman_decode(b"\xff\xff\xff\xff")  # EOS
+    with pytest.raises(H2Error):
+        huffman_decode(bytes.fromhex("f1e3c2e5f23a6ba0ab90f4ff") + b"\xff")  # 8 bits or more of padding
+
+
+def _huffman_encode(data: bytes) -> bytes:
+    """RFC 7541's code, bit by bit from Appendix B's table, padded with 1s: the plain encoder
+    the state-machine decoder is checked against."""
+    bits = "".join(_HUFFMAN_CODES[b] for b in data)
+    bits += "1" * (-len(bits) % 8)
+    return int(bits, 2).to_bytes(len(bits) // 8, "big") if bits else b""
+
+
+def test_huffman_decodes_what_the_code_table_encodes_for_random_strings() -> None:
+    rng = random.Random(7541)
+    for _ in range(2000):
+        data = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 48)))
+        assert huffman_decode(_huffman_encode(data)) == data
+        if data:  # cut inside the last symbol's code, or padded with a zero: refused, not misread
+            encoded = _huffman_encode(data)
+            damaged = encoded[:-1] + bytes([encoded[-1] & 0xFE])
+            try:
+                decoded = huffman_decode(damaged)
+            except H2Error:
+                continue
+            assert decoded != data or damaged == encoded
 
 
 def test_hpack_table_size_updates_evict_and_are_bounded():
