@@ -14,7 +14,7 @@ import os
 import re
 import signal
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import TracebackType
 
@@ -57,6 +57,25 @@ def free_ports_apart(offsets: Sequence[int], host: str = "127.0.0.1", attempts: 
             for s in held:
                 s.close()
     raise RuntimeError(f"no free ports at offsets {list(offsets)} after {attempts} attempts")
+
+
+def started_on_free_ports(start: Callable[[], SkiffProcess], ready: str,
+                          attempts: int = 3) -> tuple[SkiffProcess, re.Match[str]]:
+    """``start()`` (which picks its ports with `free_ports_apart`) until its output matches
+    ``ready``: a port free a moment ago can be taken by another process before the bind (a
+    client's outgoing port), and then the try-out exits saying "address already in use" and is
+    started again on new ports. Any other failure is raised at once."""
+    for attempt in range(1, attempts + 1):
+        proc: SkiffProcess | None = None
+        try:
+            proc = start()
+            return proc, proc.wait_for_line(ready, 30)
+        except ProcessError as exc:
+            if proc is not None and proc.popen.poll() is None:
+                proc.stop()
+            if attempt == attempts or "address already in use" not in str(exc):
+                raise
+    raise AssertionError("unreachable")
 
 
 class UpHa:

@@ -18,8 +18,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from skiff.client import Admin, ClientConfig, TlsClientConfig
-from skiff.testing.processes import free_port, start_skiff
-from skiff.testing.up_ha import UpHa, free_ports_apart
+from skiff.testing.processes import SkiffProcess, free_port, start_skiff
+from skiff.testing.up_ha import UpHa, free_ports_apart, started_on_free_ports
 from skiff.testing.waits import wait_for
 
 COUNT = 40
@@ -120,13 +120,19 @@ def through_each(configs: list[dict[str, Any]], topic: str) -> None:
 
 
 def test_each_broker_of_up_brokers_serves_kafka(tmp_path: Path) -> None:
-    base = free_ports_apart((0, 1, 10, 11))
-    kafka = free_ports_apart((0, 10))
-    proc = start_skiff(["up", "--brokers", "2", "--dir", str(tmp_path), "--namesrv-port", "0",
-                        "--broker-port", str(base), "--grpc-port", "0", "--metrics-port", "0",
-                        "--namesrv-metrics-port", "0", "--kafka-port", str(kafka), "--no-dashboard"], timeout_s=60)
+    kafka = 0
+
+    def start() -> SkiffProcess:
+        nonlocal kafka
+        base, kafka = free_ports_apart((0, 1, 10, 11)), free_ports_apart((0, 10))
+        return start_skiff(["up", "--brokers", "2", "--dir", str(tmp_path), "--namesrv-port", "0",
+                            "--broker-port", str(base), "--grpc-port", "0", "--metrics-port", "0",
+                            "--namesrv-metrics-port", "0", "--kafka-port", str(kafka), "--no-dashboard"],
+                           timeout_s=60)
+
+    proc, ready = started_on_free_ports(start, r"skiff up --brokers 2: NameServer (\S+),")
     try:
-        ns = proc.wait_for_line(r"skiff up --brokers 2: NameServer (\S+),", 30)[1]
+        ns = ready[1]
         printed = dict(re.findall(r"(broker-[ab]): pid \d+, .*?Kafka clients at (\S+),", proc.output))
         listeners = [f"127.0.0.1:{kafka}", f"127.0.0.1:{kafka + 10}"]
         assert printed == {"broker-a": listeners[0], "broker-b": listeners[1]}
@@ -146,14 +152,19 @@ def test_up_brokers_tls_serves_every_door_of_each_broker_over_tls(tmp_path: Path
     """`skiff up --brokers 2 --tls`: one certificate, printed; each broker's remoting door (Skiff's
     Admin), gRPC door (a verified TLS handshake agreeing on h2) and Kafka listener (librdkafka
     producing and consuming through each broker) over TLS, and its Kafka listener refuses plaintext."""
-    base = free_ports_apart((0, 1, 10, 11))
-    grpc = free_ports_apart((0, 10))
-    kafka = free_ports_apart((0, 10))
-    proc = start_skiff(["up", "--brokers", "2", "--tls", "--dir", str(tmp_path), "--namesrv-port", "0",
-                        "--broker-port", str(base), "--grpc-port", str(grpc), "--metrics-port", "0",
-                        "--namesrv-metrics-port", "0", "--kafka-port", str(kafka), "--no-dashboard"], timeout_s=60)
+    grpc = kafka = 0
+
+    def start() -> SkiffProcess:
+        nonlocal grpc, kafka
+        base, grpc, kafka = free_ports_apart((0, 1, 10, 11)), free_ports_apart((0, 10)), free_ports_apart((0, 10))
+        return start_skiff(["up", "--brokers", "2", "--tls", "--dir", str(tmp_path), "--namesrv-port", "0",
+                            "--broker-port", str(base), "--grpc-port", str(grpc), "--metrics-port", "0",
+                            "--namesrv-metrics-port", "0", "--kafka-port", str(kafka), "--no-dashboard"],
+                           timeout_s=60)
+
+    proc, ready = started_on_free_ports(start, r"skiff up --brokers 2: NameServer (\S+),")
     try:
-        ns = proc.wait_for_line(r"skiff up --brokers 2: NameServer (\S+),", 30)[1]
+        ns = ready[1]
         cert = tmp_path / "tls" / "skiff.crt"
         printed = proc.wait_for_line(r"TLS only .*self-signed certificate (\S+):.*ssl\.ca\.location=(\S+) ", 10)
         assert Path(printed[1]) == Path(printed[2]) == cert.resolve()

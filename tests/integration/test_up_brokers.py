@@ -12,20 +12,26 @@ from typing import Any
 
 from skiff.client import Admin, AsyncProducer, AsyncPushConsumer, ConsumeStatus, Message
 from skiff.protocol.bodies.heartbeat import ConsumeFromWhere
-from skiff.testing.processes import start_skiff
-from skiff.testing.up_ha import free_ports_apart
+from skiff.testing.processes import SkiffProcess, start_skiff
+from skiff.testing.up_ha import free_ports_apart, started_on_free_ports
 from skiff.testing.waits import eventually
 
 COUNT = 400
 
 
 def test_two_brokers_share_a_topic_and_every_message_arrives_once(tmp_path: Path) -> None:
-    base = free_ports_apart((0, 1, 10, 11))  # each broker's listen and HA ports, broker-b's 10 above
-    proc = start_skiff(["up", "--brokers", "2", "--dir", str(tmp_path), "--namesrv-port", "0",
-                        "--broker-port", str(base), "--grpc-port", "0", "--metrics-port", "0",
-                        "--namesrv-metrics-port", "0", "--kafka-port", "0", "--no-dashboard"], timeout_s=60)
+    base = 0
+
+    def start() -> SkiffProcess:
+        nonlocal base
+        base = free_ports_apart((0, 1, 10, 11))  # each broker's listen and HA ports, broker-b's 10 above
+        return start_skiff(["up", "--brokers", "2", "--dir", str(tmp_path), "--namesrv-port", "0",
+                            "--broker-port", str(base), "--grpc-port", "0", "--metrics-port", "0",
+                            "--namesrv-metrics-port", "0", "--kafka-port", "0", "--no-dashboard"], timeout_s=60)
+
+    proc, ready = started_on_free_ports(start, r"skiff up --brokers 2: NameServer (\S+),")
     try:
-        ns = proc.wait_for_line(r"skiff up --brokers 2: NameServer (\S+),", 30)[1]
+        ns = ready[1]
         children = {m[1]: (int(m[2]), m[3]) for m in re.finditer(
             r"(broker-[ab]): pid (\d+), (\S+),", proc.output)}
         assert sorted(children) == ["broker-a", "broker-b"]
