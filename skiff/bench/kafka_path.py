@@ -58,6 +58,7 @@ from skiff.protocol.kafka.apis import APIS, ApiKey
 from skiff.protocol.kafka.frames import encode_request
 from skiff.protocol.kafka.records import Record, encode_batch
 from skiff.protocol.kafka.schema import decode
+from skiff.transport.allocator import tune_for_server
 from skiff.protocol.kafka.stored_batch import stored_batch
 from skiff.protocol.kafka.wire import Reader
 from skiff.testing.inprocess import MemoryTransport, in_process_broker
@@ -131,7 +132,12 @@ def _frame(api_key: ApiKey, version: int, correlation: int, body: dict[str, Any]
     return encode_request(api_key, version, correlation, body, CLIENT_ID)
 
 
-def reads(frames: Sequence[bytes], per_read: int) -> list[bytes]:
+def reads(frames: Sequence[bytes], per_read: int, read_bytes: int = 0) -> list[bytes]:
+    """The frames in reads of ``per_read`` frames each or, with ``read_bytes``, the stream cut
+    into reads of that many bytes whatever the frames (a socket read gives at most 256 KiB)."""
+    if read_bytes:
+        stream = b"".join(frames)
+        return [stream[i:i + read_bytes] for i in range(0, len(stream), read_bytes)]
     return [b"".join(frames[i:i + per_read]) for i in range(0, len(frames), per_read)]
 
 
@@ -192,12 +198,13 @@ async def run(args: argparse.Namespace) -> dict[str, float]:
 
 async def _produce(conn: KafkaConnection, args: argparse.Namespace) -> dict[str, float]:
     shape = {"version": args.version, "idempotent": args.idempotent, "records": args.records}
-    warm = reads(produce_frames(args.warmup, args.size, **shape), args.per_read)
-    chunks = reads(produce_frames(args.requests, args.size, first=args.warmup, **shape), args.per_read)
+    warm = reads(produce_frames(args.warmup, args.size, **shape), args.per_read, args.read_bytes)
+    chunks = reads(produce_frames(args.requests, args.size, first=args.warmup, **shape), args.per_read,
+                   args.read_bytes)
     measured(conn, warm)
     await conn.wait_answers(args.warmup)
     conn.transport.out.clear()
-    cpu_s, wall_s = await _timed(conn, chunks, args.requests, args.profile)
+    cpu_s, wall_s, faults = await _timed(conn, chunks, args.requests, args.profile)
     answers = responses(conn.transport.out, args.version)
     order = [c for c, _ in answers] == list(range(args.warmup + 1, args.warmup + args.requests + 1))
     bad = [b for _, b in answers for t in b["responses"] for p in t["partition_responses"] if p["error_code"]]
@@ -206,7 +213,8 @@ async def _produce(conn: KafkaConnection, args: argparse.Namespace) -> dict[str,
     return {"requests": args.requests, "per_read": args.per_read, "idempotent": int(args.idempotent),
             "records": args.records, "cpu_us_per_record": round(cpu_s / args.requests / args.records * 1e6, 3),
             "cpu_us_per_request": round(cpu_s / args.requests * 1e6, 2),
-            "wall_us_per_request": round(wall_s / args.requests * 1e6, 2), "writes": conn.transport.writes}
+            "wall_us_per_request": round(wall_s / args.requests * 1e6, 2), "writes": conn.transport.writes,
+            "minor_faults_per_request": round(faults / args.requests, 1)}
 
 
 async def _fetch(conn: KafkaConnection, args: argparse.Namespace) -> dict[str, float]:
@@ -219,7 +227,7 @@ async def _fetch(conn: KafkaConnection, args: argparse.Namespace) -> dict[str, f
     conn.transport.out.clear()
     starts = await drained(conn, per_partition)  # the warm-up drain
     frames = fetch_frames(starts, first=len(starts))
-    cpu_s, wall_s = await _timed(conn, reads(frames, 1), len(frames), args.profile)
+    cpu_s, wall_s, faults = await _timed(conn, reads(frames, 1), len(frames), args.profile)
     answers = responses(conn.transport.out, 11, ApiKey.FETCH)
     parts = [p for _, b in answers for t in b["responses"] for p in t["partitions"]]
     served = sum(_RECORD_COUNT.unpack_from(p["records"], 57)[0] for p in parts if p["records"])
@@ -227,7 +235,8 @@ async def _fetch(conn: KafkaConnection, args: argparse.Namespace) -> dict[str, f
     assert len(answers) == len(frames) and served == produced and not bad, \
         f"{len(answers)} of {len(frames)} answers, {served} of {produced} messages, errors {bad[:1]}"
     return {"fetches": len(frames), "messages": served, "cpu_us_per_message": round(cpu_s / served * 1e6, 3),
-            "wall_us_per_message": round(wall_s / served * 1e6, 3), "writes": conn.transport.writes}
+            "wall_us_per_message": round(wall_s / served * 1e6, 3), "writes": conn.transport.writes,
+            "minor_faults_per_fetch": round(faults / len(frames), 1)}
 
 
 def stored_batch_calls(args: argparse.Namespace) -> dict[str, float]:
@@ -261,10 +270,12 @@ def stored_batch_calls(args: argparse.Namespace) -> dict[str, float]:
 
 
 async def _timed(conn: KafkaConnection, chunks: Sequence[bytes], answers: int, profile_rows: int
-                 ) -> tuple[float, float]:
-    """Process CPU and wall seconds to feed ``chunks`` until ``answers`` answers are written;
+                 ) -> tuple[float, float, int]:
+    """Process CPU and wall seconds and minor page faults to feed ``chunks`` until ``answers``
+    answers are written;
     with ``profile_rows``, cProfile's functions of most own time printed."""
     profile = cProfile.Profile() if profile_rows else None
+    started_faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     started_cpu, started_wall = time.process_time(), time.perf_counter()
     if profile is not None:
         profile.enable()
@@ -273,9 +284,10 @@ async def _timed(conn: KafkaConnection, chunks: Sequence[bytes], answers: int, p
     if profile is not None:
         profile.disable()
     cpu_s, wall_s = time.process_time() - started_cpu, time.perf_counter() - started_wall
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - started_faults
     if profile is not None:
         pstats.Stats(profile).sort_stats("tottime").print_stats(profile_rows)
-    return cpu_s, wall_s
+    return cpu_s, wall_s, faults
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -283,6 +295,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--warmup", type=int, default=2_000)
     parser.add_argument("--per-read", type=int, default=64, help="requests per read (a producer's requests in flight)")
+    parser.add_argument("--read-bytes", type=int, default=0, metavar="N",
+                        help="cut the requests into reads of N bytes instead (frames span reads; a socket "
+                             "read gives at most 262144)")
     parser.add_argument("--size", type=int, default=100, help="record value bytes")
     parser.add_argument("--version", type=int, default=7, help="ProduceRequest version (librdkafka 2.x: 7)")
     parser.add_argument("--records", type=int, default=1,
@@ -300,6 +315,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    tune_for_server()  # as the broker's process is (`skiff.transport.loop.run`)
     figures = stored_batch_calls(args) if args.stored_batch else asyncio.run(run(args))
     print(" ".join(f"{k}={v}" for k, v in figures.items()))
     return 0

@@ -13,7 +13,7 @@ Memory safety does not rest on the caller: every read of a property string stays
 its buffer, and list indexing keeps its bounds checks.
 """
 
-from skiff.common._kernels cimport _Buf, _buf, _property_values, _set_item, _text, skiff_tuple_alloc
+from skiff.common._kernels cimport _Buf, _buf, _property_values, _set_item, _text, skiff_atomic_row_alloc
 
 
 def batch_inputs(cls, tuple head, flags, bodies, properties, indexed, refused):
@@ -38,7 +38,7 @@ def batch_inputs(cls, tuple head, flags, bodies, properties, indexed, refused):
         p, end = buf.ptr, buf.size
         if not _property_values(p, end, refusing, wanted, at, length):
             return None
-        row = skiff_tuple_alloc(cls, 13)
+        row = skiff_atomic_row_alloc(cls, 13)
         _set_item(row, 0, topic)
         _set_item(row, 1, queue_id)
         _set_item(row, 2, bodies[i])

@@ -278,3 +278,15 @@ sends the same bytes; past it the memory starts again."""
 GRPC_PEERS_PARSED = 4096
 """Peer strings (``ipv4:host:port``) whose (host, port) the gRPC door keeps parsed
 (skiff.broker.grpc.server): every call of a connection names the same one."""
+
+SERVER_MALLOC_MMAP_THRESHOLD_BYTES = 32 * 1024 * 1024
+"""Server processes (`skiff.transport.allocator`): blocks below this come from the heap, not a
+fresh mmap. glibc's default (128 KiB, raised only after a large block is freed) mapped each
+MiB-sized Kafka Fetch batch and produce frame anew, and the kernel faulted and zeroed its pages
+on first touch. 32 MiB is glibc's ceiling for this setting on 64-bit."""
+
+SERVER_MALLOC_TRIM_BYTES = 64 * 1024 * 1024
+"""Server processes: free memory at the top of the heap kept for the next requests before it is
+given back to the kernel. glibc's default gave back the 8 MiB of a Fetch's answer after every
+Fetch and faulted it in again for the next; 64 MiB holds a Fetch at librdkafka's 50 MiB
+fetch.max.bytes, at the price of up to that much more resident memory when idle."""

@@ -29,7 +29,7 @@ selected by `skiff.common.kernels.select` (``SKIFF_NO_EXTENSIONS=1`` forces the 
   builds one of messages without properties of their own, their UNIQ_KEYs made in the same
   pass, as `pack_bare_batch_py` does.
 
-The store rows are made by slot with `skiff.common._kernels`' `skiff_tuple_alloc` and
+The store rows are made by slot with `skiff.common._kernels`' `skiff_atomic_row_alloc` and
 `_set_item` (declared in `skiff/common/_kernels.pxd`, compiled into this module).
 
 Everything reads its input with bounds checked first: a frame whose declared lengths
@@ -48,7 +48,7 @@ from libc.string cimport memcmp, memcpy
 
 cimport cython
 
-from skiff.common._kernels cimport _property_values, _set_item, skiff_tuple_alloc
+from skiff.common._kernels cimport _property_values, _set_item, skiff_atomic_row_alloc
 
 cdef enum:
     SER_JSON = 0
@@ -920,7 +920,7 @@ def plain_sends(reqs, bytes host, row_cls, int64_t client_flags, int64_t not_con
             return None
         if not _property_values(p, end, refusing, wanted, at, length):
             return None
-        row = skiff_tuple_alloc(row_cls, 13)
+        row = skiff_atomic_row_alloc(row_cls, 13)
         _set_item(row, 0, topic)
         _set_item(row, 1, queue_id)
         _set_item(row, 2, body)

@@ -13,6 +13,8 @@ import signal
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from skiff.transport.allocator import tune_for_server
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -38,8 +40,10 @@ def run_coroutine(coro: Coroutine[Any, Any, T]) -> T:
 def run(main: Callable[[asyncio.Event], Coroutine[Any, Any, T]]) -> T:
     """Run ``main(stop)`` where ``stop`` is set on the first SIGTERM or SIGINT.
 
-    A second signal cancels ``main``; that surfaces as `KeyboardInterrupt`.
+    A second signal cancels ``main``; that surfaces as `KeyboardInterrupt`. The process's
+    allocator is tuned for a server first (`skiff.transport.allocator`).
     """
+    tune_for_server()
     try:
         return run_coroutine(_with_stop_signals(main))
     except asyncio.CancelledError:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import struct
 import typing
 from collections import deque
 
@@ -34,11 +33,11 @@ from skiff.broker.kafka.sasl import SaslState, Session
 from skiff.broker.kafka.service import Answer, KafkaService
 from skiff.common.errors import DecodeError
 from skiff.common.limits import KAFKA_FAILED_AUTH_CLOSE_DELAY_MS, KAFKA_FRAME_MAX_BYTES
+from skiff.protocol.kafka.frames import FrameSplitter, FrameTooLarge
 from skiff.protocol.kafka.produce_wire import ProduceOne, parse_produce
 from skiff.protocol.kafka.wire import Buffer
 
 log = logging.getLogger(__name__)
-_SIZE = struct.Struct(">i")
 
 Slot = list[bytes | list[Buffer] | None]
 """One answer's place in the answer order: [its frame (or its parts: a Fetch's)], [None] until
@@ -51,7 +50,7 @@ class KafkaConnection(asyncio.Protocol):
         self._connections = connections
         self.transport: asyncio.Transport | None = None
         self.session = Session(("?", 0))
-        self._buffer = b""
+        self._splitter = FrameSplitter(KAFKA_FRAME_MAX_BYTES)
         self._frames: deque[bytes] = deque()
         self._slots: deque[Slot] = deque()
         self.task: asyncio.Task[None] | None = None
@@ -91,21 +90,13 @@ class KafkaConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._closing:
             return  # closing after a SASL failure: what follows is dropped
-        if self._buffer:
-            data = self._buffer + data
-        pos, end, frames = 0, len(data), self._frames
-        while end - pos >= 4:
-            (size,) = _SIZE.unpack_from(data, pos)
-            if not 0 < size <= KAFKA_FRAME_MAX_BYTES:
-                log.warning("Kafka client %s sent a frame of %d bytes (at most %d): closing", self.session.peer, size,
-                            KAFKA_FRAME_MAX_BYTES)
-                self.close()
-                return
-            if end - pos - 4 < size:
-                break
-            frames.append(data[pos + 4:pos + 4 + size])
-            pos += 4 + size
-        self._buffer = data[pos:] if pos < end else b""
+        try:
+            self._splitter.feed(data, self._frames)
+        except FrameTooLarge as e:
+            log.warning("Kafka client %s sent a frame of %d bytes (at most %d): closing", self.session.peer, e.size,
+                        KAFKA_FRAME_MAX_BYTES)
+            self.close()
+            return
         self._serve()
 
     def close(self) -> None:

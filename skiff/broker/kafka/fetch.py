@@ -92,12 +92,15 @@ class Fetch:
         self._buffer = bytearray()
         """`_pulled`'s buffer."""
 
-    def _pulled(self, buffers: Sequence[bytes | memoryview]) -> memoryview:
-        """The pulled records in one piece, copied into a buffer kept between reads (it only
+    def _pulled(self, buffers: Sequence[bytes | memoryview]) -> bytes | memoryview:
+        """The pulled records in one piece: the store's one view as it is (most pulls: a run of
+        records within one CommitLog file), else copied into a buffer kept between reads (it only
         grows, up to what a pull reads): a MiB-sized buffer allocated per partition answer is
         mapped afresh by malloc on many reads, and the kernel zeroes its pages on first touch
         (docs/performance.md, "Kafka: batched produce rows from the kernel"). Valid until the next
         call; `stored_batch` keeps nothing of it."""
+        if len(buffers) == 1:
+            return buffers[0]
         size = sum(map(len, buffers))
         if len(self._buffer) < size:
             self._buffer = bytearray(size)

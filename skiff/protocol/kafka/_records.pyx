@@ -24,7 +24,7 @@ another type or past its field's width).
 `decode_plain_rows` is the twin of `records.decode_plain_rows_py` for what a batching producer
 sends (librdkafka's defaults: hundreds of keyless records without headers per batch): one
 uncompressed batch read straight into the store's rows (`MessageInput`, made by slot with
-`skiff.common._kernels`' `skiff_tuple_alloc`), with no `Record` per record. None for anything
+`skiff.common._kernels`' `skiff_atomic_row_alloc`), with no `Record` per record. None for anything
 else (a key, a header, a null value, a compressed, transactional or control batch, more than
 one batch, any error): the caller then decodes with `decode_batches` and maps each `Record`.
 
@@ -41,7 +41,7 @@ from cpython.mem cimport PyMem_Free, PyMem_Realloc
 from cpython.unicode cimport PyUnicode_DecodeUTF8, PyUnicode_GET_LENGTH
 from libc.string cimport memcpy
 
-from skiff.common._kernels cimport _Buf, _buf, _set_item, skiff_tuple_alloc
+from skiff.common._kernels cimport _Buf, _buf, _set_item, skiff_atomic_row_alloc
 
 cdef enum:
     HEADER_BYTES = 61
@@ -243,7 +243,7 @@ def decode_plain_rows(object data, object crc, object batch, object row, object 
         rpos = _varint(p, rpos, rend, &n)
         if rpos != rend or n != 0:
             return None  # headers, or bytes after them
-        r = skiff_tuple_alloc(row, ROW_SLOTS)
+        r = skiff_atomic_row_alloc(row, ROW_SLOTS)
         _set_item(r, 0, topic)
         _set_item(r, 1, queue_id)
         _set_item(r, 2, value)

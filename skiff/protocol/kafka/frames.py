@@ -11,6 +11,7 @@ whole parse of librdkafka and kafka-python.
 from __future__ import annotations
 
 import struct
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -147,3 +148,88 @@ def error_response(header: RequestHeader, error: ErrorCode) -> bytes:
     body: dict[str, Any] = {f.name: int(error) for f in api.response if f.name == "error_code"} | {
         f.name: [] for f in api.response if isinstance(f.type, Array)}
     return encode_response(header, body)
+
+
+class FrameTooLarge(DecodeError):
+    """A frame's size field is not 1..the limit: the stream cannot be read on."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        super().__init__(f"a frame of {size} bytes (at most {limit})")
+        self.size = size
+
+
+class FrameSplitter:
+    """A connection's reads cut into request frames (each without its size field), sans IO.
+
+    Each byte of a frame is copied once: a frame whole in one read is sliced from it, and a
+    frame that spans reads is kept as the reads' pieces and joined once when its last byte
+    comes. A batching producer's ProduceRequests are often larger than a read (a socket
+    read gives at most 256 KiB), and appending each read to the bytes held before copied a
+    1 MiB request's bytes about three times (docs/performance.md, "Kafka frames that span
+    reads")."""
+
+    def __init__(self, max_frame_bytes: int) -> None:
+        self._max = max_frame_bytes
+        self._pieces: list[bytes | memoryview] = []
+        """The reads (or their tails) of a frame not yet whole, its size field first."""
+        self._held = 0
+        self._need = 0
+        """Bytes of that frame with its size field, once its size field is whole; else 0."""
+
+    @property
+    def buffered(self) -> int:
+        return self._held
+
+    def feed(self, data: bytes, out: list[bytes] | deque[bytes]) -> None:
+        """Append to ``out`` the frames ``data`` completes; `FrameTooLarge` when a size field
+        is out of range (the frames before it are appended first)."""
+        view: bytes | memoryview = data
+        if self._pieces:
+            rest = self._complete(data, out)
+            if rest is None:
+                return
+            view = rest
+        pos, end, limit = 0, len(view), self._max
+        while end - pos >= 4:
+            (size,) = _SIZE.unpack_from(view, pos)
+            if not 0 < size <= limit:
+                raise FrameTooLarge(size, limit)
+            if end - pos - 4 < size:
+                break
+            out.append(view[pos + 4:pos + 4 + size] if type(view) is bytes else bytes(view[pos + 4:pos + 4 + size]))
+            pos += 4 + size
+        if pos < end:
+            self._pieces.append(memoryview(view)[pos:])
+            self._held = end - pos
+            self._need = 4 + _SIZE.unpack_from(view, pos)[0] if end - pos >= 4 else 0
+
+    def _complete(self, data: bytes, out: list[bytes] | deque[bytes]) -> memoryview | None:
+        """``data`` added to the frame begun in earlier reads; its bytes after that frame when
+        this read completes it (the frame appended to ``out``), else None."""
+        pieces = self._pieces
+        pieces.append(data)
+        self._held += len(data)
+        if not self._need:
+            if self._held < 4:
+                return None
+            head = b"".join(bytes(p[:4]) for p in pieces)[:4]
+            (size,) = _SIZE.unpack(head)
+            if not 0 < size <= self._max:
+                raise FrameTooLarge(size, self._max)
+            self._need = 4 + size
+        if self._held < self._need:
+            return None
+        extra = self._held - self._need
+        last = memoryview(data)
+        pieces[-1] = last[:len(data) - extra]
+        skip = 4  # the size field, at the start of the first pieces
+        while skip:
+            first = pieces[0]
+            if len(first) > skip:
+                pieces[0] = first[skip:]
+                break
+            skip -= len(first)
+            del pieces[0]
+        out.append(b"".join(pieces))
+        self._pieces, self._held, self._need = [], 0, 0
+        return last[len(data) - extra:]

@@ -4,6 +4,7 @@ batches, batches with keys, headers, null values, compressed, transactional and 
 
 from __future__ import annotations
 
+import gc
 import random
 
 import crc32c
@@ -50,6 +51,7 @@ def test_plain_batches_make_the_references_rows() -> None:
         assert got is not None and got == expected
         head, rows, total = got  # type: ignore[misc]  # checked: not None
         assert [type(r) for r in rows] == [MessageInput] * len(records)
+        assert not any(map(gc.is_tracked, rows))  # rows of plain fields: never in a cycle
         assert [(r.body, r.born_timestamp, r.topic, r.queue_id, r.born_host) for r in rows] == \
             [(r.value, r.timestamp, *_AT) for r in records]
         assert rows[0] == MessageInput(_AT[0], _AT[1], records[0].value or b"", b"", 0, 0, records[0].timestamp, _AT[2])
