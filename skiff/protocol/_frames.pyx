@@ -1086,9 +1086,26 @@ cdef inline int32_t _as_i32(object v) except? -1:
     return <int32_t>x
 
 
+cdef inline Py_ssize_t _batch_record(unsigned char *out, Py_ssize_t pos, object body, int32_t flag,
+                                     Py_ssize_t props_len) noexcept:
+    """A batch record up to its properties at ``pos`` of ``out`` (its size, magic code and body
+    CRC 0, ``flag``, the body with its length, the properties' length); where they go."""
+    cdef Py_ssize_t body_len = PyBytes_GET_SIZE(body)
+    _put32(out + pos, <uint32_t>(22 + body_len + props_len))
+    _put32(out + pos + 4, 0)
+    _put32(out + pos + 8, 0)
+    _put32(out + pos + 12, <uint32_t>flag)
+    _put32(out + pos + 16, <uint32_t>body_len)
+    memcpy(out + pos + 20, PyBytes_AS_STRING(body), body_len)
+    pos += 20 + body_len
+    out[pos] = <unsigned char>(props_len >> 8)
+    out[pos + 1] = <unsigned char>props_len
+    return pos + 2
+
+
 def pack_batch(messages, properties):
     """`skiff.protocol.message_codec.pack_batch`: the batch records of ``messages``."""
-    cdef Py_ssize_t n = min(len(messages), len(properties)), i, total = 0, pos = 0, body_len, props_len
+    cdef Py_ssize_t n = min(len(messages), len(properties)), i, total = 0, pos = 0, props_len
     cdef list bodies = [], props = [], flags = []
     cdef unsigned char *out
     for i in range(n):
@@ -1105,19 +1122,11 @@ def pack_batch(messages, properties):
     result = PyBytes_FromStringAndSize(NULL, total)
     out = <unsigned char *>PyBytes_AS_STRING(result)
     for i in range(n):
-        body, prop = bodies[i], props[i]
-        body_len, props_len = len(body), len(prop)
-        _put32(out + pos, <uint32_t>(22 + body_len + props_len))
-        _put32(out + pos + 4, 0)
-        _put32(out + pos + 8, 0)
-        _put32(out + pos + 12, <uint32_t><int32_t>flags[i])
-        _put32(out + pos + 16, <uint32_t>body_len)
-        memcpy(out + pos + 20, PyBytes_AS_STRING(body), body_len)
-        pos += 20 + body_len
-        out[pos] = <unsigned char>(props_len >> 8)
-        out[pos + 1] = <unsigned char>props_len
-        memcpy(out + pos + 2, PyBytes_AS_STRING(prop), props_len)
-        pos += 2 + props_len
+        prop = props[i]
+        props_len = len(prop)
+        pos = _batch_record(out, pos, bodies[i], <int32_t>flags[i], props_len)
+        memcpy(out + pos, PyBytes_AS_STRING(prop), props_len)
+        pos += props_len
     return result
 
 
@@ -1135,7 +1144,7 @@ def pack_bare_batch(messages, str props_head, str id_prefix, counters):
     """`skiff.protocol.message_codec.pack_bare_batch_py`: the batch records of ``messages``, each
     with the properties ``props_head`` + its id + 0x02, its id ``id_prefix`` + its counter's 4
     hex digits; and the ids joined by commas."""
-    cdef Py_ssize_t n = min(len(messages), len(counters)), i, total = 0, pos = 0, body_len
+    cdef Py_ssize_t n = min(len(messages), len(counters)), i, total = 0, pos = 0
     cdef Py_ssize_t head_len, prefix_len, props_len, id_len, at
     cdef const char *head_p = PyUnicode_AsUTF8AndSize(props_head, &head_len)
     cdef const char *prefix_p = PyUnicode_AsUTF8AndSize(id_prefix, &prefix_len)
@@ -1162,23 +1171,13 @@ def pack_bare_batch(messages, str props_head, str id_prefix, counters):
     idp = <unsigned char *>PyBytes_AS_STRING(ids)
     for i in range(n):
         counter = <uint32_t>(counters[i] & 0xFFFF)
-        body = bodies[i]
-        body_len = len(body)
-        _put32(out + pos, <uint32_t>(22 + body_len + props_len))
-        _put32(out + pos + 4, 0)
-        _put32(out + pos + 8, 0)
-        _put32(out + pos + 12, <uint32_t><int32_t>flags[i])
-        _put32(out + pos + 16, <uint32_t>body_len)
-        memcpy(out + pos + 20, PyBytes_AS_STRING(body), body_len)
-        pos += 20 + body_len
-        out[pos] = <unsigned char>(props_len >> 8)
-        out[pos + 1] = <unsigned char>props_len
-        memcpy(out + pos + 2, head_p, head_len)
-        at = pos + 2 + head_len
+        pos = _batch_record(out, pos, bodies[i], <int32_t>flags[i], props_len)
+        memcpy(out + pos, head_p, head_len)
+        at = pos + head_len
         memcpy(out + at, prefix_p, prefix_len)
         _put_hex4(out + at + prefix_len, counter)
         out[at + id_len] = 2
-        pos += 2 + props_len
+        pos += props_len
         at = i * (id_len + 1)
         memcpy(idp + at, prefix_p, prefix_len)
         _put_hex4(idp + at + prefix_len, counter)

@@ -16,9 +16,6 @@ it prints ``{"step": STEP}`` first. Without --kill-at it prints ``{"view": [[off
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import signal
 from pathlib import Path
 
@@ -27,13 +24,11 @@ import pytest
 from skiff.broker.config import BrokerConfig
 from skiff.broker.tier.service import TierService
 from skiff.common.clock import SYSTEM_CLOCK
-from skiff.common.stored_message import decode_records
-from skiff.protocol.bodies.topic import TopicConfig
 from skiff.store import MessageStore
 from skiff.store.compaction import OFFSET_MAP_BYTES_PER_ENTRY
-from skiff.tier.columns import rows_to_records
 from tests.crash.conftest import Child
-from tests.crash.store_child import STORE_HOST
+from tests.crash.store_child import STORE_HOST, emit
+from tests.crash.tier_child import OneTopic, orphans, parse_child, queue_view
 from tests.unit.store.conftest import make_config, message
 
 MODULE = "tests.crash.test_tier_compacted_kill"
@@ -45,53 +40,12 @@ KEYS = 12
 DAY_MS = 86_400_000
 
 
-class _Topics:
-    """The one compacted tiered topic, as the broker's topic manager would answer."""
-
-    def topics(self) -> list[str]:
-        return [TOPIC]
-
-    def get(self, name: str) -> TopicConfig | None:
-        attributes = {"cleanup.policy": "COMPACTION", "tiered.storage": "true"}
-        return TopicConfig(TOPIC, 1, 1, attributes=attributes) if name == TOPIC else None
-
-
-def _emit(obj: dict) -> None:
-    print(json.dumps(obj), flush=True)
-
-
 def _key(round_: int, i: int) -> str:
     return f"k{(round_ + i) % KEYS}"
 
 
-def _view(store: MessageStore, service: TierService) -> list:
-    """What a reader from offset 0 gets: the tier below the queue's local first offset, then the disk."""
-    low = store.get_min_offset(TOPIC, 0)
-    manifest = service.tier.manifest(TOPIC, "broker-a")
-    rows = [[m.queue_offset, m.body.decode()]
-            for m in decode_records(rows_to_records(service.tier.read(manifest, 0, 0, 10_000)))
-            if m.queue_offset < low]
-    offset = low
-    while offset < store.get_max_offset(TOPIC, 0):
-        r = store.get_messages(TOPIC, 0, offset, 100)
-        rows += [[m.queue_offset, m.body.decode()] for m in decode_records(b"".join(bytes(b) for b in r.buffers))]
-        assert r.next_begin_offset > offset, r
-        offset = r.next_begin_offset
-    return rows
-
-
 def child_main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--dir", required=True)
-    parser.add_argument("--round", type=int, required=True)
-    parser.add_argument("--kill-at")
-    args = parser.parse_args()
-
-    def step(name: str) -> None:
-        _emit({"step": name})
-        if name == args.kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)
-
+    args, step = parse_child()
     root = Path(args.dir)
     store = MessageStore(make_config(root / "store", fileReservedTime=0), store_host=STORE_HOST)
     store.start()
@@ -101,16 +55,15 @@ def child_main() -> None:
     store.flush()
     store.compact(TOPIC, 0, delete_retention_ms=DAY_MS, max_offset_map_size=1024 * OFFSET_MAP_BYTES_PER_ENTRY)
     config = BrokerConfig(broker_name="broker-a", tier_storage_url=f"file://{root / 'tier'}", tier_seal_ms=1)
-    service = TierService(config, store, _Topics(), SYSTEM_CLOCK)  # type: ignore[arg-type]
+    service = TierService(config, store, OneTopic(TOPIC, 1, **{"cleanup.policy": "COMPACTION"}),  # type: ignore[arg-type]
+                          SYSTEM_CLOCK)
     service.tier.steps = step
     trim = store.compaction.trim
     store.compaction.trim = lambda topic, queue_id, below: trim(topic, queue_id, below, step)  # type: ignore[method-assign]
     service.uploader.seal_ms = 0
     service.uploader.run()
-    listed = service.tier.manifest(TOPIC, "broker-a").segments
-    orphans = [k for k in service.tier.backend.list(f"{TOPIC}/")
-               if k.endswith((".parquet", ".keys")) and k not in {s.file for s in listed} | {s.index.file for s in listed if s.index}]
-    _emit({"view": _view(store, service), "orphans": len(orphans), "local_min": store.get_min_offset(TOPIC, 0)})
+    emit({"view": queue_view(store, service, TOPIC, 0), "orphans": orphans(service, TOPIC),
+          "local_min": store.get_min_offset(TOPIC, 0)})
     store.shutdown()
 
 

@@ -15,22 +15,17 @@ reader sees: ``{"view": {queue: [[offset, body], ...]}, "orphans": N, "unindexed
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import signal
 from pathlib import Path
 
 from skiff.broker.config import BrokerConfig
 from skiff.broker.tier.service import TierService
 from skiff.common.clock import SYSTEM_CLOCK
-from skiff.common.stored_message import decode_records
-from skiff.protocol.bodies.topic import TopicConfig
 from skiff.store import MessageStore
-from skiff.tier.columns import rows_to_records
 from skiff.tier.index import offsets_of
 from tests.crash.conftest import Child
-from tests.crash.store_child import STORE_HOST
+from tests.crash.store_child import STORE_HOST, emit
+from tests.crash.tier_child import OneTopic, orphans, parse_child, queue_view
 from tests.unit.store.conftest import make_config, message
 
 MODULE = "tests.crash.test_tier_kill"
@@ -40,36 +35,8 @@ QUEUES = 2
 PER_ROUND = 60
 
 
-class _Topics:
-    """The one tiered topic, as the broker's topic manager would answer."""
-
-    def topics(self) -> list[str]:
-        return [TOPIC]
-
-    def get(self, name: str) -> TopicConfig | None:
-        return TopicConfig(TOPIC, QUEUES, QUEUES, attributes={"tiered.storage": "true"}) if name == TOPIC else None
-
-
-def _emit(obj: dict) -> None:
-    print(json.dumps(obj), flush=True)
-
-
 def _view(store: MessageStore, service: TierService) -> dict[int, list]:
-    out: dict[int, list] = {}
-    manifest = service.tier.manifest(TOPIC, "broker-a")
-    for q in range(QUEUES):
-        low = store.get_min_offset(TOPIC, q)
-        rows = [[m.queue_offset, m.body.decode()]
-                for m in decode_records(rows_to_records(service.tier.read(manifest, q, 0, 10_000)))
-                if m.queue_offset < low]
-        offset = low
-        while offset < store.get_max_offset(TOPIC, q):
-            r = store.get_messages(TOPIC, q, offset, 100)
-            assert r.found, r
-            rows += [[m.queue_offset, m.body.decode()] for m in decode_records(b"".join(r.buffers))]
-            offset = r.next_begin_offset
-        out[q] = rows
-    return out
+    return {q: queue_view(store, service, TOPIC, q) for q in range(QUEUES)}
 
 
 def _unindexed(service: TierService) -> int:
@@ -84,17 +51,7 @@ def _unindexed(service: TierService) -> int:
 
 
 def child_main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--dir", required=True)
-    parser.add_argument("--round", type=int, required=True)
-    parser.add_argument("--kill-at")
-    args = parser.parse_args()
-
-    def step(name: str) -> None:
-        _emit({"step": name})
-        if name == args.kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)
-
+    args, step = parse_child()
     root = Path(args.dir)
     store = MessageStore(make_config(root / "store", fileReservedTime=0, mappedFileSizeCommitLog=8192),
                          store_host=STORE_HOST)
@@ -104,7 +61,7 @@ def child_main() -> None:
                                          body=f"r{args.round}-{i}-".encode() * 10)).ok
     store.flush()
     config = BrokerConfig(broker_name="broker-a", tier_storage_url=f"file://{root / 'tier'}", tier_seal_ms=1)
-    service = TierService(config, store, _Topics(), SYSTEM_CLOCK)  # type: ignore[arg-type]
+    service = TierService(config, store, OneTopic(TOPIC, QUEUES), SYSTEM_CLOCK)  # type: ignore[arg-type]
     service.tier.steps = step
     hold = store.retention.holds[-1]
 
@@ -119,11 +76,8 @@ def child_main() -> None:
     service.uploader.run()
     store.run_retention(manual=True)
     step("retention-done")
-    listed = service.tier.manifest(TOPIC, "broker-a").segments
-    orphans = [k for k in service.tier.backend.list(f"{TOPIC}/")
-               if k.endswith((".parquet", ".keys")) and k not in {s.file for s in listed} | {s.index.file for s in listed if s.index}]
-    _emit({"view": _view(store, service), "orphans": len(orphans), "unindexed": _unindexed(service),
-           "local_min": {q: store.get_min_offset(TOPIC, q) for q in range(QUEUES)}})
+    emit({"view": _view(store, service), "orphans": orphans(service, TOPIC), "unindexed": _unindexed(service),
+          "local_min": {q: store.get_min_offset(TOPIC, q) for q in range(QUEUES)}})
     store.shutdown()
 
 

@@ -14,11 +14,16 @@ from typing import Any
 
 import nats
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy, StorageType, StreamConfig
-from nats.js.errors import NotFoundError
+from nats.js.errors import BadRequestError, NotFoundError
 
 from skiff.bench.compare.drivers.base import CONSUMER_GROUP, Driver, Recorder
 
 FETCH_TIMEOUT_S = 1.0
+PREPARE_TIMEOUT_S = 15.0
+"""How long `prepare` tries again while the server still holds the subject of a stream of the
+same name deleted by the phase before (nats-server 2.9 answers ``subjects overlap with an
+existing stream``, error 10065, until its delete completes)."""
+SUBJECTS_OVERLAP = 10065
 
 
 class NatsJetStreamDriver(Driver):
@@ -31,10 +36,20 @@ class NatsJetStreamDriver(Driver):
 
     async def prepare(self, topic: str) -> None:
         config = StreamConfig(name=topic, subjects=[topic], storage=StorageType.FILE)
-        try:
-            await self.js.stream_info(topic)
-        except NotFoundError:
-            await self.js.add_stream(config)
+        deadline = asyncio.get_running_loop().time() + PREPARE_TIMEOUT_S
+        while True:
+            try:
+                await self.js.stream_info(topic)
+                return
+            except NotFoundError:
+                pass
+            try:
+                await self.js.add_stream(config)
+                return
+            except BadRequestError as e:
+                if e.err_code != SUBJECTS_OVERLAP or asyncio.get_running_loop().time() > deadline:
+                    raise
+            await asyncio.sleep(0.1)
 
     async def publish(self, topic: str, bodies: list[bytes]) -> Awaitable[Any]:
         futures = [await self.js.publish_async(topic, body) for body in bodies]
