@@ -262,6 +262,10 @@ class BrokerConfig(TlsSettings):
     tier_seal_ms: int = 60_000
     """A message is uploaded once it is flushed and this much older than now: the tail a
     consumer is still reading stays out of the tier's small files."""
+    tier_file_delete_delay_ms: int = 60_000
+    """How long a tiered file a compacted topic's rewrite or retention.tiered.ms dropped from the
+    manifest stays before the uploader deletes it (Kafka's file.delete.delay.ms, 60 s): a Spark job
+    planned from the older manifest, or a slave, still reads it meanwhile; 0 deletes at once."""
 
     def validate(self) -> None:
         for name in ("listen_port", "ha_listen_port", "metrics_port", "grpc_server_port", "kafka_listen_port"):
@@ -300,11 +304,13 @@ class BrokerConfig(TlsSettings):
                   "(authenticationEnabled/authorizationEnabled): pick one; `skiff acl migrate` turns a "
                   "plain_acl.yml into ACL 2.0 users and policies")
         for f in dataclasses.fields(self):
-            if f.name.endswith("_ms") or f.name in _POSITIVE:
+            if (f.name.endswith("_ms") and f.name != "tier_file_delete_delay_ms") or f.name in _POSITIVE:  # 0: at once
                 if getattr(self, f.name) <= 0:
                     _fail(f.name, getattr(self, f.name), "must be more than 0")
         if self.max_reconsume_times < 0:
             _fail("max_reconsume_times", self.max_reconsume_times, "must not be negative")
+        if self.tier_file_delete_delay_ms < 0:
+            _fail("tier_file_delete_delay_ms", self.tier_file_delete_delay_ms, "must not be negative")
         if not 0 <= self.pop_from_retry_probability <= 100:
             _fail("pop_from_retry_probability", self.pop_from_retry_probability, "must be a percentage (0-100)")
         self.validate_tls()
