@@ -25,13 +25,21 @@ have neither, and readers do without):
 
 A compacted topic's file holding a tombstone names the oldest one's store time:
 ``"tombstoneMs": 1714561230000``.
+
+Files a rewrite replaced or retention expired are not segments any more, but stay in the tier
+for the broker's ``tierFileDeleteDelayMs`` after the manifest that dropped them, listed as
+retired with the time they were (a reader planned from an older manifest, a Spark job or a
+slave, still finds them; `Tier.delete_retired` deletes them once the delay has passed). The
+field is absent when nothing is retired, and a manifest without it reads as none:
+
+    "retired": [{"file": "Orders/broker-a/0/…-….parquet", "retiredMs": 1714561290000}]
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from skiff.common.errors import SkiffError
@@ -78,6 +86,10 @@ class Segment:
     empty body; -1: none), so the uploader knows, without fetching, which files hold one that
     has outlived delete.retention.ms (`Tier.expire_tombstones`)."""
 
+    def files(self) -> tuple[str, ...]:
+        """The keys this segment occupies in the tier: its file and its key index."""
+        return (self.file,) if self.index is None else (self.file, self.index.file)
+
     def holds_commit_log_offset(self, offset: int) -> bool:
         return self.min_commit_log_offset <= offset <= self.max_commit_log_offset and self.min_commit_log_offset >= 0
 
@@ -108,10 +120,33 @@ class Segment:
 
 
 @dataclass(frozen=True, slots=True)
+class RetiredFile:
+    """A file (data or key index) a written manifest no longer lists as a segment's, and when it
+    stopped (ms): it is deleted once the broker's ``tierFileDeleteDelayMs`` has passed since, so a
+    reader holding an older manifest still finds it. Never read through this manifest."""
+
+    file: str
+    retired_ms: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "retiredMs": self.retired_ms}
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> RetiredFile:
+        try:
+            return cls(str(d["file"]), int(d["retiredMs"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ManifestError(f"manifest retired file {d!r}: {exc!r}") from None
+
+
+@dataclass(frozen=True, slots=True)
 class Manifest:
     topic: str
     broker: str = ""
     segments: tuple[Segment, ...] = field(default=())
+    retired: tuple[RetiredFile, ...] = field(default=())
+    """Files no segment names any more, waiting out the delete delay (not data to this manifest's
+    readers: offsets, queries and Spark's planning look only at ``segments``)."""
 
     def queue(self, queue_id: int) -> list[Segment]:
         """The queue's segments, in offset order."""
@@ -150,24 +185,51 @@ class Manifest:
         if seg.first_offset < end:
             raise ManifestError(f"{self.topic} queue {seg.queue_id}: segment from {seg.first_offset} overlaps "
                                 f"the tier, which holds offsets up to {end - 1}")
-        return Manifest(self.topic, self.broker, self.segments + (seg,))
+        return replace(self, segments=self.segments + (seg,))
 
     def replacing(self, changes: Mapping[Segment, Segment | None]) -> Manifest:
         """This manifest with each segment in ``changes`` replaced by its value (a file of the same
         range rewritten with fewer rows), or dropped where the value is None."""
         kept = (changes[s] if s in changes else s for s in self.segments)
-        return Manifest(self.topic, self.broker, tuple(s for s in kept if s is not None))
+        return replace(self, segments=tuple(s for s in kept if s is not None))
 
     def without(self, gone: Iterable[Segment]) -> Manifest:
         drop = set(gone)
-        return Manifest(self.topic, self.broker, tuple(s for s in self.segments if s not in drop))
+        return replace(self, segments=tuple(s for s in self.segments if s not in drop))
+
+    def listed_files(self) -> set[str]:
+        """The keys of every segment's file and key index: what readers of this manifest open."""
+        return {f for s in self.segments for f in s.files()}
+
+    def known_files(self) -> set[str]:
+        """Every key this manifest accounts for, segments' and retired: anything else under its
+        prefix is an orphan (an upload cut off before its manifest)."""
+        return self.listed_files() | {r.file for r in self.retired}
+
+    def retiring(self, gone: Iterable[Segment], now_ms: int) -> Manifest:
+        """This manifest with the files of ``gone`` (segments it no longer lists) retired at
+        ``now_ms``; a file already retired keeps its first time, a file a segment lists is not
+        retired (a rewrite never reuses a key, but a listed file must never be deleted)."""
+        known, listed = {r.file for r in self.retired}, self.listed_files()
+        new = tuple(RetiredFile(f, now_ms) for s in gone for f in s.files() if f not in known and f not in listed)
+        return replace(self, retired=self.retired + new) if new else self
+
+    def due(self, delay_ms: int, now_ms: int) -> list[RetiredFile]:
+        """The retired files whose delay has passed by ``now_ms``."""
+        return [r for r in self.retired if now_ms - r.retired_ms >= delay_ms]
+
+    def without_retired(self, files: Iterable[str]) -> Manifest:
+        drop = set(files)
+        return replace(self, retired=tuple(r for r in self.retired if r.file not in drop))
 
     def remote_bytes(self, queue_id: int | None = None) -> int:
         return sum(s.size_bytes for s in self.segments if queue_id is None or s.queue_id == queue_id)
 
     def to_bytes(self) -> bytes:
-        body = {"version": FORMAT_VERSION, "topic": self.topic, "broker": self.broker,
-                "segments": [s.to_json() for s in self.segments]}
+        body: dict[str, Any] = {"version": FORMAT_VERSION, "topic": self.topic, "broker": self.broker,
+                                "segments": [s.to_json() for s in self.segments]}
+        if self.retired:
+            body["retired"] = [r.to_json() for r in self.retired]
         return json.dumps(body, separators=(",", ":")).encode()
 
     @classmethod
@@ -179,8 +241,12 @@ class Manifest:
         if not isinstance(d, dict) or d.get("version") != FORMAT_VERSION or not isinstance(d.get("segments"), list):
             raise ManifestError(f"manifest of an unknown format (version {d.get('version') if isinstance(d, dict) else None!r}, "
                                 f"this build reads {FORMAT_VERSION})")
+        retired = d.get("retired", [])
+        if not isinstance(retired, list):
+            raise ManifestError(f"manifest's retired files are not a list: {retired!r}")
         return cls(str(d.get("topic", "")), str(d.get("broker", "")),
-                   tuple(Segment.from_json(s) for s in d["segments"]))
+                   tuple(Segment.from_json(s) for s in d["segments"]),
+                   tuple(RetiredFile.from_json(r) for r in retired))
 
 
 def broker_prefix(topic: str, broker: str) -> str:

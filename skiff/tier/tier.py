@@ -7,6 +7,12 @@ next attempt, or removed by `collect_orphans`. `Tier.read` is how data gets out:
 the file the manifest names, its SHA-256 checked against the manifest's, decoded
 row group by row group through a bounded cache (`FileCache`), so a consumer reading
 a tiered queue from its start fetches each file once.
+
+A file a manifest stops listing (a compacted topic's rewrite, retention's expiry) is deleted
+only ``delete_delay_ms`` after that manifest (the broker's ``tierFileDeleteDelayMs``, as Kafka's
+``file.delete.delay.ms`` delays a log segment's deletion): until then the manifest names it as
+retired, and a reader that planned from an older manifest (a Spark job, a slave) still reads it.
+`Tier.delete_retired`, run by the uploader's passes, deletes the files whose delay has passed.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import io
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -25,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from skiff.common.clock import SYSTEM_CLOCK, Clock
 from skiff.common.limits import TIER_CACHE_MAX_BYTES, TIER_MANIFEST_MAX_BYTES, TIER_ROW_GROUP_MESSAGES
 from skiff.common.properties import split_keys
 from skiff.tier.backends import TierBackend, TierError
@@ -104,9 +111,16 @@ class FileCache:
 class Tier:
     """The tier of every topic in one backend (the backend's keys start with the topic)."""
 
-    def __init__(self, backend: TierBackend, cache: FileCache | None = None) -> None:
+    def __init__(self, backend: TierBackend, cache: FileCache | None = None, *, clock: Clock = SYSTEM_CLOCK,
+                 delete_delay_ms: int = 0) -> None:
+        if delete_delay_ms < 0:
+            raise ValueError(f"a tier's file delete delay is 0 ms or more, not {delete_delay_ms}")
         self.backend = backend
         self.cache = cache or FileCache()
+        self.clock = clock
+        self.delete_delay_ms = delete_delay_ms
+        """How long a file a written manifest stopped listing stays, retired (0: deleted right after
+        that manifest; only a writer of the tier, the master's uploader, uses it)."""
         self.steps: Callable[[str], None] = _no_step
         """Called after each durable step of an upload ("file-written", "index-written",
         "manifest-written"): the crash tests kill the process there."""
@@ -140,8 +154,8 @@ class Tier:
         hold lose those rows (`superseded`), so the tier keeps the latest record of each key,
         as the broker's compacted segment does. Each such file is rewritten under a new key
         before the one manifest that lists the new file and the rewritten ones; the files they
-        replace are deleted after it. A crash before the manifest leaves only unlisted files
-        (collected; the retry writes the same keys), one after it unlisted old files."""
+        replace are retired in it (`_retire`). A crash before the manifest leaves only unlisted
+        files (collected; the retry writes the same keys)."""
         if not table.num_rows:
             raise ValueError("an empty table is not a segment")
         queue_ids = set(table.column("queue_id").to_pylist())
@@ -166,10 +180,10 @@ class Tier:
         if grown is manifest:
             return grown, seg
         replaced = self.superseded(manifest, seg, table) if compacted else {}
-        grown = manifest.replacing(replaced).with_segment(seg)
+        grown = self._retiring(manifest.replacing(replaced).with_segment(seg), replaced)
         self.write_manifest(grown)
         self.steps("manifest-written")
-        self._remove(replaced)
+        self._retire(replaced, "replaced (keys superseded by a newer file)")
         return grown, seg
 
     def superseded(self, manifest: Manifest, newer: Segment, table: pa.Table) -> dict[Segment, Segment | None]:
@@ -195,8 +209,8 @@ class Tier:
     def expire_tombstones(self, manifest: Manifest, before_ms: int) -> Manifest:
         """``manifest`` (a compacted topic's) without the tombstones stored at or before
         ``before_ms``, as a compaction removes them from a queue past delete.retention.ms: each
-        file holding one (its ``tombstoneMs``) rewritten without them, then the manifest, then the
-        old files go. A queue's newest file stays, rows or not: it says where the tier ends."""
+        file holding one (its ``tombstoneMs``) rewritten without them, then the manifest, which
+        retires the old files. A queue's newest file stays, rows or not: it says where the tier ends."""
         due = [s for s in manifest.segments if 0 <= s.oldest_tombstone_ms <= before_ms]
         if not due:
             return manifest
@@ -206,10 +220,10 @@ class Tier:
             rows = self.open(old).read()
             replaced[old] = self._rewritten(manifest, old, rows.filter(pc.invert(_tombstones(rows, before_ms))),
                                             keep_empty=newest[old.queue_id] == old)
-        kept = manifest.replacing(replaced)
+        kept = self._retiring(manifest.replacing(replaced), replaced)
         self.write_manifest(kept)
         self.steps("manifest-written")
-        self._remove(replaced)
+        self._retire(replaced, "replaced (expired tombstones taken out)")
         return kept
 
     def _rewritten(self, manifest: Manifest, old: Segment, rows: pa.Table, keep_empty: bool = False) -> Segment | None:
@@ -235,15 +249,44 @@ class Tier:
         return replace(seg, first_store_ms=pc.min(times).as_py() // 1000, last_store_ms=pc.max(times).as_py() // 1000,
                        min_commit_log_offset=pc.min(physical).as_py(), max_commit_log_offset=pc.max(physical).as_py())
 
-    def _remove(self, replaced: dict[Segment, Segment | None]) -> None:
-        """Delete the files (and key indexes) of segments a written manifest no longer lists."""
-        for old in replaced:
-            log.info("tier %s: %s replaced (keys superseded by a newer file)", self.backend.url, old.file)
-            self.backend.delete(old.file)
-            if old.index is not None:
-                self.backend.delete(old.index.file)
-        if replaced:
+    def _retiring(self, manifest: Manifest, gone: Iterable[Segment]) -> Manifest:
+        """``manifest`` (which no longer lists ``gone``) with their files retired now, to be
+        written; unchanged without a delete delay, as `_retire` then deletes them at once."""
+        return manifest.retiring(gone, self.clock.now_ms()) if self.delete_delay_ms > 0 else manifest
+
+    def _retire(self, gone: Iterable[Segment], why: str) -> None:
+        """After the manifest that stopped listing ``gone`` is written: without a delete delay
+        their files (and key indexes) are deleted now (a crash in between leaves unlisted files,
+        collected as orphans); with one the manifest holds them retired (`delete_retired`)."""
+        gone = list(gone)
+        for old in gone:
+            log.info("tier %s: %s %s; %s", self.backend.url, old.file, why,
+                     f"deleted in {self.delete_delay_ms} ms" if self.delete_delay_ms > 0 else "deleted")
+            if self.delete_delay_ms <= 0:
+                for key in old.files():
+                    self.backend.delete(key)
+        if gone and self.delete_delay_ms <= 0:
             self.steps("replaced-removed")
+
+    def delete_retired(self, manifest: Manifest) -> Manifest:
+        """``manifest`` without its retired files whose delay has passed, which are deleted first
+        (a file already gone is no error: a crash after the deletion and before the manifest just
+        deletes it again next time), then the manifest written without them. A key a segment
+        lists is never deleted. Unchanged, and nothing written, when none is due."""
+        due = manifest.due(self.delete_delay_ms, self.clock.now_ms())
+        if not due:
+            return manifest
+        listed = manifest.listed_files()
+        for r in due:
+            if r.file not in listed:
+                log.info("tier %s: %s deleted (retired at %d, delay %d ms passed)", self.backend.url, r.file,
+                         r.retired_ms, self.delete_delay_ms)
+                self.backend.delete(r.file)
+        self.steps("retired-deleted")
+        kept = manifest.without_retired(r.file for r in due)
+        self.write_manifest(kept)
+        self.steps("retired-forgotten")
+        return kept
 
     def index_old(self, manifest: Manifest, max_files: int) -> Manifest:
         """``manifest`` with up to ``max_files`` of its files uploaded before key indexes and
@@ -264,47 +307,44 @@ class Tier:
             done[seg] = replace(seg, index=index, min_commit_log_offset=pc.min(physical).as_py(),
                                 max_commit_log_offset=pc.max(physical).as_py())
             log.info("tier %s: %s indexed (uploaded before key indexes)", self.backend.url, seg.file)
-        indexed = Manifest(manifest.topic, manifest.broker, tuple(done.get(s, s) for s in manifest.segments))
+        indexed = replace(manifest, segments=tuple(done.get(s, s) for s in manifest.segments))
         self.write_manifest(indexed)
         return indexed
 
     def expire(self, manifest: Manifest, before_ms: int) -> tuple[Manifest, list[Segment]]:
         """Drop the files whose newest message was stored before ``before_ms`` (retention.tiered.ms),
         except each queue's newest file, which says where the queue's tier ends. The manifest
-        without them is written first, then the files go: a reader never finds a listed file
-        missing, and a crash in between leaves unlisted files for `collect_orphans`."""
+        without them (retiring them, with a delete delay) is written first, then the files go
+        (`_retire`): a reader never finds a listed file missing."""
         newest = {q: manifest.queue(q)[-1] for q in manifest.queue_ids()}
         gone = [s for s in manifest.segments if s.last_store_ms < before_ms and newest[s.queue_id] != s]
         if not gone:
             return manifest, []
-        kept = manifest.without(gone)
+        kept = self._retiring(manifest.without(gone), gone)
         self.write_manifest(kept)
-        for seg in gone:
-            log.info("tier %s: %s expired (newest message stored at %d)", self.backend.url, seg.file,
-                     seg.last_store_ms)
-            self.backend.delete(seg.file)
-            if seg.index is not None:
-                self.backend.delete(seg.index.file)
+        self._retire(gone, "expired (retention.tiered.ms)")
         return kept, gone
 
     def delete(self, manifest: Manifest) -> int:
         """Delete the part of the tier ``manifest`` describes (its topic was deleted): an empty
         manifest first, so no reader opens a file that is going, then the files, then the
-        manifest. A crash in between leaves unlisted files, which `collect_orphans` removes if
-        the topic comes back. The number of files deleted."""
+        manifest, retired files with the rest (the topic's grace replaces their delay). A crash in
+        between leaves unlisted files, which `collect_orphans` removes if the topic comes back.
+        The number of files deleted."""
         self.write_manifest(Manifest(manifest.topic, manifest.broker))
-        files = sorted({s.file for s in manifest.segments} | set(self.backend.list(broker_prefix(manifest.topic,
+        files = sorted(manifest.known_files() | set(self.backend.list(broker_prefix(manifest.topic,
                                                                                                  manifest.broker))))
         for key in files:
             self.backend.delete(key)
         return len(files)
 
     def collect_orphans(self, manifest: Manifest) -> list[str]:
-        """Delete the topic's files the manifest does not list (uploads a crash cut off before
-        their manifest); the keys deleted."""
-        listed = {s.file for s in manifest.segments} | {s.index.file for s in manifest.segments if s.index}
+        """Delete the topic's files the manifest does not account for (uploads a crash cut off
+        before their manifest; its retired files are not orphans: `delete_retired` deletes them
+        when their delay has passed); the keys deleted."""
+        known = manifest.known_files()
         gone = [k for k in self.backend.list(broker_prefix(manifest.topic, manifest.broker))
-                if k not in listed and k.endswith((".parquet", INDEX_SUFFIX))]
+                if k not in known and k.endswith((".parquet", INDEX_SUFFIX))]
         for key in gone:
             log.info("tier %s: removing %s, which no manifest lists (an upload cut off before its manifest)",
                      self.backend.url, key)

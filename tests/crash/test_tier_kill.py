@@ -60,7 +60,8 @@ def child_main() -> None:
         assert store.put_message(message(i, topic=TOPIC, queue_id=i % QUEUES,
                                          body=f"r{args.round}-{i}-".encode() * 10)).ok
     store.flush()
-    config = BrokerConfig(broker_name="broker-a", tier_storage_url=f"file://{root / 'tier'}", tier_seal_ms=1)
+    config = BrokerConfig(broker_name="broker-a", tier_storage_url=f"file://{root / 'tier'}", tier_seal_ms=1,
+                          tier_file_delete_delay_ms=0)
     service = TierService(config, store, OneTopic(TOPIC, QUEUES), SYSTEM_CLOCK)  # type: ignore[arg-type]
     service.tier.steps = step
     hold = store.retention.holds[-1]

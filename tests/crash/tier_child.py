@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import time
 from collections.abc import Callable
 
 from skiff.broker.tier.service import TierService
@@ -19,13 +20,30 @@ from tests.crash.store_child import emit
 BROKER = "broker-a"
 
 
+class SkewedClock:
+    """The system's clock moved ``skew_ms`` ahead: a child that lives a second sees the tier's
+    delete delay pass (retired files due) without the test waiting it out."""
+
+    def __init__(self, skew_ms: int) -> None:
+        self.skew_ms = skew_ms
+
+    def now_ms(self) -> int:
+        return int(time.time() * 1000) + self.skew_ms
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.skew_ms / 1000
+
+
 def parse_child() -> tuple[argparse.Namespace, Callable[[str], None]]:
-    """``--dir D --round R [--kill-at STEP]``, and the step hook: it prints ``{"step": name}``
-    and SIGKILLs the child right after STEP."""
+    """``--dir D --round R [--kill-at STEP] [--delete-delay-ms N] [--skew-ms N]``, and the step
+    hook: it prints ``{"step": name}`` and SIGKILLs the child right after STEP. The tier's delete
+    delay (tierFileDeleteDelayMs) is 0 unless given: files a manifest drops go at once."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--dir", required=True)
     parser.add_argument("--round", type=int, required=True)
     parser.add_argument("--kill-at")
+    parser.add_argument("--delete-delay-ms", type=int, default=0)
+    parser.add_argument("--skew-ms", type=int, default=0)
     args = parser.parse_args()
 
     def step(name: str) -> None:
@@ -68,7 +86,7 @@ def queue_view(store: MessageStore, service: TierService, topic: str, queue_id: 
 
 
 def orphans(service: TierService, topic: str) -> int:
-    """Data and index files under the topic's tier that its manifest does not list."""
-    listed = service.tier.manifest(topic, BROKER).segments
-    known = {s.file for s in listed} | {s.index.file for s in listed if s.index}
+    """Data and index files under the topic's tier that its manifest does not list (as a segment's
+    or as retired)."""
+    known = service.tier.manifest(topic, BROKER).known_files()
     return sum(1 for k in service.tier.backend.list(f"{topic}/") if k.endswith((".parquet", ".keys")) and k not in known)

@@ -35,6 +35,7 @@ from skiff.testing.s3 import S3_ENV, moto_s3
 from skiff.testing.waits import eventually, wait_for
 from skiff.testing.wire import BrokerWire
 from skiff.tier.backends import backend_from_url
+from skiff.tier.manifest import Manifest
 from skiff.tier.tier import Tier
 from tests.integration.consumer_kit import config, run, send, wait_for_route
 
@@ -456,10 +457,12 @@ def test_a_compacted_topic_tiers_its_compacted_segments(cluster) -> None:
             await send(ns, [Message.of(topic, f"v{i}", keys=f"k{i % 4}") for i in range(40)])
             await compacted_and_uploaded(admin, 40)
             first = in_the_bucket()
+            planned.append(tier.manifest(topic, "broker-a"))  # a reader's plan before the rewrite
             await send(ns, [Message.of(topic, f"v{i}", keys=f"k{i % 2}") for i in range(40, 50)])
             await compacted_and_uploaded(admin, 50)
             return first, await queue_bounds(admin, topic)
 
+    planned: list[Manifest] = []
     first, bounds = run(scenario())
     assert first == [(i, f"k{i % 4}", f"v{i}") for i in range(36, 40)]
     want = [(38, "k2", "v38"), (39, "k3", "v39"), (48, "k0", "v48"), (49, "k1", "v49")]
@@ -469,8 +472,11 @@ def test_a_compacted_topic_tiers_its_compacted_segments(cluster) -> None:
     listed = s3.client().list_objects_v2(Bucket="skiff-tier", Prefix=f"cluster1/{topic}/")
     m = tier.manifest(topic, "broker-a")
     assert sorted(o["Key"] for o in listed["Contents"]) == sorted(
-        [f"cluster1/{topic}/broker-a/manifest.json"] + [f"cluster1/{f}" for s in m.segments
-                                                        for f in (s.file, s.index.file if s.index else s.file)])
+        [f"cluster1/{topic}/broker-a/manifest.json"] + [f"cluster1/{f}" for f in m.known_files()])
+    # the replaced file stays retired for tierFileDeleteDelayMs (60 s): the old plan still reads it whole
+    assert planned[0].listed_files() & {r.file for r in m.retired}
+    old = Tier(tier.backend).read(planned[0], 0, 0, 1000)
+    assert old.column("queue_offset").to_pylist() == [36, 37, 38, 39]
 
 
 def test_a_deleted_topics_tier_goes_after_the_grace_period(cluster) -> None:

@@ -18,7 +18,8 @@ read from the tier when a topic is first seen, after which files no manifest lis
 are removed: uploads a crash cut off). A new master starts from the manifest in the
 tier, so it continues where the old one stopped. Files uploaded before key indexes and
 CommitLog spans existed get both, a few files a pass (`Tier.index_old`), so queries by key
-and message id reach them.
+and message id reach them. Files a rewrite or expiry retired are deleted by the first pass
+after their delete delay (`Tier.delete_retired`).
 """
 
 from __future__ import annotations
@@ -111,6 +112,7 @@ class TierUploader:
                     if compacted:
                         self._expire_tombstones(tc)
                     self._expire(tc)
+                    self._delete_retired(tc.topic_name)
             self.totals = _plus(self.totals, done)
             if topic is None:
                 self._delete_gone()
@@ -143,6 +145,12 @@ class TierUploader:
                 count = self.tier.delete(self.manifests.pop(topic))
                 del self._gone_since[topic]
                 log.warning("tier: deleted the tier of deleted topic %s (%d files)", topic, count)
+
+    def _delete_retired(self, topic: str) -> None:
+        """Delete the topic's files that rewrites and expiry retired more than the tier's delete
+        delay ago (``tierFileDeleteDelayMs``): a reader planned from an older manifest had that
+        long to read them."""
+        self.manifests[topic] = self.tier.delete_retired(self.manifest(topic))
 
     def _expire(self, tc: TopicConfig) -> None:
         keep_ms = retention_tiered_ms(tc.attributes)

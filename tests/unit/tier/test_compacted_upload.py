@@ -25,7 +25,7 @@ from skiff.filter import ExpressionType, build_filter
 from skiff.protocol.bodies.topic import TopicConfig
 from skiff.store import GetResult, GetStatus, MessageStore
 from skiff.store.compaction import OFFSET_MAP_BYTES_PER_ENTRY
-from skiff.tier.backends import FilesystemBackend
+from skiff.tier.backends import FilesystemBackend, TierError
 from skiff.tier.tier import FileCache, Tier
 from skiff.testing.waits import wait_for
 from tests.unit.store.conftest import StoreFactory, message
@@ -52,12 +52,14 @@ def store(tmp_path: Path, clock: ManualClock) -> Iterator[MessageStore]:
         s.shutdown()
 
 
-def make_uploader(tmp_path: Path, store: MessageStore, clock: ManualClock) -> TierUploader:
-    """The master's uploader, as a (re)started broker makes it: the manifest read from the tier."""
+def make_uploader(tmp_path: Path, store: MessageStore, clock: ManualClock, delete_delay_ms: int = 0) -> TierUploader:
+    """The master's uploader, as a (re)started broker makes it: the manifest read from the tier
+    (replaced files deleted at once unless ``delete_delay_ms``, tierFileDeleteDelayMs, is given)."""
     topics = TopicConfigManager(BrokerConfig(broker_name="broker-a"), str(tmp_path), clock,
                                 schedule_queue_nums=2)
     topics.put(TopicConfig("T", 1, 1, attributes=ATTRS))
-    tier = Tier(FilesystemBackend(str(tmp_path / "tier")), FileCache(1 << 20))
+    tier = Tier(FilesystemBackend(str(tmp_path / "tier")), FileCache(1 << 20), clock=clock,
+                delete_delay_ms=delete_delay_ms)
     return TierUploader(store, topics, tier, "broker-a", 0, clock)
 
 
@@ -285,3 +287,32 @@ def test_tombstones_leave_the_tier_after_delete_retention_as_they_leave_the_queu
         assert read_through_the_tier(store, reads) == [(12, "v12")]
     finally:
         reads.close()
+
+
+def test_replaced_files_stay_for_the_delete_delay_and_a_later_pass_deletes_them(tmp_path: Path, store: MessageStore,
+                                                                               clock: ManualClock) -> None:
+    uploader = make_uploader(tmp_path, store, clock, delete_delay_ms=60_000)
+    put(store, 0, 30)
+    compact(store)
+    uploader.run()
+    planned = uploader.tier.manifest("T", "broker-a")  # a reader's plan before the rewrite
+    put(store, 30, 10, keys=2)
+    compact(store)
+    uploader.run()
+    assert tiered(uploader) == [[(26, "k2", "v26"), (27, "k3", "v27")], [(38, "k0", "v38"), (39, "k1", "v39")]]
+    retired = sorted(r.file for r in uploader.manifest("T").retired)
+    assert retired == sorted(planned.listed_files())
+    assert files_in_tier(uploader) == sorted(listed(uploader) + retired)
+
+    def old_plan() -> list[int]:
+        return Tier(uploader.tier.backend).read(planned, 0, 0, 100).column("queue_offset").to_pylist()
+
+    restarted = make_uploader(tmp_path, store, clock, delete_delay_ms=60_000)  # collects orphans: not these
+    clock.advance(59_999)
+    restarted.run()
+    assert old_plan() == [26, 27, 28, 29] and files_in_tier(restarted) == sorted(listed(restarted) + retired)
+    clock.advance(1)
+    restarted.run()  # the delay has passed: this pass deletes them
+    assert restarted.manifest("T").retired == () and files_in_tier(restarted) == listed(restarted)
+    with pytest.raises(TierError, match="does not exist"):
+        old_plan()
