@@ -123,7 +123,8 @@ class Tier:
         that manifest; only a writer of the tier, the master's uploader, uses it)."""
         self.steps: Callable[[str], None] = _no_step
         """Called after each durable step of an upload ("file-written", "index-written",
-        "manifest-written"): the crash tests kill the process there."""
+        "rewrite-written", "manifest-written", "replaced-removed") and of `delete_retired`
+        ("retired-deleted", "retired-forgotten"): the crash tests kill the process there."""
 
     # -- the manifest --------------------------------------------------------------
 
