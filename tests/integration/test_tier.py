@@ -58,7 +58,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster,
         with moto_s3() as s3:
             s3.bucket("skiff-tier")
             args = [f"--tierStorageUrl=s3://skiff-tier/cluster1", f"--metricsPort={METRICS_PORT}", f"--tierS3Endpoint={s3.endpoint}",
-                    "--tierSealMs=1", "--tierUploadIntervalMs=300", "--tierDeleteGraceMs=500", *SMALL_FILES,
+                    "--tierSealMs=1", "--tierUploadIntervalMs=300", "--tierDeleteGraceMs=500",
+                    "--tierFileDeleteDelayMs=600000", *SMALL_FILES,  # replaced files outlive the module's tests
                     f"--grpcServerPort={GRPC_PORT}", f"--kafkaListenPort={KAFKA_PORT}", "--reviveInterval=100"]
             with Cluster(tmp_path_factory.mktemp("tier"), broker_args=args) as c:
                 yield c, s3
@@ -473,7 +474,7 @@ def test_a_compacted_topic_tiers_its_compacted_segments(cluster) -> None:
     m = tier.manifest(topic, "broker-a")
     assert sorted(o["Key"] for o in listed["Contents"]) == sorted(
         [f"cluster1/{topic}/broker-a/manifest.json"] + [f"cluster1/{f}" for f in m.known_files()])
-    # the replaced file stays retired for tierFileDeleteDelayMs (60 s): the old plan still reads it whole
+    # the replaced file stays retired for tierFileDeleteDelayMs: the old plan still reads it whole
     assert planned[0].listed_files() & {r.file for r in m.retired}
     old = Tier(tier.backend).read(planned[0], 0, 0, 1000)
     assert old.column("queue_offset").to_pylist() == [36, 37, 38, 39]
