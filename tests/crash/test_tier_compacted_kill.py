@@ -111,7 +111,7 @@ def _run(tmp_path: Path, round_: int, *args: str) -> dict:
     return result
 
 
-@pytest.mark.slow  # five child processes: about 10-15 s
+@pytest.mark.slow  # five child processes: about 6-15 s
 def test_a_kill_between_retiring_a_file_and_deleting_it_keeps_it_readable_until_its_delay(tmp_path: Path) -> None:
     """With tierFileDeleteDelayMs > 0 a file a superseding upload replaced stays, retired, for
     the delay: a reader holding the manifest from before the rewrite (a Spark job's plan) reads
