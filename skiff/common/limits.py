@@ -136,6 +136,14 @@ TIER_CACHE_MAX_BYTES = 64 * 1024 * 1024
 """Bytes of fetched tier files a broker keeps in memory for reads through the tier (least
 recently used first out)."""
 
+TIER_COMPACTED_MERGE_MAX_BYTES = 16 * 1024 * 1024
+"""Bytes (of Parquet) of one file a compacted queue's adjacent small tiered files are merged into
+(`skiff.tier.tier.merge_groups`), as Kafka's log cleaner groups small segments up to a segment's
+size: compacted rewrites shrink files, and each upload fetches every older file sharing a key, so
+unmerged they pile up. A quarter of the file cache (TIER_CACHE_MAX_BYTES), so a read through the
+tier still caches several, and about what a full upload's file is (TIER_SEGMENT_MAX_BYTES of
+records, compressed)."""
+
 TIER_MANIFEST_MAX_BYTES = 64 * 1024 * 1024
 """A topic's tier manifest: larger is refused as corrupt rather than parsed."""
 
