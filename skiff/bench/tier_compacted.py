@@ -4,10 +4,10 @@
 In this process: a store (`skiff.bench.compaction`'s), one compacted tiered queue and the
 broker's uploader over a filesystem tier in a temporary directory. Each of ``--rounds`` rounds
 writes ``--messages`` messages with keys drawn at random from ``--keys``, compacts the queue and
-runs one upload pass, timed (wall and this process's CPU), with the part of it spent finding and
-rewriting older files that hold a key the new file holds (`Tier.superseded`). Reported per round:
-rows and MB of records uploaded, tiered files, files rewritten or dropped, CPU ms per uploaded MB
-(all of the pass, and the rewrites' part).
+runs one upload pass, timed (wall and this process's CPU), with the part of it spent finding,
+rewriting and merging older files that hold a key the new file holds (`Tier.superseded`,
+`Tier.rewrite`). Reported per round: rows and MB of records uploaded, tiered files, files
+rewritten, merged or dropped, CPU ms per uploaded MB (all of the pass, and the rewrites' part).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import argparse
 import json
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,15 +47,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 class _TimedTier(Tier):
-    """A tier that adds up the CPU seconds of `Tier.superseded` and the files it replaced."""
+    """A tier that adds up the CPU seconds of finding the older files holding a key the new file
+    holds (`Tier.superseded`) and of rewriting and merging them (`Tier.rewrite`), and the files
+    those replaced."""
 
     cpu_s = 0.0
     replaced = 0
 
-    def superseded(self, manifest: Manifest, newer: Segment, table: pa.Table) -> dict[Segment, Segment | None]:
+    def superseded(self, manifest: Manifest, newer: Segment, table: pa.Table) -> dict[Segment, pa.Table]:
         started = time.process_time()
         try:
-            out = super().superseded(manifest, newer, table)
+            return super().superseded(manifest, newer, table)
+        finally:
+            self.cpu_s += time.process_time() - started
+
+    def rewrite(self, manifest: Manifest, kept: Mapping[Segment, pa.Table],
+                queue_ids: Iterable[int]) -> dict[Segment, Segment | None]:
+        started = time.process_time()
+        try:
+            out = super().rewrite(manifest, kept, queue_ids)
             self.replaced += len(out)
             return out
         finally:
@@ -83,6 +93,7 @@ def run(args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
             mb = done.record_bytes / _MB
             rounds.append({"round": r, "rows": done.rows, "record_mb": round(mb, 3),
                            "files": len(uploader.manifest(TOPIC).segments), "replaced": timed.replaced,
+                           "tier_mb": round(uploader.manifest(TOPIC).remote_bytes() / _MB, 3),
                            "wall_s": round(wall, 3), "cpu_s": round(cpu, 3), "rewrite_cpu_s": round(timed.cpu_s, 3),
                            "cpu_ms_per_mb": round(cpu * 1000 / mb, 1) if mb else None,
                            "rewrite_cpu_ms_per_mb": round(timed.cpu_s * 1000 / mb, 1) if mb else None})
@@ -100,8 +111,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     print(f"{args.rounds} rounds of {args.messages} messages of {args.size} B, keys drawn from {args.keys}")
     for f in rounds:
-        print(f"round {f['round']}: {f['rows']} rows ({f['record_mb']} MB of records) uploaded; {f['files']} files, "
-              f"{f['replaced']} rewritten or dropped; CPU {f['cpu_s']} s ({f['cpu_ms_per_mb']} ms per MB), of it "
+        print(f"round {f['round']}: {f['rows']} rows ({f['record_mb']} MB of records) uploaded; {f['files']} files ({f['tier_mb']} MB), "
+              f"{f['replaced']} rewritten, merged or dropped; CPU {f['cpu_s']} s ({f['cpu_ms_per_mb']} ms per MB), of it "
               f"the rewrites {f['rewrite_cpu_s']} s ({f['rewrite_cpu_ms_per_mb']} ms per MB); wall {f['wall_s']} s")
     return 0
 

@@ -22,7 +22,7 @@ import io
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -32,7 +32,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from skiff.common.clock import SYSTEM_CLOCK, Clock
-from skiff.common.limits import TIER_CACHE_MAX_BYTES, TIER_MANIFEST_MAX_BYTES, TIER_ROW_GROUP_MESSAGES
+from skiff.common.limits import (TIER_CACHE_MAX_BYTES, TIER_COMPACTED_MERGE_MAX_BYTES, TIER_MANIFEST_MAX_BYTES,
+                                 TIER_ROW_GROUP_MESSAGES, TIER_SEGMENT_MAX_MESSAGES)
 from skiff.common.properties import split_keys
 from skiff.tier.backends import TierBackend, TierError
 from skiff.tier.columns import TIER_SCHEMA
@@ -112,15 +113,20 @@ class Tier:
     """The tier of every topic in one backend (the backend's keys start with the topic)."""
 
     def __init__(self, backend: TierBackend, cache: FileCache | None = None, *, clock: Clock = SYSTEM_CLOCK,
-                 delete_delay_ms: int = 0) -> None:
+                 delete_delay_ms: int = 0, merge_max_bytes: int = TIER_COMPACTED_MERGE_MAX_BYTES) -> None:
         if delete_delay_ms < 0:
             raise ValueError(f"a tier's file delete delay is 0 ms or more, not {delete_delay_ms}")
+        if merge_max_bytes <= 0:
+            raise ValueError(f"a tier's merged file size is more than 0 bytes, not {merge_max_bytes}")
         self.backend = backend
         self.cache = cache or FileCache()
         self.clock = clock
         self.delete_delay_ms = delete_delay_ms
         """How long a file a written manifest stopped listing stays, retired (0: deleted right after
         that manifest; only a writer of the tier, the master's uploader, uses it)."""
+        self.merge_max_bytes = merge_max_bytes
+        """The size up to which a compacted queue's adjacent files are merged (`merge_groups`;
+        tests make it small)."""
         self.steps: Callable[[str], None] = _no_step
         """Called after each durable step of an upload ("file-written", "index-written",
         "rewrite-written", "manifest-written", "replaced-removed") and of `delete_retired`
@@ -180,22 +186,22 @@ class Tier:
         grown = manifest.with_segment(seg)
         if grown is manifest:
             return grown, seg
-        replaced = self.superseded(manifest, seg, table) if compacted else {}
-        grown = self._retiring(manifest.replacing(replaced).with_segment(seg), replaced)
+        replaced = self.rewrite(grown, self.superseded(manifest, seg, table), [queue_id]) if compacted else {}
+        grown = self._retiring(grown.replacing(replaced), replaced)
         self.write_manifest(grown)
         self.steps("manifest-written")
-        self._retire(replaced, "replaced (keys superseded by a newer file)")
+        self._retire(replaced, "replaced (keys superseded by a newer file, or merged)")
         return grown, seg
 
-    def superseded(self, manifest: Manifest, newer: Segment, table: pa.Table) -> dict[Segment, Segment | None]:
+    def superseded(self, manifest: Manifest, newer: Segment, table: pa.Table) -> dict[Segment, pa.Table]:
         """The queue's files before ``newer`` that hold a key (the whole KEYS, compaction's key)
-        one of ``table``'s rows holds, each rewritten without those rows (None: no row is left,
-        the file goes). A file whose key index has none of the keys is not fetched."""
+        one of ``table``'s rows holds, each with the rows it keeps without them (to `rewrite`). A
+        file whose key index has none of the keys is not fetched."""
         keys = pc.unique(table.column("keys").drop_null())
         if not len(keys):
             return {}
         hashes = np.array([key_hash(split_keys(k)[0]) for k in keys.to_pylist() if split_keys(k)], np.int64)
-        out: dict[Segment, Segment | None] = {}
+        out: dict[Segment, pa.Table] = {}
         for old in manifest.queue(newer.queue_id):
             if old.first_offset >= newer.first_offset or (
                     old.index is not None and not np.isin(self.key_index(old).column("key_hash").to_numpy(),
@@ -204,7 +210,35 @@ class Tier:
             rows = self.open(old).read()
             drop = pc.fill_null(pc.is_in(rows.column("keys"), value_set=keys), False)
             if pc.any(drop).as_py():
-                out[old] = self._rewritten(manifest, old, rows.filter(pc.invert(drop)))
+                out[old] = rows.filter(pc.invert(drop))
+        return out
+
+    def rewrite(self, manifest: Manifest, kept: Mapping[Segment, pa.Table],
+                queue_ids: Iterable[int]) -> dict[Segment, Segment | None]:
+        """What a compacted topic's pass changes in the files of ``queue_ids``: each file of
+        ``kept`` rewritten with only the rows it keeps, and adjacent small files of the queue
+        merged into one (`merge_groups`, as Kafka's log cleaner groups small segments), so a
+        queue whose files shrink does not end as ever more small files that each upload fetches.
+        The segment replacing each file that goes; None where it goes with no file of its own
+        (no row left, or merged into the file listed for its group's first file). A queue's
+        newest file is never merged nor dropped: it says where the tier ends."""
+        out: dict[Segment, Segment | None] = {}
+        for q in sorted(set(queue_ids)):
+            segs = manifest.queue(q)
+            if not segs:
+                continue
+            *older, newest = segs
+            left = {s: kept[s].num_rows if s in kept else s.rows for s in older}
+            for group in merge_groups(older, left, max_bytes=self.merge_max_bytes):
+                if len(group) > 1:
+                    merged = self._merged(manifest, group, [kept[s] if s in kept else self.open(s).read()
+                                                            for s in group])
+                    out.update({s: merged if i == 0 else None for i, s in enumerate(group)})
+                elif group[0] in kept:
+                    out[group[0]] = self._rewritten(manifest, group[0], kept[group[0]])
+            out.update({s: None for s in older if not left[s]})  # no row left: the newest file says where the tier ends
+            if newest in kept:
+                out[newest] = self._rewritten(manifest, newest, kept[newest], keep_empty=True)
         return out
 
     def expire_tombstones(self, manifest: Manifest, before_ms: int) -> Manifest:
@@ -215,12 +249,11 @@ class Tier:
         due = [s for s in manifest.segments if 0 <= s.oldest_tombstone_ms <= before_ms]
         if not due:
             return manifest
-        newest = {q: manifest.queue(q)[-1] for q in manifest.queue_ids()}
-        replaced: dict[Segment, Segment | None] = {}
+        kept_rows: dict[Segment, pa.Table] = {}
         for old in due:
             rows = self.open(old).read()
-            replaced[old] = self._rewritten(manifest, old, rows.filter(pc.invert(_tombstones(rows, before_ms))),
-                                            keep_empty=newest[old.queue_id] == old)
+            kept_rows[old] = rows.filter(pc.invert(_tombstones(rows, before_ms)))
+        replaced = self.rewrite(manifest, kept_rows, [s.queue_id for s in due])
         kept = self._retiring(manifest.replacing(replaced), replaced)
         self.write_manifest(kept)
         self.steps("manifest-written")
@@ -232,18 +265,30 @@ class Tier:
         (named by the content's digest); None when no row is left, unless ``keep_empty``."""
         if not rows.num_rows and not keep_empty:
             return None
+        return self._written(manifest, old, rows)
+
+    def _merged(self, manifest: Manifest, group: Sequence[Segment], parts: Sequence[pa.Table]) -> Segment:
+        """One file for the adjacent files ``group`` (in offset order), holding their rows
+        ``parts``: its range is the union of theirs (the gaps between them are offsets compaction
+        removed), its times, CommitLog span, oldest tombstone and key index its rows'."""
+        return self._written(manifest, replace(group[0], last_offset=group[-1].last_offset), pa.concat_tables(parts))
+
+    def _written(self, manifest: Manifest, span: Segment, rows: pa.Table) -> Segment:
+        """``span``'s range (and, with no row, its times and CommitLog span: nothing narrower is
+        known) holding ``rows``: the file and its key index written under keys named by the range
+        and the content's digest, so a listed file is never overwritten and a retry writes the same."""
         data = parquet_bytes(rows)
         digest = hashlib.sha256(data).hexdigest()
-        name = segment_file(manifest.topic, manifest.broker, old.queue_id, old.first_offset, old.last_offset,
+        name = segment_file(manifest.topic, manifest.broker, span.queue_id, span.first_offset, span.last_offset,
                             digest[:16])
         self.backend.put(name, data)
         keys = index_bytes(key_index(rows))
         self.backend.put(index_file(name), keys)
         self.steps("rewrite-written")
-        seg = replace(old, file=name, rows=rows.num_rows, size_bytes=len(data), sha256=digest,
+        seg = replace(span, file=name, rows=rows.num_rows, size_bytes=len(data), sha256=digest,
                       index=SegmentIndex(index_file(name), len(keys), hashlib.sha256(keys).hexdigest()),
                       oldest_tombstone_ms=oldest_tombstone_ms(rows))
-        if not rows.num_rows:  # the range's times and CommitLog span stay: nothing narrower is known
+        if not rows.num_rows:
             return seg
         times = rows.column("store_timestamp").cast(pa.int64())
         physical = rows.column("commit_log_offset")
@@ -446,6 +491,33 @@ class Tier:
             return None
         at = int(late[0])
         return TimedOffset(int(table.column("queue_offset")[at].as_py()), int(stored[at]) // 1000)
+
+
+def merge_groups(segments: Sequence[Segment], rows_left: Mapping[Segment, int], *,
+                 max_bytes: int = TIER_COMPACTED_MERGE_MAX_BYTES,
+                 max_rows: int = TIER_SEGMENT_MAX_MESSAGES) -> list[list[Segment]]:
+    """Adjacent files of one queue (``segments``, in offset order) that a compacted pass writes
+    as one: from the oldest, each file joins the group before it while the group's bytes stay
+    within ``max_bytes`` and its rows within ``max_rows``, so after a pass no two adjacent files
+    fit together in one (a queue holds at most about twice its bytes over ``max_bytes`` files) and
+    a file that already fills its share is left alone. ``rows_left``: the rows each file keeps
+    (fewer than its ``rows`` when it is being rewritten: its bytes are counted as that share of
+    its size; a file not in it keeps all); files left with no row are in no group (they go).
+    Every other file is in exactly one group, in order."""
+    groups: list[list[Segment]] = []
+    size = rows = 0
+    for s in segments:
+        left = rows_left.get(s, s.rows)
+        if not left:
+            continue
+        share = s.size_bytes if left == s.rows else s.size_bytes * left // max(s.rows, 1)
+        if groups and size + share <= max_bytes and rows + left <= max_rows:
+            groups[-1].append(s)
+            size, rows = size + share, rows + left
+        else:
+            groups.append([s])
+            size, rows = share, left
+    return groups
 
 
 def _tombstones(rows: pa.Table, before_ms: int | None = None) -> pa.Array:
