@@ -57,7 +57,14 @@ def key_index(table: pa.Table) -> pa.Table:
         for key in {*split_keys(keys), *([msg_id] if msg_id else [])}:
             hashes.append(key_hash(key))
             offsets.append(offset)
-    h, o = np.array(hashes, np.int64), np.array(offsets, np.int64)
+    return sorted_index(pa.Table.from_arrays([pa.array(hashes, pa.int64()), pa.array(offsets, pa.int64())],
+                                             schema=INDEX_SCHEMA))
+
+
+def sorted_index(index: pa.Table) -> pa.Table:
+    """Index rows in the index's order, (key_hash, queue_offset): how `key_index` ends, and how a
+    compacted file's index made from other files' index rows (`Tier.rewrite`) is the same bytes."""
+    h, o = index.column("key_hash").to_numpy(), index.column("queue_offset").to_numpy()
     order = np.lexsort((o, h))
     return pa.Table.from_arrays([pa.array(h[order]), pa.array(o[order])], schema=INDEX_SCHEMA)
 

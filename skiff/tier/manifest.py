@@ -14,7 +14,8 @@ files, checking each one's SHA-256.
                    "rows": 4096, "bytes": 81234, "sha256": "…"}]}
 
 Offsets of a compacted topic's file have gaps (``rows`` ≤ last − first + 1), and such a file is
-replaced (same range, fewer rows, a new key) when a newer file supersedes keys it holds.
+replaced (same range, fewer rows, a new key) when a newer file supersedes keys it holds, or
+merged with adjacent small files into one covering their ranges (a new key too).
 
 Each segment may also name its key index and the span of CommitLog offsets its records
 had (what queries by key and by message id use; segments written before those existed
@@ -257,7 +258,7 @@ def broker_prefix(topic: str, broker: str) -> str:
 
 def segment_file(topic: str, broker: str, queue_id: int, first: int, last: int, version: str = "") -> str:
     """Where a segment's file goes: named by its range, so a retried upload writes the same key.
-    A compacted topic's file rewritten without superseded rows (`Tier.upload`) adds ``version``
+    A compacted topic's file rewritten without superseded rows or merged (`Tier.rewrite`) adds ``version``
     (its content's digest): a new key, so the file the manifest lists is never overwritten."""
     return f"{broker_prefix(topic, broker)}{queue_id}/{first:020d}-{last:020d}{'.' + version if version else ''}.parquet"
 

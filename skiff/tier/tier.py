@@ -37,7 +37,7 @@ from skiff.common.limits import (TIER_CACHE_MAX_BYTES, TIER_COMPACTED_MERGE_MAX_
 from skiff.common.properties import split_keys
 from skiff.tier.backends import TierBackend, TierError
 from skiff.tier.columns import TIER_SCHEMA
-from skiff.tier.index import INDEX_SUFFIX, index_bytes, index_file, key_hash, key_index
+from skiff.tier.index import INDEX_SUFFIX, index_bytes, index_file, key_hash, key_index, sorted_index
 from skiff.tier.manifest import (Manifest, ManifestError, Segment, SegmentIndex, broker_prefix, manifest_file,
                                  segment_file)
 
@@ -159,9 +159,9 @@ class Tier:
 
         ``compacted`` (a compacted topic's rows): the queue's older files holding a key the new rows
         hold lose those rows (`superseded`), so the tier keeps the latest record of each key,
-        as the broker's compacted segment does. Each such file is rewritten under a new key
-        before the one manifest that lists the new file and the rewritten ones; the files they
-        replace are retired in it (`_retire`). A crash before the manifest leaves only unlisted
+        as the broker's compacted segment does. Each such file is rewritten under a new key, and
+        the queue's adjacent small files merged (`rewrite`), before the one manifest that lists
+        the new file and the rewritten ones; the files they replace are retired in it (`_retire`). A crash before the manifest leaves only unlisted
         files (collected; the retry writes the same keys)."""
         if not table.num_rows:
             raise ValueError("an empty table is not a segment")
@@ -265,24 +265,36 @@ class Tier:
         (named by the content's digest); None when no row is left, unless ``keep_empty``."""
         if not rows.num_rows and not keep_empty:
             return None
-        return self._written(manifest, old, rows)
+        return self._written(manifest, old, rows, self._kept_index(old, rows))
 
     def _merged(self, manifest: Manifest, group: Sequence[Segment], parts: Sequence[pa.Table]) -> Segment:
         """One file for the adjacent files ``group`` (in offset order), holding their rows
         ``parts``: its range is the union of theirs (the gaps between them are offsets compaction
         removed), its times, CommitLog span, oldest tombstone and key index its rows'."""
-        return self._written(manifest, replace(group[0], last_offset=group[-1].last_offset), pa.concat_tables(parts))
+        index = sorted_index(pa.concat_tables([self._kept_index(s, rows) for s, rows in zip(group, parts)]))
+        return self._written(manifest, replace(group[0], last_offset=group[-1].last_offset), pa.concat_tables(parts),
+                             index)
 
-    def _written(self, manifest: Manifest, span: Segment, rows: pa.Table) -> Segment:
+    def _kept_index(self, old: Segment, rows: pa.Table) -> pa.Table:
+        """The key index of ``rows`` (some of ``old``'s): ``old``'s index without the other rows'
+        offsets, the same rows `key_index` would make from ``rows`` without hashing every key again
+        (each upload's rewrites and merges pass over the whole compacted history)."""
+        index = self.key_index(old)
+        offsets = rows.column("queue_offset").to_numpy()
+        return index if len(offsets) == old.rows else index.filter(np.isin(index.column("queue_offset").to_numpy(),
+                                                                             offsets))
+
+    def _written(self, manifest: Manifest, span: Segment, rows: pa.Table, index: pa.Table) -> Segment:
         """``span``'s range (and, with no row, its times and CommitLog span: nothing narrower is
-        known) holding ``rows``: the file and its key index written under keys named by the range
-        and the content's digest, so a listed file is never overwritten and a retry writes the same."""
+        known) holding ``rows``, with key index ``index``: the file and its index written under keys
+        named by the range and the content's digest, so a listed file is never overwritten and a
+        retry writes the same."""
         data = parquet_bytes(rows)
         digest = hashlib.sha256(data).hexdigest()
         name = segment_file(manifest.topic, manifest.broker, span.queue_id, span.first_offset, span.last_offset,
                             digest[:16])
         self.backend.put(name, data)
-        keys = index_bytes(key_index(rows))
+        keys = index_bytes(index)
         self.backend.put(index_file(name), keys)
         self.steps("rewrite-written")
         seg = replace(span, file=name, rows=rows.num_rows, size_bytes=len(data), sha256=digest,

@@ -9,7 +9,8 @@ It runs on a worker thread, reading the CommitLog as consumers do: appends never
 for it. A compacted topic's queue is uploaded only up to its cleaned point, and read there as
 a consumer reads it, from its compacted segment: the tier holds the latest record of each key
 of the queue's uploaded history, at its offset (gaps where compaction removed records; an older
-file holding a key a new file holds is rewritten without it, `Tier.upload`), and the compacted
+file holding a key a new file holds is rewritten without it, and adjacent small files are merged,
+`Tier.upload`), and the compacted
 segment's uploaded records are trimmed from the disk once old enough, as a normal topic's
 CommitLog files are deleted.
 

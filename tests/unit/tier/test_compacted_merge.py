@@ -21,6 +21,7 @@ from skiff.common.stored_message import decode_records
 from skiff.protocol.bodies.topic import TopicConfig
 from skiff.store import MessageStore
 from skiff.tier.columns import rows_to_records
+from skiff.tier.index import key_index
 from skiff.tier.manifest import Segment
 from skiff.tier.tier import merge_groups
 from tests.unit.store.conftest import StoreFactory, message
@@ -103,6 +104,8 @@ def test_many_rounds_of_keys_spread_over_the_history_keep_few_files_and_the_comp
         assert [row for f in tiered(uploader) for row in f] == local_view(store)
         assert len(segs) <= 2 * sum(s.size_bytes for s in segs) // uploader.tier.merge_max_bytes + 2, segs
         assert files_in_tier(uploader) == listed(uploader)  # merged originals deleted (no delay here)
+        for seg in segs:  # each index, made from the indexes of the files it replaced, is its rows' own
+            assert uploader.tier.key_index(seg).equals(key_index(uploader.tier.open(seg).read())), seg
     segs = uploader.manifest("T").queue(0)
     assert len(segs) <= 4, [(s.first_offset, s.last_offset, s.size_bytes) for s in segs]  # 14 without merging
     assert any(s.last_offset - s.first_offset + 1 > 2 * per_round for s in segs)  # spans several uploads
