@@ -111,9 +111,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     print(f"{args.rounds} rounds of {args.messages} messages of {args.size} B, keys drawn from {args.keys}")
     for f in rounds:
-        print(f"round {f['round']}: {f['rows']} rows ({f['record_mb']} MB of records) uploaded; {f['files']} files ({f['tier_mb']} MB), "
-              f"{f['replaced']} rewritten, merged or dropped; CPU {f['cpu_s']} s ({f['cpu_ms_per_mb']} ms per MB), of it "
-              f"the rewrites {f['rewrite_cpu_s']} s ({f['rewrite_cpu_ms_per_mb']} ms per MB); wall {f['wall_s']} s")
+        print(f"round {f['round']}: {f['rows']} rows ({f['record_mb']} MB of records) uploaded; {f['files']} files "
+              f"({f['tier_mb']} MB), {f['replaced']} rewritten, merged or dropped; CPU {f['cpu_s']} s "
+              f"({f['cpu_ms_per_mb']} ms per MB), of it the rewrites {f['rewrite_cpu_s']} s "
+              f"({f['rewrite_cpu_ms_per_mb']} ms per MB); wall {f['wall_s']} s")
     return 0
 
 

@@ -161,8 +161,9 @@ class Tier:
         hold lose those rows (`superseded`), so the tier keeps the latest record of each key,
         as the broker's compacted segment does. Each such file is rewritten under a new key, and
         the queue's adjacent small files merged (`rewrite`), before the one manifest that lists
-        the new file and the rewritten ones; the files they replace are retired in it (`_retire`). A crash before the manifest leaves only unlisted
-        files (collected; the retry writes the same keys)."""
+        the new file and the rewritten ones; the files they replace are retired in it
+        (`_retire`). A crash before the manifest leaves only unlisted files (collected; the retry
+        writes the same keys)."""
         if not table.num_rows:
             raise ValueError("an empty table is not a segment")
         queue_ids = set(table.column("queue_id").to_pylist())
@@ -236,7 +237,7 @@ class Tier:
                     out.update({s: merged if i == 0 else None for i, s in enumerate(group)})
                 elif group[0] in kept:
                     out[group[0]] = self._rewritten(manifest, group[0], kept[group[0]])
-            out.update({s: None for s in older if not left[s]})  # no row left: the newest file says where the tier ends
+            out.update({s: None for s in older if not left[s]})  # no row left (the newest says where the tier ends)
             if newest in kept:
                 out[newest] = self._rewritten(manifest, newest, kept[newest], keep_empty=True)
         return out
