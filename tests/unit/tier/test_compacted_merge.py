@@ -25,7 +25,8 @@ from skiff.tier.index import key_index
 from skiff.tier.manifest import Segment
 from skiff.tier.tier import merge_groups
 from tests.unit.store.conftest import StoreFactory, message
-from tests.unit.tier.test_compacted_upload import compact, files_in_tier, listed, local_view, make_uploader, put, tiered
+from tests.unit.tier.test_compacted_upload import (DAY_MS, compact, files_in_tier, listed, local_view, make_uploader, put,
+                                                   tiered)
 
 
 @pytest.fixture
@@ -189,3 +190,32 @@ def test_a_crash_before_the_manifest_that_lists_a_merged_file_leaves_the_old_vie
     assert tiered(restarted) == [[(26, "k2", "v26"), (27, "k3", "v27"), (38, "k0", "v38"), (39, "k1", "v39")],
                                  [(40, "n40", "v40")]]
     assert files_in_tier(restarted) == listed(restarted)
+
+
+def test_a_file_shrunk_by_tombstone_expiry_merges_with_its_neighbour(tmp_path: Path, store: MessageStore,
+                                                                      clock: ManualClock) -> None:
+    uploader = make_uploader(tmp_path, store, clock)
+
+    def round_(first: int, keys: list[str], tombstones: int = 0) -> None:
+        for n, key in enumerate(keys):
+            body = b"" if n < tombstones else f"v{first + n}".encode()
+            assert store.put_message(message(first + n, keys=key, body=body)).ok
+        store.flush()
+        compact(store)
+        uploader.run()
+
+    round_(0, [f"t{i}" for i in range(6)] + ["a0", "a1"], tombstones=6)  # 0..5 tombstones
+    round_(8, [f"b{i}" for i in range(8)])
+    first, second = uploader.manifest("T").queue(0)
+    uploader.tier.merge_max_bytes = first.size_bytes + second.size_bytes - 1  # the two do not fit together
+    round_(16, [f"c{i}" for i in range(8)])
+    assert [(s.first_offset, s.last_offset, s.rows) for s in uploader.manifest("T").queue(0)] == [(0, 7, 8), (8, 15, 8),
+                                                                                                  (16, 23, 8)]
+    clock.advance(DAY_MS + 1)  # past delete.retention.ms: the first file keeps a quarter of its rows
+    uploader.run()
+    segs = uploader.manifest("T").queue(0)
+    assert [(s.first_offset, s.last_offset, s.rows, s.oldest_tombstone_ms) for s in segs] == [(0, 15, 10, -1),
+                                                                                             (16, 23, 8, -1)]
+    assert segs[-1].file.endswith("00000000000000000016-00000000000000000023.parquet")  # the newest, as uploaded
+    assert [[o for o, _, _ in f] for f in tiered(uploader)] == [[6, 7, *range(8, 16)], list(range(16, 24))]
+    assert files_in_tier(uploader) == listed(uploader)
