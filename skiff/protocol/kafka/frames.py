@@ -189,11 +189,9 @@ class FrameSplitter:
             if rest is None:
                 return
             view = rest
-        pos, end, limit = 0, len(view), self._max
+        pos, end = 0, len(view)
         while end - pos >= 4:
-            (size,) = _SIZE.unpack_from(view, pos)
-            if not 0 < size <= limit:
-                raise FrameTooLarge(size, limit)
+            size = self._size_at(view, pos)
             if end - pos - 4 < size:
                 break
             out.append(view[pos + 4:pos + 4 + size] if type(view) is bytes else bytes(view[pos + 4:pos + 4 + size]))
@@ -202,6 +200,13 @@ class FrameSplitter:
             self._pieces.append(memoryview(view)[pos:])
             self._held = end - pos
             self._need = 4 + _SIZE.unpack_from(view, pos)[0] if end - pos >= 4 else 0
+
+    def _size_at(self, buf: bytes | memoryview, pos: int) -> int:
+        """The frame size field at ``pos``; `FrameTooLarge` outside 1..the limit."""
+        size: int = _SIZE.unpack_from(buf, pos)[0]
+        if not 0 < size <= self._max:
+            raise FrameTooLarge(size, self._max)
+        return size
 
     def _complete(self, data: bytes, out: list[bytes] | deque[bytes]) -> memoryview | None:
         """``data`` added to the frame begun in earlier reads; its bytes after that frame when
@@ -212,11 +217,7 @@ class FrameSplitter:
         if not self._need:
             if self._held < 4:
                 return None
-            head = b"".join(bytes(p[:4]) for p in pieces)[:4]
-            (size,) = _SIZE.unpack(head)
-            if not 0 < size <= self._max:
-                raise FrameTooLarge(size, self._max)
-            self._need = 4 + size
+            self._need = 4 + self._size_at(b"".join(bytes(p[:4]) for p in pieces), 0)
         if self._held < self._need:
             return None
         extra = self._held - self._need

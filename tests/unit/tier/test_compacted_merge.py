@@ -8,7 +8,6 @@ store, a real compaction, a filesystem tier."""
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -24,22 +23,9 @@ from skiff.tier.columns import rows_to_records
 from skiff.tier.index import key_index
 from skiff.tier.manifest import Segment
 from skiff.tier.tier import merge_groups
-from tests.unit.store.conftest import StoreFactory, message
+from tests.unit.store.conftest import message
 from tests.unit.tier.test_compacted_upload import (DAY_MS, compact, files_in_tier, listed, local_view, make_uploader, put,
                                                    tiered)
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def store(tmp_path: Path, clock: ManualClock) -> Iterator[MessageStore]:
-    factory = StoreFactory(tmp_path / "store")
-    yield factory(clock, file_reserved_time=0)
-    for s in factory.stores:
-        s.shutdown()
 
 
 def _seg(first: int, last: int, rows: int, size: int) -> Segment:

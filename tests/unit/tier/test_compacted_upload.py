@@ -8,7 +8,6 @@ that view, moving past the gaps. A real store, a real compaction, a filesystem t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -28,7 +27,7 @@ from skiff.store.compaction import OFFSET_MAP_BYTES_PER_ENTRY
 from skiff.tier.backends import FilesystemBackend, TierError
 from skiff.tier.tier import FileCache, Tier
 from skiff.testing.waits import wait_for
-from tests.unit.store.conftest import StoreFactory, message
+from tests.unit.store.conftest import message
 
 DAY_MS = 86_400_000
 HOUR_MS = 3_600_000
@@ -37,19 +36,6 @@ ATTRS = {"cleanup.policy": "COMPACTION", "tiered.storage": "true", "retention.lo
 
 class Crash(Exception):
     """Raised from the tier's step hook: the process dies there."""
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def store(tmp_path: Path, clock: ManualClock) -> Iterator[MessageStore]:
-    factory = StoreFactory(tmp_path / "store")
-    yield factory(clock, file_reserved_time=0)
-    for s in factory.stores:
-        s.shutdown()
 
 
 def make_uploader(tmp_path: Path, store: MessageStore, clock: ManualClock, delete_delay_ms: int = 0) -> TierUploader:
