@@ -142,7 +142,7 @@ TIER_COMPACTED_MERGE_MAX_BYTES = 16 * 1024 * 1024
 size: compacted rewrites shrink files, and each upload fetches every older file sharing a key, so
 unmerged they pile up. A quarter of the file cache (TIER_CACHE_MAX_BYTES), so a read through the
 tier still caches several, and about what a full upload's file is (TIER_SEGMENT_MAX_BYTES of
-records, compressed)."""
+records, compressed). The default of the broker key tierCompactedMergeMaxBytes."""
 
 TIER_MANIFEST_MAX_BYTES = 64 * 1024 * 1024
 """A topic's tier manifest: larger is refused as corrupt rather than parsed."""
@@ -162,6 +162,21 @@ is held whole by the Python worker and the JVM, and never holds more than its fi
 TIER_INDEX_OLD_MAX_FILES = 16
 """Files uploaded before key indexes existed that one upload pass indexes (each is fetched
 whole): a tier of years of such files is indexed over many passes, and uploads go on between."""
+
+TIER_TOMBSTONE_LEARN_MAX_FILES = 16
+"""A compacted topic's files uploaded before their oldest tombstone was recorded that one upload
+pass reads to record it (each is fetched whole), as TIER_INDEX_OLD_MAX_FILES: the tombstones of a
+long history expire over several passes, and uploads go on between."""
+
+TIER_UNTIERED_LOOKUP_MAX_TOPICS = 16
+"""Topics with tiered.storage off whose manifest one upload pass looks for in the tier (once each
+after a start), so a topic turned off while its master was down still has its retired files
+deleted: each is a request to the bucket, and a broker of thousands of topics asks a few a pass."""
+
+TIER_COMPACTED_MERGE_LIMIT_BYTES = TIER_CACHE_MAX_BYTES
+"""The largest tierCompactedMergeMaxBytes (whose default is TIER_COMPACTED_MERGE_MAX_BYTES): a
+merged file is fetched whole into the file cache by reads through the tier and by each upload that
+rewrites it, and a file the size of the cache already pushes every other file out."""
 
 TIER_SETTLE_WAIT_S = 2.0
 """Longest a move to the dead-letter queue (gRPC ForwardMessageToDeadLetterQueue) waits for the
