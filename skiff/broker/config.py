@@ -22,7 +22,7 @@ from typing import Any, ClassVar, NoReturn
 
 from skiff.common.config import build_config, camel_to_snake, snake_to_camel, to_properties
 from skiff.common.errors import ConfigError
-from skiff.common.limits import QUEUES_PER_TOPIC_MAX
+from skiff.common.limits import QUEUES_PER_TOPIC_MAX, TIER_COMPACTED_MERGE_LIMIT_BYTES, TIER_COMPACTED_MERGE_MAX_BYTES
 from skiff.common.names import topic_error
 from skiff.common.record import parse_host_port
 from skiff.store import StoreConfig
@@ -266,6 +266,10 @@ class BrokerConfig(TlsSettings):
     """How long a tiered file a compacted topic's rewrite or retention.tiered.ms dropped from the
     manifest stays before the uploader deletes it (Kafka's file.delete.delay.ms, 60 s): a Spark job
     planned from the older manifest, or a slave, still reads it meanwhile; 0 deletes at once."""
+    tier_compacted_merge_max_bytes: int = TIER_COMPACTED_MERGE_MAX_BYTES
+    """Bytes (of Parquet) up to which a compacted tiered queue's adjacent small files are merged into
+    one (Kafka's log cleaner groups segments up to segment.bytes): fewer, larger files for each
+    compacted upload to fetch; from 1 (never merge) to TIER_COMPACTED_MERGE_LIMIT_BYTES."""
 
     def validate(self) -> None:
         for name in ("listen_port", "ha_listen_port", "metrics_port", "grpc_server_port", "kafka_listen_port"):
@@ -311,6 +315,10 @@ class BrokerConfig(TlsSettings):
             _fail("max_reconsume_times", self.max_reconsume_times, "must not be negative")
         if self.tier_file_delete_delay_ms < 0:
             _fail("tier_file_delete_delay_ms", self.tier_file_delete_delay_ms, "must not be negative")
+        if not 1 <= self.tier_compacted_merge_max_bytes <= TIER_COMPACTED_MERGE_LIMIT_BYTES:
+            _fail("tier_compacted_merge_max_bytes", self.tier_compacted_merge_max_bytes,
+                  f"must be from 1 to {TIER_COMPACTED_MERGE_LIMIT_BYTES} (bytes of a merged tiered file; a larger "
+                  f"file would fill the tier's file cache)")
         if not 0 <= self.pop_from_retry_probability <= 100:
             _fail("pop_from_retry_probability", self.pop_from_retry_probability, "must be a percentage (0-100)")
         self.validate_tls()

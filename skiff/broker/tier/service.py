@@ -51,7 +51,8 @@ class TierService:
         self.clock = clock
         self.tier = Tier(backend_from_url(config.tier_storage_url, endpoint_url=config.tier_s3_endpoint or None,
                                           region=config.tier_s3_region or None),
-                         clock=clock, delete_delay_ms=config.tier_file_delete_delay_ms)
+                         clock=clock, delete_delay_ms=config.tier_file_delete_delay_ms,
+                         merge_max_bytes=config.tier_compacted_merge_max_bytes)
         self.uploader = TierUploader(store, topics, self.tier, config.broker_name, config.tier_seal_ms, clock,
                                      config.tier_delete_grace_ms)
         self.reads = TierReads(self.tier, self.uploader)
