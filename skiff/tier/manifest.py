@@ -24,8 +24,11 @@ have neither, and readers do without):
     "index": {"file": "Orders/broker-a/0/…-….keys", "bytes": 9120, "sha256": "…"},
     "commitLogOffsets": [1048576, 5242880]
 
-A compacted topic's file holding a tombstone names the oldest one's store time:
-``"tombstoneMs": 1714561230000``.
+A compacted topic's file names the store time of its oldest tombstone,
+``"tombstoneMs": 1714561230000``, or -1 when it holds none. A file without the field (a
+normal topic's, or a compacted one uploaded before the field existed, or by a build that wrote
+it only for files holding one) has not been looked at: the uploader reads such files of a
+compacted topic a few a pass and records what it found (`Tier.learn_tombstones`).
 
 Files a rewrite replaced or retention expired are not segments any more, but stay in the tier
 for the broker's ``tierFileDeleteDelayMs`` after the manifest that dropped them, listed as
@@ -82,10 +85,11 @@ class Segment:
     max_commit_log_offset: int = -1
     """The CommitLog offsets of the file's records, lowest and highest (-1: not recorded): what
     a message id whose local copy is gone resolves through."""
-    oldest_tombstone_ms: int = -1
+    oldest_tombstone_ms: int | None = None
     """A compacted topic's file: the store time of its oldest tombstone (a keyed message with an
     empty body; -1: none), so the uploader knows, without fetching, which files hold one that
-    has outlived delete.retention.ms (`Tier.expire_tombstones`)."""
+    has outlived delete.retention.ms (`Tier.expire_tombstones`). None: not known (a normal
+    topic's file, or one uploaded before this was recorded: `Tier.learn_tombstones` finds it)."""
 
     def files(self) -> tuple[str, ...]:
         """The keys this segment occupies in the tier: its file and its key index."""
@@ -103,7 +107,7 @@ class Segment:
             d["index"] = {"file": self.index.file, "bytes": self.index.size_bytes, "sha256": self.index.sha256}
         if self.min_commit_log_offset >= 0:
             d["commitLogOffsets"] = [self.min_commit_log_offset, self.max_commit_log_offset]
-        if self.oldest_tombstone_ms >= 0:
+        if self.oldest_tombstone_ms is not None:
             d["tombstoneMs"] = self.oldest_tombstone_ms
         return d
 
@@ -115,7 +119,7 @@ class Segment:
             low, high = (int(v) for v in d.get("commitLogOffsets", (-1, -1)))
             return cls(int(d["queueId"]), int(d["firstOffset"]), int(d["lastOffset"]), int(d["firstStoreMs"]),
                        int(d["lastStoreMs"]), str(d["file"]), int(d["rows"]), int(d["bytes"]), str(d["sha256"]),
-                       index, low, high, int(d.get("tombstoneMs", -1)))
+                       index, low, high, None if d.get("tombstoneMs") is None else int(d["tombstoneMs"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise ManifestError(f"manifest segment {dict(d)!r}: {exc!r}") from None
 

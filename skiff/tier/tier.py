@@ -183,16 +183,12 @@ class Tier:
         seg = Segment(queue_id, first, last, min(times) // 1000, max(times) // 1000, name, table.num_rows, len(data),
                       hashlib.sha256(data).hexdigest(),
                       SegmentIndex(index_file(name), len(keys), hashlib.sha256(keys).hexdigest()),
-                      min(physical), max(physical), oldest_tombstone_ms(table) if compacted else -1)
+                      min(physical), max(physical), oldest_tombstone_ms(table) if compacted else None)
         grown = manifest.with_segment(seg)
         if grown is manifest:
             return grown, seg
         replaced = self.rewrite(grown, self.superseded(manifest, seg, table), [queue_id]) if compacted else {}
-        grown = self._retiring(grown.replacing(replaced), replaced)
-        self.write_manifest(grown)
-        self.steps("manifest-written")
-        self._retire(replaced, "replaced (keys superseded by a newer file, or merged)")
-        return grown, seg
+        return self._replacing(grown, replaced, "replaced (keys superseded by a newer file, or merged)"), seg
 
     def superseded(self, manifest: Manifest, newer: Segment, table: pa.Table) -> dict[Segment, pa.Table]:
         """The queue's files before ``newer`` that hold a key (the whole KEYS, compaction's key)
@@ -247,7 +243,8 @@ class Tier:
         ``before_ms``, as a compaction removes them from a queue past delete.retention.ms: each
         file holding one (its ``tombstoneMs``) rewritten without them, then the manifest, which
         retires the old files. A queue's newest file stays, rows or not: it says where the tier ends."""
-        due = [s for s in manifest.segments if 0 <= s.oldest_tombstone_ms <= before_ms]
+        due = [s for s in manifest.segments if s.oldest_tombstone_ms is not None and
+               0 <= s.oldest_tombstone_ms <= before_ms]
         if not due:
             return manifest
         kept_rows: dict[Segment, pa.Table] = {}
@@ -255,11 +252,54 @@ class Tier:
             rows = self.open(old).read()
             kept_rows[old] = rows.filter(pc.invert(_tombstones(rows, before_ms)))
         replaced = self.rewrite(manifest, kept_rows, [s.queue_id for s in due])
+        return self._replacing(manifest, replaced, "replaced (expired tombstones taken out)")
+
+    def merge(self, manifest: Manifest, queue_ids: Iterable[int]) -> Manifest:
+        """``manifest`` (a compacted topic's) with the adjacent small files of each of ``queue_ids``
+        merged (`merge_groups`) and the files left with no row dropped, as an upload's or tombstone
+        expiry's pass does (`rewrite`): so a queue that stops receiving, or whose files a larger
+        ``merge_max_bytes`` now lets join, ends with as few files as a busy one. Decided from the
+        manifest alone: unchanged, with nothing fetched or written, when no queue has files to
+        merge. The queue's newest file is never merged."""
+        due = [q for q in sorted(set(queue_ids)) if self._mergeable(manifest.queue(q)[:-1])]
+        if not due:
+            return manifest
+        return self._replacing(manifest, self.rewrite(manifest, {}, due), "merged with adjacent small files")
+
+    def _mergeable(self, older: Sequence[Segment]) -> bool:
+        """Whether a rewrite would change these files (a queue's, all but its newest): two of them
+        fit in one file, or one has no row."""
+        return any(not s.rows for s in older) or any(
+            len(g) > 1 for g in merge_groups(older, {}, max_bytes=self.merge_max_bytes))
+
+    def _replacing(self, manifest: Manifest, replaced: Mapping[Segment, Segment | None], why: str) -> Manifest:
+        """``manifest`` with the files a `rewrite` replaced (``replaced``) swapped for their new
+        files, written (retiring the old ones) before the old files go (`_retire`): a reader never
+        finds a listed file missing, and a crash before the manifest leaves only unlisted files."""
         kept = self._retiring(manifest.replacing(replaced), replaced)
         self.write_manifest(kept)
         self.steps("manifest-written")
-        self._retire(replaced, "replaced (expired tombstones taken out)")
+        self._retire(replaced, why)
         return kept
+
+    def learn_tombstones(self, manifest: Manifest, max_files: int) -> Manifest:
+        """``manifest`` (a compacted topic's) with up to ``max_files`` of its files whose oldest
+        tombstone is not recorded (uploaded before ``tombstoneMs`` existed) given it, from their
+        rows (the oldest files first), so `expire_tombstones` takes their tombstones out as it does
+        newer files'. Only the manifest is written (the files do not change); unchanged, with
+        nothing fetched or written, when every file's is known."""
+        unknown = [s for s in manifest.segments if s.oldest_tombstone_ms is None][:max_files]
+        if not unknown:
+            return manifest
+        found: dict[Segment, Segment] = {}
+        for seg in unknown:
+            rows = self.open(seg).read(columns=["keys", "body", "store_timestamp"])
+            found[seg] = replace(seg, oldest_tombstone_ms=oldest_tombstone_ms(rows))
+            log.info("tier %s: %s looked at for tombstones (uploaded before they were recorded): %s",
+                     self.backend.url, seg.file, found[seg].oldest_tombstone_ms)
+        learnt = replace(manifest, segments=tuple(found.get(s, s) for s in manifest.segments))
+        self.write_manifest(learnt)
+        return learnt
 
     def _rewritten(self, manifest: Manifest, old: Segment, rows: pa.Table, keep_empty: bool = False) -> Segment | None:
         """``old``'s range holding only ``rows``: its file and key index written under new keys

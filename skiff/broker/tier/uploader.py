@@ -19,29 +19,34 @@ read from the tier when a topic is first seen, after which files no manifest lis
 are removed: uploads a crash cut off). A new master starts from the manifest in the
 tier, so it continues where the old one stopped. Files uploaded before key indexes and
 CommitLog spans existed get both, a few files a pass (`Tier.index_old`), so queries by key
-and message id reach them. Files a rewrite or expiry retired are deleted by the first pass
-after their delete delay (`Tier.delete_retired`).
+and message id reach them; a compacted topic's files uploaded before their oldest tombstone
+was recorded get it the same way (`Tier.learn_tombstones`), so their tombstones expire too. A
+compacted queue's small adjacent files are merged in every pass, whether or not it uploaded
+anything (`Tier.merge`, decided from the manifest). Files a rewrite or expiry retired are
+deleted by the first pass after their delete delay (`Tier.delete_retired`), also for a topic
+whose ``tiered.storage`` was turned off since (nothing else of it changes).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from skiff.broker.compaction import is_compacted
 from skiff.broker.tier.sealed import sealed_run
 from skiff.broker.topics import TopicConfigManager
 from skiff.common.clock import Clock
-from skiff.common.limits import TIER_INDEX_OLD_MAX_FILES, TIER_SEGMENT_MAX_BYTES, TIER_SEGMENT_MAX_MESSAGES
+from skiff.common.limits import (TIER_INDEX_OLD_MAX_FILES, TIER_SEGMENT_MAX_BYTES, TIER_SEGMENT_MAX_MESSAGES,
+                                 TIER_TOMBSTONE_LEARN_MAX_FILES, TIER_UNTIERED_LOOKUP_MAX_TOPICS)
 from skiff.common.record import read_head
 from skiff.protocol.bodies.topic import TopicConfig
 from skiff.protocol.bodies.topic_attributes import (delete_retention_ms, retention_local_ms, retention_tiered_ms,
                                                    tiered_storage)
 from skiff.store import MessageStore
 from skiff.tier.columns import records_to_table
-from skiff.tier.manifest import Manifest
+from skiff.tier.manifest import Manifest, ManifestError
 from skiff.tier.tier import Tier
 
 log = logging.getLogger(__name__)
@@ -77,6 +82,8 @@ class TierUploader:
         self._gone_since: dict[str, int] = {}
         """Topics whose tier this uploader wrote, deleted on the broker since (ms): their tier goes
         after the grace period."""
+        self._looked_up: set[str] = set()
+        """Topics not tiered whose manifest this uploader looked for in the tier (once each)."""
         self._lock = threading.Lock()  # one pass at a time: the periodic one and `skiff topic tier upload`
 
     def tiered_topics(self) -> Iterator[TopicConfig]:
@@ -111,23 +118,73 @@ class TierUploader:
                         if compacted:
                             self._trim_compacted(tc, q)
                     if compacted:
+                        self._learn_tombstones(tc.topic_name)
                         self._expire_tombstones(tc)
+                        self._merge(tc.topic_name)
                     self._expire(tc)
                     self._delete_retired(tc.topic_name)
             self.totals = _plus(self.totals, done)
             if topic is None:
+                self._delete_untiered_retired()
                 self._delete_gone()
             return done
 
     def _index_old(self, topic: str) -> None:
-        """Index a few of the topic's files uploaded before key indexes existed; one that cannot
-        be read is logged and tried again next pass (uploads go on)."""
+        """Index a few of the topic's files uploaded before key indexes existed (each is fetched)."""
+        self._on_old_files(topic, "indexing", lambda m: self.tier.index_old(m, TIER_INDEX_OLD_MAX_FILES))
+
+    def _learn_tombstones(self, topic: str) -> None:
+        """Record the oldest tombstone of a few of the compacted topic's files uploaded before it
+        was recorded (each is fetched), so `_expire_tombstones` reaches them."""
+        self._on_old_files(topic, "looking for tombstones in",
+                           lambda m: self.tier.learn_tombstones(m, TIER_TOMBSTONE_LEARN_MAX_FILES))
+
+    def _on_old_files(self, topic: str, what: str, step: Callable[[Manifest], Manifest]) -> None:
+        """The topic's manifest after ``step``, which brings a few files of an older build up to
+        date; a file that cannot be read is logged and tried again next pass (uploads go on)."""
         m = self.manifest(topic)
         try:
-            self.manifests[topic] = self.tier.index_old(m, TIER_INDEX_OLD_MAX_FILES)
+            self.manifests[topic] = step(m)
         except Exception as exc:  # a damaged or unreachable old file must not stop the uploads
-            log.warning("tier: indexing old files of %s in %s failed (tried again next pass): %s", topic,
+            log.warning("tier: %s old files of %s in %s failed (tried again next pass): %s", what, topic,
                         self.tier.backend.url, exc)
+
+    def _merge(self, topic: str) -> None:
+        """Merge the compacted topic's small adjacent files also where this pass uploaded nothing
+        (`Tier.merge`: from the manifest alone; a fetch only for a merge)."""
+        m = self.manifest(topic)
+        self.manifests[topic] = self.tier.merge(m, m.queue_ids())
+
+    def _delete_untiered_retired(self) -> None:
+        """Delete the due retired files of topics whose ``tiered.storage`` is off but which have a
+        manifest (turned off after a rewrite or expiry retired files): nothing else of their tier
+        changes, and reads do not use it. A few such topics a pass are looked up in the tier, once
+        each after a start (`_look_up_untiered`)."""
+        self._look_up_untiered()
+        for topic, m in list(self.manifests.items()):
+            if m.retired and self.topics.get(topic) is not None and not self.is_tiered(topic):
+                self.manifests[topic] = self.tier.delete_retired(m)
+
+    def _look_up_untiered(self) -> None:
+        """Read the manifest of up to ``TIER_UNTIERED_LOOKUP_MAX_TOPICS`` topics that are not tiered
+        and not looked up yet; keep those that exist. A tier that cannot be read stops the
+        lookups until the next pass; a damaged manifest is logged and left alone."""
+        fresh = [t for t in self.topics.topics() if t not in self.manifests and t not in self._looked_up
+                 and not self.is_tiered(t)][:TIER_UNTIERED_LOOKUP_MAX_TOPICS]
+        for topic in fresh:
+            try:
+                m = self.tier.manifest(topic, self.broker_name)
+            except ManifestError as exc:
+                log.warning("tier: the manifest of untiered topic %s is damaged; its retired files stay: %s",
+                            topic, exc)
+            except Exception as exc:  # an unreachable tier: the lookups wait for the next pass
+                log.warning("tier: looking for a manifest of %s in %s failed (tried again next pass): %s", topic,
+                            self.tier.backend.url, exc)
+                return
+            else:
+                if m.segments or m.retired:
+                    self.manifests[topic] = m
+            self._looked_up.add(topic)
 
     def _delete_gone(self) -> None:
         """Delete the tier of topics deleted from this broker more than the grace period ago. Only
