@@ -59,7 +59,7 @@ suite = contracts=0; types=0; whole=0; kernels=0; \
 	[ $$contracts -eq 0 ] && [ $$types -eq 0 ] && [ $$whole -eq 0 ] && [ $$kernels -eq 0 ]
 
 # The unit suites of the modules with compiled kernels (skiff.common._kernels, skiff.store._kernels,
-# skiff.broker._kernels, skiff.spark._kernels, skiff.protocol._frames, skiff.protocol.kafka._records; chosen by
+# skiff.broker._kernels, skiff.columnar._kernels, skiff.protocol._frames, skiff.protocol.kafka._records; chosen by
 # skiff.common.kernels), run again on the pure-Python references: CI exercises the fallback as well.
 KERNEL_SUITES := tests/unit/common tests/unit/store/test_kernels.py tests/unit/store/test_commitlog.py \
 	tests/unit/store/test_index.py tests/unit/store/test_recovery.py tests/unit/protocol/test_message_codec.py \
@@ -75,7 +75,7 @@ venv: $(STAMP)
 # setup.py builds the optional compiled kernels in place (an editable install runs
 # build_ext --inplace); a change to their source re-runs it.
 $(STAMP): requirements/skiff.lock pyproject.toml setup.py skiff/common/_kernels.pyx skiff/common/_kernels.pxd \
-		skiff/store/_kernels.pyx skiff/broker/_kernels.pyx skiff/spark/_kernels.pyx skiff/protocol/_frames.pyx \
+		skiff/store/_kernels.pyx skiff/broker/_kernels.pyx skiff/columnar/_kernels.pyx skiff/protocol/_frames.pyx \
 		skiff/protocol/kafka/_records.pyx
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --require-hashes -r requirements/skiff.lock

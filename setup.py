@@ -1,5 +1,5 @@
 """Builds the optional compiled kernels (`skiff.common._kernels`, `skiff.store._kernels`,
-`skiff.broker._kernels`, `skiff.spark._kernels`, `skiff.protocol._frames`: Cython); everything
+`skiff.broker._kernels`, `skiff.columnar._kernels`, `skiff.protocol._frames`: Cython); everything
 else is in pyproject.toml.
 
 The extension is optional: without Cython the build skips it, and without a C
@@ -21,7 +21,7 @@ KERNELS = [
         ("skiff.common._kernels", "skiff/common/_kernels.pyx"),
         ("skiff.store._kernels", "skiff/store/_kernels.pyx"),  # the store's (cimports skiff/common/_kernels.pxd)
         ("skiff.broker._kernels", "skiff/broker/_kernels.pyx"),  # the writer's
-        ("skiff.spark._kernels", "skiff/spark/_kernels.pyx"),  # the Spark source's
+        ("skiff.columnar._kernels", "skiff/columnar/_kernels.pyx"),  # the column-wise record decoder's (Spark source, tier)
         ("skiff.protocol._frames", "skiff/protocol/_frames.pyx"),  # the remoting frame codec's
         ("skiff.protocol.kafka._records", "skiff/protocol/kafka/_records.pyx"),  # the Kafka record batch decoder
     ]

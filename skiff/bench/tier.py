@@ -37,9 +37,9 @@ from typing import Any
 
 from skiff.bench.spark import CpuMeter, fill
 from skiff.client import Admin, MessageQueue, PullClient, PullStatus
+from skiff.columnar.schema import SOURCE_COLUMNS
 from skiff.testing.processes import run_skiff, start_broker, start_namesrv
 from skiff.testing.waits import wait_for
-from skiff.tier.columns import SOURCE_COLUMNS
 
 TOPIC = "TierBench"
 EVERY_HOUR = ";".join(f"{h:02d}" for h in range(24))

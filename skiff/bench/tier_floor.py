@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from skiff.columnar.schema import ARROW_SCHEMA, SOURCE_COLUMNS
 from skiff.common.limits import SPARK_TIER_BATCH_ROWS
-from skiff.spark.schema import ARROW_SCHEMA, SCHEMA
-from skiff.tier.columns import SOURCE_COLUMNS
+from skiff.spark.schema import SCHEMA
 
 
 class FloorSource(DataSource):

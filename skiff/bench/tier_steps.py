@@ -21,9 +21,9 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from skiff.columnar.schema import SOURCE_COLUMNS
 from skiff.common.limits import SPARK_TIER_BATCH_ROWS
 from skiff.tier.backends import FilesystemBackend
-from skiff.tier.columns import SOURCE_COLUMNS
 from skiff.tier.tier import Tier
 
 T = TypeVar("T")

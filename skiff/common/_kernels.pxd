@@ -1,6 +1,6 @@
 # cython: language_level=3
 """What `skiff.common._kernels` shares with the other kernel modules (`skiff.store._kernels`,
-`skiff.broker._kernels`, `skiff.spark._kernels`, `skiff.protocol._frames`): the record layout's
+`skiff.broker._kernels`, `skiff.columnar._kernels`, `skiff.protocol._frames`): the record layout's
 constants, big-endian reads and writes, the held buffer, zlib's CRC-32 and the making of
 rows by slot. The inline helpers (and the C of `skiff_tuple_alloc`) are compiled into each
 module that cimports them; `_Buf`, `_buf` and `_crc32` are defined in `_kernels.pyx`, and

@@ -2,7 +2,7 @@
 """Compiled versions of Skiff's shared measured hot loops (built when a C compiler is there):
 the CommitLog record codec and pull answers. The other kernels live beside the package whose
 logic they compile: the store's in `skiff.store._kernels`, the writer's in
-`skiff.broker._kernels`, the Spark source's in `skiff.spark._kernels`, the protocol's in
+`skiff.broker._kernels`, the column-wise record decoder's in `skiff.columnar._kernels`, the protocol's in
 `skiff.protocol._frames`; what they share with this module (byte helpers, the held buffer,
 the CRC-32, rows made by slot) is declared in `_kernels.pxd`.
 

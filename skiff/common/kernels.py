@@ -4,7 +4,7 @@ The hot loops named in docs/performance.md ("Compiled kernels") have a pure-Pyth
 reference, which stays the definition of what they do, and an optional compiled
 version in the kernel module beside the package whose logic it is
 (`skiff.common._kernels`, `skiff.store._kernels`, `skiff.broker._kernels`,
-`skiff.spark._kernels`, `skiff.protocol._frames`: Cython,
+`skiff.columnar._kernels`, `skiff.protocol._frames`: Cython,
 built by ``pip install`` / ``make`` where a C compiler is found; a build without one
 silently leaves them out). A module defines its reference and binds the public name once::
 
@@ -53,8 +53,8 @@ _COMPILED, _MISSING = _load()
 _MODULES: dict[str, ModuleType | None] = {"skiff.common._kernels": _COMPILED}
 """Kernel modules by name, loaded on first use: a kernel lives beside the package whose
 logic it compiles (``skiff.store._kernels`` for the store's, ``skiff.broker._kernels`` for the writer's,
-``skiff.spark._kernels`` for the Spark source's, ``skiff.protocol._frames`` for the frame and batch-body
-codecs), each module optional."""
+``skiff.columnar._kernels`` for the column-wise record decoder's (Spark source, tier upload),
+``skiff.protocol._frames`` for the frame and batch-body codecs), each module optional."""
 
 
 IMPLEMENTATION = (

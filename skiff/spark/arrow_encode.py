@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from skiff.columnar.record_columns import HEX_PAIRS
 from skiff.common.limits import BATCH_MAX_MESSAGES, MESSAGE_MAX_BYTES, PROPERTIES_MAX_BYTES
 from skiff.common.message import MessageQueue
 from skiff.common.msgid import UNIQ_IDS
@@ -33,7 +34,6 @@ from skiff.common.properties import PROPERTY_SEPARATOR as SEP
 from skiff.common.properties import Prop
 from skiff.protocol.message_codec import BATCH_RECORD_FIXED_BYTES
 from skiff.spark.errors import SparkOptionError
-from skiff.spark.record_columns import HEX_PAIRS
 from skiff.spark.sink_rows import SinkColumns
 
 RESERVED = {

@@ -3,7 +3,7 @@
 Pull answers stay raw (`AsyncPullClient.pull_raw`): each answer's records are
 located and trimmed to the segment by their queue offsets (numpy), and a
 batch's worth of answers is decoded column-wise into one Arrow record batch
-(`skiff.spark.arrow_decode`), with no Python object per message.
+(`skiff.columnar.arrow_decode`), with no Python object per message.
 
 A range ``[start, end)`` is cut into segments of ``pullBatchSize`` offsets, and
 rounds of `IN_FLIGHT_SEGMENTS` of them are pulled concurrently on the client's
@@ -40,15 +40,15 @@ from pyspark.sql.datasource import InputPartition
 
 from skiff.client import AsyncPullClient, PullStatus, RawPullResult
 from skiff.client.blocking import loop_thread
+from skiff.columnar.arrow_decode import decode_run
+from skiff.columnar.record_columns import gather, record_starts
 from skiff.common.message import MessageQueue
 from skiff.common.record import QUEUE_OFFSET_AT
 from skiff.spark import clients
-from skiff.spark.arrow_decode import decode_run
 from skiff.spark.errors import DataLossError
 from skiff.spark.metadata import data_loss_message
 from skiff.spark.offsets import OffsetRange
 from skiff.spark.options import SourceOptions
-from skiff.spark.record_columns import gather, record_starts
 
 log = logging.getLogger(__name__)
 

@@ -1,23 +1,18 @@
-"""The rows a skiff read yields: the Spark schema and its exact Arrow twin (the batches
-themselves are built by `skiff.spark.arrow_decode`).
+"""The rows a skiff read yields, as the Spark schema (the batches themselves are built
+by `skiff.columnar.arrow_decode`).
 
 Spark checks a `pyarrow.RecordBatch` from ``read()`` against the Arrow form of
 the Spark schema and refuses any difference (``int32`` for a long, a map whose
-entries are named otherwise, a timestamp in ms or without a zone), so
-`ARROW_SCHEMA` is written out by hand (in `skiff.tier.columns`, whose files hold the same
-columns first) and a test compares it with PySpark's own
-conversion. Timestamps are microseconds in UTC, as Spark keeps them.
-
-``properties`` holds a message's properties except those with a column of their
-own (TAGS, KEYS, UNIQ_KEY), the WAIT flag every producer sets, and those the
-client adds on every pull (MIN_OFFSET, MAX_OFFSET, which change as the queue
-grows and would make two reads of the same range differ); it is null when
-``includeProperties=false``.
+entries are named otherwise, a timestamp in ms or without a zone), so the batches'
+Arrow schema is written out by hand (`skiff.columnar.schema.ARROW_SCHEMA`, shared with
+the tier's files, which hold the same columns first) and a test compares it with
+PySpark's own conversion of `SCHEMA`. Timestamps are microseconds in UTC, as Spark
+keeps them; ``properties`` (less `skiff.columnar.schema.HIDDEN_PROPERTIES`) is null
+when ``includeProperties=false``.
 """
 
 from __future__ import annotations
 
-import pyarrow as pa
 from pyspark.sql.types import (
     BinaryType,
     IntegerType,
@@ -28,8 +23,6 @@ from pyspark.sql.types import (
     StructType,
     TimestampType,
 )
-
-from skiff.tier.columns import HIDDEN_PROPERTIES, SOURCE_FIELDS, TIMESTAMP
 
 SCHEMA = StructType([
     StructField("topic", StringType()),
@@ -46,7 +39,3 @@ SCHEMA = StructType([
     StructField("reconsume_times", IntegerType()),
 ])
 """The read schema, as `DataSource.schema` gives it to Spark."""
-
-ARROW_SCHEMA = pa.schema(SOURCE_FIELDS)
-"""The same columns as Arrow, defined with the tier's files (`skiff.tier.columns`), which hold
-them first so that the source hands tiered row groups on as they are."""

@@ -28,11 +28,11 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from skiff.columnar.schema import ARROW_SCHEMA
 from skiff.common.message import MessageQueue
 from skiff.spark.errors import SparkOptionError
 from skiff.spark.offsets import Offsets, to_spark
 from skiff.spark.options import SourceOptions
-from skiff.spark.schema import ARROW_SCHEMA
 from skiff.spark.source import SkiffBatchReader
 from skiff.spark.tier_plan import manifests, tier_of
 from skiff.tier.manifest import Segment

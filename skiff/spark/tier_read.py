@@ -10,12 +10,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql.datasource import InputPartition
 
+from skiff.columnar.schema import ARROW_SCHEMA
+from skiff.columnar.schema import SOURCE_COLUMNS
 from skiff.common.limits import SPARK_TIER_BATCH_ROWS
 from skiff.spark.options import SourceOptions
 from skiff.spark.pull import QueueRange, read_range
-from skiff.spark.schema import ARROW_SCHEMA
 from skiff.spark.tier_plan import TierFile, TierRange, tier_of
-from skiff.tier.columns import SOURCE_COLUMNS
 from skiff.tier.manifest import Segment
 from skiff.tier.tier import Tier, checked, row_groups_within
 

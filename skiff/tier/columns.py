@@ -1,8 +1,8 @@
 """The columns of a tiered file, and the stored records they come from and go back to.
 
 A tiered file is one queue's offset range as a Parquet table. Its first twelve
-columns are exactly the Spark source's (``skiff.spark.schema.ARROW_SCHEMA``: same
-names, types and order), so ``spark.read.parquet`` on a tier gives the rows a
+columns are exactly the Spark source's (``skiff.columnar.schema.SOURCE_FIELDS``, one
+definition for both), so ``spark.read.parquet`` on a tier gives the rows a
 ``skiff`` read gives, and the Spark source hands the tier's row groups on as they
 are. The columns after them keep what a stored record holds beyond those (user
 flag, sysFlag, hosts, CommitLog offset, prepared transaction offset, the properties
@@ -21,28 +21,12 @@ from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 
+from skiff.columnar.schema import HIDDEN_PROPERTIES, SOURCE_FIELDS
 from skiff.common.properties import Prop, decode_properties
 from skiff.common.record import pack_host, parse_host_port, read_head, read_tail, record_size, write_record
 from skiff.common.stored_message import StoredMessage, decode_records
 from skiff.common.sysflag import MessageSysFlag
 
-TIMESTAMP = pa.timestamp("us", tz="UTC")
-SOURCE_FIELDS = [
-    pa.field("topic", pa.string()),
-    pa.field("broker", pa.string()),
-    pa.field("queue_id", pa.int32()),
-    pa.field("queue_offset", pa.int64()),
-    pa.field("msg_id", pa.string()),
-    pa.field("keys", pa.string()),
-    pa.field("tags", pa.string()),
-    pa.field("body", pa.binary()),
-    pa.field("properties", pa.map_(pa.string(), pa.string())),
-    pa.field("born_timestamp", TIMESTAMP),
-    pa.field("store_timestamp", TIMESTAMP),
-    pa.field("reconsume_times", pa.int32()),
-]
-"""The Spark source's columns (a test holds them equal to its ARROW_SCHEMA)."""
-SOURCE_COLUMNS = [f.name for f in SOURCE_FIELDS]
 RECORD_FIELDS = [
     pa.field("flag", pa.int32()),
     pa.field("sys_flag", pa.int32()),
@@ -55,7 +39,6 @@ RECORD_FIELDS = [
 """What a record holds beyond the source's columns (to rebuild it for a pull)."""
 TIER_SCHEMA = pa.schema(SOURCE_FIELDS + RECORD_FIELDS)
 
-HIDDEN_PROPERTIES = frozenset({Prop.TAGS, Prop.KEYS, Prop.UNIQ_KEY, Prop.WAIT, Prop.MIN_OFFSET, Prop.MAX_OFFSET})
 _US_PER_MS = 1000
 _COMPRESSED = int(MessageSysFlag.COMPRESSED)
 

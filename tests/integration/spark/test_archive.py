@@ -11,7 +11,7 @@ import pytest
 
 from skiff.cli.main import main
 from skiff.client import Message
-from skiff.spark.schema import HIDDEN_PROPERTIES
+from skiff.columnar.schema import HIDDEN_PROPERTIES
 from tests.integration.spark.kit import create_topic, pull_all, send
 
 pytestmark = pytest.mark.spark

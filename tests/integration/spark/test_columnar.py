@@ -13,11 +13,11 @@ import pytest
 
 from skiff.client import AsyncProducer, Message, MessageQueue, Producer, PullClient, PullStatus
 from skiff.client._impl.producer_impl import Prepared
+from skiff.columnar.schema import HIDDEN_PROPERTIES
 from skiff.common.properties import Prop
 from skiff.common.stored_message import decode_records
 from skiff.common.sysflag import MessageSysFlag
 from skiff.protocol.message_codec import send_properties
-from skiff.spark.schema import HIDDEN_PROPERTIES
 from tests.integration.spark.kit import create_topic, pull_all, reader, send
 
 pytestmark = pytest.mark.spark

@@ -2,7 +2,7 @@
 pure-Python references on the same inputs (hypothesis), every kernel module holds the
 kernels it should, and the selection point honours SKIFF_NO_EXTENSIONS. (The other modules'
 twins are tested beside their packages: tests/unit/store/test_kernels.py,
-tests/unit/broker/test_writer_kernels.py, tests/unit/spark/test_kernels.py,
+tests/unit/broker/test_writer_kernels.py, tests/unit/columnar/test_kernels.py,
 tests/unit/protocol/test_frame_kernels.py.)
 
 Where the extension is not built the comparisons are skipped, and the references are
@@ -43,7 +43,7 @@ KERNEL_MODULES = {
     "skiff.store._kernels": ("batch_columns", "index_key_items", "put_index_entries", "put_queue_entries",
                              "offset_msg_ids", "replicated_columns"),
     "skiff.broker._kernels": ("batch_inputs",),
-    "skiff.spark._kernels": ("record_starts", "run_columns"),
+    "skiff.columnar._kernels": ("record_starts", "run_columns"),
     "skiff.protocol._frames": ("json_frames", "json_head", "plain_sends", "sent_answers", "pack_batch",
                                "split_batch"),
     "skiff.protocol.kafka._records": ("decode_plain_batches", "encode_records"),

@@ -6,11 +6,12 @@ import pyarrow as pa
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 
+from skiff.columnar.arrow_decode import decode_run
+from skiff.columnar.schema import ARROW_SCHEMA
 from skiff.common.message import MessageQueue
 from skiff.common.msgid import create_offset_msg_id
 from skiff.common.record import pack_host, record_size, write_record
-from skiff.spark.arrow_decode import decode_run
-from skiff.spark.schema import ARROW_SCHEMA, SCHEMA
+from skiff.spark.schema import SCHEMA
 
 pytestmark = pytest.mark.spark
 

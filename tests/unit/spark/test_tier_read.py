@@ -13,14 +13,14 @@ import pytest
 
 import pyarrow.compute as pc
 
+from skiff.columnar.schema import ARROW_SCHEMA, SOURCE_COLUMNS
 from skiff.common.limits import TIER_ROW_GROUP_MESSAGES
 from skiff.spark import tier_read
 from skiff.spark.options import SourceOptions
-from skiff.spark.schema import ARROW_SCHEMA
 from skiff.spark.tier_plan import TierFile, TierRange
 from skiff.spark.tier_read import read_tier_range
 from skiff.tier.backends import FilesystemBackend, TierError
-from skiff.tier.columns import SOURCE_COLUMNS, records_to_table
+from skiff.tier.columns import records_to_table
 from skiff.tier.tier import Tier, row_groups_within
 from tests.unit.tier.records import make_records
 

@@ -9,13 +9,14 @@ from dataclasses import replace
 import pyarrow as pa
 import pytest
 
+from skiff.columnar.schema import SOURCE_COLUMNS
 from skiff.common.stored_message import decode_records
+from skiff.testing.s3 import moto_s3
 from skiff.tier.backends import FilesystemBackend, S3Backend, TierBackend, TierError, backend_from_url
-from skiff.tier.columns import SOURCE_COLUMNS, records_to_table, rows_to_records
+from skiff.tier.columns import records_to_table, rows_to_records
 from skiff.tier.index import offsets_of, rows_with_key
 from skiff.tier.manifest import Manifest, ManifestError, manifest_file
 from skiff.tier.tier import FileCache, Tier
-from skiff.testing.s3 import moto_s3
 from tests.unit.tier.records import make_records
 
 
@@ -137,8 +138,8 @@ def test_backend_urls(tmp_path):
 
 def test_source_columns_equal_what_the_spark_source_decodes_from_a_pull():
     from skiff.common.message import MessageQueue
-    from skiff.spark.arrow_decode import decode_run
-    from skiff.spark.schema import ARROW_SCHEMA
+    from skiff.columnar.arrow_decode import decode_run
+    from skiff.columnar.schema import ARROW_SCHEMA
 
     records = make_records("Orders", 3, 0, 64)
     pulled = decode_run(records, None, MessageQueue("Orders", "broker-a", 3))

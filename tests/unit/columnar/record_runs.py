@@ -16,7 +16,7 @@ MQ = MessageQueue("Orders", "broker-a", 3)
 hosts = st.sampled_from([("127.0.0.1", 10911), ("10.1.2.3", 5555), ("::1", 10911)])
 word = st.text(alphabet=st.sampled_from("abK\x01\x02é _"), max_size=6)
 pair = st.one_of(
-    # every name the compiled kernel sorts out by itself (skiff.spark.schema.HIDDEN_PROPERTIES
+    # every name the compiled kernel sorts out by itself (skiff.columnar.schema.HIDDEN_PROPERTIES
     # and the three columns), so the comparison with the Python reference covers each
     st.tuples(st.sampled_from(["KEYS", "TAGS", "UNIQ_KEY", "WAIT", "MIN_OFFSET", "MAX_OFFSET", "n", "a"]), word),
     st.tuples(word, word),

@@ -4,7 +4,7 @@ The read path before this built a `StoredMessage` per record and Arrow columns
 from their attributes, at about 5 µs a message. Here the columns that depend on
 the records come from `run_columns` as plain buffers (offsets and bytes), which
 `decode_run` wraps into Arrow arrays without a copy. `run_columns` is a
-compiled kernel (`skiff.spark._kernels`) where that is built: one pass over the records
+compiled kernel (`skiff.columnar._kernels`) where that is built: one pass over the records
 (0.16 µs a 1 KiB message). Its reference `run_columns_py` does the same in a
 few numpy or Arrow compute calls (about 1 µs a message):
 
@@ -42,7 +42,7 @@ from skiff.common.limits import FRAME_MAX_BYTES
 from skiff.common.message import MessageQueue
 from skiff.common.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR, Prop, decode_properties
 from skiff.common.record import PHYSICAL_OFFSET_AT
-from skiff.spark.record_columns import (
+from skiff.columnar.record_columns import (
     HEX_PAIRS,
     FixedFields,
     bytes_at,
@@ -50,7 +50,7 @@ from skiff.spark.record_columns import (
     raise_decode_error,
     record_starts,
 )
-from skiff.spark.schema import ARROW_SCHEMA, HIDDEN_PROPERTIES, TIMESTAMP
+from skiff.columnar.schema import ARROW_SCHEMA, HIDDEN_PROPERTIES, TIMESTAMP
 
 _INLINE = 12
 """A binary view holds at most this many bytes inline (Arrow's format)."""
@@ -135,7 +135,7 @@ def _map_array(properties: tuple[np.ndarray, Var, Var]) -> pa.Array:
 def run_columns_py(buf: bytes, starts: np.ndarray, include_properties: bool, max_body_bytes: int,
                    inflate: Callable[[bytes, int], bytes],
                    decode_properties: Callable[[bytes], dict[str, str]]) -> RunColumns | None:
-    """The reference of the compiled `run_columns` (`skiff.spark._kernels`), column-wise with numpy
+    """The reference of the compiled `run_columns` (`skiff.columnar._kernels`), column-wise with numpy
     and Arrow compute; None when a record does not hold together."""
     f = fixed_fields(buf, starts)
     if f is None:
@@ -156,7 +156,7 @@ def run_columns_py(buf: bytes, starts: np.ndarray, include_properties: bool, max
                       _nullable(tags), properties)
 
 
-run_columns = kernels.select("run_columns", run_columns_py, "skiff.spark._kernels")
+run_columns = kernels.select("run_columns", run_columns_py, "skiff.columnar._kernels")
 
 
 def _var(values: pa.Array) -> Var:

@@ -2,11 +2,11 @@
 
 The record layout is `skiff.common.record`'s. Only finding where each record
 starts is sequential (each TOTALSIZE says where the next one is): `record_starts`
-walks it, compiled in `skiff.spark._kernels` where that is built (`skiff.common.kernels`
+walks it, compiled in `skiff.columnar._kernels` where that is built (`skiff.common.kernels`
 chooses; `record_starts_py` is the reference). Every other field is gathered for all
 records at once with numpy fancy indexing at ``start + field offset``; the fields after
 the born host move by 12 bytes for each IPv6 host (sysFlag bits), which the gather offsets take
-into account row by row. (The compiled `run_columns` of `skiff.spark.arrow_decode`
+into account row by row. (The compiled `run_columns` of `skiff.columnar.arrow_decode`
 reads the same fields in its own single pass; this module is its reference's.)
 
 A record that does not hold together (bad magic, lengths that overrun it) is
@@ -70,7 +70,7 @@ def record_starts_py(buf: bytes) -> np.ndarray | None:
     return np.array(starts, np.int64)
 
 
-_record_starts: Callable[[bytes], np.ndarray | None] = kernels.select("record_starts", record_starts_py, "skiff.spark._kernels")
+_record_starts: Callable[[bytes], np.ndarray | None] = kernels.select("record_starts", record_starts_py, "skiff.columnar._kernels")
 
 
 def record_starts(buf: bytes) -> np.ndarray:

@@ -11,16 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from skiff.columnar.arrow_decode import decode_run
+from skiff.columnar.record_columns import record_starts, record_starts_py
+from skiff.columnar.schema import ARROW_SCHEMA, HIDDEN_PROPERTIES
 from skiff.common.errors import DecodeError
 from skiff.common.properties import Prop
 from skiff.common.record import pack_host, record_size, write_record
 from skiff.common.stored_message import StoredMessage, decode_records
-from skiff.spark.arrow_decode import decode_run
-from skiff.spark.record_columns import record_starts, record_starts_py
-from skiff.spark.schema import ARROW_SCHEMA, HIDDEN_PROPERTIES
-from tests.unit.spark.record_runs import MQ, records
-
-pytestmark = pytest.mark.spark
+from tests.unit.columnar.record_runs import MQ, records
 
 
 

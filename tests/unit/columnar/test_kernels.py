@@ -1,6 +1,6 @@
-"""The Spark source's compiled kernels (skiff.spark._kernels: record_starts, run_columns)
-give exactly what their pure-Python references (skiff.spark.record_columns.record_starts_py,
-skiff.spark.arrow_decode.run_columns_py) give, on generated runs of records, good, damaged
+"""The column-wise decoder's compiled kernels (skiff.columnar._kernels: record_starts, run_columns)
+give exactly what their pure-Python references (skiff.columnar.record_columns.record_starts_py,
+skiff.columnar.arrow_decode.run_columns_py) give, on generated runs of records, good, damaged
 and cut: the same starts, the same columns, the same refusals and errors.
 
 Pure (no Spark session, so not marked ``spark``); skipped where the extension is not built
@@ -16,11 +16,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skiff.common import kernels
-from tests.unit.spark.record_runs import records as spark_records
+from tests.unit.columnar.record_runs import records as spark_records
 from tests.unit.kernel_twins import compiled_kernels
 
 SETTINGS = settings(max_examples=60, deadline=None)
-SPARK = "skiff.spark._kernels"
+SPARK = "skiff.columnar._kernels"
 NAMES = ("record_starts", "run_columns")
 
 
@@ -58,8 +58,8 @@ def test_spark_run_columns_and_record_starts_are_identical(run, include_properti
     pytest.importorskip("pyarrow")
     from skiff.common.compression import inflate
     from skiff.common.properties import decode_properties
-    from skiff.spark.arrow_decode import run_columns_py
-    from skiff.spark.record_columns import record_starts_py
+    from skiff.columnar.arrow_decode import run_columns_py
+    from skiff.columnar.record_columns import record_starts_py
 
     kernel, walk = compiled("run_columns"), compiled("record_starts")
     buf = b"".join(run)
@@ -76,9 +76,9 @@ def test_spark_run_columns_and_record_starts_are_identical(run, include_properti
 
 
 def test_the_source_uses_the_compiled_kernels_when_built():
-    """The names the source calls are the kernels of `skiff.spark._kernels`, not the references."""
+    """The names the source calls are the kernels of `skiff.columnar._kernels`, not the references."""
     pytest.importorskip("pyarrow")
-    from skiff.spark import arrow_decode, record_columns
+    from skiff.columnar import arrow_decode, record_columns
 
     kernel, walk = compiled("run_columns"), compiled("record_starts")
     assert arrow_decode.run_columns is kernel

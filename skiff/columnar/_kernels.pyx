@@ -1,11 +1,11 @@
-# cython: language_level=3, boundscheck=True, wraparound=False, cdivision=True, initializedcheck=False
-"""Compiled versions of the Spark source's hot loops (built when a C compiler is there):
-where the records of a pulled run start, and their columns as plain buffers.
+"""Compiled versions of the column-wise record decoder's hot loops (the Spark source's reads
+and the tier upload; built when a C compiler is there): where the records of a run start,
+and their columns as plain buffers.
 
-Each function here has a pure-Python reference (`skiff.spark.record_columns.record_starts_py`,
-`skiff.spark.arrow_decode.run_columns_py`), and `skiff.common.kernels.select` picks one of
+Each function here has a pure-Python reference (`skiff.columnar.record_columns.record_starts_py`,
+`skiff.columnar.arrow_decode.run_columns_py`), and `skiff.common.kernels.select` picks one of
 the two at import time (`SKIFF_NO_EXTENSIONS=1` forces the Python ones). The two must give
-identical columns and refusals for every run the source reads; `tests/unit/spark/test_kernels.py`
+identical columns and refusals for every run the source reads; `tests/unit/columnar/test_kernels.py`
 checks that with hypothesis. The record layout's constants and the byte helpers are
 `skiff.common._kernels`' (`_kernels.pxd`).
 
@@ -25,7 +25,7 @@ from skiff.common._kernels cimport (
 
 
 def record_starts(bytes data):
-    """`skiff.spark.record_columns.record_starts_py`: where each record starts (int64 array),
+    """`skiff.columnar.record_columns.record_starts_py`: where each record starts (int64 array),
     or None when a TOTALSIZE does not fit (the caller raises the decoder's error)."""
     import numpy
     cdef const unsigned char *d = <const unsigned char *>PyBytes_AS_STRING(data)
@@ -111,7 +111,7 @@ cdef int _flush_pairs(_RowProps row, const unsigned char **names, Py_ssize_t *na
                       const unsigned char **values, Py_ssize_t *value_lens, Py_ssize_t pairs, _Grow *g,
                       Py_ssize_t *entries, bint include_properties) except -1:
     """Sort one message's pairs: KEYS, TAGS, UNIQ_KEY to their columns, the hidden ones
-    (skiff.spark.schema.HIDDEN_PROPERTIES) away, the rest into the map."""
+    (skiff.columnar.schema.HIDDEN_PROPERTIES) away, the rest into the map."""
     cdef Py_ssize_t j, slot
     for j in range(pairs):
         slot = (0 if _is(names[j], name_lens[j], b"KEYS", 4) else 1 if _is(names[j], name_lens[j], b"TAGS", 4)
@@ -131,7 +131,7 @@ cdef int _flush_pairs(_RowProps row, const unsigned char **names, Py_ssize_t *na
 
 
 def run_columns(bytes data, starts, bint include_properties, Py_ssize_t max_body_bytes, inflate, decode_properties):
-    """`skiff.spark.arrow_decode.run_columns_py`: the source's columns of the records of
+    """`skiff.columnar.arrow_decode.run_columns_py`: the source's columns of the records of
     ``data`` starting at ``starts``, as plain buffers; None when a record does not hold
     together (the caller raises the message decoder's error)."""
     import numpy
