@@ -38,6 +38,7 @@ from skiff.broker.compaction import is_compacted
 from skiff.broker.tier.sealed import sealed_run
 from skiff.broker.topics import TopicConfigManager
 from skiff.common.clock import Clock
+from skiff.common.errors import SkiffError
 from skiff.common.limits import (TIER_INDEX_OLD_MAX_FILES, TIER_SEGMENT_MAX_BYTES, TIER_SEGMENT_MAX_MESSAGES,
                                  TIER_TOMBSTONE_LEARN_MAX_FILES, TIER_UNTIERED_LOOKUP_MAX_TOPICS)
 from skiff.common.record import read_head
@@ -52,6 +53,11 @@ from skiff.tier.tier import Tier
 log = logging.getLogger(__name__)
 
 _MS_PER_HOUR = 3_600_000
+
+
+class NotMasterError(SkiffError):
+    """An upload asked of a broker that is not its group's master (a slave, or a master that
+    stepped down): only the master writes the tier."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +112,11 @@ class TierUploader:
         return m
 
     def run(self, topic: str | None = None) -> Uploaded:
-        """Upload what is sealed, of one topic or every tiered topic (on a worker thread)."""
+        """Upload what is sealed, of one topic or every tiered topic (on a worker thread). Refused
+        on a slave (its store a replica): only the group's master writes the tier, so an upload asked
+        of a slave (TIER_UPLOAD_NOW) must not race the master's manifest."""
+        if self.store.replica:
+            raise NotMasterError(f"{self.broker_name}: this broker is a slave; only its master uploads to the tier")
         with self._lock:
             done = Uploaded()
             for tc in self.tiered_topics():

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from skiff.broker.tier import uploader as uploader_module
-from skiff.broker.tier.uploader import TierUploader
+from skiff.broker.tier.uploader import NotMasterError, TierUploader
 from skiff.common.clock import ManualClock
 from skiff.protocol.bodies.topic import TopicConfig
 from skiff.store import MessageStore
@@ -173,3 +173,15 @@ def test_a_topic_turned_untiered_still_has_its_due_retired_files_deleted(tmp_pat
     after = uploader.tier.manifest("T", "broker-a")
     assert after.retired == () and after.segments == kept.segments  # only the retired files went
     assert files_in_tier(uploader) == listed(uploader)
+
+
+def test_a_slave_never_uploads(tmp_path: Path, store: MessageStore, clock: ManualClock) -> None:
+    uploader = make_uploader(tmp_path, store, clock)
+    put(store, 0, 8)
+    compact(store)
+    store.replica = True  # a slave's store (or a master that stepped down)
+    with pytest.raises(NotMasterError, match="broker-a: this broker is a slave; only its master uploads"):
+        uploader.run("T")  # TIER_UPLOAD_NOW asked of the slave
+    assert files_in_tier(uploader) == []
+    store.replica = False
+    assert uploader.run().rows == 4
