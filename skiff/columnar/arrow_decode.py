@@ -196,11 +196,17 @@ def _views(u8: np.ndarray, at: np.ndarray, length: np.ndarray, data: bytes) -> p
     return pa.Array.from_buffers(pa.binary_view(), n, [None, pa.py_buffer(views), pa.py_buffer(data)])
 
 
+def binary_spans(u8: np.ndarray, data: bytes, at: np.ndarray, length: np.ndarray) -> pa.Array:
+    """The binary column of the ``length`` bytes at each ``at`` of ``data`` (``u8`` is its bytes),
+    gathered in C++ from views, with no Python object per row."""
+    return _views(u8, at, length, data).cast(pa.binary())
+
+
 def _bodies(u8: np.ndarray, buf: bytes, f: FixedFields, max_body_bytes: int,
             inflate: Callable[[bytes, int], bytes]) -> pa.Array:
     """The body column: views into the pull buffer, compressed bodies inflated into a buffer of their own."""
     compressed = np.flatnonzero(f.compressed)
-    plain = _views(u8, f.body_at, f.body_len, buf).cast(pa.binary())
+    plain = binary_spans(u8, buf, f.body_at, f.body_len)
     if not len(compressed):
         return plain
     inflated = [inflate(buf[a:a + n], max_body_bytes)
@@ -209,7 +215,7 @@ def _bodies(u8: np.ndarray, buf: bytes, f: FixedFields, max_body_bytes: int,
     joined = b"".join(inflated)
     at = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
     own = np.frombuffer(joined, np.uint8)
-    return _patched(plain, compressed, _views(own, at, lengths, joined).cast(pa.binary()))
+    return _patched(plain, compressed, binary_spans(own, joined, at, lengths))
 
 
 def _patched(base: pa.Array, rows: np.ndarray, replacement: pa.Array) -> pa.Array:

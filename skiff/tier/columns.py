@@ -17,14 +17,18 @@ the WAIT flag and the per-pull MIN/MAX_OFFSET, as the Spark source does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
+import numpy as np
 import pyarrow as pa
 
+from skiff.columnar.arrow_decode import binary_spans, decode_run
+from skiff.columnar.record_columns import fixed_fields, raise_decode_error, record_starts
+from skiff.columnar.record_fields import record_fields, span_texts
 from skiff.columnar.schema import HIDDEN_PROPERTIES, SOURCE_FIELDS
-from skiff.common.properties import Prop, decode_properties
-from skiff.common.record import pack_host, parse_host_port, read_head, read_tail, record_size, write_record
-from skiff.common.stored_message import StoredMessage, decode_records
+from skiff.common.message import MessageQueue
+from skiff.common.properties import decode_properties
+from skiff.common.record import pack_host, parse_host_port, record_size, unpack_host, write_record
 from skiff.common.sysflag import MessageSysFlag
 
 RECORD_FIELDS = [
@@ -40,35 +44,44 @@ RECORD_FIELDS = [
 TIER_SCHEMA = pa.schema(SOURCE_FIELDS + RECORD_FIELDS)
 
 _US_PER_MS = 1000
-_COMPRESSED = int(MessageSysFlag.COMPRESSED)
-
-
-def _row(m: StoredMessage, raw_props: bytes, broker: str) -> tuple[object, ...]:
-    props = m.properties
-    shown = [(k, v) for k, v in props.items() if k not in HIDDEN_PROPERTIES]
-    return (m.topic, broker, m.queue_id, m.queue_offset, m.msg_id, props.get(Prop.KEYS), props.get(Prop.TAGS),
-            m.body, shown, m.born_timestamp * _US_PER_MS, m.store_timestamp * _US_PER_MS, m.reconsume_times,
-            m.flag, m.sys_flag & ~_COMPRESSED, m.born_host, m.store_host, m.commit_log_offset,
-            m.prepared_transaction_offset, raw_props)
-
-
-def _raw_properties(buf: bytes, messages: Sequence[StoredMessage]) -> list[bytes]:
-    """Each record's properties as stored (the decoded map would lose their order and WAIT)."""
-    out, pos = [], 0
-    for m in messages:
-        out.append(read_tail(buf, pos, read_head(buf, pos)).properties_raw)
-        pos += m.store_size
-    return out
+_NOT_COMPRESSED = ~int(MessageSysFlag.COMPRESSED)
 
 
 def records_to_table(buf: bytes | memoryview, broker: str) -> pa.Table:
-    """The tier rows of a run of stored records (one queue's, back to back, as a pull answer)."""
+    """The tier rows of a run of stored records (one queue's, back to back, as a pull answer);
+    the message decoder's `DecodeError` when a record does not hold together.
+
+    Column-wise, with no Python object per message: the source's columns are the Spark
+    source's decoder's (`decode_run`, compiled where built), the record's other fields are
+    gathered with numpy (`record_fields`) and its hosts and topic formatted once per distinct
+    value (`span_texts`). The result equals a table built from `decode_records` message by
+    message (tests/unit/tier/test_records_to_table.py holds both to that).
+    """
     data = bytes(buf)
-    messages = decode_records(data)
-    raws = _raw_properties(data, messages)
-    rows = [_row(m, raw, broker) for m, raw in zip(messages, raws)]
-    columns: list[Sequence[object]] = [list(c) for c in zip(*rows)] if rows else [[] for _ in TIER_SCHEMA]
-    return pa.Table.from_arrays([pa.array(c, f.type) for c, f in zip(columns, TIER_SCHEMA)], schema=TIER_SCHEMA)
+    starts = record_starts(data)
+    f = fixed_fields(data, starts)
+    if f is None:
+        raise_decode_error(data)
+    u8 = np.frombuffer(data, np.uint8)
+    r = record_fields(u8, f)
+    # decode_run repeats one queue's topic and id; the table takes both from each record
+    source = decode_run(data, starts, MessageQueue("", broker, 0)).columns
+    source[0] = span_texts(u8, r.topic_at, r.topic_len, _topic_text)
+    source[2] = pa.array(r.queue_id.astype(np.int32))
+    record = [
+        pa.array(r.flag.astype(np.int32)),
+        pa.array((f.sys_flag & _NOT_COMPRESSED).astype(np.int32)),
+        span_texts(u8, r.born_host_at, r.born_host_len, unpack_host),
+        span_texts(u8, f.store_host_at, f.store_host_len, unpack_host),
+        pa.array(f.physical_offset, pa.int64()),
+        pa.array(r.prepared_transaction_offset, pa.int64()),
+        binary_spans(u8, data, f.props_at, f.props_len),
+    ]
+    return pa.Table.from_arrays(source + record, schema=TIER_SCHEMA)
+
+
+def _topic_text(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")  # as the message decoder reads a topic
 
 
 def rows_to_records(table: pa.Table) -> bytes:
