@@ -192,7 +192,8 @@ class TierUploader:
                             self.tier.backend.url, exc)
                 return
             else:
-                if m.segments or m.retired:
+                if m.segments or m.retired:  # kept as a tiered topic's first read is: its orphans removed
+                    self.tier.collect_orphans(m)
                     self.manifests[topic] = m
             self._looked_up.add(topic)
 

@@ -162,6 +162,7 @@ def test_a_topic_turned_untiered_still_has_its_due_retired_files_deleted(tmp_pat
     assert kept.retired and files_in_tier(uploader) == sorted(listed(uploader) + [r.file for r in kept.retired])
     if restarted:
         uploader = make_uploader(tmp_path, store, clock, delete_delay_ms=60_000)
+        uploader.tier.backend.put("T/broker-a/0/stray.parquet", b"an upload a crash cut off")  # collected too
     uploader.topics.put(TopicConfig("T", 1, 1, attributes={**ATTRS, "tiered.storage": "false"}))
     put(store, 40, 4)  # more to upload, were the topic tiered
     compact(store)
