@@ -1,11 +1,12 @@
 """Compiled versions of the column-wise record decoder's hot loops (the Spark source's reads
 and the tier upload; built when a C compiler is there): where the records of a run start,
-and their columns as plain buffers.
+their columns as plain buffers, and the fields the tier keeps beside those.
 
 Each function here has a pure-Python reference (`skiff.columnar.record_columns.record_starts_py`,
-`skiff.columnar.arrow_decode.run_columns_py`), and `skiff.common.kernels.select` picks one of
-the two at import time (`SKIFF_NO_EXTENSIONS=1` forces the Python ones). The two must give
-identical columns and refusals for every run the source reads; `tests/unit/columnar/test_kernels.py`
+`skiff.columnar.arrow_decode.run_columns_py`, `skiff.columnar.record_fields.record_fields_py`),
+and `skiff.common.kernels.select` picks one of the two at import time (`SKIFF_NO_EXTENSIONS=1`
+forces the Python ones). The two must give identical columns and refusals for every run
+the source or the tier upload reads; `tests/unit/columnar/test_kernels.py`
 checks that with hypothesis. The record layout's constants and the byte helpers are
 `skiff.common._kernels`' (`_kernels.pxd`).
 
@@ -305,3 +306,56 @@ cdef tuple _property_columns(bytes data, int64_t[:, ::1] w, Py_ssize_t n, bint i
     finally:
         for k in range(11):
             free(g[k].p)
+
+
+def record_fields(bytes data, starts):
+    """`skiff.columnar.record_fields.record_fields_py`: the fields the tier keeps of the records
+    of ``data`` starting at ``starts``, as a (13, n) int64 array in `RecordFields`' order, read
+    in one pass; None when a record does not hold together."""
+    import numpy
+    cdef const unsigned char *d = <const unsigned char *>PyBytes_AS_STRING(data)
+    cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
+    cdef const int64_t[::1] at = numpy.ascontiguousarray(starts, dtype=numpy.int64)
+    cdef Py_ssize_t n = at.shape[0], i, s, e, total, shift, body_at, t, props_at, props_len
+    cdef int32_t sys_flag, born_len, store_len, body_len
+    out = numpy.empty((13, n), numpy.int64)
+    cdef int64_t[:, ::1] o = out
+    for i in range(n):
+        s = at[i]
+        if s < 0 or s > size - 91:
+            return None
+        total = get32(d + s)
+        if total < 91 or total > size - s:
+            return None
+        e = s + total
+        sys_flag = get32(d + s + 36)
+        born_len = HOST_V6 if sys_flag & BORN_V6 else HOST_V4
+        store_len = HOST_V6 if sys_flag & STORE_V6 else HOST_V4
+        shift = born_len + store_len - 2 * HOST_V4
+        body_at = s + 88 + shift
+        if get32(d + s + 4) != MAGIC_V1 or body_at > e:
+            return None
+        body_len = get32(d + body_at - 4)
+        t = body_at + body_len
+        if body_len < 0 or t + 3 > e:
+            return None
+        props_at = t + 3 + d[t]
+        if props_at > e:
+            return None
+        props_len = get16(d + props_at - 2)
+        if props_at + props_len != e:
+            return None
+        o[0, i] = get32(d + s + 12)  # queue id
+        o[1, i] = get32(d + s + 16)  # flag
+        o[2, i] = sys_flag
+        o[3, i] = get64(d + s + 28)  # CommitLog offset
+        o[4, i] = get64(d + s + 76 + shift)  # prepared transaction offset
+        o[5, i] = t + 1  # the topic
+        o[6, i] = d[t]
+        o[7, i] = s + 48  # the born host (and port)
+        o[8, i] = born_len
+        o[9, i] = s + 64 + born_len - HOST_V4  # the store host (and port)
+        o[10, i] = store_len
+        o[11, i] = props_at
+        o[12, i] = props_len
+    return out
