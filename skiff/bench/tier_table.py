@@ -1,25 +1,32 @@
-"""The CPU the tier upload spends turning stored records into its table, without a broker:
-``python -m skiff.bench.tier_table --messages 50000 --size 1024``.
+"""The CPU the tier upload spends making its table of stored records and uploading it,
+without a broker: ``python -m skiff.bench.tier_table --messages 50000 --size 1024``.
 
 One run of ``--messages`` records of one queue (``--size`` random body bytes, the
 properties a producer sets: KEYS, TAGS, UNIQ_KEY, WAIT; one born and one store host),
 laid out as the store holds them, goes through `skiff.tier.columns.records_to_table`
 ``--repeat`` times; the best process CPU is printed per message and per MB of records.
-It is the step of ``skiff bench tier``'s upload figure that depends on the message count
-(the Parquet encoding and the file write depend on the bytes), without the noise of the
-other processes on the machine.
+Beside it, the rest of an upload of that table (`skiff.tier.tier.Tier.upload` to a
+temporary ``file://`` tier: the Parquet file, its checksum, the key index, the manifest)
+and, within that, the key index alone (`skiff.tier.index.key_index`): the steps of
+``skiff bench tier``'s upload figure but the store read, without a broker and without the
+noise of the other processes on the machine.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from skiff.common.properties import Prop, encode_properties
 from skiff.common.record import pack_host, record_size, write_record
+from skiff.tier.backends import FilesystemBackend
 from skiff.tier.columns import records_to_table
+from skiff.tier.index import key_index
+from skiff.tier.manifest import Manifest
+from skiff.tier.tier import Tier
 
 _BORN, _STORE = pack_host("10.0.0.1", 5000), pack_host("127.0.0.1", 10911)
 
@@ -48,15 +55,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.messages < 1 or args.size < 0 or args.repeat < 1:
         parser.error("--messages and --repeat must be at least 1, --size at least 0")
     run = make_run(args.messages, args.size)
-    best = float("inf")
-    for _ in range(args.repeat):
-        start = time.process_time()
-        records_to_table(run, "broker-a")
-        best = min(best, time.process_time() - start)
     mb = len(run) / 1e6
-    print(f"records_to_table: {args.messages} records of {args.size} B ({mb:.1f} MB): "
-          f"{best / args.messages * 1e6:.2f} us CPU per message, {best / mb * 1e3:.2f} ms per MB (best of {args.repeat})")
+    table = records_to_table(run, "broker-a")
+    with tempfile.TemporaryDirectory() as directory:
+        tier = Tier(FilesystemBackend(directory))
+        steps: list[tuple[str, Callable[[], object]]] = [
+            ("records_to_table", lambda: records_to_table(run, "broker-a")),
+            ("Tier.upload of the table", lambda: tier.upload(Manifest("BenchTier", "broker-a"), table)),
+            ("  of which key_index", lambda: key_index(table)),
+        ]
+        print(f"{args.messages} records of {args.size} B ({mb:.1f} MB), process CPU, best of {args.repeat}:")
+        for name, step in steps:
+            best = _best_cpu(step, args.repeat)
+            print(f"{name}: {best / args.messages * 1e6:.2f} us CPU per message, {best / mb * 1e3:.2f} ms per MB")
     return 0
+
+
+def _best_cpu(step: Callable[[], object], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.process_time()
+        step()
+        best = min(best, time.process_time() - start)
+    return best
 
 
 if __name__ == "__main__":

@@ -15,10 +15,13 @@ def test_the_run_holds_the_records_it_says() -> None:
     assert messages[0].born_host == "10.0.0.1:5000" and messages[0].store_host == "127.0.0.1:10911"
 
 
-def test_it_prints_the_cpu_per_message(capsys: pytest.CaptureFixture[str]) -> None:
+def test_it_prints_the_cpu_per_message_of_each_step(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--messages", "50", "--size", "10", "--repeat", "1"]) == 0
-    out = capsys.readouterr().out
-    assert out.startswith("records_to_table: 50 records of 10 B") and "us CPU per message" in out
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("50 records of 10 B")
+    assert [line.split(":")[0] for line in lines[1:]] == ["records_to_table", "Tier.upload of the table",
+                                                         "  of which key_index"]
+    assert all("us CPU per message" in line for line in lines[1:])
 
 
 @pytest.mark.parametrize("bad", [["--messages", "0"], ["--size", "-1"], ["--repeat", "0"]])
