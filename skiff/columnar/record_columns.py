@@ -107,7 +107,8 @@ class FixedFields(NamedTuple):
 
     @property
     def compressed(self) -> np.ndarray:
-        return (self.sys_flag & _COMPRESSED) != 0
+        flags: np.ndarray = (self.sys_flag & _COMPRESSED) != 0
+        return flags
 
 
 def bytes_at(u8: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
@@ -118,10 +119,11 @@ def bytes_at(u8: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
     if not len(u8) or not n:
         return np.zeros((n, width), np.uint8)
     if len(u8) < width:
-        return u8[np.minimum(at[:, None] + np.arange(width), len(u8) - 1)]
+        short: np.ndarray = u8[np.minimum(at[:, None] + np.arange(width), len(u8) - 1)]
+        return short
     windows = np.lib.stride_tricks.sliding_window_view(u8, width)
     last = len(u8) - width
-    out = windows[np.minimum(at, last)]
+    out: np.ndarray = windows[np.minimum(at, last)]
     over = np.flatnonzero(at > last)
     if len(over):
         out[over] = u8[np.minimum(at[over, None] + np.arange(width), len(u8) - 1)]
