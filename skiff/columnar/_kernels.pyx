@@ -1,9 +1,11 @@
 """Compiled versions of the column-wise record decoder's hot loops (the Spark source's reads
 and the tier upload; built when a C compiler is there): where the records of a run start,
-their columns as plain buffers, and the fields the tier keeps beside those.
+their columns as plain buffers, the fields the tier keeps beside those, and the rows of
+the tier's key index (BLAKE2b-64 of each key, no Python call per key).
 
 Each function here has a pure-Python reference (`skiff.columnar.record_columns.record_starts_py`,
-`skiff.columnar.arrow_decode.run_columns_py`, `skiff.columnar.record_fields.record_fields_py`),
+`skiff.columnar.arrow_decode.run_columns_py`, `skiff.columnar.record_fields.record_fields_py`,
+`skiff.columnar.key_rows.key_index_rows_py`),
 and `skiff.common.kernels.select` picks one of the two at import time (`SKIFF_NO_EXTENSIONS=1`
 forces the Python ones). The two must give identical columns and refusals for every run
 the source or the tier upload reads; `tests/unit/columnar/test_kernels.py`
@@ -16,12 +18,12 @@ run's end before they are read, and the growing buffers are checked before each 
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.unicode cimport PyUnicode_DecodeUTF8
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport free, realloc
-from libc.string cimport memcmp, memcpy, memset
+from libc.string cimport memchr, memcmp, memcpy, memset
 
 from skiff.common._kernels cimport (
-    BORN_V6, HOST_V4, HOST_V6, MAGIC_V1, STORE_V6, _hex, _is, _ptr, get16, get32, get64,
+    BORN_V6, HOST_V4, HOST_V6, MAGIC_V1, STORE_V6, _Buf, _buf, _hex, _is, _ptr, get16, get32, get64,
 )
 
 
@@ -359,3 +361,237 @@ def record_fields(bytes data, starts):
         o[11, i] = props_at
         o[12, i] = props_len
     return out
+
+
+# -- the tier's key index (skiff.columnar.key_rows) ------------------------------------------
+#
+# BLAKE2b (RFC 7693) cut to what the index's hash is: an 8-byte digest, no key, no salt or
+# personalization, messages of any length (a KEYS token can exceed one 128-byte block).
+
+cdef uint64_t _B2B_IV[8]
+_B2B_IV[:] = [0x6a09e667f3bcc908, 0xbb67ae8584caa73b, 0x3c6ef372fe94f82b, 0xa54ff53a5f1d36f1,
+              0x510e527fade682d1, 0x9b05688c2b3e6c1f, 0x1f83d9abfb41bd6b, 0x5be0cd19137e2179]
+cdef unsigned char _B2B_SIGMA[12][16]
+for _r, _row in enumerate((
+        (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        (14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3),
+        (11, 8, 12, 0, 5, 2, 15, 13, 10, 14, 3, 6, 7, 1, 9, 4),
+        (7, 9, 3, 1, 13, 12, 11, 14, 2, 6, 5, 10, 4, 0, 15, 8),
+        (9, 0, 5, 7, 2, 4, 10, 15, 14, 1, 11, 12, 6, 8, 3, 13),
+        (2, 12, 6, 10, 0, 11, 8, 3, 4, 13, 7, 5, 15, 14, 1, 9),
+        (12, 5, 1, 15, 14, 13, 4, 10, 0, 7, 6, 3, 9, 2, 8, 11),
+        (13, 11, 7, 14, 12, 1, 3, 9, 5, 0, 15, 4, 8, 6, 2, 10),
+        (6, 15, 14, 9, 11, 3, 0, 8, 12, 2, 13, 7, 1, 4, 10, 5),
+        (10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0),
+        (0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        (14, 10, 4, 8, 9, 15, 13, 6, 1, 12, 0, 2, 11, 7, 5, 3))):
+    for _c in range(16):
+        _B2B_SIGMA[_r][_c] = _row[_c]
+cdef enum:
+    B2B_BLOCK = 128
+    B2B_PARAMS_DIGEST_8 = 0x01010008  # parameter block word 0: fanout 1, depth 1, no key, 8-byte digest
+
+
+cdef inline uint64_t _rotr(uint64_t x, int n) noexcept nogil:
+    return (x >> n) | (x << (64 - n))
+
+
+cdef inline uint64_t _le64(const unsigned char *p) noexcept nogil:
+    return (<uint64_t>p[0] | <uint64_t>p[1] << 8 | <uint64_t>p[2] << 16 | <uint64_t>p[3] << 24
+            | <uint64_t>p[4] << 32 | <uint64_t>p[5] << 40 | <uint64_t>p[6] << 48 | <uint64_t>p[7] << 56)
+
+
+cdef inline void _g(uint64_t *v, int a, int b, int c, int d, uint64_t x, uint64_t y) noexcept nogil:
+    v[a] = v[a] + v[b] + x
+    v[d] = _rotr(v[d] ^ v[a], 32)
+    v[c] = v[c] + v[d]
+    v[b] = _rotr(v[b] ^ v[c], 24)
+    v[a] = v[a] + v[b] + y
+    v[d] = _rotr(v[d] ^ v[a], 16)
+    v[c] = v[c] + v[d]
+    v[b] = _rotr(v[b] ^ v[c], 63)
+
+
+cdef void _b2b_compress(uint64_t *h, const unsigned char *block, uint64_t t, bint last) noexcept nogil:
+    """RFC 7693's F: one 128-byte block into the state ``h``, ``t`` bytes hashed so far (its
+    high word is 0: no key is 2^64 bytes long)."""
+    cdef uint64_t v[16]
+    cdef uint64_t m[16]
+    cdef const unsigned char *s
+    cdef int i
+    for i in range(16):
+        m[i] = _le64(block + 8 * i)
+    for i in range(8):
+        v[i] = h[i]
+        v[i + 8] = _B2B_IV[i]
+    v[12] ^= t
+    if last:
+        v[14] = ~v[14]
+    for i in range(12):
+        s = _B2B_SIGMA[i]
+        _g(v, 0, 4, 8, 12, m[s[0]], m[s[1]])
+        _g(v, 1, 5, 9, 13, m[s[2]], m[s[3]])
+        _g(v, 2, 6, 10, 14, m[s[4]], m[s[5]])
+        _g(v, 3, 7, 11, 15, m[s[6]], m[s[7]])
+        _g(v, 0, 5, 10, 15, m[s[8]], m[s[9]])
+        _g(v, 1, 6, 11, 12, m[s[10]], m[s[11]])
+        _g(v, 2, 7, 8, 13, m[s[12]], m[s[13]])
+        _g(v, 3, 4, 9, 14, m[s[14]], m[s[15]])
+    for i in range(8):
+        h[i] ^= v[i] ^ v[i + 8]
+
+
+cdef int64_t _key_hash(const unsigned char *p, Py_ssize_t n) noexcept nogil:
+    """`skiff.columnar.key_rows.key_hash` of the UTF-8 key ``p[:n]``: BLAKE2b with an 8-byte
+    digest, its bytes read as a signed big-endian int64."""
+    cdef uint64_t h[8]
+    cdef unsigned char last[B2B_BLOCK]
+    cdef uint64_t t = 0, d = 0
+    cdef int i
+    for i in range(8):
+        h[i] = _B2B_IV[i]
+    h[0] ^= B2B_PARAMS_DIGEST_8
+    while n > B2B_BLOCK:  # every full block but the last: the last is compressed as final
+        t += B2B_BLOCK
+        _b2b_compress(h, p, t, False)
+        p += B2B_BLOCK
+        n -= B2B_BLOCK
+    memset(last, 0, B2B_BLOCK)
+    memcpy(last, p, n)
+    _b2b_compress(h, last, t + <uint64_t>n, True)
+    for i in range(8):  # the digest is h[0]'s bytes little-endian first; read them big-endian
+        d = (d << 8) | ((h[0] >> (8 * i)) & 0xFF)
+    return <int64_t>d
+
+
+def key_hash(bytes key):
+    """`_key_hash` of ``key`` (UTF-8 bytes), for the known-answer test against hashlib."""
+    return _key_hash(<const unsigned char *>PyBytes_AS_STRING(key), PyBytes_GET_SIZE(key))
+
+
+cdef struct _Seen:
+    int64_t message  # the message the slot was filled for (-1: never): no clearing between messages
+    int64_t hash
+    const unsigned char *p
+    Py_ssize_t n
+
+
+cdef struct _KeyRows:
+    _Grow hashes
+    _Grow offsets
+    _Seen *seen
+    Py_ssize_t mask
+
+
+cdef int _add_key(_KeyRows *out, int64_t message, const unsigned char *p, Py_ssize_t n, int64_t queue_offset) except -1:
+    """One key of a message: a row unless the message had this key already (a hash-set probe;
+    an equal hash is checked on the bytes, so a collision of two keys keeps both rows)."""
+    cdef int64_t h = _key_hash(p, n)
+    cdef Py_ssize_t s = <Py_ssize_t>(<uint64_t>h & <uint64_t>out.mask)
+    while out.seen[s].message == message:
+        if out.seen[s].hash == h and out.seen[s].n == n and memcmp(out.seen[s].p, p, n) == 0:
+            return 0
+        s = (s + 1) & out.mask
+    out.seen[s].message = message
+    out.seen[s].hash = h
+    out.seen[s].p = p
+    out.seen[s].n = n
+    _put(&out.hashes, &h, 8)
+    _put(&out.offsets, &queue_offset, 8)
+    return 0
+
+
+cdef tuple _string_column(str name, tuple column, Py_ssize_t n):
+    """`check_columns` for one column: its offsets, held data and validity (uint8 or None)."""
+    import numpy
+    offsets_obj, data, valid = column
+    cdef const int32_t[::1] offsets = numpy.ascontiguousarray(offsets_obj, dtype=numpy.int32)
+    if offsets.shape[0] != n + 1 or (valid is not None and len(valid) != n):
+        raise ValueError(f"the {name} column has not one row per queue offset ({n})")
+    cdef _Buf held = _buf(data)
+    cdef Py_ssize_t i
+    cdef bint bad
+    if n:
+        bad = offsets[0] < 0 or offsets[n] > held.size
+        for i in range(n):
+            if offsets[i + 1] < offsets[i]:
+                bad = True
+        if bad:
+            raise ValueError(f"the {name} column's offsets do not fit its data")
+    return offsets, held, None if valid is None else numpy.ascontiguousarray(valid, dtype=numpy.bool_).view(numpy.uint8)
+
+
+cdef inline int _check_utf8(const unsigned char *p, Py_ssize_t n) except -1:
+    """A UnicodeDecodeError for bad UTF-8, as the reference's ``bytes.decode()`` raises it."""
+    if not _ascii(p, n):
+        PyUnicode_DecodeUTF8(<const char *>p, n, "strict")
+    return 0
+
+
+def key_index_rows(tuple keys, tuple msg_ids, queue_offsets):
+    """`skiff.columnar.key_rows.key_index_rows_py`: (key_hash, queue_offset) int64 arrays, one row
+    per distinct key of each message (its KEYS tokens, then its msg_id), in the same order."""
+    import numpy
+    cdef const int64_t[::1] qo = numpy.ascontiguousarray(queue_offsets, dtype=numpy.int64)
+    cdef Py_ssize_t n = qo.shape[0], i, a, b, e, bound, size, cap = 0
+    key_offsets_obj, key_held, key_valid_obj = _string_column("keys", keys, n)
+    id_offsets_obj, id_held, id_valid_obj = _string_column("msg_id", msg_ids, n)
+    cdef const int32_t[::1] ko = key_offsets_obj
+    cdef const int32_t[::1] io = id_offsets_obj
+    cdef const unsigned char[::1] kv
+    cdef const unsigned char[::1] iv
+    cdef bint all_keys = key_valid_obj is None, all_ids = id_valid_obj is None
+    if not all_keys:
+        kv = key_valid_obj
+    if not all_ids:
+        iv = id_valid_obj
+    cdef const unsigned char *kd = (<_Buf>key_held).ptr
+    cdef const unsigned char *idd = (<_Buf>id_held).ptr
+    cdef const unsigned char *space
+    cdef bint has_keys, has_id
+    cdef _KeyRows out
+    cdef _Seen *grown
+    cdef int64_t[::1] hv
+    cdef int64_t[::1] ov
+    memset(&out, 0, sizeof(out))
+    try:
+        for i in range(n):
+            has_keys = all_keys or kv[i]
+            has_id = all_ids or iv[i]
+            a, b = ko[i], ko[i + 1]
+            if has_keys:
+                _check_utf8(kd + a, b - a)
+            if has_id:
+                _check_utf8(idd + io[i], io[i + 1] - io[i])
+            bound = ((b - a + 1) // 2 if has_keys else 0) + 1  # tokens of KEYS at most, and the msg_id
+            size = 8
+            while size < 2 * bound:  # a set at most half full
+                size *= 2
+            if size > cap:
+                grown = <_Seen *>realloc(out.seen, size * sizeof(_Seen))
+                if grown == NULL:
+                    raise MemoryError()
+                out.seen, cap = grown, size
+                for e in range(cap):
+                    out.seen[e].message = -1
+            out.mask = size - 1
+            if has_keys:
+                while a < b:  # split_keys: on each space, empty tokens dropped
+                    space = <const unsigned char *>memchr(kd + a, 32, b - a)
+                    e = b if space == NULL else space - kd
+                    if e > a:
+                        _add_key(&out, i, kd + a, e - a, qo[i])
+                    a = e + 1
+            if has_id and io[i + 1] > io[i]:
+                _add_key(&out, i, idd + io[i], io[i + 1] - io[i], qo[i])
+        hashes = numpy.empty(out.hashes.n // 8, numpy.int64)
+        offsets = numpy.empty(out.offsets.n // 8, numpy.int64)
+        if out.hashes.n:
+            hv, ov = hashes, offsets
+            memcpy(&hv[0], out.hashes.p, out.hashes.n)
+            memcpy(&ov[0], out.offsets.p, out.offsets.n)
+        return hashes, offsets
+    finally:
+        free(out.hashes.p)
+        free(out.offsets.p)
+        free(out.seen)

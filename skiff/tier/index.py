@@ -11,7 +11,7 @@ writes the same object):
 
 | column | type | |
 |---|---|---|
-| key_hash | int64 | the first 8 bytes of the key's BLAKE2b digest, signed big-endian |
+| key_hash | int64 | the key's 8-byte BLAKE2b digest, signed big-endian (`key_hash`) |
 | queue_offset | int64 | the message's offset in its queue |
 
 One row per key of a message (each space-separated KEYS token, and its ``msg_id``:
@@ -25,7 +25,6 @@ it up.
 
 from __future__ import annotations
 
-import hashlib
 import io
 from collections.abc import Sequence
 
@@ -33,14 +32,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from skiff.columnar.key_rows import key_hash as key_hash
+from skiff.columnar.key_rows import key_index_rows, string_buffers
 from skiff.common.properties import Prop, decode_properties, split_keys
 
 INDEX_SUFFIX = ".keys"
 INDEX_SCHEMA = pa.schema([pa.field("key_hash", pa.int64()), pa.field("queue_offset", pa.int64())])
-
-
-def key_hash(key: str) -> int:
-    return int.from_bytes(hashlib.blake2b(key.encode(), digest_size=8).digest(), "big", signed=True)
 
 
 def index_file(data_file: str) -> str:
@@ -49,24 +46,23 @@ def index_file(data_file: str) -> str:
 
 
 def key_index(table: pa.Table) -> pa.Table:
-    """The index rows of a tier table (it needs the keys, msg_id and queue_offset columns)."""
-    hashes: list[int] = []
-    offsets: list[int] = []
-    for keys, msg_id, offset in zip(table.column("keys").to_pylist(), table.column("msg_id").to_pylist(),
-                                    table.column("queue_offset").to_pylist()):
-        for key in {*split_keys(keys), *([msg_id] if msg_id else [])}:
-            hashes.append(key_hash(key))
-            offsets.append(offset)
-    return sorted_index(pa.Table.from_arrays([pa.array(hashes, pa.int64()), pa.array(offsets, pa.int64())],
-                                             schema=INDEX_SCHEMA))
+    """The index rows of a tier table (it needs the keys, msg_id and queue_offset columns), made
+    column-wise by `skiff.columnar.key_rows.key_index_rows` (compiled where built)."""
+    hashes, offsets = key_index_rows(string_buffers(table.column("keys")), string_buffers(table.column("msg_id")),
+                                     table.column("queue_offset").to_numpy())
+    return _in_order(hashes, offsets)
 
 
 def sorted_index(index: pa.Table) -> pa.Table:
     """Index rows in the index's order, (key_hash, queue_offset): how `key_index` ends, and how a
     compacted file's index made from other files' index rows (`Tier.rewrite`) is the same bytes."""
-    h, o = index.column("key_hash").to_numpy(), index.column("queue_offset").to_numpy()
+    return _in_order(index.column("key_hash").to_numpy(), index.column("queue_offset").to_numpy())
+
+
+def _in_order(h: np.ndarray, o: np.ndarray) -> pa.Table:
     order = np.lexsort((o, h))
-    return pa.Table.from_arrays([pa.array(h[order]), pa.array(o[order])], schema=INDEX_SCHEMA)
+    return pa.Table.from_arrays([pa.array(h[order], pa.int64()), pa.array(o[order], pa.int64())],
+                                schema=INDEX_SCHEMA)
 
 
 def index_bytes(index: pa.Table) -> bytes:

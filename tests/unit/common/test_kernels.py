@@ -43,7 +43,7 @@ KERNEL_MODULES = {
     "skiff.store._kernels": ("batch_columns", "index_key_items", "put_index_entries", "put_queue_entries",
                              "offset_msg_ids", "replicated_columns"),
     "skiff.broker._kernels": ("batch_inputs",),
-    "skiff.columnar._kernels": ("record_starts", "run_columns", "record_fields"),
+    "skiff.columnar._kernels": ("record_starts", "run_columns", "record_fields", "key_index_rows"),
     "skiff.protocol._frames": ("json_frames", "json_head", "plain_sends", "sent_answers", "pack_batch",
                                "split_batch"),
     "skiff.protocol.kafka._records": ("decode_plain_batches", "encode_records"),
