@@ -65,7 +65,7 @@ KERNEL_SUITES := tests/unit/common tests/unit/store/test_kernels.py tests/unit/s
 	tests/unit/store/test_index.py tests/unit/store/test_recovery.py tests/unit/protocol/test_message_codec.py \
 	tests/unit/protocol/test_frame.py tests/unit/protocol/test_frame_kernels.py tests/unit/protocol/test_headers.py \
 	tests/unit/broker/test_send_path_twins.py tests/unit/broker/test_writer_kernels.py tests/unit/columnar \
-	tests/unit/tier/test_records_to_table.py tests/unit/tier/test_key_index.py \
+	tests/unit/tier/test_records_to_table.py tests/unit/tier/test_key_index.py tests/unit/tier/test_rebuild.py \
 	tests/unit/protocol/kafka/test_records.py tests/unit/protocol/kafka/test_records_kernel.py \
 	tests/unit/broker/test_kafka_fetch_records.py
 

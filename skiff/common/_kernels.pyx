@@ -47,6 +47,45 @@ cdef _Buf _buf(object obj, bint writable=False):
 
 # -- CommitLog records (skiff.common.record) -------------------------------------------
 
+cdef inline unsigned char *_put_record(unsigned char *dest, int64_t size, unsigned long crc, int32_t queue_id,
+                                       int32_t flag, int64_t queue_offset, int64_t physical_offset, int32_t sys_flag,
+                                       int64_t born_timestamp, const unsigned char *born, Py_ssize_t born_len,
+                                       int64_t store_timestamp, const unsigned char *store, Py_ssize_t store_len,
+                                       int32_t reconsume_times, int64_t prepared, const unsigned char *body,
+                                       Py_ssize_t body_len, const unsigned char *topic, Py_ssize_t topic_len,
+                                       const unsigned char *props, Py_ssize_t props_len) noexcept nogil:
+    """Lay one record down at ``dest`` (room for ``size`` bytes checked by the caller, ``sys_flag``
+    with its IPv6 bits); where it ends. The one writer of the layout in the kernels: the store's
+    `pack_records` and the tier's `rebuild_records`."""
+    put32(dest, size)
+    put32(dest + 4, MAGIC_V1)
+    put32(dest + 8, crc & CRC_MASK)
+    put32(dest + 12, queue_id)
+    put32(dest + 16, flag)
+    put64(dest + 20, queue_offset)
+    put64(dest + 28, physical_offset)
+    put32(dest + 36, sys_flag)
+    put64(dest + 40, born_timestamp)
+    dest += 48
+    memcpy(dest, born, born_len)
+    dest += born_len
+    put64(dest, store_timestamp)
+    memcpy(dest + 8, store, store_len)
+    dest += 8 + store_len
+    put32(dest, reconsume_times)
+    put64(dest + 4, prepared)
+    put32(dest + 12, body_len)
+    dest += 16
+    memcpy(dest, body, body_len)
+    dest += body_len
+    dest[0] = <unsigned char>topic_len
+    memcpy(dest + 1, topic, topic_len)
+    dest += 1 + topic_len
+    dest[0] = <unsigned char>(props_len >> 8)
+    dest[1] = <unsigned char>props_len
+    memcpy(dest + 2, props, props_len)
+    return dest + 2 + props_len
+
 cdef inline Py_ssize_t _record_parts(tuple row, Py_ssize_t size, Py_ssize_t store_len, Py_ssize_t topic_len,
                                      Py_ssize_t i) except -1:
     """The born host's length of a record row, after checking its parts add up to ``size``."""
@@ -66,7 +105,7 @@ def pack_records(rows, bytes topic, queue_offsets, physical_offsets, sizes, int6
     or written into ``out`` at ``at`` (every record is checked before the first is written)."""
     cdef Py_ssize_t n = len(rows), i, total = 0, pos = 0, body_len, props_len, born_len
     cdef Py_ssize_t store_len = len(store_host), topic_len = len(topic)
-    cdef int32_t sys_flag, host_bits
+    cdef int32_t host_bits
     cdef int64_t size
     cdef unsigned long crc
     cdef unsigned char *dest
@@ -108,37 +147,86 @@ def pack_records(rows, bytes topic, queue_offsets, physical_offsets, sizes, int6
             crc = _crc32(0, body, body_len)
         else:
             crc = <unsigned long><uint32_t><int64_t>body_crcs[i]
-        sys_flag = as_i32(row[5])
-        put32(dest + pos, size)
-        put32(dest + pos + 4, MAGIC_V1)
-        put32(dest + pos + 8, crc & CRC_MASK)
-        put32(dest + pos + 12, as_i32(row[1]))
-        put32(dest + pos + 16, as_i32(row[4]))
-        put64(dest + pos + 20, <int64_t>queue_offsets[i])
-        put64(dest + pos + 28, <int64_t>physical_offsets[i])
-        put32(dest + pos + 36, sys_flag | host_bits)
-        put64(dest + pos + 40, <int64_t>row[6])
-        pos += 48
-        memcpy(dest + pos, born, born_len)
-        pos += born_len
-        put64(dest + pos, store_timestamp)
-        memcpy(dest + pos + 8, PyBytes_AS_STRING(store_host), store_len)
-        pos += 8 + store_len
-        put32(dest + pos, as_i32(row[8]))
-        put64(dest + pos + 4, <int64_t>row[9])
-        put32(dest + pos + 12, body_len)
-        pos += 16
-        memcpy(dest + pos, body, body_len)
-        pos += body_len
-        dest[pos] = <unsigned char>topic_len
-        memcpy(dest + pos + 1, PyBytes_AS_STRING(topic), topic_len)
-        pos += 1 + topic_len
-        dest[pos] = <unsigned char>(props_len >> 8)
-        dest[pos + 1] = <unsigned char>props_len
-        memcpy(dest + pos + 2, props, props_len)
-        pos += 2 + props_len
+        pos = _put_record(dest + pos, size, crc, as_i32(row[1]), as_i32(row[4]), <int64_t>queue_offsets[i],
+                          <int64_t>physical_offsets[i], as_i32(row[5]) | host_bits, <int64_t>row[6], born, born_len,
+                          store_timestamp, <const unsigned char *>PyBytes_AS_STRING(store_host), store_len,
+                          as_i32(row[8]), <int64_t>row[9], body, body_len,
+                          <const unsigned char *>PyBytes_AS_STRING(topic), topic_len, props, props_len) - dest
     if pos != total:  # a part whose bytes are not its length (a buffer of wider items)
         raise ValueError("the sizes do not add up to the records")
+    return result
+
+
+# -- tier rows back into records (skiff.tier.columns) --------------------------------
+
+cdef enum:
+    _REBUILT_FIELDS = 9  # skiff.tier.columns.REBUILT_FIELDS
+
+
+cdef const int64_t *_int64s(_Buf b, Py_ssize_t count, str what) except NULL:
+    if b.size != count * 8:
+        raise ValueError(f"{what}: {b.size} bytes, not {count} int64 values")
+    return <const int64_t *>b.ptr
+
+
+cdef int _span(const int64_t *at, Py_ssize_t i, Py_ssize_t data_size, str what) except -1:
+    if at[i] < 0 or at[i] > at[i + 1] or at[i + 1] > data_size:
+        raise ValueError(f"{what} of row {i} ({at[i]}..{at[i + 1]}) is not within its {data_size} bytes")
+    return 0
+
+
+def rebuild_records(fields, sizes, topics, topic_data, bodies, body_data, props, props_data, hosts, host_data,
+                    born_index, store_index):
+    """`skiff.tier.columns.rebuild_records_py`: the stored records of tier rows, back to back,
+    from their columns (every row checked before the first is written; the writing and the body
+    CRCs without the GIL)."""
+    cdef _Buf s = _buf(sizes)
+    cdef Py_ssize_t n = s.size // 8, i, total = 0, pos = 0, nh, b, t
+    cdef const int64_t *size = _int64s(s, n, "sizes")
+    cdef _Buf fb = _buf(fields), tb = _buf(topics), bb = _buf(bodies), pb = _buf(props), hb = _buf(hosts)
+    cdef _Buf bi = _buf(born_index), si = _buf(store_index)
+    cdef _Buf td = _buf(topic_data), bd = _buf(body_data), pd = _buf(props_data), hd = _buf(host_data)
+    cdef const int64_t *f = _int64s(fb, _REBUILT_FIELDS * n, "fields")
+    cdef const int64_t *topic = _int64s(tb, n + 1, "topic offsets")
+    cdef const int64_t *body = _int64s(bb, n + 1, "body offsets")
+    cdef const int64_t *prop = _int64s(pb, n + 1, "properties offsets")
+    cdef const int64_t *born = _int64s(bi, n, "born hosts")
+    cdef const int64_t *store = _int64s(si, n, "store hosts")
+    cdef const int64_t *host
+    cdef unsigned char *dest
+    cdef int32_t bits
+    nh = hb.size // 8 - 1
+    host = _int64s(hb, nh + 1, "host offsets")
+    for i in range(nh):
+        _span(host, i, hd.size, "the packed host")
+        if host[i + 1] - host[i] != HOST_V4 and host[i + 1] - host[i] != HOST_V6:
+            raise ValueError(f"packed host {i} is {host[i + 1] - host[i]} bytes, neither 8 nor 20")
+    for i in range(n):
+        _span(topic, i, td.size, "the topic")
+        _span(body, i, bd.size, "the body")
+        _span(prop, i, pd.size, "the properties")
+        b, t = born[i], store[i]
+        if b < 0 or b >= nh or t < 0 or t >= nh:
+            raise ValueError(f"the hosts of row {i} ({b}, {t}) are not among the {nh} given")
+        if topic[i + 1] - topic[i] > 255 or prop[i + 1] - prop[i] > 32767:
+            raise ValueError(f"the properties or topic of row {i} are too long for their length fields")
+        if size[i] != 91 - 16 + host[b + 1] - host[b] + host[t + 1] - host[t] + body[i + 1] - body[i] \
+                + topic[i + 1] - topic[i] + prop[i + 1] - prop[i]:
+            raise ValueError(f"size {size[i]} of record {i} does not match its parts")
+        total += size[i]
+    result = PyBytes_FromStringAndSize(NULL, total)
+    dest = <unsigned char *>PyBytes_AS_STRING(result)
+    with nogil:
+        for i in range(n):
+            b, t = born[i], store[i]
+            bits = (STORE_V6 if host[t + 1] - host[t] == HOST_V6 else 0) | \
+                (BORN_V6 if host[b + 1] - host[b] == HOST_V6 else 0)
+            pos = _put_record(dest + pos, size[i], _crc32(0, bd.ptr + body[i], body[i + 1] - body[i]),
+                              <int32_t>f[i], <int32_t>f[n + i], f[2 * n + i], f[3 * n + i],
+                              <int32_t>f[4 * n + i] | bits, f[5 * n + i], hd.ptr + host[b], host[b + 1] - host[b],
+                              f[6 * n + i], hd.ptr + host[t], host[t + 1] - host[t], <int32_t>f[7 * n + i],
+                              f[8 * n + i], bd.ptr + body[i], body[i + 1] - body[i], td.ptr + topic[i],
+                              topic[i + 1] - topic[i], pd.ptr + prop[i], prop[i + 1] - prop[i]) - dest
     return result
 
 

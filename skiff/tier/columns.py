@@ -17,7 +17,8 @@ the WAIT flag and the per-pull MIN/MAX_OFFSET, as the Spark source does.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import NamedTuple, Union, cast
 
 import numpy as np
 import pyarrow as pa
@@ -26,6 +27,7 @@ from skiff.columnar.arrow_decode import binary_spans, decode_run
 from skiff.columnar.record_columns import record_starts
 from skiff.columnar.record_fields import record_fields, span_texts
 from skiff.columnar.schema import HIDDEN_PROPERTIES, SOURCE_FIELDS
+from skiff.common import kernels
 from skiff.common.message import MessageQueue
 from skiff.common.properties import decode_properties
 from skiff.common.record import pack_host, parse_host_port, record_size, unpack_host, write_record
@@ -44,6 +46,8 @@ RECORD_FIELDS = [
 TIER_SCHEMA = pa.schema(SOURCE_FIELDS + RECORD_FIELDS)
 
 _US_PER_MS = 1000
+Buffer = Union[bytes, pa.Buffer, memoryview]
+"""A column's data as `rebuild_records` takes it."""
 _NOT_COMPRESSED = ~int(MessageSysFlag.COMPRESSED)
 
 
@@ -84,32 +88,106 @@ def _topic_text(raw: bytes) -> str:
 
 def rows_to_records(table: pa.Table) -> bytes:
     """Stored records rebuilt from tier rows, back to back (a pull answer's body)."""
-    return b"".join(rows_to_record_list(table))
-
-
-_REBUILT = ("topic", "queue_id", "queue_offset", "body", "born_timestamp", "store_timestamp", "reconsume_times",
-            "flag", "sys_flag", "born_host", "store_host", "commit_log_offset", "prepared_transaction_offset",
-            "raw_properties")
-_TIMESTAMPS = frozenset({"born_timestamp", "store_timestamp"})
+    return rebuild(table).records
 
 
 def rows_to_record_list(table: pa.Table) -> list[bytes]:
     """Each tier row's stored record, rebuilt."""
-    cols = [(table.column(n).cast(pa.int64()) if n in _TIMESTAMPS else table.column(n)).to_pylist() for n in _REBUILT]
-    return [_record(*row) for row in zip(*cols)]
+    rebuilt = rebuild(table)
+    ends = rebuilt.ends.tolist()
+    return [rebuilt.records[start:end] for start, end in zip([0] + ends[:-1], ends)]
 
 
-def _record(topic: str, queue_id: int, queue_offset: int, body: bytes, born_us: int, stored_us: int,
-            reconsume_times: int, flag: int, sys_flag: int, born_host: str, store_host: str,
-            commit_log_offset: int, prepared: int, raw_props: bytes) -> bytes:
-    born_packed = pack_host(*parse_host_port(born_host))
-    store_packed = pack_host(*parse_host_port(store_host))
-    topic_b = topic.encode()
-    buf = bytearray(record_size(len(body), len(topic_b), len(raw_props), len(born_packed), len(store_packed)))
-    write_record(buf, 0, queue_id, flag, queue_offset, commit_log_offset, sys_flag, born_us // _US_PER_MS,
-                 born_packed, stored_us // _US_PER_MS, store_packed, reconsume_times, prepared, body, topic_b,
-                 raw_props)
-    return bytes(buf)
+class Rebuilt(NamedTuple):
+    """Tier rows' stored records back to back, and where each ends."""
+
+    records: bytes
+    ends: np.ndarray
+
+
+REBUILT_FIELDS = ("queue_id", "flag", "queue_offset", "commit_log_offset", "sys_flag", "born_timestamp",
+                  "store_timestamp", "reconsume_times", "prepared_transaction_offset")
+"""The rows of `rebuild_records`' ``fields``, in order (timestamps in ms there)."""
+_SPANS = ("topic", "body", "raw_properties")
+_record_sizes = cast(Callable[..., np.ndarray], record_size)
+"""`record_size` of arrays (it is arithmetic on its arguments): one definition of the size."""
+_TIMESTAMPS = frozenset({"born_timestamp", "store_timestamp"})
+
+
+def rebuild(table: pa.Table) -> Rebuilt:
+    """The stored records of tier rows, byte for byte the ones they were made from (but a
+    compressed message's: inflated, without the COMPRESSED bit), written from the columns in one
+    pass (`rebuild_records`, compiled where built): no Python object per row, and each distinct
+    host (a run holds a few) parsed and packed once. ValueError for rows that are not a tiered
+    file's (a null where a record has a value)."""
+    nulls = [n for n in REBUILT_FIELDS + _SPANS + ("born_host", "store_host") if table.column(n).null_count]
+    if nulls:
+        raise ValueError(f"tier rows with nulls in {', '.join(nulls)}: not rows of a tiered file")
+    fields = np.empty((len(REBUILT_FIELDS), table.num_rows), np.int64)
+    for k, name in enumerate(REBUILT_FIELDS):
+        col = table.column(name)
+        fields[k] = col.cast(pa.int64()).to_numpy() // _US_PER_MS if name in _TIMESTAMPS else col.to_numpy()
+    (topics, topic_data), (bodies, body_data), (props, props_data) = (_spans(table.column(n)) for n in _SPANS)
+    host_texts, (born_index, store_index) = _distinct(table.column("born_host"), table.column("store_host"))
+    packed = [pack_host(*parse_host_port(h)) for h in host_texts]
+    host_len = np.array([len(p) for p in packed], np.int64)
+    hosts = np.concatenate(([0], np.cumsum(host_len))).astype(np.int64)
+    sizes = np.asarray(_record_sizes(np.diff(bodies), np.diff(topics), np.diff(props), host_len[born_index],
+                                     host_len[store_index]), np.int64)
+    data = rebuild_records(fields, sizes, topics, topic_data, bodies, body_data, props, props_data, hosts,
+                           b"".join(packed), born_index, store_index)
+    return Rebuilt(data, np.cumsum(sizes))
+
+
+def _spans(col: pa.ChunkedArray) -> tuple[np.ndarray, pa.Buffer | bytes]:
+    """A binary or string column's value offsets (int64, one more than rows) and its data."""
+    arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if not (pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)):
+        arr = arr.cast(pa.large_binary())
+    _, offsets, data = arr.buffers()
+    at = np.frombuffer(offsets, np.int64, len(arr) + 1, arr.offset * 8) if len(arr) else np.zeros(1, np.int64)
+    return np.ascontiguousarray(at), b"" if data is None else data
+
+
+def _distinct(*cols: pa.ChunkedArray) -> tuple[list[str], list[np.ndarray]]:
+    """The distinct strings of ``cols`` and each column as indexes into them."""
+    both = pa.chunked_array(list(cols[0].chunks) + [c for col in cols[1:] for c in col.chunks], pa.string())
+    encoded = both.combine_chunks().dictionary_encode() if len(both) else pa.DictionaryArray.from_arrays(
+        pa.array([], pa.int32()), pa.array([], pa.string()))
+    index = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    bounds = np.cumsum([0] + [len(c) for c in cols])
+    return encoded.dictionary.to_pylist(), [index[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def rebuild_records_py(fields: np.ndarray, sizes: np.ndarray, topics: np.ndarray, topic_data: Buffer,
+                       bodies: np.ndarray, body_data: Buffer, props: np.ndarray, props_data: Buffer,
+                       hosts: np.ndarray, host_data: Buffer, born_index: np.ndarray,
+                       store_index: np.ndarray) -> bytes:
+    """The reference of the compiled `rebuild_records` (`skiff.common._kernels`): record ``i``
+    written by `write_record` from column ``i`` of ``fields`` (`REBUILT_FIELDS`), the spans
+    ``i`` of topic, body and properties (``topics[i]:topics[i + 1]`` of ``topic_data``, ...) and
+    the packed hosts ``born_index[i]`` and ``store_index[i]`` (spans of ``host_data`` at
+    ``hosts``); ``sizes[i]`` its `record_size`. ValueError when a size does not match its parts."""
+    out = bytearray(int(sizes.sum()))
+    topic_b, body_b, props_b, host_b = (memoryview(d).cast("B") for d in (topic_data, body_data, props_data,
+                                                                         host_data))
+    h, t, b, p = hosts.tolist(), topics.tolist(), bodies.tolist(), props.tolist()
+    packed = [bytes(host_b[h[k]:h[k + 1]]) for k in range(len(h) - 1)]
+    pos = 0
+    for i, (row, size, born, store) in enumerate(zip(fields.T.tolist(), sizes.tolist(), born_index.tolist(),
+                                                     store_index.tolist())):
+        queue_id, flag, queue_offset, commit_log_offset, sys_flag, born_ms, store_ms, reconsume, prepared = row
+        written = write_record(out, pos, queue_id, flag, queue_offset, commit_log_offset, sys_flag, born_ms,
+                               packed[born], store_ms, packed[store], reconsume, prepared, body_b[b[i]:b[i + 1]],
+                               bytes(topic_b[t[i]:t[i + 1]]), bytes(props_b[p[i]:p[i + 1]]))
+        if written != size:
+            raise ValueError(f"size {size} of record {i} does not match its parts ({written})")
+        pos += written
+    return bytes(out)
+
+
+rebuild_records = kernels.select("rebuild_records", rebuild_records_py)
+"""`rebuild_records_py`, compiled where built (`skiff.common.kernels`)."""
 
 
 def source_properties(raw: Iterable[bytes]) -> list[dict[str, str]]:

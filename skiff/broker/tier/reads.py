@@ -3,7 +3,7 @@
 The pull operation asks the store first; when the store answers OFFSET_TOO_SMALL (the
 offset is below what is kept locally) and the topic's manifest has the offset, the
 answer comes from the tier: the row group of the file that holds it, rebuilt into stored
-records (`skiff.tier.columns.rows_to_record_list`), so every door and client reads them
+records (`skiff.tier.columns.rebuild`), so every door and client reads them
 as it reads the CommitLog. The pull's tag and SQL92 filters apply to them as to local
 records. An answer stops at the end of its row group; the client pulls on from there.
 
@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
+import pyarrow as pa
 
 from skiff.broker.operations.pull import PullRequest
 from skiff.broker.operations.subscription import record_filter
@@ -35,7 +36,7 @@ from skiff.common.limits import TIER_CACHE_MAX_BYTES
 from skiff.filter import MessageFilter
 from skiff.store import GetResult
 from skiff.store.results import GetStatus
-from skiff.tier.columns import rows_to_record_list
+from skiff.tier.columns import rebuild
 from skiff.tier.manifest import Manifest, Segment
 from skiff.tier.tier import Tier
 
@@ -57,10 +58,15 @@ class RecordRun(NamedTuple):
         return np.concatenate(([0], self.ends[:-1]))
 
 
-def record_run(records: list[bytes], offsets: list[int], tags: list[str | None]) -> RecordRun:
-    ends = np.cumsum(np.array([len(r) for r in records], np.int64))
-    return RecordRun(np.array(offsets, np.int64), ends, b"".join(records),
-                     np.array([tag_hash(t) for t in tags], np.int64))
+def rebuilt_run(table: pa.Table) -> RecordRun:
+    """A row group's run, its records rebuilt column-wise (`rebuild`, one buffer, no object per
+    row) and its tag codes computed once per distinct TAGS value (a run holds a few)."""
+    rebuilt = rebuild(table)
+    tags = table.column("tags").combine_chunks().dictionary_encode()
+    codes = np.array([tag_hash(t) for t in tags.dictionary.to_pylist()] + [tag_hash(None)], np.int64)
+    index = tags.indices.fill_null(len(tags.dictionary)).to_numpy(zero_copy_only=False)
+    return RecordRun(table.column("queue_offset").to_numpy().astype(np.int64), rebuilt.ends, rebuilt.records,
+                     codes[index])
 
 
 class RunCache:
@@ -167,10 +173,7 @@ class TierReads:
         self._manifests[topic] = self.tier.manifest(topic, self.uploader.broker_name)  # read only
 
     def _rebuild(self, seg: Segment, index: int) -> None:
-        table = self.tier.row_group(seg, index)
-        self.runs.put((seg.file, index), record_run(rows_to_record_list(table),
-                                                    table.column("queue_offset").to_pylist(),
-                                                    table.column("tags").to_pylist()))
+        self.runs.put((seg.file, index), rebuilt_run(self.tier.row_group(seg, index)))
 
     def _start(self, key: object, work: Callable[..., Any], *args: Any) -> None:
         """Run ``work(*args)`` on a worker thread unless the same work is already running."""

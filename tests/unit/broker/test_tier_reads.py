@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from skiff.broker.operations.pull import PullRequest
 from skiff.broker.operations.subscription import compile_subscription
-from skiff.broker.tier.reads import TierReads, record_run
+import numpy as np
+import pyarrow as pa
+
+from skiff.broker.tier.reads import TierReads, rebuilt_run
+from skiff.common.hashing import tag_hash
 from skiff.common.stored_message import decode_records
 from skiff.filter import MessageFilter
 from skiff.store.results import GetStatus
@@ -17,9 +21,17 @@ RECORDS = make_records("T", 0, 100, 40)  # offsets 100..139, tags t0/t1/t2 by of
 
 
 def _run():
+    return rebuilt_run(records_to_table(RECORDS, "broker-a"))
+
+
+def test_a_rebuilt_run_holds_each_record_its_offset_and_its_tag_code():
     table = records_to_table(RECORDS, "broker-a")
-    return record_run(rows_to_record_list(table), table.column("queue_offset").to_pylist(),
-                      table.column("tags").to_pylist())
+    tags = ["t1", None, "", "t1"] + table.column("tags").to_pylist()[4:]
+    run = rebuilt_run(table.set_column(table.schema.get_field_index("tags"), "tags", pa.array(tags, pa.string())))
+    records = rows_to_record_list(table)
+    assert run.records == RECORDS and run.ends.tolist() == np.cumsum([len(r) for r in records]).tolist()
+    assert run.offsets.tolist() == list(range(100, 140))
+    assert run.tag_codes.tolist() == [tag_hash(t) for t in tags] and run.tag_codes[1] == run.tag_codes[2] == 0
 
 
 def _filter(expression: str, kind: str = "TAG") -> MessageFilter:

@@ -3,7 +3,8 @@ pure-Python references on the same inputs (hypothesis), every kernel module hold
 kernels it should, and the selection point honours SKIFF_NO_EXTENSIONS. (The other modules'
 twins are tested beside their packages: tests/unit/store/test_kernels.py,
 tests/unit/broker/test_writer_kernels.py, tests/unit/columnar/test_kernels.py,
-tests/unit/protocol/test_frame_kernels.py.)
+tests/unit/protocol/test_frame_kernels.py; `rebuild_records`, the tier's, in
+tests/unit/tier/test_rebuild.py.)
 
 Where the extension is not built the comparisons are skipped, and the references are
 what every other test exercises."""
@@ -39,7 +40,7 @@ compiled = compiled_kernels("skiff.common._kernels")
 
 
 KERNEL_MODULES = {
-    "skiff.common._kernels": ("pack_records", "decode_run"),
+    "skiff.common._kernels": ("pack_records", "decode_run", "rebuild_records"),
     "skiff.store._kernels": ("batch_columns", "index_key_items", "put_index_entries", "put_queue_entries",
                              "offset_msg_ids", "replicated_columns"),
     "skiff.broker._kernels": ("batch_inputs",),
