@@ -10,7 +10,9 @@ records. An answer stops at the end of its row group; the client pulls on from t
 Fetching a file and rebuilding a row group are slow next to a pull, and a pull runs on
 the event loop: both happen on worker threads. A pull whose row group is not ready starts
 that work (at most once per file or row group at a time) and is answered "retry at once"
-(MESSAGE_WAS_REMOVING → PULL_RETRY_IMMEDIATELY, same offset). Rebuilt row groups are kept
+(MESSAGE_WAS_REMOVING → PULL_RETRY_IMMEDIATELY, same offset). For a file not fetched yet it is
+one job: the fetch, and the row group the pull asked for rebuilt while the file's SHA-256 is
+checked (`TierReads._open`); nothing is cached or served before the checksum matched. Rebuilt row groups are kept
 in a cache bounded by bytes (`TIER_CACHE_MAX_BYTES`, least recently used out), so a
 consumer reading a tiered queue from its start has each row group rebuilt once and then
 served as slices of one buffer, as the CommitLog is.
@@ -27,6 +29,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from skiff.broker.operations.pull import PullRequest
 from skiff.broker.operations.subscription import record_filter
@@ -38,12 +41,13 @@ from skiff.store import GetResult
 from skiff.store.results import GetStatus
 from skiff.tier.columns import rebuild
 from skiff.tier.manifest import Manifest, Segment
-from skiff.tier.tier import Tier
+from skiff.tier.tier import Tier, checked, row_groups_within
 
 log = logging.getLogger(__name__)
 
 FETCH_THREADS = 2
 """Files fetched and row groups rebuilt at once for reads through the tier."""
+_NO_END = 2**63 - 1
 
 
 class RecordRun(NamedTuple):
@@ -102,6 +106,8 @@ class TierReads:
         self.uploader = uploader
         self.runs = RunCache()
         self._pool = ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="skiff-tier-fetch")
+        self._checks = ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="skiff-tier-check")
+        """SHA-256 checks of fetched files, one per fetch at most (so never waiting on each other)."""
         self._pending: dict[object, Future[None]] = {}
         self._manifests: dict[str, Manifest] = {}
         """Manifests read for pulls where this broker does not upload (a slave): read once."""
@@ -111,6 +117,7 @@ class TierReads:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._checks.shutdown(wait=False, cancel_futures=True)
 
     def read(self, req: PullRequest, flt: MessageFilter, local: GetResult) -> GetResult:
         """The tier's answer to a pull the store answered OFFSET_TOO_SMALL (``local``), or ``local``."""
@@ -128,7 +135,7 @@ class TierReads:
         if not seg.rows:  # a compacted topic's file whose every row went (superseded, expired tombstones)
             return GetResult(GetStatus.NO_MATCHED_MESSAGE, seg.last_offset + 1, low, local.max_offset)
         if self.tier.cache.get(seg.file) is None:
-            self._start(seg.file, self.tier.open, seg)
+            self._start(seg.file, self._open, seg, req.offset)
             return _retry(req, local, low)
         index = self.tier.row_group_index(seg, req.offset)
         if index is None:  # a gap at the end of a compacted topic's file: on to the next file
@@ -171,6 +178,28 @@ class TierReads:
 
     def _load_manifest(self, topic: str) -> None:
         self._manifests[topic] = self.tier.manifest(topic, self.uploader.broker_name)  # read only
+
+    def _open(self, seg: Segment, offset: int) -> None:
+        """Fetch ``seg``'s file and rebuild the row group holding ``offset``, the one a pull waits
+        for, in one job (no second retry round for the row group). The file's SHA-256 (of the
+        whole file: the manifest's rule) is checked on another thread while the row group is
+        decoded and rebuilt (hashlib, pyarrow and the rebuild kernel let go of the GIL), and
+        nothing is cached, hence served, before it matched: a damaged file fails with the
+        checksum's error, whatever the decoder made of it. The run is cached before the file, so a
+        pull in between finds the file still pending rather than starting the rebuild again."""
+        data = self.tier.backend.get(seg.file)
+        check = self._checks.submit(checked, seg, data)
+        try:
+            f = pq.ParquetFile(pa.BufferReader(data))
+            index = next(row_groups_within(f, offset, _NO_END), None)
+            run = None if index is None else rebuilt_run(f.read_row_group(index))
+        except Exception:
+            check.result()
+            raise
+        check.result()
+        if index is not None and run is not None:
+            self.runs.put((seg.file, index), run)
+        self.tier.cache.put(seg.file, data)
 
     def _rebuild(self, seg: Segment, index: int) -> None:
         self.runs.put((seg.file, index), rebuilt_run(self.tier.row_group(seg, index)))

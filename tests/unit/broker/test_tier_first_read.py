@@ -1,0 +1,64 @@
+"""The first read of a tiered file (`TierReads._open`): one job fetches the file and rebuilds the
+row group the pull asked for while the file's SHA-256 is checked; the run and the file are cached
+only when the checksum matched, and a damaged file fails with the checksum's error whatever the
+Parquet decoder made of it. Pure: a ``file://`` tier in a temporary directory, no broker."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from skiff.broker.tier.reads import TierReads
+from skiff.common.limits import TIER_ROW_GROUP_MESSAGES
+from skiff.tier.backends import FilesystemBackend, TierError
+from skiff.tier.columns import records_to_table
+from skiff.tier.manifest import Manifest, Segment
+from skiff.tier.tier import Tier
+from tests.unit.tier.records import make_records
+
+ROWS = TIER_ROW_GROUP_MESSAGES + 300  # two row groups: the second is 300 rows from offset 4096
+RECORDS = make_records("T", 0, 0, ROWS)
+
+
+@pytest.fixture(scope="module")
+def uploaded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Segment]:
+    root = tmp_path_factory.mktemp("tier")
+    _, seg = Tier(FilesystemBackend(str(root))).upload(Manifest("T", "b"), records_to_table(RECORDS, "b"))
+    return root, seg
+
+
+def _reads(root: Path) -> TierReads:
+    return TierReads(Tier(FilesystemBackend(str(root))), cast(Any, None))  # _open uses no uploader
+
+
+def test_one_job_caches_the_file_and_the_row_group_asked_for(uploaded):
+    root, seg = uploaded
+    reads = _reads(root)
+    try:
+        reads._open(seg, TIER_ROW_GROUP_MESSAGES + 10)
+        run = reads.runs.get((seg.file, 1))
+        assert run is not None and reads.runs.get((seg.file, 0)) is None
+        assert run.offsets.tolist() == list(range(TIER_ROW_GROUP_MESSAGES, ROWS))
+        assert run.records == make_records("T", 0, TIER_ROW_GROUP_MESSAGES, 300)
+        assert reads.tier.cache.get(seg.file) is not None
+    finally:
+        reads.close()
+
+
+@pytest.mark.parametrize("where", ["a data page", "the footer"])
+def test_a_damaged_file_is_refused_by_its_checksum_and_nothing_is_cached(uploaded, tmp_path, where):
+    root, seg = uploaded
+    copy = tmp_path / "tier"
+    (copy / seg.file).parent.mkdir(parents=True)
+    data = bytearray((root / seg.file).read_bytes())
+    data[len(data) // 3 if where == "a data page" else len(data) - 100] ^= 0xFF
+    (copy / seg.file).write_bytes(bytes(data))
+    reads = _reads(copy)
+    try:
+        with pytest.raises(TierError, match="checksum"):
+            reads._open(seg, 0)
+        assert reads.runs.get((seg.file, 0)) is None and reads.tier.cache.get(seg.file) is None
+    finally:
+        reads.close()
