@@ -142,11 +142,15 @@ def rebuild(table: pa.Table) -> Rebuilt:
 def _spans(col: pa.ChunkedArray) -> tuple[np.ndarray, pa.Buffer | bytes]:
     """A binary or string column's value offsets (int64, one more than rows) and its data."""
     arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-    if not (pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type)):
-        arr = arr.cast(pa.large_binary())
+    if pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type):
+        width = "<i8"
+    elif pa.types.is_binary(arr.type) or pa.types.is_string(arr.type):
+        width = "<i4"  # the offsets widened, the data not copied
+    else:
+        raise ValueError(f"tier column {col.type} is not binary or string")
     _, offsets, data = arr.buffers()
-    at = np.frombuffer(offsets, np.int64, len(arr) + 1, arr.offset * 8) if len(arr) else np.zeros(1, np.int64)
-    return np.ascontiguousarray(at), b"" if data is None else data
+    at = np.frombuffer(offsets, width, len(arr) + 1, arr.offset * np.dtype(width).itemsize) if len(arr) else [0]
+    return np.array(at, np.int64), b"" if data is None else data
 
 
 def _distinct(*cols: pa.ChunkedArray) -> tuple[list[str], list[np.ndarray]]:

@@ -109,8 +109,10 @@ def test_a_plain_run_many_hosts_and_the_empty_table(which):
     table = records_to_table(run, "broker-b")
     many = table.set_column(table.schema.get_field_index("born_host"), "born_host",
                             pa.array([f"10.0.{i // 256}.{i % 256}:{5000 + i}" for i in range(300)]))
+    wide = table.set_column(table.schema.get_field_index("body"), "body", table.column("body").cast(pa.large_binary()))
     with implementation(which):
         assert rows_to_records(table) == run
+        assert rows_to_records(wide) == run  # 64-bit offsets read as well
         assert rows_to_record_list(table.slice(0, 0)) == [] and rows_to_records(table.slice(0, 0)) == b""
         assert [read_head(r).born_host for r in rows_to_record_list(many)][299] == bytes([10, 0, 1, 43]) + \
             (5299).to_bytes(4, "big")
