@@ -125,8 +125,7 @@ def rebuild(table: pa.Table) -> Rebuilt:
         raise ValueError(f"tier rows with nulls in {', '.join(nulls)}: not rows of a tiered file")
     fields = np.empty((len(REBUILT_FIELDS), table.num_rows), np.int64)
     for k, name in enumerate(REBUILT_FIELDS):
-        col = table.column(name)
-        fields[k] = col.cast(pa.int64()).to_numpy() // _US_PER_MS if name in _TIMESTAMPS else col.to_numpy()
+        fields[k] = _ints(table.column(name)) // _US_PER_MS if name in _TIMESTAMPS else _ints(table.column(name))
     (topics, topic_data), (bodies, body_data), (props, props_data) = (_spans(table.column(n)) for n in _SPANS)
     host_texts, (born_index, store_index) = _distinct(table.column("born_host"), table.column("store_host"))
     packed = [pack_host(*parse_host_port(h)) for h in host_texts]
@@ -139,9 +138,27 @@ def rebuild(table: pa.Table) -> Rebuilt:
     return Rebuilt(data, np.cumsum(sizes))
 
 
+def _one_chunk(col: pa.ChunkedArray) -> pa.Array:
+    return col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+
+
+_INT_WIDTHS = {pa.int32(): "<i4", pa.int64(): "<i8", pa.timestamp("us", tz="UTC"): "<i8"}
+
+
+def _ints(col: pa.ChunkedArray) -> np.ndarray:
+    """An int or µs timestamp column's values, read from its buffer in place (no cast, no copy)."""
+    arr = _one_chunk(col)
+    width = _INT_WIDTHS.get(arr.type)
+    if width is None:
+        raise ValueError(f"tier column of {arr.type} is not int32, int64 or a timestamp in µs (UTC)")
+    if not len(arr):
+        return np.zeros(0, np.int64)
+    return np.frombuffer(arr.buffers()[1], width, len(arr), arr.offset * np.dtype(width).itemsize)
+
+
 def _spans(col: pa.ChunkedArray) -> tuple[np.ndarray, pa.Buffer | bytes]:
     """A binary or string column's value offsets (int64, one more than rows) and its data."""
-    arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    arr = _one_chunk(col)
     if pa.types.is_large_binary(arr.type) or pa.types.is_large_string(arr.type):
         width = "<i8"
     elif pa.types.is_binary(arr.type) or pa.types.is_string(arr.type):
