@@ -47,44 +47,68 @@ cdef _Buf _buf(object obj, bint writable=False):
 
 # -- CommitLog records (skiff.common.record) -------------------------------------------
 
-cdef inline unsigned char *_put_record(unsigned char *dest, int64_t size, unsigned long crc, int32_t queue_id,
-                                       int32_t flag, int64_t queue_offset, int64_t physical_offset, int32_t sys_flag,
-                                       int64_t born_timestamp, const unsigned char *born, Py_ssize_t born_len,
-                                       int64_t store_timestamp, const unsigned char *store, Py_ssize_t store_len,
-                                       int32_t reconsume_times, int64_t prepared, const unsigned char *body,
-                                       Py_ssize_t body_len, const unsigned char *topic, Py_ssize_t topic_len,
-                                       const unsigned char *props, Py_ssize_t props_len) noexcept nogil:
-    """Lay one record down at ``dest`` (room for ``size`` bytes checked by the caller, ``sys_flag``
-    with its IPv6 bits); where it ends. The one writer of the layout in the kernels: the store's
-    `pack_records` and the tier's `rebuild_records`."""
-    put32(dest, size)
-    put32(dest + 4, MAGIC_V1)
-    put32(dest + 8, crc & CRC_MASK)
-    put32(dest + 12, queue_id)
-    put32(dest + 16, flag)
-    put64(dest + 20, queue_offset)
-    put64(dest + 28, physical_offset)
-    put32(dest + 36, sys_flag)
-    put64(dest + 40, born_timestamp)
-    dest += 48
-    memcpy(dest, born, born_len)
-    dest += born_len
-    put64(dest, store_timestamp)
-    memcpy(dest + 8, store, store_len)
-    dest += 8 + store_len
-    put32(dest, reconsume_times)
-    put64(dest + 4, prepared)
-    put32(dest + 12, body_len)
-    dest += 16
-    memcpy(dest, body, body_len)
-    dest += body_len
-    dest[0] = <unsigned char>topic_len
-    memcpy(dest + 1, topic, topic_len)
-    dest += 1 + topic_len
-    dest[0] = <unsigned char>(props_len >> 8)
-    dest[1] = <unsigned char>props_len
-    memcpy(dest + 2, props, props_len)
-    return dest + 2 + props_len
+cdef extern from *:
+    """
+    /* Lay one stored record down at d (room for size bytes checked by the caller, sys_flag with
+       its IPv6 bits); where it ends. Always inlined: called once per record by both kernels. */
+    #if defined(__GNUC__)
+    #define SKIFF_ALWAYS_INLINE static inline __attribute__((always_inline))
+    #else
+    #define SKIFF_ALWAYS_INLINE static inline
+    #endif
+    SKIFF_ALWAYS_INLINE void skiff_be32(unsigned char *p, uint32_t v) {
+        p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16);
+        p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v;
+    }
+    SKIFF_ALWAYS_INLINE void skiff_be64(unsigned char *p, int64_t v) {
+        skiff_be32(p, (uint32_t)((uint64_t)v >> 32)); skiff_be32(p + 4, (uint32_t)(uint64_t)v);
+    }
+    SKIFF_ALWAYS_INLINE unsigned char *skiff_put_record(
+            unsigned char *d, int64_t size, uint32_t crc, int32_t queue_id, int32_t flag, int64_t queue_offset,
+            int64_t physical_offset, int32_t sys_flag, int64_t born_timestamp, const unsigned char *born,
+            Py_ssize_t born_len, int64_t store_timestamp, const unsigned char *store, Py_ssize_t store_len,
+            int32_t reconsume_times, int64_t prepared, const unsigned char *body, Py_ssize_t body_len,
+            const unsigned char *topic, Py_ssize_t topic_len, const unsigned char *props, Py_ssize_t props_len) {
+        skiff_be32(d, (uint32_t)size);
+        skiff_be32(d + 4, (uint32_t)(int32_t)0xDAA320A7u);
+        skiff_be32(d + 8, crc & 0x7FFFFFFFu);
+        skiff_be32(d + 12, (uint32_t)queue_id);
+        skiff_be32(d + 16, (uint32_t)flag);
+        skiff_be64(d + 20, queue_offset);
+        skiff_be64(d + 28, physical_offset);
+        skiff_be32(d + 36, (uint32_t)sys_flag);
+        skiff_be64(d + 40, born_timestamp);
+        d += 48;
+        memcpy(d, born, born_len);
+        d += born_len;
+        skiff_be64(d, store_timestamp);
+        memcpy(d + 8, store, store_len);
+        d += 8 + store_len;
+        skiff_be32(d, (uint32_t)reconsume_times);
+        skiff_be64(d + 4, prepared);
+        skiff_be32(d + 12, (uint32_t)body_len);
+        d += 16;
+        memcpy(d, body, body_len);
+        d += body_len;
+        d[0] = (unsigned char)topic_len;
+        memcpy(d + 1, topic, topic_len);
+        d += 1 + topic_len;
+        d[0] = (unsigned char)(props_len >> 8);
+        d[1] = (unsigned char)props_len;
+        memcpy(d + 2, props, props_len);
+        return d + 2 + props_len;
+    }
+    """
+    # The one writer of the record layout in the kernels (the store's `pack_records`, the tier's
+    # `rebuild_records`), in C so that it is always inlined: as a Cython inline function GCC kept
+    # it a call, 5-8 ns more per record of `pack_records` (64 x 100 B: 83 -> 88-92 ns).
+    unsigned char *_put_record "skiff_put_record" (
+        unsigned char *d, int64_t size, uint32_t crc, int32_t queue_id, int32_t flag, int64_t queue_offset,
+        int64_t physical_offset, int32_t sys_flag, int64_t born_timestamp, const unsigned char *born,
+        Py_ssize_t born_len, int64_t store_timestamp, const unsigned char *store, Py_ssize_t store_len,
+        int32_t reconsume_times, int64_t prepared, const unsigned char *body, Py_ssize_t body_len,
+        const unsigned char *topic, Py_ssize_t topic_len, const unsigned char *props,
+        Py_ssize_t props_len) noexcept nogil
 
 cdef inline Py_ssize_t _record_parts(tuple row, Py_ssize_t size, Py_ssize_t store_len, Py_ssize_t topic_len,
                                      Py_ssize_t i) except -1:
