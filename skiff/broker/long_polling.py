@@ -14,6 +14,8 @@ consumers; ``shortPollingTimeMills`` when long polling is off). It is answered:
   (single sends of one read) into one answer. Deferring a full one gained
   nothing and cost 2-3 ms p50 of batched e2e latency: the step runs the other
   appends of its read first (docs/performance.md, issue 26);
+- when `wake` names its queue (from any thread): the tier has the row group a pull held for
+  it ready (skiff.broker.tier.reads);
 - at every ``longPollingRecheckInterval`` (5 s) re-check, whatever woke it;
 - at its timeout, with whatever the pull finds then;
 - at shutdown, at once, so the server can drain (the pull processor then answers
@@ -148,6 +150,20 @@ class PullHoldService:
             for held in list(self._held.get(key, ())):
                 if held.offset < max_offset:
                     self._try(held, False)
+
+    def wake(self, keys: Sequence[QueueKey]) -> None:
+        """Run the held pulls of ``keys`` again, on the event loop (callable from any thread)."""
+        if self._loop is None:
+            return
+        try:
+            self._loop.call_soon_threadsafe(self._rerun_queues, keys)
+        except RuntimeError:  # the loop is closed: the broker is shutting down
+            pass
+
+    def _rerun_queues(self, keys: Sequence[QueueKey]) -> None:
+        for key in keys:
+            for held in list(self._held.get(key, ())):
+                self._try(held, False)
 
     def recheck(self) -> None:
         """Run every held pull again; answer those that find something."""

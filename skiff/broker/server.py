@@ -351,7 +351,7 @@ class BrokerServer:
     def _handlers(self) -> dict[int, Handler]:
         cfg, store = self.config, self.store
         ops = self.operations = self._operations()
-        attach_reads(ops, self.tier)
+        attach_reads(ops, self.tier, self.hold.wake)
         processors: list[Processor] = [
             SendProcessor(cfg, ops.send),
             PullProcessor(cfg, self.role, ops.pull, store, self.groups, self.hold),

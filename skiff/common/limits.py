@@ -185,6 +185,13 @@ timeout of RocketMQ 5's clients, so the client gets an answer and not a timeout;
 takes longer is refused as busy (the client forwards again later), and the next try finds the
 file cached."""
 
+TIER_PULL_HOLD_MAX_MS = 1000
+"""Longest the remoting door holds a pull whose offset the tier is fetching or rebuilding (it is
+answered as soon as that ends, typically in tens to hundreds of ms). Without the hold its client
+pulls again at once, hundreds of times a first read. Held for a second at most, then answered
+"retry at once" as before: well under any client's pull timeout (10 s for Java's pull consumer,
+the suspend timeout for push consumers), whether or not the pull asked to be suspended."""
+
 KAFKA_BATCH_INFLATED_MAX_BYTES = 64 * 1024 * 1024
 """Largest a compressed Kafka record batch may inflate to: a few bytes of zstd can claim
 gigabytes, and a producer's batch is bounded by its max.request.size (1 MiB by default)."""

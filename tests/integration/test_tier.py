@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 import urllib.request
 from collections.abc import Iterator
 
@@ -104,6 +105,21 @@ async def read_from(ns: str, topic: str, first: int, end: int) -> list[tuple[int
     return out
 
 
+async def pulls_until_found(ns: str, topic: str, offset: int) -> int:
+    """How many pulls, made back to back, it takes to get ``offset`` back. The broker holds a pull
+    while the tier fetches the offset's file (up to a second each, TIER_PULL_HOLD_MAX_MS): a few
+    pulls, where answering each "retry at once" made it tens to hundreds."""
+    deadline, pulls = time.monotonic() + 60, 0
+    async with AsyncPullClient(client_config=config(ns, f"tier-first-{topic}")) as puller:
+        while True:
+            pulls += 1
+            result = await puller.pull(MessageQueue(topic, "broker-a", 0), offset, 32)
+            if result.status is PullStatus.FOUND:
+                assert result.messages[0].queue_offset == offset
+                return pulls
+            assert time.monotonic() < deadline, f"offset {offset} of {topic} never came back: {result.status}"
+
+
 def test_tiered_messages_stay_local_for_retention_local_ms_then_come_from_the_bucket(cluster) -> None:
     c, s3 = cluster
     ns = c.namesrv_addr
@@ -142,6 +158,7 @@ def test_tiered_messages_stay_local_for_retention_local_ms_then_come_from_the_bu
             local_min, _ = await queue_bounds(admin, "Tiered")
             (q,) = await admin.topic_status("Tiered")
             assert (q.min_offset, q.max_offset) == (0, 300)  # the queue's first offset is the tier's
+        assert await pulls_until_found(ns, "Tiered", 0) <= 15  # held while the tier fetches, not a storm
         got = await read_from(ns, "Tiered", 0, 300)
         assert got == [(i, f"t{i}-{BODY}") for i in range(300)]
         assert local_min > 0  # so offsets 0..local_min-1 came from the bucket

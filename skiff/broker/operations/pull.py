@@ -65,6 +65,9 @@ class PullOperation:
         self.tier_read: Callable[[PullRequest, MessageFilter, GetResult], GetResult] | None = None
         """Set when the broker has a tier: a read below what is kept locally goes there
         (skiff.broker.tier.reads)."""
+        self.tier_waiting: Callable[[str, int], bool] = _never
+        """Whether a pull of the queue was told to retry while the tier fetches or rebuilds what it
+        asked for (set with ``tier_read``): a door may hold such a pull."""
         self.first_offset: Callable[[str, int], int] = store.get_min_offset
         """A queue's first readable offset: the tier's where it reaches back further than the
         disk (set with ``tier_read``; Kafka's Fetch bounds its offsets with it)."""
@@ -107,3 +110,7 @@ class PullOperation:
             self.stats.pulled(result.message_count, req.topic, req.group, req.queue_id, result.total_bytes,
                               result.next_begin_offset)
         return Pulled(result, flt)
+
+
+def _never(topic: str, queue_id: int) -> bool:
+    return False

@@ -14,7 +14,9 @@ SUCCESS always carries a non-empty body (the records, handed to the transport
 as the store's slices, never copied or re-encoded). A pull with COMMIT_OFFSET
 commits ``commitOffset`` for the group. A suspend-flagged pull that finds no
 new message is held by the `PullHoldService`; at shutdown it is answered
-SERVICE_NOT_AVAILABLE so that clients back off.
+SERVICE_NOT_AVAILABLE so that clients back off. A pull the tier answered "retry at once"
+while it fetches or rebuilds the offset's row group is held too, suspend flag or not, until
+that ends (`TierReads.on_ready` wakes it) or for `TIER_PULL_HOLD_MAX_MS` at most.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.ha.role import Role
 from skiff.broker.long_polling import HeldPull, PullHoldService
 from skiff.broker.operations import PullOperation, PullRequest, Pulled, Refusal
+from skiff.common.limits import TIER_PULL_HOLD_MAX_MS
 from skiff.common.record import PHYSICAL_OFFSET_AT
 from skiff.common.sysflag import PullSysFlag
 from skiff.filter import MessageFilter
@@ -82,6 +85,8 @@ class PullProcessor:
         if isinstance(pulled, Refusal):
             return req.response(pulled.code, pulled.reason)
         response = self.answer(req, request, pulled)
+        if response.code == _RETRY and self.operation.tier_waiting(request.topic, request.queue_id):
+            return self._hold_for_tier(req, request, pulled.filter) or response
         if response.code != _NOT_FOUND or not h.sys_flag & _SUSPEND:
             return response
         timeout_ms = h.suspend_timeout_millis if self.config.long_polling_enable else self.config.short_polling_time_ms
@@ -100,6 +105,18 @@ class PullProcessor:
         if not final:
             return None
         return self._shutting_down(req) if self.hold.closed else response
+
+    def _hold_for_tier(self, req: RemotingCommand, request: PullRequest, flt: MessageFilter) -> HeldPull | None:
+        """Hold a pull the tier is fetching for; run again when the tier's work on its queue ends
+        (`TierReads.on_ready` → `PullHoldService.wake`), answered "retry at once" at the limit."""
+
+        def rerun(final: bool) -> RemotingCommand | None:
+            response = self.answer(req, request, self.operation.read(request, flt))
+            if response.code == _RETRY and not final and not self.hold.closed:
+                return None
+            return self._shutting_down(req) if self.hold.closed else response
+
+        return self.hold.hold((request.topic, request.queue_id), request.offset, rerun, TIER_PULL_HOLD_MAX_MS)
 
     def _shutting_down(self, req: RemotingCommand) -> RemotingCommand:
         """A held pull's answer at shutdown: an error, which makes clients wait (1 s for the

@@ -10,7 +10,10 @@ records. An answer stops at the end of its row group; the client pulls on from t
 Fetching a file and rebuilding a row group are slow next to a pull, and a pull runs on
 the event loop: both happen on worker threads. A pull whose row group is not ready starts
 that work (at most once per file or row group at a time) and is answered "retry at once"
-(MESSAGE_WAS_REMOVING → PULL_RETRY_IMMEDIATELY, same offset). For a file not fetched yet it is
+(MESSAGE_WAS_REMOVING → PULL_RETRY_IMMEDIATELY, same offset); the queues that asked are
+remembered with the work (`waiting`), and told when it ends (`on_ready`), so a door can hold
+such a pull and answer it then rather than have its client pull again at once, hundreds of
+times a first read (the remoting door does: skiff.broker.processors.pull). For a file not fetched yet it is
 one job: the fetch, and the row group the pull asked for rebuilt while the file's SHA-256 is
 checked (`TierReads._open`); nothing is cached or served before the checksum matched. Rebuilt row groups are kept
 in a cache bounded by bytes (`TIER_CACHE_MAX_BYTES`, least recently used out), so a
@@ -109,6 +112,11 @@ class TierReads:
         self._checks = ThreadPoolExecutor(FETCH_THREADS, thread_name_prefix="skiff-tier-check")
         """SHA-256 checks of fetched files, one per fetch at most (so never waiting on each other)."""
         self._pending: dict[object, Future[None]] = {}
+        self._waiters: dict[object, set[tuple[str, int]]] = {}
+        """The queues whose pulls were told to retry, by the work they wait for."""
+        self.on_ready: Callable[[list[tuple[str, int]]], None] | None = None
+        """Told (on a worker thread) the queues whose work ended, done or failed: their pulls may
+        be read again."""
         self._manifests: dict[str, Manifest] = {}
         """Manifests read for pulls where this broker does not upload (a slave): read once."""
         self._lock = threading.Lock()
@@ -125,7 +133,7 @@ class TierReads:
             return local
         m = self.uploader.manifests.get(req.topic) or self._manifests.get(req.topic)
         if m is None:
-            self._start(("manifest", req.topic), self._load_manifest, req.topic)
+            self._start(("manifest", req.topic), req, self._load_manifest, req.topic)
             return _retry(req, local, local.min_offset)
         seg = m.covering(req.queue_id, req.offset)
         if seg is None or seg.first_offset >= local.min_offset:
@@ -135,14 +143,14 @@ class TierReads:
         if not seg.rows:  # a compacted topic's file whose every row went (superseded, expired tombstones)
             return GetResult(GetStatus.NO_MATCHED_MESSAGE, seg.last_offset + 1, low, local.max_offset)
         if self.tier.cache.get(seg.file) is None:
-            self._start(seg.file, self._open, seg, req.offset)
+            self._start(seg.file, req, self._open, seg, req.offset)
             return _retry(req, local, low)
         index = self.tier.row_group_index(seg, req.offset)
         if index is None:  # a gap at the end of a compacted topic's file: on to the next file
             return GetResult(GetStatus.NO_MATCHED_MESSAGE, seg.last_offset + 1, low, local.max_offset)
         run = self.runs.get((seg.file, index))
         if run is None:
-            self._start((seg.file, index), self._rebuild, seg, index)
+            self._start((seg.file, index), req, self._rebuild, seg, index)
             return _retry(req, local, low)
         return self._answer(run, req, flt, low, local.max_offset)
 
@@ -204,9 +212,17 @@ class TierReads:
     def _rebuild(self, seg: Segment, index: int) -> None:
         self.runs.put((seg.file, index), rebuilt_run(self.tier.row_group(seg, index)))
 
-    def _start(self, key: object, work: Callable[..., Any], *args: Any) -> None:
-        """Run ``work(*args)`` on a worker thread unless the same work is already running."""
+    def waiting(self, topic: str, queue_id: int) -> bool:
+        """Whether a pull of the queue was told to retry and its work has not ended yet."""
+        queue = (topic, queue_id)
         with self._lock:
+            return any(queue in queues for queues in self._waiters.values())
+
+    def _start(self, key: object, req: PullRequest, work: Callable[..., Any], *args: Any) -> None:
+        """Run ``work(*args)`` on a worker thread unless the same work is already running; the
+        pull's queue is told when it ends."""
+        with self._lock:
+            self._waiters.setdefault(key, set()).add((req.topic, req.queue_id))
             if key in self._pending:
                 return
             self._pending[key] = self._pool.submit(self._run, key, work, *args)
@@ -220,6 +236,9 @@ class TierReads:
         finally:
             with self._lock:
                 self._pending.pop(key, None)
+                queues = self._waiters.pop(key, set())
+            if queues and self.on_ready is not None:
+                self.on_ready(sorted(queues))
 
 
 def _retry(req: PullRequest, local: GetResult, low: int) -> GetResult:

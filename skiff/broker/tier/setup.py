@@ -3,6 +3,7 @@ with no ``tierStorageUrl`` never loads the tier's modules."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from skiff.broker.config import BrokerConfig
@@ -39,13 +40,16 @@ def tier_periodics(tier: TierService | None) -> list[Periodic]:
     return [] if tier is None else [tier.periodic()]
 
 
-def attach_reads(ops: Operations, tier: TierService | None) -> None:
-    """Pulls and pops below what is kept locally read through the tier, a queue's first offset
+def attach_reads(ops: Operations, tier: TierService | None, wake: Callable[[list[tuple[str, int]]], None]) -> None:
+    """Pulls and pops below what is kept locally read through the tier (``wake`` told the queues
+    whose pulls may be held while the tier fetches for them), a queue's first offset
     is the tier's where it reaches further back, gRPC's and Kafka's searches by time and resets
     of a group's offsets by time look in the tier, and a send-back finds a message the CommitLog
     no longer holds in the tier."""
     if tier is not None:
         ops.pull.tier_read = tier.reads.read
+        ops.pull.tier_waiting = tier.reads.waiting
+        tier.reads.on_ready = wake
         ops.pull.first_offset = ops.offsets.min_offset
         ops.offsets.tier_first = tier.first_offset
         ops.pop.service.tier_read = tier.reads.read

@@ -5,12 +5,18 @@ Parquet decoder made of it. Pure: a ``file://`` tier in a temporary directory, n
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
 
+from skiff.broker.operations.pull import PullRequest
+from skiff.broker.operations.subscription import compile_subscription
 from skiff.broker.tier.reads import TierReads
+from skiff.filter import MessageFilter
+from skiff.store import GetResult
+from skiff.store.results import GetStatus
 from skiff.common.limits import TIER_ROW_GROUP_MESSAGES
 from skiff.tier.backends import FilesystemBackend, TierError
 from skiff.tier.columns import records_to_table
@@ -60,5 +66,37 @@ def test_a_damaged_file_is_refused_by_its_checksum_and_nothing_is_cached(uploade
         with pytest.raises(TierError, match="checksum"):
             reads._open(seg, 0)
         assert reads.runs.get((seg.file, 0)) is None and reads.tier.cache.get(seg.file) is None
+    finally:
+        reads.close()
+
+
+class _Uploader:
+    """What `TierReads.read` asks of the uploader: the topic is tiered, its manifest kept."""
+
+    def __init__(self, manifest: Manifest) -> None:
+        self.manifests = {"T": manifest}
+        self.broker_name = "b"
+
+    def is_tiered(self, topic: str) -> bool:
+        return topic == "T"
+
+
+def test_a_pull_told_to_retry_leaves_its_queue_waiting_until_the_work_ends_and_is_told(uploaded):
+    root, seg = uploaded
+    reads = TierReads(Tier(FilesystemBackend(str(root))), cast(Any, _Uploader(Manifest("T", "b", segments=(seg,)))))
+    told: list[list[tuple[str, int]]] = []
+    ready = threading.Event()
+    reads.on_ready = lambda queues: (told.append(queues), ready.set())
+    local = GetResult(GetStatus.OFFSET_TOO_SMALL, 0, ROWS, ROWS)
+    flt = compile_subscription("*", "TAG", False)
+    assert isinstance(flt, MessageFilter)
+    try:
+        first = reads.read(PullRequest("G", "T", 0, 10, 32), flt, local)
+        assert (first.status, first.next_begin_offset) == (GetStatus.MESSAGE_WAS_REMOVING, 10)
+        assert ready.wait(60), "the tier's fetch never ended"
+        assert told == [[("T", 0)]] and not reads.waiting("T", 0)
+        found = reads.read(PullRequest("G", "T", 0, 10, 32), flt, local)
+        assert found.status is GetStatus.FOUND and found.queue_offsets == list(range(10, 42))
+        assert told == [[("T", 0)]]  # nothing pending, nobody told again
     finally:
         reads.close()
