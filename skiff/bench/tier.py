@@ -19,7 +19,11 @@ bodies to nothing). Then:
 3. first read of a tiered offset: the topic's ``retention.local.ms`` set to 0, retention
    deletes its local files, and a pull of offset 0 is timed until it returns messages
    (the broker fetches the file on a worker thread and answers "retry" meanwhile); then
-   the same pull again (the file cached) and a pull of the newest local offset.
+   the same pull again (the file cached) and a pull of the newest local offset;
+4. Kafka (``--kafka``): once retention has deleted at least half of the last queue locally,
+   librdkafka's consumer, at its defaults, reads that queue (no pull touched it) from offset 0
+   up to its local minimum, every message from the tier (each row group fetched or rebuilt
+   while the fetch waits), timed as messages/s.
 
 Figures are wall-clock on whatever else the machine runs: compare within one run.
 """
@@ -38,7 +42,7 @@ from typing import Any
 from skiff.bench.spark import CpuMeter, fill
 from skiff.client import Admin, MessageQueue, PullClient, PullStatus
 from skiff.columnar.schema import SOURCE_COLUMNS
-from skiff.testing.processes import run_skiff, start_broker, start_namesrv
+from skiff.testing.processes import free_port, run_skiff, start_broker, start_namesrv
 from skiff.testing.waits import wait_for
 
 TOPIC = "TierBench"
@@ -55,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeat", type=int, default=3, help="Spark reads per kind, best kept (default 3)")
     p.add_argument("--read-steps", action="store_true",
                    help="also the CPU per row of each step of the Spark source's tier read, without Spark")
+    p.add_argument("--kafka", action="store_true",
+                   help="also time a Kafka consumer reading a queue's tiered offsets through the broker")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     return p
 
@@ -165,6 +171,9 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
                    "--fileReservedTime=0", f"--deleteWhen={EVERY_HOUR}", "--cleanResourceInterval=200",
                    "--maxTransferCountOnMessageInMemory=1024", "--maxTransferBytesOnMessageInMemory=4194304"]
     broker_args += ["--mappedFileSizeCommitLog=4194304", "--flushIntervalCommitLog=50"]  # after the defaults: wins
+    kafka_port = free_port() if args.kafka else 0
+    if kafka_port:
+        broker_args.append(f"--kafkaListenPort={kafka_port}")
     with start_namesrv() as ns_proc, start_broker(work / "store", ns_proc.addr, *broker_args) as broker:
         ns = ns_proc.addr
         # tiered before the fill, so retention (which deletes at once here) holds every message
@@ -182,7 +191,46 @@ def run(args: argparse.Namespace, work: Path) -> dict[str, Any]:
         if args.spark:
             figures["spark"] = spark_reads(ns, tier, args.repeat, args.messages, broker.popen.pid)
         figures["first_read"] = first_read(ns, args.queues)
+        if kafka_port:
+            figures["kafka_read"] = kafka_read(ns, f"127.0.0.1:{kafka_port}", args.queues)
     return figures
+
+
+def kafka_read(ns: str, bootstrap: str, queues: int) -> dict[str, Any]:
+    """A Kafka consumer's read of the last queue from offset 0 up to its local minimum: offsets only
+    the tier holds (retention deleted them locally in `first_read`), none read before."""
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    from skiff.bench.kafka import consumer_config
+
+    queue = queues - 1
+    with Admin(ns) as admin:
+        mq = MessageQueue(TOPIC, "broker-a", queue)
+        half = admin.max_offset(mq) // 2
+
+        def local_min() -> int | None:
+            (state,) = [b.state for b in admin.tier(TOPIC)]
+            assert state is not None
+            low = next(q.local_min_offset for q in state.queues if q.queue_id == queue)
+            return low if low >= half else None
+
+        end: int = wait_for(local_min, 120, "retention to delete half the queue's local messages") or 0
+    consumer = Consumer(consumer_config(bootstrap, "bench-tier-kafka"))
+    consumer.assign([TopicPartition(TOPIC, queue, 0)])
+    started, got, expected = time.monotonic(), 0, 0
+    try:
+        while expected < end:
+            for msg in consumer.consume(1000, 0.5):
+                if msg.error() is not None:
+                    raise KafkaException(msg.error())
+                assert msg.offset() == expected, (msg.offset(), expected)
+                expected += 1
+                got += 1
+            assert time.monotonic() - started < 300, f"the Kafka read stopped at offset {expected} of {end}"
+    finally:
+        consumer.close()
+    seconds = time.monotonic() - started
+    return {"messages": got, "seconds": seconds, "per_s": got / seconds}
 
 
 def report(f: dict[str, Any]) -> None:
@@ -208,6 +256,9 @@ def report(f: dict[str, Any]) -> None:
     r = f["first_read"]
     print(f"pull of offset 0 (local minimum now {r['local_min_offset']}): first {r['first_ms']:.1f} ms "
           f"({r['first_pulls']} pulls), cached {r['cached_ms']:.1f} ms; a local offset {r['local_ms']:.1f} ms")
+    if "kafka_read" in f:
+        k = f["kafka_read"]
+        print(f"kafka read of tiered offsets: {k['messages']} messages in {k['seconds']:.2f} s = {k['per_s']:,.0f}/s")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

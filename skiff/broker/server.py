@@ -305,6 +305,8 @@ class BrokerServer:
         waiters = FetchWaiters()
         waiters.start()
         self.store.add_dispatch_listener(waiters.notify)
+        if self.tier is not None:
+            self.tier.reads.ready_listeners.append(waiters.wake)
         service = KafkaService(self.config, self.role, self.operations, self.topics, waiters,
                                lambda: self.kafka.port if self.kafka is not None else 0,
                                self.store_config.file_reserved_time * 3_600_000, self._master_host,

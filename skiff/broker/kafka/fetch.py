@@ -39,7 +39,8 @@ Key = tuple[str, int]
 
 
 class FetchWaiters:
-    """Held fetches, woken by the store's dispatch listener when one of their queues grows."""
+    """Held fetches, woken by the store's dispatch listener when one of their queues grows, and by
+    the tier when what one of them waits for is fetched (`wake`)."""
 
     def __init__(self) -> None:
         self._waiting: dict[Key, set[asyncio.Event]] = {}
@@ -65,6 +66,17 @@ class FetchWaiters:
         for topic, queue_id, _ in touched:
             for event in self._waiting.get((topic, queue_id), ()):
                 event.set()
+
+    def wake(self, keys: Sequence[Key]) -> None:
+        """Wake the fetches held on ``keys`` (from any thread): the tier has the row group one of
+        them was told to wait for ready (skiff.broker.tier.reads), so it is read again now rather
+        than at its ``max_wait_ms``."""
+        if not self._waiting or self._loop is None:
+            return
+        try:
+            self._loop.call_soon_threadsafe(self._wake, [(topic, queue_id, 0) for topic, queue_id in keys])
+        except RuntimeError:  # the loop is closed: shutting down
+            pass
 
     def register(self, keys: Sequence[Key], event: asyncio.Event) -> None:
         for key in keys:

@@ -16,7 +16,7 @@ commits ``commitOffset`` for the group. A suspend-flagged pull that finds no
 new message is held by the `PullHoldService`; at shutdown it is answered
 SERVICE_NOT_AVAILABLE so that clients back off. A pull the tier answered "retry at once"
 while it fetches or rebuilds the offset's row group is held too, suspend flag or not, until
-that ends (`TierReads.on_ready` wakes it) or for `TIER_PULL_HOLD_MAX_MS` at most.
+that ends (`TierReads.ready_listeners` wake it) or for `TIER_PULL_HOLD_MAX_MS` at most.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ class PullProcessor:
 
     def _hold_for_tier(self, req: RemotingCommand, request: PullRequest, flt: MessageFilter) -> HeldPull | None:
         """Hold a pull the tier is fetching for; run again when the tier's work on its queue ends
-        (`TierReads.on_ready` → `PullHoldService.wake`), answered "retry at once" at the limit."""
+        (`TierReads.ready_listeners` → `PullHoldService.wake`), answered "retry at once" at the limit."""
 
         def rerun(final: bool) -> RemotingCommand | None:
             response = self.answer(req, request, self.operation.read(request, flt))

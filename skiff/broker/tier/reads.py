@@ -11,9 +11,10 @@ Fetching a file and rebuilding a row group are slow next to a pull, and a pull r
 the event loop: both happen on worker threads. A pull whose row group is not ready starts
 that work (at most once per file or row group at a time) and is answered "retry at once"
 (MESSAGE_WAS_REMOVING → PULL_RETRY_IMMEDIATELY, same offset); the queues that asked are
-remembered with the work (`waiting`), and told when it ends (`on_ready`), so a door can hold
-such a pull and answer it then rather than have its client pull again at once, hundreds of
-times a first read (the remoting door does: skiff.broker.processors.pull). For a file not fetched yet it is
+remembered with the work (`waiting`), and told when it ends (`ready_listeners`), so a door can
+hold such a pull and answer it then rather than have its client pull again at once, hundreds of
+times a first read (the remoting door does: skiff.broker.processors.pull), or wait out its whole
+wait time (a Kafka Fetch: skiff.broker.kafka.fetch). For a file not fetched yet it is
 one job: the fetch, and the row group the pull asked for rebuilt while the file's SHA-256 is
 checked (`TierReads._open`); nothing is cached or served before the checksum matched. Rebuilt row groups are kept
 in a cache bounded by bytes (`TIER_CACHE_MAX_BYTES`, least recently used out), so a
@@ -114,9 +115,9 @@ class TierReads:
         self._pending: dict[object, Future[None]] = {}
         self._waiters: dict[object, set[tuple[str, int]]] = {}
         """The queues whose pulls were told to retry, by the work they wait for."""
-        self.on_ready: Callable[[list[tuple[str, int]]], None] | None = None
-        """Told (on a worker thread) the queues whose work ended, done or failed: their pulls may
-        be read again."""
+        self.ready_listeners: list[Callable[[list[tuple[str, int]]], None]] = []
+        """Each told (on a worker thread) the queues whose work ended, done or failed: their pulls
+        may be read again (the remoting door's held pulls, the Kafka listener's held fetches)."""
         self._manifests: dict[str, Manifest] = {}
         """Manifests read for pulls where this broker does not upload (a slave): read once."""
         self._lock = threading.Lock()
@@ -237,8 +238,9 @@ class TierReads:
             with self._lock:
                 self._pending.pop(key, None)
                 queues = self._waiters.pop(key, set())
-            if queues and self.on_ready is not None:
-                self.on_ready(sorted(queues))
+            if queues:
+                for listener in self.ready_listeners:
+                    listener(sorted(queues))
 
 
 def _retry(req: PullRequest, local: GetResult, low: int) -> GetResult:

@@ -49,7 +49,7 @@ def attach_reads(ops: Operations, tier: TierService | None, wake: Callable[[list
     if tier is not None:
         ops.pull.tier_read = tier.reads.read
         ops.pull.tier_waiting = tier.reads.waiting
-        tier.reads.on_ready = wake
+        tier.reads.ready_listeners.append(wake)
         ops.pull.first_offset = ops.offsets.min_offset
         ops.offsets.tier_first = tier.first_offset
         ops.pop.service.tier_read = tier.reads.read

@@ -86,7 +86,7 @@ def test_a_pull_told_to_retry_leaves_its_queue_waiting_until_the_work_ends_and_i
     reads = TierReads(Tier(FilesystemBackend(str(root))), cast(Any, _Uploader(Manifest("T", "b", segments=(seg,)))))
     told: list[list[tuple[str, int]]] = []
     ready = threading.Event()
-    reads.on_ready = lambda queues: (told.append(queues), ready.set())
+    reads.ready_listeners.append(lambda queues: (told.append(queues), ready.set()))
     local = GetResult(GetStatus.OFFSET_TOO_SMALL, 0, ROWS, ROWS)
     flt = compile_subscription("*", "TAG", False)
     assert isinstance(flt, MessageFilter)
