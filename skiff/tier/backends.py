@@ -1,6 +1,8 @@
 """Where tiered files live: a filesystem path or an S3-compatible bucket.
 
-A backend stores whole objects by key (``Orders/0/…parquet``, ``Orders/manifest.json``).
+A backend stores whole objects by key (``Orders/0/…parquet``, ``Orders/manifest.json``) and
+reads them whole or a byte range at a time (`get_range`: a row group and a footer of a tiered
+file, `skiff.tier.ranges`).
 `put` is atomic for readers: a reader sees the old object or the new one, never part
 of one (S3 gives that by itself; the filesystem backend writes a temporary file,
 fsyncs it and renames it over the key). That and the manifest being written last make
@@ -35,6 +37,10 @@ class TierBackend(Protocol):
 
     def get(self, key: str) -> bytes:
         """The object at ``key``; `TierError` when there is none."""
+
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        """``length`` bytes of the object at ``key`` from byte ``start`` (fewer where it ends
+        sooner: the caller's checksum tells); `TierError` when there is none."""
 
     def exists(self, key: str) -> bool: ...
 
@@ -76,6 +82,15 @@ class FilesystemBackend:
         try:
             with open(self._path(key), "rb") as f:
                 return f.read()
+        except FileNotFoundError:
+            raise TierError(f"{self.url}/{key} does not exist") from None
+
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        _check_range(start, length)
+        try:
+            with open(self._path(key), "rb") as f:
+                f.seek(start)
+                return f.read(length)
         except FileNotFoundError:
             raise TierError(f"{self.url}/{key} does not exist") from None
 
@@ -133,6 +148,15 @@ class S3Backend:
         except Exception as exc:
             raise self._fail("reading", key, exc) from exc
 
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        _check_range(start, length)
+        try:
+            answer = self.client.get_object(Bucket=self.bucket, Key=self._key(key),
+                                            Range=f"bytes={start}-{start + length - 1}")
+            return bytes(answer["Body"].read())
+        except Exception as exc:
+            raise self._fail(f"reading bytes {start}+{length} of", key, exc) from exc
+
     def exists(self, key: str) -> bool:
         try:
             self.client.head_object(Bucket=self.bucket, Key=self._key(key))
@@ -158,6 +182,11 @@ class S3Backend:
             self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
         except Exception as exc:
             raise self._fail("deleting", key, exc) from exc
+
+
+def _check_range(start: int, length: int) -> None:
+    if start < 0 or length <= 0:
+        raise ValueError(f"a ranged read starts at 0 or more and reads 1 byte or more, not {start}+{length}")
 
 
 def backend_from_url(url: str, *, endpoint_url: str | None = None, region: str | None = None) -> TierBackend:

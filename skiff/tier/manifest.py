@@ -37,6 +37,18 @@ slave, still finds them; `Tier.delete_retired` deletes them once the delay has p
 field is absent when nothing is retired, and a manifest without it reads as none:
 
     "retired": [{"file": "Orders/broker-a/0/…-….parquet", "retiredMs": 1714561290000}]
+
+A segment written by a build that records byte ranges also lists each row group's bytes and the
+file's footer (its tail: Thrift metadata, 4-byte length, ``PAR1``), each as
+``[start, length, sha256]`` (`ByteRange`), so a reader fetches and checks the row group it needs
+and the footer rather than the whole file (`skiff.tier.ranges`); ``sha256`` and ``bytes`` still
+describe the whole file, which whole-file readers (Spark, queries, compaction) check:
+
+    "rowGroups": [[4, 4123456, "…"], [4123460, 4120001, "…"]], "footer": [8243461, 21034, "…"]
+
+Both are absent in a file uploaded before they existed (read whole). Readers ignore fields they
+do not know, so an older build reads a newer manifest (and a newer build's manifest rewritten by
+an older one just loses the ranges: its files are read whole again).
 """
 
 from __future__ import annotations
@@ -67,6 +79,26 @@ class SegmentIndex:
 
 
 @dataclass(frozen=True, slots=True)
+class ByteRange:
+    """A run of a tiered file's bytes (a row group's column chunks, or the footer) and its SHA-256,
+    so a reader can fetch and check it alone (`skiff.tier.ranges`)."""
+
+    start: int
+    length: int
+    sha256: str
+
+    def to_json(self) -> list[Any]:
+        return [self.start, self.length, self.sha256]
+
+    @classmethod
+    def from_json(cls, v: Any) -> ByteRange:
+        start, length, digest = v
+        if int(start) < 0 or int(length) <= 0:
+            raise ValueError(f"byte range {v!r} is not a start of 0 or more and a length of 1 or more")
+        return cls(int(start), int(length), str(digest))
+
+
+@dataclass(frozen=True, slots=True)
 class Segment:
     """One tiered file: a queue's offsets first..last (both included)."""
 
@@ -90,6 +122,15 @@ class Segment:
     empty body; -1: none), so the uploader knows, without fetching, which files hold one that
     has outlived delete.retention.ms (`Tier.expire_tombstones`). None: not known (a normal
     topic's file, or one uploaded before this was recorded: `Tier.learn_tombstones` finds it)."""
+    row_groups: tuple[ByteRange, ...] = ()
+    """Each row group's byte range in the file, in order (`skiff.tier.ranges.file_ranges`); empty:
+    not recorded (a file uploaded before ranges existed), the file is read whole."""
+    footer: ByteRange | None = None
+    """The file's tail (footer, its length, ``PAR1``); None exactly when ``row_groups`` is empty."""
+
+    def ranged(self) -> bool:
+        """Whether a reader may fetch a row group and the footer alone rather than the whole file."""
+        return bool(self.row_groups) and self.footer is not None
 
     def files(self) -> tuple[str, ...]:
         """The keys this segment occupies in the tier: its file and its key index."""
@@ -109,6 +150,9 @@ class Segment:
             d["commitLogOffsets"] = [self.min_commit_log_offset, self.max_commit_log_offset]
         if self.oldest_tombstone_ms is not None:
             d["tombstoneMs"] = self.oldest_tombstone_ms
+        if self.ranged() and self.footer is not None:
+            d["rowGroups"] = [r.to_json() for r in self.row_groups]
+            d["footer"] = self.footer.to_json()
         return d
 
     @classmethod
@@ -117,9 +161,13 @@ class Segment:
             idx = d.get("index")
             index = None if idx is None else SegmentIndex(str(idx["file"]), int(idx["bytes"]), str(idx["sha256"]))
             low, high = (int(v) for v in d.get("commitLogOffsets", (-1, -1)))
+            groups = tuple(ByteRange.from_json(r) for r in d.get("rowGroups", ()))
+            footer = None if d.get("footer") is None else ByteRange.from_json(d["footer"])
+            if (not groups) != (footer is None):
+                raise ValueError("rowGroups and footer go together")
             return cls(int(d["queueId"]), int(d["firstOffset"]), int(d["lastOffset"]), int(d["firstStoreMs"]),
                        int(d["lastStoreMs"]), str(d["file"]), int(d["rows"]), int(d["bytes"]), str(d["sha256"]),
-                       index, low, high, None if d.get("tombstoneMs") is None else int(d["tombstoneMs"]))
+                       index, low, high, None if d.get("tombstoneMs") is None else int(d["tombstoneMs"]), groups, footer)
         except (KeyError, TypeError, ValueError) as exc:
             raise ManifestError(f"manifest segment {dict(d)!r}: {exc!r}") from None
 

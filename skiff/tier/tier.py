@@ -38,8 +38,9 @@ from skiff.common.properties import split_keys
 from skiff.tier.backends import TierBackend, TierError
 from skiff.tier.columns import TIER_SCHEMA
 from skiff.tier.index import INDEX_SUFFIX, index_bytes, index_file, key_hash, key_index, sorted_index
-from skiff.tier.manifest import (Manifest, ManifestError, Segment, SegmentIndex, broker_prefix, manifest_file,
-                                 segment_file)
+from skiff.tier.manifest import (ByteRange, Manifest, ManifestError, Segment, SegmentIndex, broker_prefix,
+                                 manifest_file, segment_file)
+from skiff.tier.ranges import checked_range, decode_row_group, file_ranges, footer_file
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,28 @@ def parquet_bytes(table: pa.Table) -> bytes:
     sink = io.BytesIO()
     pq.write_table(table.cast(TIER_SCHEMA), sink, compression="zstd", row_group_size=TIER_ROW_GROUP_MESSAGES)
     return sink.getvalue()
+
+
+class DataFile(NamedTuple):
+    """A tiered data file about to be written: its bytes, their SHA-256, and each row group's and
+    the footer's byte range (`file_ranges`), all of which its segment records."""
+
+    data: bytes
+    sha256: str
+    row_groups: tuple[ByteRange, ...]
+    footer: ByteRange | None
+
+    def described(self, seg: Segment) -> Segment:
+        """``seg`` describing this file (size, checksum, ranges; its other fields as they are)."""
+        return replace(seg, size_bytes=len(self.data), sha256=self.sha256, row_groups=self.row_groups,
+                       footer=self.footer)
+
+
+def data_file(table: pa.Table) -> DataFile:
+    """The one way a tiered data file is made (an upload's, a compacted rewrite's or merge's)."""
+    data = parquet_bytes(table)
+    groups, footer = file_ranges(data)
+    return DataFile(data, hashlib.sha256(data).hexdigest(), groups, footer)
 
 
 def checked(seg: Segment | SegmentIndex, data: bytes) -> bytes:
@@ -94,10 +117,13 @@ class FileCache:
             return f
 
     def put(self, name: str, data: bytes) -> pq.ParquetFile:
-        f = pq.ParquetFile(io.BytesIO(data))
+        return self.keep(name, pq.ParquetFile(io.BytesIO(data)), len(data))
+
+    def keep(self, name: str, f: pq.ParquetFile, size_bytes: int) -> pq.ParquetFile:
+        """Cache ``f`` (a whole file, or a footer alone: `Tier.fetch_footer`) as ``size_bytes``."""
         with self._lock:
             self._files[name] = f
-            self._sizes[name] = len(data)
+            self._sizes[name] = size_bytes
             while sum(self._sizes.values()) > self.max_bytes and len(self._files) > 1:
                 old, _ = self._files.popitem(last=False)
                 del self._sizes[old]
@@ -173,17 +199,17 @@ class Tier:
         times = table.column("store_timestamp").cast(pa.int64()).to_pylist()
         physical = table.column("commit_log_offset").to_pylist()
         queue_id, first, last = queue_ids.pop(), offsets[0], offsets[-1]
-        data = parquet_bytes(table)
+        written = data_file(table)
         name = segment_file(manifest.topic, manifest.broker, queue_id, first, last)
-        self.backend.put(name, data)
+        self.backend.put(name, written.data)
         self.steps("file-written")
         keys = index_bytes(key_index(table))
         self.backend.put(index_file(name), keys)
         self.steps("index-written")
-        seg = Segment(queue_id, first, last, min(times) // 1000, max(times) // 1000, name, table.num_rows, len(data),
-                      hashlib.sha256(data).hexdigest(),
-                      SegmentIndex(index_file(name), len(keys), hashlib.sha256(keys).hexdigest()),
-                      min(physical), max(physical), oldest_tombstone_ms(table) if compacted else None)
+        seg = written.described(Segment(
+            queue_id, first, last, min(times) // 1000, max(times) // 1000, name, table.num_rows, 0, "",
+            SegmentIndex(index_file(name), len(keys), hashlib.sha256(keys).hexdigest()),
+            min(physical), max(physical), oldest_tombstone_ms(table) if compacted else None))
         grown = manifest.with_segment(seg)
         if grown is manifest:
             return grown, seg
@@ -330,17 +356,17 @@ class Tier:
         known) holding ``rows``, with key index ``index``: the file and its index written under keys
         named by the range and the content's digest, so a listed file is never overwritten and a
         retry writes the same."""
-        data = parquet_bytes(rows)
-        digest = hashlib.sha256(data).hexdigest()
+        written = data_file(rows)
         name = segment_file(manifest.topic, manifest.broker, span.queue_id, span.first_offset, span.last_offset,
-                            digest[:16])
-        self.backend.put(name, data)
+                            written.sha256[:16])
+        self.backend.put(name, written.data)
         keys = index_bytes(index)
         self.backend.put(index_file(name), keys)
         self.steps("rewrite-written")
-        seg = replace(span, file=name, rows=rows.num_rows, size_bytes=len(data), sha256=digest,
-                      index=SegmentIndex(index_file(name), len(keys), hashlib.sha256(keys).hexdigest()),
-                      oldest_tombstone_ms=oldest_tombstone_ms(rows))
+        seg = written.described(replace(span, file=name, rows=rows.num_rows,
+                                        index=SegmentIndex(index_file(name), len(keys),
+                                                           hashlib.sha256(keys).hexdigest()),
+                                        oldest_tombstone_ms=oldest_tombstone_ms(rows)))
         if not rows.num_rows:
             return seg
         times = rows.column("store_timestamp").cast(pa.int64())
@@ -458,18 +484,48 @@ class Tier:
             f = self.cache.put(seg.file, checked(seg, self.backend.get(seg.file)))
         return f
 
+    def layout(self, seg: Segment) -> pq.ParquetFile:
+        """What tells ``seg``'s row groups apart: its footer alone when the manifest records the
+        file's ranges (`fetch_footer`), else the whole file (`open`); fetched unless cached."""
+        f = self.cached_layout(seg)
+        if f is None:
+            f = self.open(seg) if not seg.ranged() else self.keep_footer(seg, self.fetch_footer(seg))
+        return f
+
+    def cached_layout(self, seg: Segment) -> pq.ParquetFile | None:
+        return self.cache.get(_footer_key(seg) if seg.ranged() else seg.file)
+
+    def fetch_footer(self, seg: Segment) -> pq.ParquetFile:
+        """``seg``'s footer, fetched alone and checked against the manifest (not cached: `keep_footer`)."""
+        rng = _required(seg.footer, seg)
+        data = checked_range(seg, "footer", rng, self.backend.get_range(seg.file, rng.start, rng.length))
+        f = footer_file(data)
+        if f.num_row_groups != len(seg.row_groups):
+            raise TierError(f"tier file {seg.file}: its footer lists {f.num_row_groups} row groups, the manifest "
+                            f"{len(seg.row_groups)}")
+        return f
+
+    def keep_footer(self, seg: Segment, footer: pq.ParquetFile) -> pq.ParquetFile:
+        return self.cache.keep(_footer_key(seg), footer, _required(seg.footer, seg).length)
+
+    def fetch_row_group(self, seg: Segment, footer: pq.ParquetFile, index: int) -> pa.Table:
+        """Row group ``index`` of a ranged file, its bytes alone fetched and checked against the
+        manifest before they are decoded (with ``footer``, the file's checked footer)."""
+        if not 0 <= index < len(seg.row_groups):
+            raise TierError(f"tier file {seg.file} has {len(seg.row_groups)} row groups, not a row group {index}")
+        rng = seg.row_groups[index]
+        data = checked_range(seg, f"row group {index}", rng, self.backend.get_range(seg.file, rng.start, rng.length))
+        return decode_row_group(footer.metadata, seg.size_bytes, index, rng, data)
+
     def row_group_index(self, seg: Segment, offset: int) -> int | None:
         """The row group of ``seg``'s file holding ``offset`` or the first offset after it (from
-        the file's statistics; the file must be open), or None."""
-        f = self.open(seg)
-        col = TIER_SCHEMA.get_field_index("queue_offset")
-        for i in range(f.num_row_groups):
-            stats = f.metadata.row_group(i).column(col).statistics
-            if stats is None or not stats.has_min_max or stats.max >= offset:
-                return i
-        return None
+        the file's statistics, in its footer), or None."""
+        return next(row_groups_within(self.layout(seg), offset, 2**63 - 1), None)
 
     def row_group(self, seg: Segment, index: int) -> pa.Table:
+        """Row group ``index`` of ``seg``'s file: its range alone when the manifest records ranges."""
+        if seg.ranged():
+            return self.fetch_row_group(seg, self.layout(seg), index)
         return self.open(seg).read_row_group(index)
 
     def read(self, manifest: Manifest, queue_id: int, offset: int, max_count: int) -> pa.Table:
@@ -598,6 +654,17 @@ def row_groups_within(f: pq.ParquetFile, start: int, end: int) -> Iterator[int]:
         if stats is not None and stats.has_min_max and (stats.max < start or stats.min >= end):
             continue
         yield i
+
+
+def _footer_key(seg: Segment) -> str:
+    """Where a ranged file's footer is cached (beside whole files, in the same bounded cache)."""
+    return f"{seg.file}#footer"
+
+
+def _required(rng: ByteRange | None, seg: Segment) -> ByteRange:
+    if rng is None:
+        raise TierError(f"tier file {seg.file}: the manifest records no footer range")
+    return rng
 
 
 def _leaf_index(f: pq.ParquetFile, column: str) -> int:

@@ -16,7 +16,11 @@ hold such a pull and answer it then rather than have its client pull again at on
 times a first read (the remoting door does: skiff.broker.processors.pull), or wait out its whole
 wait time (a Kafka Fetch: skiff.broker.kafka.fetch). For a file not fetched yet it is
 one job: the fetch, and the row group the pull asked for rebuilt while the file's SHA-256 is
-checked (`TierReads._open`); nothing is cached or served before the checksum matched. Rebuilt row groups are kept
+checked (`TierReads._open`); nothing is cached or served before the checksum matched. When the
+manifest records the file's byte ranges (files uploaded since it does), that job fetches the
+file's footer and the row group alone (two ranged gets, each checked against its own SHA-256 in
+the manifest), and each later row group is one ranged get (`skiff.tier.ranges`); files without
+ranges are fetched whole as before. Rebuilt row groups are kept
 in a cache bounded by bytes (`TIER_CACHE_MAX_BYTES`, least recently used out), so a
 consumer reading a tiered queue from its start has each row group rebuilt once and then
 served as slices of one buffer, as the CommitLog is.
@@ -143,7 +147,7 @@ class TierReads:
         low = local.min_offset if first is None else min(first, local.min_offset)
         if not seg.rows:  # a compacted topic's file whose every row went (superseded, expired tombstones)
             return GetResult(GetStatus.NO_MATCHED_MESSAGE, seg.last_offset + 1, low, local.max_offset)
-        if self.tier.cache.get(seg.file) is None:
+        if self.tier.cached_layout(seg) is None:
             self._start(seg.file, req, self._open, seg, req.offset)
             return _retry(req, local, low)
         index = self.tier.row_group_index(seg, req.offset)
@@ -195,7 +199,14 @@ class TierReads:
         decoded and rebuilt (hashlib, pyarrow and the rebuild kernel let go of the GIL), and
         nothing is cached, hence served, before it matched: a damaged file fails with the
         checksum's error, whatever the decoder made of it. The run is cached before the file, so a
-        pull in between finds the file still pending rather than starting the rebuild again."""
+        pull in between finds the file still pending rather than starting the rebuild again.
+
+        A file whose segment records its ranges (`Segment.ranged`) is not fetched whole: its footer
+        and that row group's bytes are, each checked against the manifest's SHA-256 before it is
+        decoded (`_open_ranged`)."""
+        if seg.ranged():
+            self._open_ranged(seg, offset)
+            return
         data = self.tier.backend.get(seg.file)
         check = self._checks.submit(checked, seg, data)
         try:
@@ -209,6 +220,15 @@ class TierReads:
         if index is not None and run is not None:
             self.runs.put((seg.file, index), run)
         self.tier.cache.put(seg.file, data)
+
+    def _open_ranged(self, seg: Segment, offset: int) -> None:
+        """The first read of a ranged file: its footer, then the row group holding ``offset``, two
+        ranged gets, each checked before use; the run is cached before the footer (as `_open`)."""
+        footer = self.tier.fetch_footer(seg)
+        index = next(row_groups_within(footer, offset, _NO_END), None)
+        if index is not None and self.runs.get((seg.file, index)) is None:
+            self.runs.put((seg.file, index), rebuilt_run(self.tier.fetch_row_group(seg, footer, index)))
+        self.tier.keep_footer(seg, footer)
 
     def _rebuild(self, seg: Segment, index: int) -> None:
         self.runs.put((seg.file, index), rebuilt_run(self.tier.row_group(seg, index)))

@@ -1,11 +1,13 @@
-"""The first read of a tiered file (`TierReads._open`): one job fetches the file and rebuilds the
-row group the pull asked for while the file's SHA-256 is checked; the run and the file are cached
-only when the checksum matched, and a damaged file fails with the checksum's error whatever the
+"""The first read of a tiered file (`TierReads._open`): one job fetches the file's footer and the
+row group the pull asked for (ranged, when the manifest records ranges), or the whole file while
+its SHA-256 is checked (an older build's manifest); the run and the footer or file are cached
+only when the checksums matched, and a damaged file fails with the checksum's error whatever the
 Parquet decoder made of it. Pure: a ``file://`` tier in a temporary directory, no broker."""
 
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -32,15 +34,23 @@ RECORDS = make_records("T", 0, 0, ROWS)
 def uploaded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Segment]:
     root = tmp_path_factory.mktemp("tier")
     _, seg = Tier(FilesystemBackend(str(root))).upload(Manifest("T", "b"), records_to_table(RECORDS, "b"))
+    assert seg.ranged()
     return root, seg
+
+
+def _whole(seg: Segment) -> Segment:
+    """``seg`` as an older build's manifest lists it: no byte ranges, so the file is read whole."""
+    return replace(seg, row_groups=(), footer=None)
 
 
 def _reads(root: Path) -> TierReads:
     return TierReads(Tier(FilesystemBackend(str(root))), cast(Any, None))  # _open uses no uploader
 
 
-def test_one_job_caches_the_file_and_the_row_group_asked_for(uploaded):
+@pytest.mark.parametrize("ranges", [True, False], ids=["ranged", "whole-file"])
+def test_one_job_caches_the_row_group_asked_for_and_what_finds_the_others(uploaded, ranges):
     root, seg = uploaded
+    seg = seg if ranges else _whole(seg)
     reads = _reads(root)
     try:
         reads._open(seg, TIER_ROW_GROUP_MESSAGES + 10)
@@ -48,24 +58,31 @@ def test_one_job_caches_the_file_and_the_row_group_asked_for(uploaded):
         assert run is not None and reads.runs.get((seg.file, 0)) is None
         assert run.offsets.tolist() == list(range(TIER_ROW_GROUP_MESSAGES, ROWS))
         assert run.records == make_records("T", 0, TIER_ROW_GROUP_MESSAGES, 300)
-        assert reads.tier.cache.get(seg.file) is not None
+        assert reads.tier.cached_layout(seg) is not None
+        assert (reads.tier.cache.get(seg.file) is not None) == (not ranges)  # a ranged file is never fetched whole
+        reads._rebuild(seg, 0)  # the next row group: its range alone (or the cached file)
+        first = reads.runs.get((seg.file, 0))
+        assert first is not None and first.records == make_records("T", 0, 0, TIER_ROW_GROUP_MESSAGES)
     finally:
         reads.close()
 
 
+@pytest.mark.parametrize("ranges", [True, False], ids=["ranged", "whole-file"])
 @pytest.mark.parametrize("where", ["a data page", "the footer"])
-def test_a_damaged_file_is_refused_by_its_checksum_and_nothing_is_cached(uploaded, tmp_path, where):
+def test_a_damaged_file_is_refused_by_its_checksum_and_nothing_is_cached(uploaded, tmp_path, where, ranges):
     root, seg = uploaded
+    seg = seg if ranges else _whole(seg)
     copy = tmp_path / "tier"
     (copy / seg.file).parent.mkdir(parents=True)
     data = bytearray((root / seg.file).read_bytes())
-    data[len(data) // 3 if where == "a data page" else len(data) - 100] ^= 0xFF
+    data[len(data) // 3 if where == "a data page" else len(data) - 100] ^= 0xFF  # row group 0, or the footer
     (copy / seg.file).write_bytes(bytes(data))
     reads = _reads(copy)
     try:
         with pytest.raises(TierError, match="checksum"):
             reads._open(seg, 0)
         assert reads.runs.get((seg.file, 0)) is None and reads.tier.cache.get(seg.file) is None
+        assert reads.tier.cached_layout(seg) is None
     finally:
         reads.close()
 
