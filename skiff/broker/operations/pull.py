@@ -25,6 +25,14 @@ from skiff.protocol.codes import ResponseCode
 from skiff.store import GetResult, GetStatus, MessageStore
 
 
+GONE_LOCALLY = frozenset({GetStatus.OFFSET_TOO_SMALL, GetStatus.MESSAGE_WAS_REMOVING, GetStatus.OFFSET_FOUND_NULL})
+"""The store's answers for an offset whose local copy is gone or going: below the queue's
+minimum; its CommitLog file deleted while the ConsumeQueue still lists it (retention deletes the
+CommitLog first, the ConsumeQueue's minimum follows); its ConsumeQueue file deleted. A tiered
+topic's read asks the tier on each: on the last two the store's answer steps past the offsets,
+which a consumer would then never get although the tier holds them."""
+
+
 class PullRequest(NamedTuple):
     """One pull, as either door asks it. A NamedTuple, not a frozen dataclass: the remoting
     door makes one per PULL_MESSAGE, and at 32 messages per pull its construction was a
@@ -104,7 +112,7 @@ class PullOperation:
             req.topic, req.queue_id, req.offset, min(req.max_count, self._max_count),
             tag_codes=flt.tag_codes, record_filter=record_filter(flt), max_bytes=self._max_bytes,
         )
-        if self.tier_read is not None and result.status is GetStatus.OFFSET_TOO_SMALL:
+        if self.tier_read is not None and result.status in GONE_LOCALLY:
             result = self.tier_read(req, flt, result)
         if result.found:
             self.stats.pulled(result.message_count, req.topic, req.group, req.queue_id, result.total_bytes,

@@ -34,7 +34,7 @@ from typing import NamedTuple
 from skiff.broker.config import BrokerConfig
 from skiff.broker.groups import SubscriptionGroupManager
 from skiff.broker.offsets import ConsumerOffsetManager
-from skiff.broker.operations.pull import PullRequest
+from skiff.broker.operations.pull import GONE_LOCALLY, PullRequest
 from skiff.broker.pop.state import InFlight, OrderBatch, PopState, QueueKey
 from skiff.broker.operations.subscription import record_filter
 from skiff.broker.requeue import Retry, requeue
@@ -355,11 +355,12 @@ class PopService:
         flt = req.flt
         result = self.store.get_messages(topic, queue_id, start, n, tag_codes=flt.tag_codes,
                                          record_filter=record_filter(flt))
-        if self.tier_read is not None and result.status is GetStatus.OFFSET_TOO_SMALL:
-            result = self.tier_read(PullRequest(req.group, topic, queue_id, start, n), flt, result)
-            if result.status is GetStatus.MESSAGE_WAS_REMOVING:  # the tier is fetching it: pop again soon
-                self._tier_fetching = True
+        if self.tier_read is not None and result.status in GONE_LOCALLY:
+            tiered = self.tier_read(PullRequest(req.group, topic, queue_id, start, n), flt, result)
+            if tiered is not result and tiered.status is GetStatus.MESSAGE_WAS_REMOVING:
+                self._tier_fetching = True  # the tier is fetching it: pop again soon
                 return [], [], None
+            result = tiered
         if result.status in (GetStatus.OFFSET_TOO_SMALL, GetStatus.OFFSET_OVERFLOW_BADLY):
             self.state.cursors[key] = result.min_offset if result.status is GetStatus.OFFSET_TOO_SMALL \
                 else result.max_offset

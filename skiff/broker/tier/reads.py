@@ -1,7 +1,9 @@
 """Pulls of offsets that are only in the tier.
 
 The pull operation asks the store first; when the store answers OFFSET_TOO_SMALL (the
-offset is below what is kept locally) and the topic's manifest has the offset, the
+offset is below what is kept locally), or says the offset's CommitLog or ConsumeQueue file went
+(MESSAGE_WAS_REMOVING, OFFSET_FOUND_NULL: retention deletes ahead of the queue's minimum), and
+the topic's manifest has the offset, the
 answer comes from the tier: the row group of the file that holds it, rebuilt into stored
 records (`skiff.tier.columns.rebuild`), so every door and client reads them
 as it reads the CommitLog. The pull's tag and SQL92 filters apply to them as to local
@@ -133,7 +135,10 @@ class TierReads:
         self._checks.shutdown(wait=False, cancel_futures=True)
 
     def read(self, req: PullRequest, flt: MessageFilter, local: GetResult) -> GetResult:
-        """The tier's answer to a pull the store answered OFFSET_TOO_SMALL (``local``), or ``local``."""
+        """The tier's answer to a pull whose offset the store no longer has (``local``: one of
+        `GONE_LOCALLY`), or ``local``. Below the queue's minimum (OFFSET_TOO_SMALL) the tier serves
+        the files wholly below it; where the CommitLog or ConsumeQueue file of the offset went while
+        the minimum still includes it, the offset itself is gone, so the tier serves from it on."""
         if not self.uploader.is_tiered(req.topic):
             return local
         m = self.uploader.manifests.get(req.topic) or self._manifests.get(req.topic)
@@ -141,7 +146,8 @@ class TierReads:
             self._start(("manifest", req.topic), req, self._load_manifest, req.topic)
             return _retry(req, local, local.min_offset)
         seg = m.covering(req.queue_id, req.offset)
-        if seg is None or seg.first_offset >= local.min_offset:
+        gone_below = local.min_offset if local.status is GetStatus.OFFSET_TOO_SMALL else req.offset + 1
+        if seg is None or seg.first_offset >= gone_below:
             return local
         first = m.first_offset(req.queue_id)
         low = local.min_offset if first is None else min(first, local.min_offset)

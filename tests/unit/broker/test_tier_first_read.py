@@ -117,3 +117,27 @@ def test_a_pull_told_to_retry_leaves_its_queue_waiting_until_the_work_ends_and_i
         assert told == [[("T", 0)]]  # nothing pending, nobody told again
     finally:
         reads.close()
+
+
+@pytest.mark.parametrize("gone", [
+    GetResult(GetStatus.MESSAGE_WAS_REMOVING, 42, 0, ROWS),  # its CommitLog file deleted, the ConsumeQueue not yet
+    GetResult(GetStatus.OFFSET_FOUND_NULL, 1000, 0, ROWS),  # its ConsumeQueue file deleted
+], ids=["commitlog-file-gone", "consumequeue-file-gone"])
+def test_an_offset_whose_local_files_went_above_the_queues_minimum_is_read_from_the_tier(uploaded, gone):
+    """The store steps past such offsets (its answer's next offset); a tiered topic's pull must get
+    them from the tier instead, or a consumer would never see them (a slave's pull did skip 32)."""
+    root, seg = uploaded
+    reads = TierReads(Tier(FilesystemBackend(str(root))), cast(Any, _Uploader(Manifest("T", "b", segments=(seg,)))))
+    ready = threading.Event()
+    reads.ready_listeners.append(lambda queues: ready.set())
+    flt = compile_subscription("*", "TAG", False)
+    assert isinstance(flt, MessageFilter)
+    try:
+        first = reads.read(PullRequest("G", "T", 0, 10, 32), flt, gone)
+        assert (first.status, first.next_begin_offset) == (GetStatus.MESSAGE_WAS_REMOVING, 10)  # not past 10
+        assert ready.wait(60), "the tier's fetch never ended"
+        found = reads.read(PullRequest("G", "T", 0, 10, 32), flt, gone)
+        assert found.status is GetStatus.FOUND and found.queue_offsets == list(range(10, 42))
+        assert reads.read(PullRequest("G", "U", 0, 10, 32), flt, gone) is gone  # not tiered: the store's answer
+    finally:
+        reads.close()
