@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import shutil
 import signal
 import socket
 from collections.abc import Callable, Sequence
@@ -21,6 +22,7 @@ from types import TracebackType
 from skiff.testing.processes import ProcessError, SkiffProcess, free_port
 
 STARTUP_TIMEOUT_S = 90.0
+PORT_TAKEN_RETRIES = 1
 HEADER = re.compile(r"skiff up --ha: NameServer (?P<namesrv>\S+), etcd (?P<etcd>\S+) \(pid (?P<etcd_pid>\d+)\), "
                     r"dashboard (?P<dashboard>\S+), store (?P<store>.+)$")
 BROKER = re.compile(r"^\s+\S+ id (?P<id>\d+): pid (?P<pid>\d+), (?P<addr>\S+) \((?P<role>MASTER|slave|\?), "
@@ -104,6 +106,18 @@ class UpHa:
                 "--kafka-port", "0", "--restart-delay", str(self.restart_delay_s), *self.extra]
 
     def start(self) -> UpHa:
+        """Start it; once more with other ports when one it was given got taken before its server
+        bound it (another test's client can get it as an ephemeral port in between), a fresh store."""
+        for attempt in range(PORT_TAKEN_RETRIES + 1):
+            try:
+                return self._start()
+            except ProcessError as exc:
+                if "address already in use" not in str(exc) or attempt == PORT_TAKEN_RETRIES:
+                    raise
+                shutil.rmtree(self.store, ignore_errors=True)
+        raise AssertionError("unreachable")
+
+    def _start(self) -> UpHa:
         self.proc = SkiffProcess(self._args())
         try:
             header = self.wait_line(HEADER, STARTUP_TIMEOUT_S)
