@@ -133,6 +133,45 @@ cdef int _flush_pairs(_RowProps row, const unsigned char **names, Py_ssize_t *na
     return 0
 
 
+# Where one stored record's variable parts are (`_walk`).
+cdef struct _Record:
+    Py_ssize_t end
+    int32_t sys_flag
+    Py_ssize_t born_len, store_len  # the hosts' bytes (with their ports): 8 (IPv4) or 20 (IPv6)
+    Py_ssize_t body_at, body_len
+    Py_ssize_t topic_at  # its length byte
+    Py_ssize_t props_at, props_len
+
+
+cdef inline bint _walk(const unsigned char *d, Py_ssize_t size, Py_ssize_t s, _Record *r) noexcept nogil:
+    """Find the parts of the record at ``s`` of ``d`` (``size`` bytes); False when it does not
+    hold together (a size, magic code or length out of its bounds). One walk for `run_columns`
+    and `record_fields`, so both refuse the same records."""
+    cdef Py_ssize_t total, t
+    if s < 0 or s > size - 91:
+        return False
+    total = get32(d + s)
+    if total < 91 or total > size - s:
+        return False
+    r.end = s + total
+    r.sys_flag = get32(d + s + 36)
+    r.born_len = HOST_V6 if r.sys_flag & BORN_V6 else HOST_V4
+    r.store_len = HOST_V6 if r.sys_flag & STORE_V6 else HOST_V4
+    r.body_at = s + 88 + r.born_len + r.store_len - 2 * HOST_V4
+    if get32(d + s + 4) != MAGIC_V1 or r.body_at > r.end:
+        return False
+    r.body_len = get32(d + r.body_at - 4)
+    t = r.body_at + r.body_len
+    if r.body_len < 0 or t + 3 > r.end:
+        return False
+    r.topic_at = t
+    r.props_at = t + 3 + d[t]
+    if r.props_at > r.end:
+        return False
+    r.props_len = get16(d + r.props_at - 2)
+    return r.props_at + r.props_len == r.end
+
+
 def run_columns(bytes data, starts, bint include_properties, Py_ssize_t max_body_bytes, inflate, decode_properties):
     """`skiff.columnar.arrow_decode.run_columns_py`: the source's columns of the records of
     ``data`` starting at ``starts``, as plain buffers; None when a record does not hold
@@ -141,8 +180,8 @@ def run_columns(bytes data, starts, bint include_properties, Py_ssize_t max_body
     cdef const unsigned char *d = <const unsigned char *>PyBytes_AS_STRING(data)
     cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
     cdef const int64_t[::1] at = numpy.ascontiguousarray(starts, dtype=numpy.int64)
-    cdef Py_ssize_t n = at.shape[0], i, s, e, total, shift, body_at, t, props_at, props_len, body_total = 0
-    cdef int32_t sys_flag, born_growth, store_len, body_len
+    cdef Py_ssize_t n = at.shape[0], i, s, born_growth, shift, body_total = 0
+    cdef _Record r
     fixed = numpy.empty((4, n), numpy.int64)
     where = numpy.empty((7, n), numpy.int64)
     cdef int64_t[:, ::1] fx = fixed
@@ -150,42 +189,23 @@ def run_columns(bytes data, starts, bint include_properties, Py_ssize_t max_body
     inflated = {}
     for i in range(n):
         s = at[i]
-        if s < 0 or s > size - 91:
+        if not _walk(d, size, s, &r):
             return None
-        total = get32(d + s)
-        if total < 91 or total > size - s:
-            return None
-        e = s + total
-        sys_flag = get32(d + s + 36)
-        born_growth = HOST_V6 - HOST_V4 if sys_flag & BORN_V6 else 0
-        store_len = HOST_V6 if sys_flag & STORE_V6 else HOST_V4
-        shift = born_growth + store_len - HOST_V4
-        body_at = s + 88 + shift
-        if get32(d + s + 4) != MAGIC_V1 or body_at > e:
-            return None
-        body_len = get32(d + body_at - 4)
-        t = body_at + body_len
-        if body_len < 0 or t + 3 > e:
-            return None
-        props_at = t + 3 + d[t]
-        if props_at > e:
-            return None
-        props_len = get16(d + props_at - 2)
-        if props_at + props_len != e:
-            return None
+        born_growth = r.born_len - HOST_V4
+        shift = born_growth + r.store_len - HOST_V4
         fx[0, i] = get64(d + s + 20)
         fx[1, i] = get64(d + s + 40)
         fx[2, i] = get64(d + s + 56 + born_growth)
         fx[3, i] = get32(d + s + 72 + shift)
-        w[0, i] = body_at
-        w[1, i] = body_len
-        w[2, i] = props_at
-        w[3, i] = props_len
+        w[0, i] = r.body_at
+        w[1, i] = r.body_len
+        w[2, i] = r.props_at
+        w[3, i] = r.props_len
         w[4, i] = s + 64 + born_growth  # the store host (and port)
-        w[5, i] = store_len
+        w[5, i] = r.store_len
         w[6, i] = s
-        if sys_flag & 1:  # COMPRESSED
-            inflated[i] = inflate(data[body_at:t], max_body_bytes)
+        if r.sys_flag & 1:  # COMPRESSED
+            inflated[i] = inflate(data[r.body_at:r.body_at + r.body_len], max_body_bytes)
     for i in range(n):
         if i in inflated:
             w[1, i] = len(inflated[i])
@@ -318,48 +338,28 @@ def record_fields(bytes data, starts):
     cdef const unsigned char *d = <const unsigned char *>PyBytes_AS_STRING(data)
     cdef Py_ssize_t size = PyBytes_GET_SIZE(data)
     cdef const int64_t[::1] at = numpy.ascontiguousarray(starts, dtype=numpy.int64)
-    cdef Py_ssize_t n = at.shape[0], i, s, e, total, shift, body_at, t, props_at, props_len
-    cdef int32_t sys_flag, born_len, store_len, body_len
+    cdef Py_ssize_t n = at.shape[0], i, s, shift
+    cdef _Record r
     out = numpy.empty((13, n), numpy.int64)
     cdef int64_t[:, ::1] o = out
     for i in range(n):
         s = at[i]
-        if s < 0 or s > size - 91:
+        if not _walk(d, size, s, &r):
             return None
-        total = get32(d + s)
-        if total < 91 or total > size - s:
-            return None
-        e = s + total
-        sys_flag = get32(d + s + 36)
-        born_len = HOST_V6 if sys_flag & BORN_V6 else HOST_V4
-        store_len = HOST_V6 if sys_flag & STORE_V6 else HOST_V4
-        shift = born_len + store_len - 2 * HOST_V4
-        body_at = s + 88 + shift
-        if get32(d + s + 4) != MAGIC_V1 or body_at > e:
-            return None
-        body_len = get32(d + body_at - 4)
-        t = body_at + body_len
-        if body_len < 0 or t + 3 > e:
-            return None
-        props_at = t + 3 + d[t]
-        if props_at > e:
-            return None
-        props_len = get16(d + props_at - 2)
-        if props_at + props_len != e:
-            return None
+        shift = r.born_len + r.store_len - 2 * HOST_V4
         o[0, i] = get32(d + s + 12)  # queue id
         o[1, i] = get32(d + s + 16)  # flag
-        o[2, i] = sys_flag
+        o[2, i] = r.sys_flag
         o[3, i] = get64(d + s + 28)  # CommitLog offset
         o[4, i] = get64(d + s + 76 + shift)  # prepared transaction offset
-        o[5, i] = t + 1  # the topic
-        o[6, i] = d[t]
+        o[5, i] = r.topic_at + 1  # the topic
+        o[6, i] = d[r.topic_at]
         o[7, i] = s + 48  # the born host (and port)
-        o[8, i] = born_len
-        o[9, i] = s + 64 + born_len - HOST_V4  # the store host (and port)
-        o[10, i] = store_len
-        o[11, i] = props_at
-        o[12, i] = props_len
+        o[8, i] = r.born_len
+        o[9, i] = s + 64 + r.born_len - HOST_V4  # the store host (and port)
+        o[10, i] = r.store_len
+        o[11, i] = r.props_at
+        o[12, i] = r.props_len
     return out
 
 
