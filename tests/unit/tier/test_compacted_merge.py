@@ -25,7 +25,7 @@ from skiff.tier.manifest import Segment
 from skiff.tier.tier import merge_groups
 from tests.unit.store.conftest import message
 from tests.unit.tier.test_compacted_upload import (DAY_MS, compact, files_in_tier, listed, local_view, make_uploader, put,
-                                                   tiered)
+                                                   tiered, upload_round)
 
 
 def _seg(first: int, last: int, rows: int, size: int) -> Segment:
@@ -182,19 +182,11 @@ def test_a_file_shrunk_by_tombstone_expiry_merges_with_its_neighbour(tmp_path: P
                                                                       clock: ManualClock) -> None:
     uploader = make_uploader(tmp_path, store, clock)
 
-    def round_(first: int, keys: list[str], tombstones: int = 0) -> None:
-        for n, key in enumerate(keys):
-            body = b"" if n < tombstones else f"v{first + n}".encode()
-            assert store.put_message(message(first + n, keys=key, body=body)).ok
-        store.flush()
-        compact(store)
-        uploader.run()
-
-    round_(0, [f"t{i}" for i in range(6)] + ["a0", "a1"], tombstones=6)  # 0..5 tombstones
-    round_(8, [f"b{i}" for i in range(8)])
+    upload_round(store, uploader, 0, [f"t{i}" for i in range(6)] + ["a0", "a1"], tombstones=6)  # 0..5 tombstones
+    upload_round(store, uploader, 8, [f"b{i}" for i in range(8)])
     first, second = uploader.manifest("T").queue(0)
     uploader.tier.merge_max_bytes = first.size_bytes + second.size_bytes - 1  # the two do not fit together
-    round_(16, [f"c{i}" for i in range(8)])
+    upload_round(store, uploader, 16, [f"c{i}" for i in range(8)])
     assert [(s.first_offset, s.last_offset, s.rows) for s in uploader.manifest("T").queue(0)] == [(0, 7, 8), (8, 15, 8),
                                                                                                   (16, 23, 8)]
     clock.advance(DAY_MS + 1)  # past delete.retention.ms: the first file keeps a quarter of its rows

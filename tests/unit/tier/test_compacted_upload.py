@@ -66,6 +66,17 @@ def compact(store: MessageStore) -> None:
     assert report.passes
 
 
+def upload_round(store: MessageStore, uploader: TierUploader, first: int, keys: list[str], tombstones: int = 0) -> None:
+    """Offsets first.. with these keys (the first ``tombstones`` of them deleted: empty bodies),
+    compacted and uploaded."""
+    for n, key in enumerate(keys):
+        body = b"" if n < tombstones else f"v{first + n}".encode()
+        assert store.put_message(message(first + n, keys=key, body=body)).ok
+    store.flush()
+    compact(store)
+    uploader.run()
+
+
 def tiered(uploader: TierUploader) -> list[list[tuple[int, str, str]]]:
     """(offset, keys, body) of each tiered file's rows, file by file, read back from the tier."""
     out = []

@@ -6,7 +6,6 @@ manifest without ranges (an older build's) still reads the whole file."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 
 import pyarrow as pa
@@ -14,8 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from skiff.common.limits import TIER_ROW_GROUP_MESSAGES
-from skiff.testing.s3 import S3Server, moto_s3
-from skiff.tier.backends import FilesystemBackend, S3Backend, TierBackend, TierError
+from skiff.tier.backends import FilesystemBackend, TierBackend, TierError
 from skiff.tier.columns import records_to_table
 from skiff.tier.manifest import Manifest, ManifestError, Segment
 from skiff.tier.ranges import file_ranges
@@ -42,20 +40,6 @@ class _Counting(FilesystemBackend):
     def get_range(self, key: str, start: int, length: int) -> bytes:
         self.ranges.append((key, start, length))
         return super().get_range(key, start, length)
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    with moto_s3() as server:
-        yield server
-
-
-@pytest.fixture(params=["file", "s3"])
-def backend(request: pytest.FixtureRequest, tmp_path) -> TierBackend:
-    if request.param == "file":
-        return FilesystemBackend(str(tmp_path))
-    server: S3Server = request.getfixturevalue("s3")
-    return S3Backend(server.bucket(f"ranges-{abs(hash(request.node.name)) % 10**8}"), "c", client=server.client())
 
 
 def test_get_range_reads_the_bytes_asked_for_and_refuses_a_bad_range(backend: TierBackend) -> None:

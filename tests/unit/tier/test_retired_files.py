@@ -8,17 +8,15 @@ tier takes them with the rest. Through the filesystem and S3 (moto's server) bac
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 
 import pyarrow as pa
 import pytest
 
 from skiff.common.clock import ManualClock
-from skiff.tier.backends import FilesystemBackend, S3Backend, TierBackend, TierError
+from skiff.tier.backends import FilesystemBackend, TierBackend, TierError
 from skiff.tier.columns import records_to_table
 from skiff.tier.manifest import Manifest, ManifestError, RetiredFile, manifest_file
 from skiff.tier.tier import FileCache, Tier
-from skiff.testing.s3 import S3Server, moto_s3
 from tests.unit.tier.records import make_records
 
 DELAY_MS = 60_000
@@ -40,20 +38,6 @@ def rows(tier: Tier, manifest: Manifest) -> list[tuple[int, bytes]]:
 def fresh(tier: Tier) -> Tier:
     """Another reader of the same tier (its own, empty cache: a Spark executor, a slave)."""
     return Tier(tier.backend, FileCache(1 << 20))
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3Server]:
-    with moto_s3() as server:
-        yield server
-
-
-@pytest.fixture(params=["file", "s3"])
-def backend(request: pytest.FixtureRequest, tmp_path) -> TierBackend:
-    if request.param == "file":
-        return FilesystemBackend(str(tmp_path))
-    server: S3Server = request.getfixturevalue("s3")
-    return S3Backend(server.bucket(f"tier-{abs(hash(request.node.name)) % 10**8}"), "c", client=server.client())
 
 
 def test_a_reader_holding_the_manifest_from_before_a_rewrite_reads_every_row_until_the_delay(

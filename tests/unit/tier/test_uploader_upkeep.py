@@ -19,9 +19,8 @@ from skiff.common.clock import ManualClock
 from skiff.protocol.bodies.topic import TopicConfig
 from skiff.store import MessageStore
 from skiff.tier.manifest import Manifest, manifest_file
-from tests.unit.store.conftest import message
 from tests.unit.tier.test_compacted_upload import (ATTRS, DAY_MS, Crash, compact, files_in_tier, listed, local_view,
-                                                   make_uploader, put, tiered)
+                                                   make_uploader, put, tiered, upload_round)
 
 
 class Requests:
@@ -49,17 +48,6 @@ class Requests:
         return seen
 
 
-def round_(store: MessageStore, uploader: TierUploader, first: int, keys: list[str], tombstones: int = 0) -> None:
-    """Offsets first.. with these keys (the first ``tombstones`` of them deleted: empty bodies),
-    compacted and uploaded."""
-    for n, key in enumerate(keys):
-        body = b"" if n < tombstones else f"v{first + n}".encode()
-        assert store.put_message(message(first + n, keys=key, body=body)).ok
-    store.flush()
-    compact(store)
-    uploader.run()
-
-
 def spans(uploader: TierUploader) -> list[tuple[int, int, int]]:
     return [(s.first_offset, s.last_offset, s.rows) for s in uploader.manifest("T").queue(0)]
 
@@ -69,7 +57,7 @@ def test_a_quiet_compacted_queue_is_merged_by_a_pass_that_uploads_nothing(tmp_pa
     uploader = make_uploader(tmp_path, store, clock)
     uploader.tier.merge_max_bytes = 1  # nothing merges while the queue receives
     for r in range(4):
-        round_(store, uploader, 8 * r, [f"r{r}k{i}" for i in range(8)])
+        upload_round(store, uploader, 8 * r, [f"r{r}k{i}" for i in range(8)])
     assert spans(uploader) == [(0, 7, 8), (8, 15, 8), (16, 23, 8), (24, 31, 8)]
     requests = Requests(uploader)
     assert uploader.run().files == 0
@@ -116,9 +104,9 @@ def test_files_uploaded_before_tombstone_ms_get_it_a_few_a_pass_and_their_tombst
         tmp_path: Path, store: MessageStore, clock: ManualClock, monkeypatch: pytest.MonkeyPatch) -> None:
     uploader = make_uploader(tmp_path, store, clock)
     uploader.tier.merge_max_bytes = 1  # three files that stay three
-    round_(store, uploader, 0, ["t0", "t1", "a0", "a1"], tombstones=2)  # 0, 1: tombstones
-    round_(store, uploader, 4, ["b0", "b1", "b2", "b3"])
-    round_(store, uploader, 8, ["c0", "c1"])
+    upload_round(store, uploader, 0, ["t0", "t1", "a0", "a1"], tombstones=2)  # 0, 1: tombstones
+    upload_round(store, uploader, 4, ["b0", "b1", "b2", "b3"])
+    upload_round(store, uploader, 8, ["c0", "c1"])
     as_an_older_build_wrote_it(uploader)
     monkeypatch.setattr(uploader_module, "TIER_TOMBSTONE_LEARN_MAX_FILES", 2)
     restarted = make_uploader(tmp_path, store, clock)  # reads the older build's manifest
