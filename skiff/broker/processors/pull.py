@@ -85,7 +85,8 @@ class PullProcessor:
         if isinstance(pulled, Refusal):
             return req.response(pulled.code, pulled.reason)
         response = self.answer(req, request, pulled)
-        if response.code == _RETRY and self.operation.tier_waiting(request.topic, request.queue_id):
+        if pulled.result.status is GetStatus.MESSAGE_WAS_REMOVING and \
+                self.operation.tier_waiting(request.topic, request.queue_id):
             return self._hold_for_tier(req, request, pulled.filter) or response
         if response.code != _NOT_FOUND or not h.sys_flag & _SUSPEND:
             return response
