@@ -61,7 +61,6 @@ from skiff.broker.grpc.clients import GrpcClients
 from skiff.broker.grpc.offsets import Offsets
 from skiff.broker.grpc.routes import NamesrvRoutes
 from skiff.broker.grpc.server import GrpcServer
-from skiff.broker.kafka.fetch import FetchWaiters
 from skiff.broker.kafka.listener import KafkaListener
 from skiff.broker.kafka.service import KafkaService
 from skiff.broker.locks import RebalanceLockManager
@@ -85,10 +84,11 @@ from skiff.broker.processors.pull import PullProcessor
 from skiff.broker.processors.query import QueryProcessor
 from skiff.broker.processors.send import SendProcessor
 from skiff.broker.processors.send_back import SendBackProcessor
+from skiff.broker.queue_waiters import QueueWaiters
 from skiff.broker.redirect import DelayPolicy
 from skiff.broker.registration import NamesrvRegistration
 from skiff.broker.stats import BrokerStats
-from skiff.broker.tier.setup import attach_reads, tier_periodics, tier_service, with_tier_queries
+from skiff.broker.tier.setup import attach_reads, on_tier_ready, tier_periodics, tier_service, with_tier_queries
 from skiff.broker.topics import TopicConfigManager
 from skiff.broker.transactions import TransactionRecovery, TransactionService
 from skiff.broker.writer import MessageWriter
@@ -283,9 +283,12 @@ class BrokerServer:
         grpc_clients = GrpcClients(self.config, self.clients, self.operations.groups,
                                    self.store_config.max_message_size)
         ops = self.operations
+        tier_waiters = QueueWaiters()  # PullMessages held while the tier fetches for them
+        tier_waiters.start()
+        on_tier_ready(self.tier, tier_waiters.wake)
         self.grpc = GrpcServer(self.config, self.topics, grpc_clients, ops, self.clock,
                                NamesrvRoutes(self._namesrv_client, self.config.namesrv_addrs, lambda: self.addr),
-                               Offsets(self.config, ops.gate, ops.offsets, ops.pull))
+                               Offsets(self.config, ops.gate, ops.offsets, ops.pull, tier_waiters))
         if self.gate.auth is not None:
             self.grpc.auth = GrpcAuth(self.gate.auth, self.gate)
         await self.grpc.start()
@@ -302,11 +305,10 @@ class BrokerServer:
         if self.gate.auth is not None:
             log.info("the Kafka listener requires SASL (PLAIN, SCRAM-SHA-256/512) with %s's users: access control "
                      "is on (docs/kafka.md)", "plain ACL" if self.acl is not None else "ACL 2.0")
-        waiters = FetchWaiters()
+        waiters = QueueWaiters()
         waiters.start()
         self.store.add_dispatch_listener(waiters.notify)
-        if self.tier is not None:
-            self.tier.reads.ready_listeners.append(waiters.wake)
+        on_tier_ready(self.tier, waiters.wake)
         service = KafkaService(self.config, self.role, self.operations, self.topics, waiters,
                                lambda: self.kafka.port if self.kafka is not None else 0,
                                self.store_config.file_reserved_time * 3_600_000, self._master_host,

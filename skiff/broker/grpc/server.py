@@ -168,6 +168,7 @@ class GrpcServer:
         self._server = server
 
     async def stop(self, grace_s: float) -> None:
+        self.offsets.close()  # first: a PullMessage held for the tier answers now, not at its limit
         for periodic in self._periodics:
             await periodic.stop()
         if self.config.namesrv_addrs and (self._server is not None or self._door is not None):

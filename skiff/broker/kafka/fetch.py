@@ -4,8 +4,9 @@ the stored messages served as one record batch v2, with Kafka's long polling.
 Long polling: a Fetch that finds fewer than ``min_bytes`` is held until the store
 dispatches a message to one of its partitions, or ``max_wait_ms`` passes (librdkafka
 fetches again at once after an empty answer, so an answer without waiting is a busy loop).
-The waiters are woken by the store's dispatch listener (`FetchWaiters.notify`, on any
-thread) and read their partitions again.
+The waiters (`skiff.broker.queue_waiters`) are woken by the store's dispatch listener
+(`QueueWaiters.notify`, on any thread) and by the tier when what one of them waits for is
+fetched (`QueueWaiters.wake`), and read their partitions again.
 
 What an answer holds (what the three clients need, docs/kafka.md): records are never
 null (an empty set instead); the first partition that has messages gets at least one
@@ -18,7 +19,6 @@ spanning them, so the client moves past them instead of asking again.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,6 +26,7 @@ from skiff.broker.kafka.errors import refusal_error
 from skiff.broker.kafka.mapping import raw_record
 from skiff.broker.ha.role import Role
 from skiff.broker.operations import Gate, PullOperation, PullRequest, Refusal, compile_subscription
+from skiff.broker.queue_waiters import QueueWaiters
 from skiff.common.errors import DecodeError
 from skiff.common.limits import PULL_MAX_MESSAGES
 from skiff.filter import MessageFilter
@@ -38,61 +39,12 @@ READER_GROUP = "KAFKA_FETCH"
 Key = tuple[str, int]
 
 
-class FetchWaiters:
-    """Held fetches, woken by the store's dispatch listener when one of their queues grows, and by
-    the tier when what one of them waits for is fetched (`wake`)."""
-
-    def __init__(self) -> None:
-        self._waiting: dict[Key, set[asyncio.Event]] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread = 0
-
-    def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._thread = threading.get_ident()
-
-    def notify(self, touched: Sequence[tuple[str, int, int]]) -> None:
-        if not self._waiting or self._loop is None:
-            return
-        if threading.get_ident() == self._thread:
-            self._wake(touched)
-        else:
-            try:
-                self._loop.call_soon_threadsafe(self._wake, touched)
-            except RuntimeError:  # the loop is closed: shutting down
-                pass
-
-    def _wake(self, touched: Sequence[tuple[str, int, int]]) -> None:
-        for topic, queue_id, _ in touched:
-            for event in self._waiting.get((topic, queue_id), ()):
-                event.set()
-
-    def wake(self, keys: Sequence[Key]) -> None:
-        """Wake the fetches held on ``keys`` (from any thread): the tier has the row group one of
-        them was told to wait for ready (skiff.broker.tier.reads), so it is read again now rather
-        than at its ``max_wait_ms``."""
-        if not self._waiting or self._loop is None:
-            return
-        try:
-            self._loop.call_soon_threadsafe(self._wake, [(topic, queue_id, 0) for topic, queue_id in keys])
-        except RuntimeError:  # the loop is closed: shutting down
-            pass
-
-    def register(self, keys: Sequence[Key], event: asyncio.Event) -> None:
-        for key in keys:
-            self._waiting.setdefault(key, set()).add(event)
-
-    def unregister(self, keys: Sequence[Key], event: asyncio.Event) -> None:
-        for key in keys:
-            events = self._waiting.get(key)
-            if events is not None:
-                events.discard(event)
-                if not events:
-                    del self._waiting[key]
+FetchWaiters = QueueWaiters
+"""The registry held fetches wait in (the name skiff.broker.kafka.service types it with)."""
 
 
 class Fetch:
-    def __init__(self, gate: Gate, role: Role, pull: PullOperation, waiters: FetchWaiters) -> None:
+    def __init__(self, gate: Gate, role: Role, pull: PullOperation, waiters: QueueWaiters) -> None:
         self.gate = gate
         self.role = role
         self.pull = pull

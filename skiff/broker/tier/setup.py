@@ -49,7 +49,7 @@ def attach_reads(ops: Operations, tier: TierService | None, wake: Callable[[list
     if tier is not None:
         ops.pull.tier_read = tier.reads.read
         ops.pull.tier_waiting = tier.reads.waiting
-        tier.reads.ready_listeners.append(wake)
+        on_tier_ready(tier, wake)
         ops.pull.first_offset = ops.offsets.min_offset
         ops.offsets.tier_first = tier.first_offset
         ops.pop.service.tier_read = tier.reads.read
@@ -59,6 +59,14 @@ def attach_reads(ops: Operations, tier: TierService | None, wake: Callable[[list
         hooks = QueryHooks(tier)
         ops.offsets.tier_at_time = hooks.offset_at_time
         ops.messages.tier_record = hooks.record_at
+
+
+def on_tier_ready(tier: TierService | None, wake: Callable[[list[tuple[str, int]]], None]) -> None:
+    """``wake`` told (on the tier's worker threads) the queues whose tier work ended, done or
+    failed, so a door holding reads of them reads again (`TierReads.ready_listeners`); nothing
+    without a tier, whose pulls are never told to wait."""
+    if tier is not None:
+        tier.reads.ready_listeners.append(wake)
 
 
 def with_tier_queries(handlers: dict[int, Handler], tier: TierService | None) -> dict[int, Handler]:
