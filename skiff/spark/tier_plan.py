@@ -23,30 +23,22 @@ from skiff.common.message import MessageQueue
 from skiff.spark.offsets import QueueBounds
 from skiff.spark.options import SourceOptions
 from skiff.tier.backends import backend_from_url
-from skiff.tier.manifest import Manifest
+from skiff.tier.manifest import Manifest, Segment
 from skiff.tier.tier import Tier
-
-
-@dataclass(frozen=True, slots=True)
-class TierFile:
-    """A tiered file as the manifest lists it: what an executor fetches and checks."""
-
-    file: str
-    sha256: str
-    size_bytes: int
 
 
 @dataclass(frozen=True, slots=True)
 class TierRange(InputPartition):
     """One Spark partition read from the tier: offsets ``[start, end)`` of one queue, held by
-    the files ``files``, in offset order (picklable: names and numbers only)."""
+    the files ``files`` (as the manifest lists them: what an executor fetches and checks), in
+    offset order (picklable: names and numbers only)."""
 
     topic: str
     broker: str
     queue_id: int
     start: int
     end: int
-    files: tuple[TierFile, ...]
+    files: tuple[Segment, ...]
 
 
 def uses_tier(options: SourceOptions) -> bool:
@@ -92,8 +84,7 @@ def split(options: SourceOptions, parts: Sequence[Any]) -> list[InputPartition]:
             out.append(p)
             continue
         cut = min(p.end, tier_end)
-        files = tuple(TierFile(s.file, s.sha256, s.size_bytes) for s in m.overlapping(p.queue_id, p.start, cut))
-        out.append(TierRange(p.topic, p.broker, p.queue_id, p.start, cut, files))
+        out.append(TierRange(p.topic, p.broker, p.queue_id, p.start, cut, tuple(m.overlapping(p.queue_id, p.start, cut))))
         if cut < p.end:
             out.append(dataclasses.replace(p, start=cut))
     return out

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -26,6 +26,7 @@ from skiff.tier.manifest import ByteRange, Segment
 _TAIL = struct.Struct("<I4s")
 """A Parquet file's last 8 bytes: the footer's length (little-endian uint32) and ``PAR1``."""
 _MAGIC = b"PAR1"
+_Bytes = TypeVar("_Bytes", bytes, memoryview)
 
 
 def file_ranges(data: bytes) -> tuple[tuple[ByteRange, ...], ByteRange | None]:
@@ -65,7 +66,7 @@ def _range(data: bytes, start: int, end: int) -> ByteRange:
     return ByteRange(start, end - start, hashlib.sha256(memoryview(data)[start:end]).hexdigest())
 
 
-def checked_range(seg: Segment, what: str, rng: ByteRange, data: bytes) -> bytes:
+def checked_range(seg: Segment, what: str, rng: ByteRange, data: _Bytes) -> _Bytes:
     """``data`` if it is the range ``rng`` of ``seg``'s file (``what``: "row group 3", "footer"),
     else `TierError`: the same rule as the whole file's checksum, per range."""
     digest = hashlib.sha256(data).hexdigest()
@@ -117,8 +118,13 @@ class _Ranges:
         self.closed = True
 
 
+def ranged_file(meta: pq.FileMetaData, size_bytes: int, parts: list[tuple[int, bytes]]) -> pq.ParquetFile:
+    """A file of ``size_bytes`` with metadata ``meta`` of which only ``parts`` (each a start and
+    the checked bytes from there) were fetched: the row groups within them can be read from it."""
+    return pq.ParquetFile(pa.PythonFile(_Ranges(size_bytes, parts), mode="r"), metadata=meta)
+
+
 def decode_row_group(meta: pq.FileMetaData, size_bytes: int, index: int, rng: ByteRange, data: bytes) -> pa.Table:
     """Row group ``index`` of a file of ``size_bytes`` with metadata ``meta``, from its range's
     bytes ``data`` only (checked before)."""
-    source = pa.PythonFile(_Ranges(size_bytes, [(rng.start, data)]), mode="r")
-    return pq.ParquetFile(source, metadata=meta).read_row_group(index)
+    return ranged_file(meta, size_bytes, [(rng.start, data)]).read_row_group(index)

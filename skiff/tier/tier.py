@@ -3,10 +3,11 @@
 `Tier.upload` is the one way data gets in: the file first (named by its queue and
 range, so a retry writes the same key), then the manifest listing it. A crash
 between the two leaves a file no manifest lists: not data, re-uploaded over by the
-next attempt, or removed by `collect_orphans`. `Tier.read` is how data gets out:
-the file the manifest names, its SHA-256 checked against the manifest's, decoded
-row group by row group through a bounded cache (`FileCache`), so a consumer reading
-a tiered queue from its start fetches each file once.
+next attempt, or removed by `collect_orphans`. Data gets out a row group at a time
+(`Tier.row_group`, `Tier.read`, the queries): when the manifest records the file's byte
+ranges, its footer (cached in a bounded `FileCache`) and the row groups needed are fetched,
+each checked against its SHA-256 in the manifest; a file without ranges is fetched whole,
+checked against the manifest's SHA-256 and cached.
 
 A file a manifest stops listing (a compacted topic's rewrite, retention's expiry) is deleted
 only ``delete_delay_ms`` after that manifest (the broker's ``tierFileDeleteDelayMs``, as Kafka's
@@ -40,7 +41,7 @@ from skiff.tier.columns import TIER_SCHEMA
 from skiff.tier.index import INDEX_SUFFIX, index_bytes, index_file, key_hash, key_index, sorted_index
 from skiff.tier.manifest import (ByteRange, Manifest, ManifestError, Segment, SegmentIndex, broker_prefix,
                                  manifest_file, segment_file)
-from skiff.tier.ranges import checked_range, decode_row_group, file_ranges, footer_file
+from skiff.tier.ranges import checked_range, file_ranges, footer_file, ranged_file
 
 log = logging.getLogger(__name__)
 
@@ -511,22 +512,39 @@ class Tier:
     def fetch_row_group(self, seg: Segment, footer: pq.ParquetFile, index: int) -> pa.Table:
         """Row group ``index`` of a ranged file, its bytes alone fetched and checked against the
         manifest before they are decoded (with ``footer``, the file's checked footer)."""
-        if not 0 <= index < len(seg.row_groups):
-            raise TierError(f"tier file {seg.file} has {len(seg.row_groups)} row groups, not a row group {index}")
-        rng = seg.row_groups[index]
-        data = checked_range(seg, f"row group {index}", rng, self.backend.get_range(seg.file, rng.start, rng.length))
-        return decode_row_group(footer.metadata, seg.size_bytes, index, rng, data)
+        return self.fetch_row_groups(seg, footer, [index]).read_row_group(index)
+
+    def fetch_row_groups(self, seg: Segment, footer: pq.ParquetFile, indexes: Sequence[int]) -> pq.ParquetFile:
+        """A ranged file with only row groups ``indexes`` fetched, to read those from: one ranged
+        get per run of adjacent row groups (a get is what an object store charges for), each row
+        group checked against its SHA-256 in the manifest before any of it is decoded."""
+        for index in indexes:
+            if not 0 <= index < len(seg.row_groups):
+                raise TierError(f"tier file {seg.file} has {len(seg.row_groups)} row groups, not a row group {index}")
+        parts = []
+        for run in _adjacent_runs(seg.row_groups, sorted(set(indexes))):
+            first, last = seg.row_groups[run[0]], seg.row_groups[run[-1]]
+            data = self.backend.get_range(seg.file, first.start, last.start + last.length - first.start)
+            view = memoryview(data)
+            for index in run:
+                rng = seg.row_groups[index]
+                checked_range(seg, f"row group {index}", rng, view[rng.start - first.start:][:rng.length])
+            parts.append((first.start, data))
+        return ranged_file(footer.metadata, seg.size_bytes, parts)
 
     def row_group_index(self, seg: Segment, offset: int) -> int | None:
         """The row group of ``seg``'s file holding ``offset`` or the first offset after it (from
         the file's statistics, in its footer), or None."""
-        return next(row_groups_within(self.layout(seg), offset, 2**63 - 1), None)
+        return next(row_groups_within(self.layout(seg), offset), None)
 
     def row_group(self, seg: Segment, index: int) -> pa.Table:
         """Row group ``index`` of ``seg``'s file: its range alone when the manifest records ranges."""
-        if seg.ranged():
-            return self.fetch_row_group(seg, self.layout(seg), index)
-        return self.open(seg).read_row_group(index)
+        return self._with_row_groups(seg, [index]).read_row_group(index)
+
+    def _with_row_groups(self, seg: Segment, indexes: Sequence[int]) -> pq.ParquetFile:
+        """``seg``'s file to read row groups ``indexes`` from: those alone fetched when the
+        manifest records ranges, else the whole file (cached)."""
+        return self.fetch_row_groups(seg, self.layout(seg), indexes) if seg.ranged() else self.open(seg)
 
     def read(self, manifest: Manifest, queue_id: int, offset: int, max_count: int) -> pa.Table:
         """Up to ``max_count`` rows of the queue from ``offset`` (the first offset at or after it
@@ -544,16 +562,11 @@ class Tier:
         return pa.concat_tables(parts) if parts else TIER_SCHEMA.empty_table()
 
     def _rows_from(self, seg: Segment, offset: int, max_count: int) -> pa.Table:
-        f = self.open(seg)
         parts, left = [], max_count
-        for i in range(f.num_row_groups):
-            stats = f.metadata.row_group(i).column(TIER_SCHEMA.get_field_index("queue_offset")).statistics
-            if stats is not None and stats.has_min_max and stats.max < offset:
-                continue
-            group = f.read_row_group(i)
+        for i in row_groups_within(self.layout(seg), offset):
+            group = self.row_group(seg, i)
             offsets = group.column("queue_offset").to_numpy()
-            start = int((offsets < offset).sum())
-            part = group.slice(start, left)
+            part = group.slice(int((offsets < offset).sum()), left)
             parts.append(part)
             left -= part.num_rows
             if left <= 0:
@@ -574,32 +587,42 @@ class Tier:
 
     def rows_where(self, seg: Segment, column: str, values: list[int]) -> pa.Table:
         """The file's rows whose int64 ``column`` (queue_offset, commit_log_offset) is one of
-        ``values``, reading only the row groups whose statistics may hold one."""
-        f = self.open(seg)
-        col = _leaf_index(f, column)
-        parts = []
-        for i in range(f.num_row_groups):
-            stats = f.metadata.row_group(i).column(col).statistics
-            if stats is not None and stats.has_min_max and not any(stats.min <= v <= stats.max for v in values):
-                continue
-            group = f.read_row_group(i)
-            parts.append(group.filter(pc.is_in(group.column(column), pa.array(values, pa.int64()))))
-        return pa.concat_tables(parts) if parts else TIER_SCHEMA.empty_table()
+        ``values``, fetching and reading only the row groups whose statistics may hold one."""
+        layout = self.layout(seg)
+        col = _leaf_index(layout, column)
+        wanted = []
+        for i in range(layout.num_row_groups):
+            stats = layout.metadata.row_group(i).column(col).statistics
+            if stats is None or not stats.has_min_max or any(stats.min <= v <= stats.max for v in values):
+                wanted.append(i)
+        if not wanted:
+            return TIER_SCHEMA.empty_table()
+        f = self._with_row_groups(seg, wanted)
+        want = pa.array(values, pa.int64())
+        return pa.concat_tables(group.filter(pc.is_in(group.column(column), want))
+                                for group in (f.read_row_group(i) for i in wanted))
 
     def offset_at_time(self, seg: Segment, timestamp_ms: int) -> TimedOffset | None:
         """The first offset of the file stored at or after ``timestamp_ms`` and its store time
-        (None: none is), reading the file only when the time falls inside its range."""
+        (None: none is), reading only a row group whose store times reach it (by its statistics),
+        and only when the time falls inside the file's range."""
         if timestamp_ms <= seg.first_store_ms:
             return TimedOffset(seg.first_offset, seg.first_store_ms)
         if timestamp_ms > seg.last_store_ms:
             return None
-        table = self.open(seg).read(columns=["queue_offset", "store_timestamp"])
-        stored = table.column("store_timestamp").cast(pa.int64()).to_numpy()
-        late = (stored >= timestamp_ms * 1000).nonzero()[0]
-        if not len(late):
-            return None
-        at = int(late[0])
-        return TimedOffset(int(table.column("queue_offset")[at].as_py()), int(stored[at]) // 1000)
+        layout, at_us = self.layout(seg), timestamp_ms * 1000
+        col = _leaf_index(layout, "store_timestamp")
+        for i in range(layout.num_row_groups):
+            stats = layout.metadata.row_group(i).column(col).statistics
+            if stats is not None and stats.has_min_max and stats.max_raw < at_us:
+                continue
+            group = self._with_row_groups(seg, [i]).read_row_group(i, columns=["queue_offset", "store_timestamp"])
+            stored = group.column("store_timestamp").cast(pa.int64()).to_numpy()
+            late = (stored >= at_us).nonzero()[0]
+            if len(late):
+                at = int(late[0])
+                return TimedOffset(int(group.column("queue_offset")[at].as_py()), int(stored[at]) // 1000)
+        return None
 
 
 def merge_groups(segments: Sequence[Segment], rows_left: Mapping[Segment, int], *,
@@ -645,15 +668,27 @@ def oldest_tombstone_ms(rows: pa.Table) -> int:
     return -1 if not len(stored_ms) else int(pc.min(stored_ms).as_py())
 
 
-def row_groups_within(f: pq.ParquetFile, start: int, end: int) -> Iterator[int]:
-    """The row groups of a tiered file that may hold queue offsets in ``[start, end)``, in order,
-    by their statistics (a row group without statistics may: it is read and filtered)."""
+def row_groups_within(f: pq.ParquetFile, start: int, end: int = 2**63 - 1) -> Iterator[int]:
+    """The row groups of a tiered file that may hold queue offsets in ``[start, end)`` (no end:
+    from ``start`` on), in order, by their statistics (a row group without statistics may: it is
+    read and filtered)."""
     col = _leaf_index(f, "queue_offset")
     for i in range(f.num_row_groups):
         stats = f.metadata.row_group(i).column(col).statistics
         if stats is not None and stats.has_min_max and (stats.max < start or stats.min >= end):
             continue
         yield i
+
+
+def _adjacent_runs(ranges: Sequence[ByteRange], indexes: Sequence[int]) -> list[list[int]]:
+    """``indexes`` (ascending) cut where a row group's bytes do not follow the one before's."""
+    runs: list[list[int]] = []
+    for i in indexes:
+        if runs and runs[-1][-1] == i - 1 and ranges[i - 1].start + ranges[i - 1].length == ranges[i].start:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
 
 
 def _footer_key(seg: Segment) -> str:

@@ -15,8 +15,8 @@ that work (at most once per file or row group at a time) and is answered "retry 
 (MESSAGE_WAS_REMOVING → PULL_RETRY_IMMEDIATELY, same offset); the queues that asked are
 remembered with the work (`waiting`), and told when it ends (`ready_listeners`), so a door can
 hold such a pull and answer it then rather than have its client pull again at once, hundreds of
-times a first read (the remoting door does: skiff.broker.processors.pull), or wait out its whole
-wait time (a Kafka Fetch: skiff.broker.kafka.fetch). For a file not fetched yet it is
+times a first read (the remoting pull and gRPC PullMessage do: skiff.broker.processors.pull,
+skiff.broker.grpc.offsets), or wait out its whole wait time (a Kafka Fetch: skiff.broker.kafka.fetch). For a file not fetched yet it is
 one job: the fetch, and the row group the pull asked for rebuilt while the file's SHA-256 is
 checked (`TierReads._open`); nothing is cached or served before the checksum matched. When the
 manifest records the file's byte ranges (files uploaded since it does), that job fetches the
@@ -57,7 +57,6 @@ log = logging.getLogger(__name__)
 
 FETCH_THREADS = 2
 """Files fetched and row groups rebuilt at once for reads through the tier."""
-_NO_END = 2**63 - 1
 
 
 class RecordRun(NamedTuple):
@@ -217,12 +216,10 @@ class TierReads:
         check = self._checks.submit(checked, seg, data)
         try:
             f = pq.ParquetFile(pa.BufferReader(data))
-            index = next(row_groups_within(f, offset, _NO_END), None)
+            index = next(row_groups_within(f, offset), None)
             run = None if index is None else rebuilt_run(f.read_row_group(index))
-        except Exception:
-            check.result()
-            raise
-        check.result()
+        finally:
+            check.result()  # raises the checksum's error, which then replaces the decoder's
         if index is not None and run is not None:
             self.runs.put((seg.file, index), run)
         self.tier.cache.put(seg.file, data)
@@ -231,7 +228,7 @@ class TierReads:
         """The first read of a ranged file: its footer, then the row group holding ``offset``, two
         ranged gets, each checked before use; the run is cached before the footer (as `_open`)."""
         footer = self.tier.fetch_footer(seg)
-        index = next(row_groups_within(footer, offset, _NO_END), None)
+        index = next(row_groups_within(footer, offset), None)
         if index is not None and self.runs.get((seg.file, index)) is None:
             self.runs.put((seg.file, index), rebuilt_run(self.tier.fetch_row_group(seg, footer, index)))
         self.tier.keep_footer(seg, footer)

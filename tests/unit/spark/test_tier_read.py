@@ -7,6 +7,8 @@ any row is used."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -17,12 +19,13 @@ from skiff.columnar.schema import ARROW_SCHEMA, SOURCE_COLUMNS
 from skiff.common.limits import TIER_ROW_GROUP_MESSAGES
 from skiff.spark import tier_read
 from skiff.spark.options import SourceOptions
-from skiff.spark.tier_plan import TierFile, TierRange
+from skiff.spark.tier_plan import TierRange
 from skiff.spark.tier_read import read_tier_range
 from skiff.tier.backends import FilesystemBackend, TierError
 from skiff.tier.columns import records_to_table
 from skiff.tier.tier import Tier, row_groups_within
 from tests.unit.tier.records import make_records
+from tests.unit.tier.test_ranges import CountingBackend
 
 pytestmark = pytest.mark.spark
 
@@ -41,7 +44,7 @@ def tiered(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, pa.Table, Tie
     tier = Tier(FilesystemBackend(str(root)))
     table = records_to_table(make_records("T", 2, 100, ROWS), "b")
     _, seg = tier.upload(tier.manifest("T", "b"), table)
-    whole = TierRange("T", "b", 2, seg.first_offset, seg.last_offset + 1, (TierFile(seg.file, seg.sha256, seg.size_bytes),))
+    whole = TierRange("T", "b", 2, seg.first_offset, seg.last_offset + 1, (seg,))
     return f"file://{root}", table, whole
 
 
@@ -70,7 +73,7 @@ def test_a_range_spanning_two_files_reads_both_in_order(tiered) -> None:
     after = records_to_table(make_records("T", 2, whole.end, 500), "b")
     if len(m.segments) == 1:
         m, _ = tier.upload(m, after)
-    files = tuple(TierFile(s.file, s.sha256, s.size_bytes) for s in m.queue(2))
+    files = tuple(m.queue(2))
     both = TierRange("T", "b", 2, whole.end - 20, whole.end + 30, files)
     got = pa.Table.from_batches(list(read_tier_range(SourceOptions.parse(
         {"namesrvAddr": "127.0.0.1:1", "topic": "T", "tierUrl": url}), both)), ARROW_SCHEMA)
@@ -100,7 +103,7 @@ def test_a_file_with_gaps_is_cut_at_offsets_it_lacks(tiered) -> None:
     gapped = records_to_table(make_records("T", 5, 0, 3000), "b")
     gapped = gapped.filter(pc.not_equal(pc.bit_wise_and(gapped.column("queue_offset"), 3), 0))  # 1, 2, 3, 5, 6, 7, 9 ...
     _, seg = tier.upload(tier.manifest("T", "b"), gapped)
-    files = (TierFile(seg.file, seg.sha256, seg.size_bytes),)
+    files = (seg,)
     parsed = SourceOptions.parse({"namesrvAddr": "127.0.0.1:1", "topic": "T", "tierUrl": url})
     for start, end in ((0, 3000), (4, 8), (5, 1001), (1000, 1004), (2999, 3000)):
         got = pa.Table.from_batches(list(read_tier_range(parsed, TierRange("T", "b", 5, start, end, files))), ARROW_SCHEMA)
@@ -117,6 +120,33 @@ def test_without_properties_the_column_is_null(tiered) -> None:
 def test_a_file_other_than_the_manifests_is_refused(tiered) -> None:
     url, _, whole = tiered
     (one,) = whole.files
-    other = TierRange(whole.topic, whole.broker, 2, whole.start, whole.end, (TierFile(one.file, "0" * 64, one.size_bytes),))
+    other = TierRange(whole.topic, whole.broker, 2, whole.start, whole.end, (dataclasses.replace(one, sha256="0" * 64),))
     with pytest.raises(TierError, match="checksum .* is not the manifest's"):
         _read(url, other, whole.start, whole.end)
+
+
+def test_a_range_inside_a_file_fetches_only_its_row_groups_and_checks_them(tiered, monkeypatch) -> None:
+    url, table, whole = tiered
+    backend = CountingBackend(url.removeprefix("file://"))
+    monkeypatch.setattr(tier_read, "tier_of", lambda options: Tier(backend))
+    (seg,) = whole.files
+    first, g = whole.start, TIER_ROW_GROUP_MESSAGES
+    got = pa.Table.from_batches(_read(url, whole, first + g + 1, first + g + 50), ARROW_SCHEMA)
+    assert got.column("queue_offset").to_pylist() == list(range(first + g + 1, first + g + 50))
+    assert got.equals(table.select(SOURCE_COLUMNS).slice(g + 1, 49).cast(ARROW_SCHEMA))
+    assert backend.gets == [] and backend.ranges == [
+        (seg.file, seg.footer.start, seg.footer.length), (seg.file, seg.row_groups[1].start, seg.row_groups[1].length)]
+    backend.ranges.clear()
+    assert [b.num_rows for b in _read(url, whole, first + g + 1, first + ROWS - 1)] == [ROWS - g - 2]
+    last = seg.row_groups[2]  # the footer, then row groups 1 and 2 in one get
+    assert backend.ranges[1:] == [(seg.file, seg.row_groups[1].start, last.start + last.length - seg.row_groups[1].start)]
+    assert backend.gets == []
+    assert [b.num_rows for b in _read(url, whole, first + 1, first + ROWS - 1)] == [BATCH - 1, 299]
+    assert backend.gets == [seg.file]  # every row group: the whole file, one get and one hash
+    backend.gets.clear()
+    _read(url, whole, first, first + ROWS)  # the whole range: the whole file, without its footer first
+    assert backend.gets == [seg.file] and len(backend.ranges) == 3
+    damaged = dataclasses.replace(seg, row_groups=(seg.row_groups[0], dataclasses.replace(seg.row_groups[1], sha256="0" * 64),
+                                                   seg.row_groups[2]))
+    with pytest.raises(TierError, match="row group 1.*checksum"):
+        _read(url, dataclasses.replace(whole, files=(damaged,)), first + g + 1, first + g + 50)

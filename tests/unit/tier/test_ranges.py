@@ -25,7 +25,7 @@ ROWS = 2 * TIER_ROW_GROUP_MESSAGES + 500  # three row groups, the last one short
 TABLE = records_to_table(make_records("T", 0, 0, ROWS), "b")
 
 
-class _Counting(FilesystemBackend):
+class CountingBackend(FilesystemBackend):
     """A filesystem tier that remembers what was fetched: whole objects and ranges."""
 
     def __init__(self, root: str) -> None:
@@ -89,7 +89,7 @@ def test_each_row_group_read_through_its_range_equals_the_whole_files(backend: T
 
 
 def test_a_first_read_fetches_the_footer_and_its_row_group_only(tmp_path) -> None:
-    backend = _Counting(str(tmp_path))
+    backend = CountingBackend(str(tmp_path))
     _, seg = Tier(backend).upload(Manifest("T", "b"), TABLE)
     tier = Tier(backend)
     assert tier.row_group(seg, 2).num_rows == 500
@@ -123,7 +123,7 @@ def test_a_damaged_range_is_refused_by_its_checksum_and_nothing_is_cached(tmp_pa
 
 
 def test_a_manifest_without_ranges_reads_the_whole_file(tmp_path) -> None:
-    backend = _Counting(str(tmp_path))
+    backend = CountingBackend(str(tmp_path))
     m, seg = Tier(backend).upload(Manifest("T", "b"), TABLE)
     older = Segment.from_json({k: v for k, v in seg.to_json().items() if k not in ("rowGroups", "footer")})
     assert older == replace(seg, row_groups=(), footer=None) and not older.ranged()
@@ -157,3 +157,52 @@ def test_a_compacted_rewrite_records_its_new_files_ranges(tmp_path) -> None:
     assert (rewritten.row_groups, rewritten.footer) == file_ranges(tier.backend.get(rewritten.file))
     assert rewritten.row_groups != old.row_groups
     assert tier.row_group(rewritten, 0).equals(tier.open(rewritten).read_row_group(0))
+
+
+def test_reads_queries_and_searches_by_time_fetch_only_the_row_groups_they_need(tmp_path) -> None:
+    backend = CountingBackend(str(tmp_path))
+    m, seg = Tier(backend).upload(Manifest("T", "b"), TABLE)
+    whole = Tier(backend)  # the same file, read whole: what each answer must equal
+    older = replace(seg, row_groups=(), footer=None)
+    g = TIER_ROW_GROUP_MESSAGES
+    tier = Tier(backend)
+    backend.ranges.clear()
+
+    def fetched() -> list[int]:
+        """The row groups fetched since the last call (the footer left out)."""
+        groups = [seg.row_groups.index(next(r for r in seg.row_groups if r.start == start))
+                  for _, start, _ in backend.ranges if start != seg.footer.start]
+        backend.ranges.clear()
+        return groups
+
+    assert seg.footer is not None
+    got = tier.rows_where(seg, "queue_offset", [g + 7, g + 9])
+    assert got.column("queue_offset").to_pylist() == [g + 7, g + 9] and fetched() == [1]
+    assert got.equals(whole.rows_where(older, "queue_offset", [g + 7, g + 9]))
+    assert tier.rows_where(seg, "queue_offset", [ROWS + 5]).num_rows == 0 and fetched() == []
+    t0_ms = 1_700_000_000_000 + 1  # make_records: offset i stored at t0 + i + 1 ms
+    at = tier.offset_at_time(seg, t0_ms + 2 * g + 3)
+    assert at == (2 * g + 3, t0_ms + 2 * g + 3) and fetched() == [2]
+    assert at == whole.offset_at_time(older, t0_ms + 2 * g + 3)
+    rows = tier.read(m, 0, g - 5, 10)
+    assert rows.column("queue_offset").to_pylist() == list(range(g - 5, g + 5)) and fetched() == [0, 1]
+    assert rows.equals(whole.read(Manifest("T", "b", (older,)), 0, g - 5, 10))
+    assert backend.gets == [seg.file]  # only `whole`'s read of the file without ranges
+
+
+def test_adjacent_row_groups_are_fetched_in_one_get_each_checked(tmp_path) -> None:
+    backend = CountingBackend(str(tmp_path))
+    _, seg = Tier(backend).upload(Manifest("T", "b"), TABLE)
+    tier = Tier(backend)
+    footer = tier.fetch_footer(seg)
+    backend.ranges.clear()
+    f = tier.fetch_row_groups(seg, footer, [1, 2])
+    first, last = seg.row_groups[1], seg.row_groups[2]
+    assert backend.ranges == [(seg.file, first.start, last.start + last.length - first.start)]
+    assert f.read_row_groups([1, 2]).column("queue_offset").to_pylist() == list(range(TIER_ROW_GROUP_MESSAGES, ROWS))
+    data = bytearray(backend.get(seg.file))
+    data[last.start + last.length // 2] ^= 0xFF  # row group 2 damaged, fetched together with row group 1
+    backend.put(seg.file, bytes(data))
+    with pytest.raises(TierError, match="row group 2.*checksum"):
+        tier.fetch_row_groups(seg, footer, [1, 2])
+    assert tier.fetch_row_groups(seg, footer, [0, 1]).read_row_group(1).num_rows == TIER_ROW_GROUP_MESSAGES
