@@ -39,10 +39,6 @@ READER_GROUP = "KAFKA_FETCH"
 Key = tuple[str, int]
 
 
-FetchWaiters = QueueWaiters
-"""The registry held fetches wait in (the name skiff.broker.kafka.service types it with)."""
-
-
 class Fetch:
     def __init__(self, gate: Gate, role: Role, pull: PullOperation, waiters: QueueWaiters) -> None:
         self.gate = gate

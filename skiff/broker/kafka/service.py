@@ -34,7 +34,7 @@ from skiff.broker.ha.role import Role
 from skiff.broker.kafka.access import PUB, Allowed, screens, topic_need
 from skiff.broker.kafka.admin import TopicAdmin
 from skiff.broker.kafka.cluster import ClusterView, Layout, Node, coordinator, node_id
-from skiff.broker.kafka.fetch import Fetch, FetchWaiters
+from skiff.broker.kafka.fetch import Fetch
 from skiff.broker.kafka.groups import GroupCoordinator
 from skiff.broker.kafka.idempotence import ProducerIds, ProducerStates
 from skiff.broker.kafka.offsets import PartitionOffsets
@@ -43,6 +43,7 @@ from skiff.broker.kafka.produce import Outcome, Produce, Stored, answer_frame, p
 from skiff.broker.kafka.sasl import MECHANISMS, SaslFailure, SaslState, Session, exchange as sasl_exchange
 from skiff.broker.operations.send import DEFAULT_TEMPLATE
 from skiff.broker.operations import Operations, QueueEdge, Refusal, born_host
+from skiff.broker.queue_waiters import QueueWaiters
 from skiff.broker.topics import TopicConfigManager
 from skiff.common.errors import DecodeError
 from skiff.common.service import Periodic
@@ -78,7 +79,7 @@ _BEFORE_SASL = (ApiKey.API_VERSIONS, *_SASL)
 
 class KafkaService:
     def __init__(self, config: BrokerConfig, role: Role, ops: Operations, topics: TopicConfigManager,
-                 waiters: FetchWaiters, advertised_port: Callable[[], int], retention_ms: int,
+                 waiters: QueueWaiters, advertised_port: Callable[[], int], retention_ms: int,
                  master_host: Callable[[], str | None] = lambda: None, client: RemotingClient | None = None,
                  broker_addr: Callable[[], str] = lambda: "") -> None:
         """``master_host``: on a slave, its master's host as the registration last said (None
