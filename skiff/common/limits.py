@@ -147,6 +147,12 @@ records, compressed). The default of the broker key tierCompactedMergeMaxBytes."
 TIER_MANIFEST_MAX_BYTES = 64 * 1024 * 1024
 """A topic's tier manifest: larger is refused as corrupt rather than parsed."""
 
+TIER_MANIFEST_PART_SEGMENTS = 256
+"""Segments a manifest part holds (`skiff.tier.manifest_parts`): the manifest its uploader
+rewrites after each file lists fewer than twice as many of its own (~1.4 MB at most, at ~2.7 KB
+per segment listed with its row groups' ranges), and a history of a million files is ~4,000
+parts named in it (~0.6 MB)."""
+
 TIER_QUERY_MAX_FILES = 256
 """Tiered files (newest first within the asked time range) whose key index one query by key
 reads: each is a request to the bucket, so a query over years of history answers from the

@@ -2,7 +2,8 @@
 
 One JSON object per topic and broker group, ``<topic>/<broker>/manifest.json`` in the
 tier, rewritten whole by the one uploader of the topic in that group (its master) after each file it adds
-or removes. It is the tier's only truth: a file the manifest does not list is not
+or removes; a long history's older segments are in parts of their own which it names
+(`ManifestPart`, `skiff.tier.manifest_parts`; format 2). It is the tier's only truth: a file the manifest does not list is not
 data (an upload that crashed before its manifest, collected by the uploader), and
 a reader (a broker serving an old offset, a Spark executor) opens only listed
 files, checking each one's SHA-256.
@@ -54,13 +55,16 @@ an older one just loses the ranges: its files are read whole again).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from skiff.common.errors import SkiffError
 
 FORMAT_VERSION = 1
+PARTED_FORMAT_VERSION = 2
+"""A manifest with parts (`ManifestPart`): builds before parts refuse it as of an unknown format
+rather than read a part of the history as all of it."""
 MANIFEST_NAME = "manifest.json"
 
 
@@ -193,6 +197,25 @@ class RetiredFile:
 
 
 @dataclass(frozen=True, slots=True)
+class ManifestPart:
+    """Segments written out of the manifest into an object of their own (`skiff.tier.manifest_parts`),
+    which the manifest names with its size and SHA-256: the manifest a writer rewrites after each
+    file stays small however long the history, and a part, named by its digest, never changes."""
+
+    file: str
+    size_bytes: int
+    sha256: str
+    segments: tuple[Segment, ...]
+
+    def ref_json(self) -> dict[str, Any]:
+        return {"file": self.file, "bytes": self.size_bytes, "sha256": self.sha256, "segments": len(self.segments)}
+
+
+PartLoader = Callable[[str, int, str, int], ManifestPart]
+"""Fetches a part named by a manifest (its file, bytes, SHA-256 and segment count), checked."""
+
+
+@dataclass(frozen=True, slots=True)
 class Manifest:
     topic: str
     broker: str = ""
@@ -200,6 +223,10 @@ class Manifest:
     retired: tuple[RetiredFile, ...] = field(default=())
     """Files no segment names any more, waiting out the delete delay (not data to this manifest's
     readers: offsets, queries and Spark's planning look only at ``segments``)."""
+    parts: tuple[ManifestPart, ...] = field(default=())
+    """Which of ``segments`` are written in parts of their own (every segment is in ``segments``,
+    read back from its part: readers see one list). A part whose segments are not all still
+    listed is dissolved when the manifest is next written (`skiff.tier.manifest_parts.parted`)."""
 
     def queue(self, queue_id: int) -> list[Segment]:
         """The queue's segments, in offset order."""
@@ -251,8 +278,9 @@ class Manifest:
         return replace(self, segments=tuple(s for s in self.segments if s not in drop))
 
     def listed_files(self) -> set[str]:
-        """The keys of every segment's file and key index: what readers of this manifest open."""
-        return {f for s in self.segments for f in s.files()}
+        """The keys of every segment's file and key index, and of the manifest's parts: what
+        readers of this manifest open."""
+        return {f for s in self.segments for f in s.files()} | {p.file for p in self.parts}
 
     def known_files(self) -> set[str]:
         """Every key this manifest accounts for, segments' and retired: anything else under its
@@ -263,8 +291,13 @@ class Manifest:
         """This manifest with the files of ``gone`` (segments it no longer lists) retired at
         ``now_ms``; a file already retired keeps its first time, a file a segment lists is not
         retired (a rewrite never reuses a key, but a listed file must never be deleted)."""
+        return self.retiring_files((f for s in gone for f in s.files()), now_ms)
+
+    def retiring_files(self, files: Iterable[str], now_ms: int) -> Manifest:
+        """This manifest with ``files`` (keys it no longer lists: segments' files, parts) retired at
+        ``now_ms``, on the same terms as `retiring`."""
         known, listed = {r.file for r in self.retired}, self.listed_files()
-        new = tuple(RetiredFile(f, now_ms) for s in gone for f in s.files() if f not in known and f not in listed)
+        new = tuple(RetiredFile(f, now_ms) for f in dict.fromkeys(files) if f not in known and f not in listed)
         return replace(self, retired=self.retired + new) if new else self
 
     def due(self, delay_ms: int, now_ms: int) -> list[RetiredFile]:
@@ -279,27 +312,51 @@ class Manifest:
         return sum(s.size_bytes for s in self.segments if queue_id is None or s.queue_id == queue_id)
 
     def to_bytes(self) -> bytes:
-        body: dict[str, Any] = {"version": FORMAT_VERSION, "topic": self.topic, "broker": self.broker,
-                                "segments": [s.to_json() for s in self.segments]}
+        """The manifest's JSON: format 1 when it has no parts (what builds before parts read),
+        else format 2, its parts named and only the segments outside them listed."""
+        in_parts = {id(s) for p in self.parts for s in p.segments}  # the same objects (manifest_parts)
+        if len(in_parts) != sum(len(p.segments) for p in self.parts) or \
+                not in_parts <= {id(s) for s in self.segments}:
+            raise ValueError(f"{self.topic}: a manifest's parts hold segments it does not list, or one twice")
+        body: dict[str, Any] = {"version": PARTED_FORMAT_VERSION if self.parts else FORMAT_VERSION,
+                                "topic": self.topic, "broker": self.broker,
+                                "segments": [s.to_json() for s in self.segments if id(s) not in in_parts]}
+        if self.parts:
+            body["parts"] = [p.ref_json() for p in self.parts]
         if self.retired:
             body["retired"] = [r.to_json() for r in self.retired]
         return json.dumps(body, separators=(",", ":")).encode()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> Manifest:
+    def from_bytes(cls, data: bytes, load_part: PartLoader | None = None) -> Manifest:
+        """The manifest ``data`` holds; a manifest with parts needs ``load_part`` to fetch them
+        (`Tier.manifest`), and its segments are the parts' in order, then its own."""
         try:
             d = json.loads(data)
         except ValueError as exc:
             raise ManifestError(f"manifest is not JSON: {exc}") from None
-        if not isinstance(d, dict) or d.get("version") != FORMAT_VERSION or not isinstance(d.get("segments"), list):
-            raise ManifestError(f"manifest of an unknown format (version {d.get('version') if isinstance(d, dict) else None!r}, "
-                                f"this build reads {FORMAT_VERSION})")
-        retired = d.get("retired", [])
-        if not isinstance(retired, list):
-            raise ManifestError(f"manifest's retired files are not a list: {retired!r}")
+        version = d.get("version") if isinstance(d, dict) else None
+        if version not in (FORMAT_VERSION, PARTED_FORMAT_VERSION) or not isinstance(d.get("segments"), list):
+            raise ManifestError(f"manifest of an unknown format (version {version!r}, this build reads "
+                                f"{FORMAT_VERSION} and {PARTED_FORMAT_VERSION})")
+        retired, refs = d.get("retired", []), d.get("parts", [])
+        if not isinstance(retired, list) or not isinstance(refs, list):
+            raise ManifestError(f"manifest's retired files or parts are not lists: {retired!r}, {refs!r}")
+        if refs and load_part is None:
+            raise ManifestError("the manifest lists parts of its own: read it through its tier (Tier.manifest)")
+        parts = tuple(_part(ref, load_part) for ref in refs) if load_part is not None else ()
+        own = tuple(Segment.from_json(s) for s in d["segments"])
         return cls(str(d.get("topic", "")), str(d.get("broker", "")),
-                   tuple(Segment.from_json(s) for s in d["segments"]),
-                   tuple(RetiredFile.from_json(r) for r in retired))
+                   tuple(s for p in parts for s in p.segments) + own,
+                   tuple(RetiredFile.from_json(r) for r in retired), parts)
+
+
+def _part(ref: Any, load_part: PartLoader) -> ManifestPart:
+    try:
+        file, size, digest, count = str(ref["file"]), int(ref["bytes"]), str(ref["sha256"]), int(ref["segments"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ManifestError(f"manifest part {ref!r}: {exc!r}") from None
+    return load_part(file, size, digest, count)
 
 
 def broker_prefix(topic: str, broker: str) -> str:

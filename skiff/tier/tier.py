@@ -34,13 +34,14 @@ import pyarrow.parquet as pq
 
 from skiff.common.clock import SYSTEM_CLOCK, Clock
 from skiff.common.limits import (TIER_CACHE_MAX_BYTES, TIER_COMPACTED_MERGE_MAX_BYTES, TIER_MANIFEST_MAX_BYTES,
-                                 TIER_ROW_GROUP_MESSAGES, TIER_SEGMENT_MAX_MESSAGES)
+                                 TIER_MANIFEST_PART_SEGMENTS, TIER_ROW_GROUP_MESSAGES, TIER_SEGMENT_MAX_MESSAGES)
 from skiff.common.properties import split_keys
 from skiff.tier.backends import TierBackend, TierError
 from skiff.tier.columns import TIER_SCHEMA
 from skiff.tier.index import INDEX_SUFFIX, index_bytes, index_file, key_hash, key_index, sorted_index
-from skiff.tier.manifest import (ByteRange, Manifest, ManifestError, Segment, SegmentIndex, broker_prefix,
+from skiff.tier.manifest import (ByteRange, Manifest, ManifestError, ManifestPart, Segment, SegmentIndex, broker_prefix,
                                  manifest_file, segment_file)
+from skiff.tier.manifest_parts import PART_SUFFIX, parted, read_part
 from skiff.tier.ranges import checked_range, file_ranges, footer_file, ranged_file
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,7 @@ def data_file(table: pa.Table) -> DataFile:
     return DataFile(data, hashlib.sha256(data).hexdigest(), groups, footer)
 
 
-def checked(seg: Segment | SegmentIndex, data: bytes) -> bytes:
+def checked(seg: Segment | SegmentIndex | ManifestPart, data: bytes) -> bytes:
     """``data`` if it is the file (or index) ``seg`` describes, else `TierError` (a damaged or
     replaced object)."""
     digest = hashlib.sha256(data).hexdigest()
@@ -140,7 +141,8 @@ class Tier:
     """The tier of every topic in one backend (the backend's keys start with the topic)."""
 
     def __init__(self, backend: TierBackend, cache: FileCache | None = None, *, clock: Clock = SYSTEM_CLOCK,
-                 delete_delay_ms: int = 0, merge_max_bytes: int = TIER_COMPACTED_MERGE_MAX_BYTES) -> None:
+                 delete_delay_ms: int = 0, merge_max_bytes: int = TIER_COMPACTED_MERGE_MAX_BYTES,
+                 part_segments: int = TIER_MANIFEST_PART_SEGMENTS) -> None:
         if delete_delay_ms < 0:
             raise ValueError(f"a tier's file delete delay is 0 ms or more, not {delete_delay_ms}")
         if merge_max_bytes <= 0:
@@ -154,28 +156,62 @@ class Tier:
         self.merge_max_bytes = merge_max_bytes
         """The size up to which a compacted queue's adjacent files are merged (`merge_groups`;
         tests make it small)."""
+        self.part_segments = part_segments
+        """Segments per manifest part (`skiff.tier.manifest_parts`; tests make it small)."""
+        self._parts: dict[tuple[str, str], dict[str, ManifestPart]] = {}
+        """The parts of each manifest last read or written, by file: not fetched again."""
         self.steps: Callable[[str], None] = _no_step
         """Called after each durable step of an upload ("file-written", "index-written",
-        "rewrite-written", "manifest-written", "replaced-removed") and of `delete_retired`
+        "rewrite-written", "parts-written", "manifest-written", "replaced-removed") and of `delete_retired`
         ("retired-deleted", "retired-forgotten"): the crash tests kill the process there."""
 
     # -- the manifest --------------------------------------------------------------
 
     def manifest(self, topic: str, broker: str) -> Manifest:
-        """The manifest of the topic's part in broker group ``broker`` (empty when nothing was tiered yet)."""
+        """The manifest of the topic's part in broker group ``broker`` (empty when nothing was tiered
+        yet), with the segments of its parts (each fetched and checked, or known from before:
+        a part never changes)."""
         key = manifest_file(topic, broker)
         if not self.backend.exists(key):
             return Manifest(topic, broker)
         data = self.backend.get(key)
         if len(data) > TIER_MANIFEST_MAX_BYTES:
             raise ManifestError(f"{self.backend.url}/{key}: {len(data)} bytes, more than a manifest may be")
-        m = Manifest.from_bytes(data)
+        known = self._parts.get((topic, broker), {})
+
+        def load_part(file: str, size_bytes: int, digest: str, count: int) -> ManifestPart:
+            part = known.get(file)
+            if part is not None and (part.size_bytes, part.sha256, len(part.segments)) == (size_bytes, digest, count):
+                return part
+            if size_bytes > TIER_MANIFEST_MAX_BYTES:
+                raise ManifestError(f"{self.backend.url}/{file}: {size_bytes} bytes, more than a manifest part may be")
+            ref = ManifestPart(file, size_bytes, digest, ())
+            return replace(ref, segments=read_part(topic, broker, file, checked(ref, self.backend.get(file)), count))
+
+        m = Manifest.from_bytes(data, load_part)
         if (m.topic, m.broker) != (topic, broker):
             raise ManifestError(f"{self.backend.url}/{key} is the manifest of {m.topic!r} in {m.broker!r}")
+        self._parts[(topic, broker)] = {p.file: p for p in m.parts}
         return m
 
-    def write_manifest(self, manifest: Manifest) -> None:
-        self.backend.put(manifest_file(manifest.topic, manifest.broker), manifest.to_bytes())
+    def write_manifest(self, manifest: Manifest) -> Manifest:
+        """Write ``manifest`` (its new parts first: `skiff.tier.manifest_parts`); the manifest as
+        written, which the writer goes on from. A part it no longer names is retired (deleted
+        after the delete delay) or, without a delay, deleted once the manifest is written."""
+        done = parted(manifest, self.part_segments)
+        for part, data in done.written:
+            self.backend.put(part.file, data)
+        if done.written:
+            self.steps("parts-written")
+        written = done.manifest
+        if done.dropped and self.delete_delay_ms > 0:
+            written = written.retiring_files((p.file for p in done.dropped), self.clock.now_ms())
+        self.backend.put(manifest_file(manifest.topic, manifest.broker), written.to_bytes())
+        self._parts[(manifest.topic, manifest.broker)] = {p.file: p for p in written.parts}
+        if self.delete_delay_ms <= 0:
+            for part in done.dropped:
+                self.backend.delete(part.file)
+        return written
 
     # -- writing -------------------------------------------------------------------
 
@@ -303,8 +339,7 @@ class Tier:
         """``manifest`` with the files a `rewrite` replaced (``replaced``) swapped for their new
         files, written (retiring the old ones) before the old files go (`_retire`): a reader never
         finds a listed file missing, and a crash before the manifest leaves only unlisted files."""
-        kept = self._retiring(manifest.replacing(replaced), replaced)
-        self.write_manifest(kept)
+        kept = self.write_manifest(self._retiring(manifest.replacing(replaced), replaced))
         self.steps("manifest-written")
         self._retire(replaced, why)
         return kept
@@ -324,9 +359,7 @@ class Tier:
             found[seg] = replace(seg, oldest_tombstone_ms=oldest_tombstone_ms(rows))
             log.info("tier %s: %s looked at for tombstones (uploaded before they were recorded): %s",
                      self.backend.url, seg.file, found[seg].oldest_tombstone_ms)
-        learnt = replace(manifest, segments=tuple(found.get(s, s) for s in manifest.segments))
-        self.write_manifest(learnt)
-        return learnt
+        return self.write_manifest(replace(manifest, segments=tuple(found.get(s, s) for s in manifest.segments)))
 
     def _rewritten(self, manifest: Manifest, old: Segment, rows: pa.Table, keep_empty: bool = False) -> Segment | None:
         """``old``'s range holding only ``rows``: its file and key index written under new keys
@@ -409,8 +442,7 @@ class Tier:
                          r.retired_ms, self.delete_delay_ms)
                 self.backend.delete(r.file)
         self.steps("retired-deleted")
-        kept = manifest.without_retired(r.file for r in due)
-        self.write_manifest(kept)
+        kept = self.write_manifest(manifest.without_retired(r.file for r in due))
         self.steps("retired-forgotten")
         return kept
 
@@ -433,9 +465,7 @@ class Tier:
             done[seg] = replace(seg, index=index, min_commit_log_offset=pc.min(physical).as_py(),
                                 max_commit_log_offset=pc.max(physical).as_py())
             log.info("tier %s: %s indexed (uploaded before key indexes)", self.backend.url, seg.file)
-        indexed = replace(manifest, segments=tuple(done.get(s, s) for s in manifest.segments))
-        self.write_manifest(indexed)
-        return indexed
+        return self.write_manifest(replace(manifest, segments=tuple(done.get(s, s) for s in manifest.segments)))
 
     def expire(self, manifest: Manifest, before_ms: int) -> tuple[Manifest, list[Segment]]:
         """Drop the files whose newest message was stored before ``before_ms`` (retention.tiered.ms),
@@ -446,8 +476,7 @@ class Tier:
         gone = [s for s in manifest.segments if s.last_store_ms < before_ms and newest[s.queue_id] != s]
         if not gone:
             return manifest, []
-        kept = self._retiring(manifest.without(gone), gone)
-        self.write_manifest(kept)
+        kept = self.write_manifest(self._retiring(manifest.without(gone), gone))
         self._retire(gone, "expired (retention.tiered.ms)")
         return kept, gone
 
@@ -470,7 +499,7 @@ class Tier:
         when their delay has passed); the keys deleted."""
         known = manifest.known_files()
         gone = [k for k in self.backend.list(broker_prefix(manifest.topic, manifest.broker))
-                if k not in known and k.endswith((".parquet", INDEX_SUFFIX))]
+                if k not in known and k.endswith((".parquet", INDEX_SUFFIX, PART_SUFFIX))]
         for key in gone:
             log.info("tier %s: removing %s, which no manifest lists (an upload cut off before its manifest)",
                      self.backend.url, key)
