@@ -1,5 +1,6 @@
-"""SIGKILL a broker's tier at each durable step of an upload and of the local deletion that
-follows it, one crash after another: after a restart that finishes the job, every message of the queue is served
+"""SIGKILL a broker's tier at each durable step of an upload (the manifest in parts of one
+segment, so that writing a part is one of them) and of the local deletion that follows it, one
+crash after another: after a restart that finishes the job, every message of the queue is served
 once, in offset order, from the CommitLog or from the tier, and no file the manifest does
 not list is left in the tier.
 
@@ -29,7 +30,7 @@ from tests.crash.tier_child import OneTopic, orphans, parse_child, queue_view
 from tests.unit.store.conftest import make_config, message
 
 MODULE = "tests.crash.test_tier_kill"
-STEPS = ["file-written", "index-written", "manifest-written", "hold-computed", "retention-done"]
+STEPS = ["file-written", "index-written", "manifest-written", "parts-written", "hold-computed", "retention-done"]
 TOPIC = "T"
 QUEUES = 2
 PER_ROUND = 60
@@ -64,6 +65,7 @@ def child_main() -> None:
                           tier_file_delete_delay_ms=0)
     service = TierService(config, store, OneTopic(TOPIC, QUEUES), SYSTEM_CLOCK)  # type: ignore[arg-type]
     service.tier.steps = step
+    service.tier.part_segments = 1  # the manifest in parts from its second segment on: their steps crash too
     hold = store.retention.holds[-1]
 
     def held() -> int | None:

@@ -15,6 +15,7 @@ from skiff.common.stored_message import decode_records
 from skiff.protocol.bodies.topic import TopicConfig
 from skiff.store import MessageStore
 from skiff.tier.columns import rows_to_records
+from skiff.tier.manifest_parts import PART_SUFFIX
 from tests.crash.store_child import emit
 
 BROKER = "broker-a"
@@ -86,7 +87,8 @@ def queue_view(store: MessageStore, service: TierService, topic: str, queue_id: 
 
 
 def orphans(service: TierService, topic: str) -> int:
-    """Data and index files under the topic's tier that its manifest does not list (as a segment's
-    or as retired)."""
+    """Data and index files and manifest parts under the topic's tier that its manifest does not
+    list (as a segment's, a part or retired)."""
     known = service.tier.manifest(topic, BROKER).known_files()
-    return sum(1 for k in service.tier.backend.list(f"{topic}/") if k.endswith((".parquet", ".keys")) and k not in known)
+    return sum(1 for k in service.tier.backend.list(f"{topic}/")
+               if k.endswith((".parquet", ".keys", PART_SUFFIX)) and k not in known)
