@@ -209,9 +209,21 @@ class Tier:
         self.backend.put(manifest_file(manifest.topic, manifest.broker), written.to_bytes())
         self._parts[(manifest.topic, manifest.broker)] = {p.file: p for p in written.parts}
         if self.delete_delay_ms <= 0:
-            for part in done.dropped:
-                self.backend.delete(part.file)
+            self._delete_unlisted(p.file for p in done.dropped)
         return written
+
+    def _delete_unlisted(self, keys: Iterable[str]) -> None:
+        """Delete ``keys``, which the manifest just written no longer names (no delete delay). A
+        deletion that fails is logged and its key left to `collect_orphans`, not raised: the writer
+        must go on from the manifest written, since the one it held before still names the keys
+        deleted so far, and its next write would name them again (a missing part makes the whole
+        manifest unreadable)."""
+        for key in keys:
+            try:
+                self.backend.delete(key)
+            except Exception as exc:  # any backend error: the key is unlisted, an orphan at worst
+                log.warning("tier %s: deleting %s, which the manifest no longer names, failed (left for the "
+                            "orphan collection): %s", self.backend.url, key, exc)
 
     # -- writing -------------------------------------------------------------------
 
@@ -415,15 +427,15 @@ class Tier:
 
     def _retire(self, gone: Iterable[Segment], why: str) -> None:
         """After the manifest that stopped listing ``gone`` is written: without a delete delay
-        their files (and key indexes) are deleted now (a crash in between leaves unlisted files,
-        collected as orphans); with one the manifest holds them retired (`delete_retired`)."""
+        their files (and key indexes) are deleted now (a crash in between, or a deletion that fails,
+        leaves unlisted files, collected as orphans); with one the manifest holds them retired
+        (`delete_retired`)."""
         gone = list(gone)
         for old in gone:
             log.info("tier %s: %s %s; %s", self.backend.url, old.file, why,
                      f"deleted in {self.delete_delay_ms} ms" if self.delete_delay_ms > 0 else "deleted")
             if self.delete_delay_ms <= 0:
-                for key in old.files():
-                    self.backend.delete(key)
+                self._delete_unlisted(old.files())
         if gone and self.delete_delay_ms <= 0:
             self.steps("replaced-removed")
 

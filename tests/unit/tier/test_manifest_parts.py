@@ -3,7 +3,8 @@ the manifest lists fewer than 8 segments of its own however many files are uploa
 reader gets every segment back (and reads every row through them), a part is never rewritten,
 a part whose segment expired is dissolved and its object retired then deleted after the delay,
 a part no manifest names (a crash before the manifest) is an orphan and a named one never is,
-a damaged part is refused, and deleting the topic deletes its parts."""
+a damaged part is refused, deleting the topic deletes its parts, and a deletion that fails after
+the manifest is written never leads to a manifest naming a deleted part."""
 
 from __future__ import annotations
 
@@ -145,3 +146,34 @@ def test_parted_keeps_whole_parts_and_parts_the_oldest_segments_first(tmp_path) 
     assert without_first.manifest.segments == m.segments[1:]
     with pytest.raises(ValueError):
         parted(m, 0)
+
+
+class _DeletesThenFails(FilesystemBackend):
+    """A tier whose deletions remove the object and then answer with an error (a timeout)."""
+
+    failing = False
+
+    def delete(self, key: str) -> None:
+        super().delete(key)
+        if self.failing:
+            raise OSError(f"timed out deleting {key}")
+
+
+def test_a_deletion_that_fails_after_the_manifest_is_written_never_leaves_a_manifest_naming_it(tmp_path) -> None:
+    """Without a delete delay the parts and files a written manifest dropped are deleted after it;
+    if one deletion fails, the write still returns the manifest written: the writer goes on from
+    it, not from the one before, which names what is already deleted (its next write would name a
+    missing part again, and no reader could read the manifest)."""
+    backend = _DeletesThenFails(str(tmp_path))
+    tier = Tier(backend, part_segments=2)
+    m = _upload(tier, Manifest("T", "b"), 8, queues=1)
+    first_part = m.parts[0]
+    backend.failing = True
+    m, gone = tier.expire(m, min(s.last_store_ms for s in m.segments) + 1)
+    backend.failing = False
+    assert gone and first_part.file not in {p.file for p in m.parts}
+    assert first_part.file not in _parts_in(backend) and not any(backend.exists(f) for s in gone for f in s.files())
+    m = _upload(tier, m, 1, queues=1)  # the next write, from the manifest returned
+    fresh = Tier(FilesystemBackend(str(tmp_path))).manifest("T", "b")
+    assert fresh == m and all(backend.exists(f) for f in m.listed_files())
+    assert Tier(backend).read(fresh, 0, 0, 1000).column("queue_offset").to_pylist() == list(range(ROWS, 9 * ROWS))
