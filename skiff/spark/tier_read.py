@@ -67,8 +67,7 @@ def _fetched(tier: Tier, seg: Segment, start: int, end: int) -> tuple[pq.Parquet
     if seg.ranged() and (start > seg.first_offset or end <= seg.last_offset):
         footer = tier.fetch_footer(seg)
         groups = list(row_groups_within(footer, start, end))
-        if len(groups) < footer.num_row_groups:
-            return (tier.fetch_row_groups(seg, footer, groups) if groups else footer), groups
+        return (tier.fetch_row_groups(seg, footer, groups) if groups else footer), groups
     f = pq.ParquetFile(pa.BufferReader(checked(seg, tier.backend.get(seg.file))))
     return f, list(row_groups_within(f, start, end))
 

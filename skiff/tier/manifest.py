@@ -358,30 +358,28 @@ class Manifest:
     @classmethod
     def from_bytes(cls, data: bytes, load_part: PartLoader | None = None) -> Manifest:
         """The manifest ``data`` holds; a manifest with parts needs ``load_part`` to fetch them
-        (`Tier.manifest`), and its segments are the parts' in order, then its own."""
-        with gc_paused():  # hundreds of thousands of acyclic objects (skiff.common.gc_pause)
-            return cls._from_bytes(data, load_part)
-
-    @classmethod
-    def _from_bytes(cls, data: bytes, load_part: PartLoader | None) -> Manifest:
-        try:
-            d = orjson.loads(data)
-        except ValueError as exc:
-            raise ManifestError(f"manifest is not JSON: {exc}") from None
-        version = d.get("version") if isinstance(d, dict) else None
-        if version not in (FORMAT_VERSION, PARTED_FORMAT_VERSION) or not isinstance(d.get("segments"), list):
-            raise ManifestError(f"manifest of an unknown format (version {version!r}, this build reads "
-                                f"{FORMAT_VERSION} and {PARTED_FORMAT_VERSION})")
-        retired, refs = d.get("retired", []), d.get("parts", [])
-        if not isinstance(retired, list) or not isinstance(refs, list):
-            raise ManifestError(f"manifest's retired files or parts are not lists: {retired!r}, {refs!r}")
+        (`Tier.manifest`), and its segments are the parts' in order, then its own. The collector
+        is paused while the segments are built (`skiff.common.gc_pause`), not while parts are
+        fetched: the pause is process-wide."""
+        with gc_paused():
+            try:
+                d = orjson.loads(data)
+            except ValueError as exc:
+                raise ManifestError(f"manifest is not JSON: {exc}") from None
+            version = d.get("version") if isinstance(d, dict) else None
+            if version not in (FORMAT_VERSION, PARTED_FORMAT_VERSION) or not isinstance(d.get("segments"), list):
+                raise ManifestError(f"manifest of an unknown format (version {version!r}, this build reads "
+                                    f"{FORMAT_VERSION} and {PARTED_FORMAT_VERSION})")
+            retired, refs = d.get("retired", []), d.get("parts", [])
+            if not isinstance(retired, list) or not isinstance(refs, list):
+                raise ManifestError(f"manifest's retired files or parts are not lists: {retired!r}, {refs!r}")
+            own = tuple(Segment.from_json(s) for s in d["segments"])
+            gone = tuple(RetiredFile.from_json(r) for r in retired)
         if refs and load_part is None:
             raise ManifestError("the manifest lists parts of its own: read it through its tier (Tier.manifest)")
         parts = tuple(_part(ref, load_part) for ref in refs) if load_part is not None else ()
-        own = tuple(Segment.from_json(s) for s in d["segments"])
         return cls(str(d.get("topic", "")), str(d.get("broker", "")),
-                   tuple(s for p in parts for s in p.segments) + own,
-                   tuple(RetiredFile.from_json(r) for r in retired), parts)
+                   tuple(s for p in parts for s in p.segments) + own, gone, parts)
 
 
 def _part(ref: Any, load_part: PartLoader) -> ManifestPart:

@@ -362,7 +362,7 @@ class Tier:
         rows (the oldest files first), so `expire_tombstones` takes their tombstones out as it does
         newer files'. Only the manifest is written (the files do not change); unchanged, with
         nothing fetched or written, when every file's is known."""
-        unknown = [s for s in manifest.segments if s.oldest_tombstone_ms is None][:max_files]
+        unknown = _oldest([s for s in manifest.segments if s.oldest_tombstone_ms is None], max_files)
         if not unknown:
             return manifest
         found: dict[Segment, Segment] = {}
@@ -464,7 +464,7 @@ class Tier:
         offsetMsgId reach them as they reach newer files. Each index is written before the
         manifest that lists it (a crash leaves an unlisted index, collected as an orphan, and
         the file is indexed again); the data files do not change."""
-        old = [s for s in manifest.segments if s.index is None or s.min_commit_log_offset < 0][:max_files]
+        old = _oldest([s for s in manifest.segments if s.index is None or s.min_commit_log_offset < 0], max_files)
         if not old:
             return manifest
         done: dict[Segment, Segment] = {}
@@ -719,6 +719,12 @@ def row_groups_within(f: pq.ParquetFile, start: int, end: int = 2**63 - 1) -> It
         if stats is not None and stats.has_min_max and (stats.max < start or stats.min >= end):
             continue
         yield i
+
+
+def _oldest(segments: list[Segment], n: int) -> list[Segment]:
+    """The ``n`` segments stored first (a manifest's own order is not that once a part of it
+    was dissolved: skiff.tier.manifest_parts)."""
+    return sorted(segments, key=lambda s: (s.first_store_ms, s.queue_id, s.first_offset))[:n]
 
 
 def _adjacent_runs(ranges: Sequence[ByteRange], indexes: Sequence[int]) -> list[list[int]]:

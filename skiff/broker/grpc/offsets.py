@@ -131,10 +131,13 @@ class Offsets:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + TIER_PULL_HOLD_MAX_MS / 1000.0
         event = asyncio.Event()
-        self.tier_waiters.register(key, event)  # before asking the tier: a wake from then on is seen
+        self.tier_waiters.register(key, event)  # a wake is run on this loop: none came since the read
         try:
             while pulled.result.status is GetStatus.MESSAGE_WAS_REMOVING and not self.tier_waiters.closed \
-                    and loop.time() < deadline and self.puller.tier_waiting(request.topic, request.queue_id):
+                    and loop.time() < deadline:
+                if not self.puller.tier_waiting(request.topic, request.queue_id):
+                    pulled = self.puller.read(request, pulled.filter)  # its work may have ended since the read
+                    break
                 try:
                     await asyncio.wait_for(event.wait(), deadline - loop.time())
                 except asyncio.TimeoutError:

@@ -137,13 +137,32 @@ def test_the_brokers_stop_answers_a_held_pull_at_once_and_holds_none_after(monke
 @pytest.mark.parametrize("retry, waiting", [(GetStatus.MESSAGE_WAS_REMOVING, False),
                                             (GetStatus.NO_MATCHED_MESSAGE, True)], ids=["tier idle", "no match"])
 def test_a_retry_the_tier_is_not_working_for_is_answered_at_once(monkeypatch, retry, waiting) -> None:
-    """The tier's job ended before the door asked, or there is no tier (`tier_waiting` never
-    true), or the read found nothing the tier has to fetch (a filter matched nothing): one read,
-    answered now."""
+    """The tier is not working for the queue (there is no tier: `tier_waiting` never true): read
+    once more, in case its job ended since the read, and answered now; the read found nothing
+    the tier has to fetch (a filter matched nothing): one read, answered now."""
     monkeypatch.setattr(grpc_offsets, "TIER_PULL_HOLD_MAX_MS", 600_000)
 
     async def main() -> None:
         tier = FetchingTier(retry, waiting)
         assert await asyncio.wait_for(answer(door(tier)), DEADLINE_S) == (pb.MESSAGE_NOT_FOUND, [], OFFSET)
-        assert tier.reads == 1
+        assert tier.reads == (2 if retry is GetStatus.MESSAGE_WAS_REMOVING else 1)
+    run_coroutine(main())
+
+
+def test_a_job_that_ends_between_the_read_and_the_hold_is_read_again_not_answered_empty(monkeypatch) -> None:
+    """The tier's worker finished the row group right after the pull's read answered "retry" and
+    before the door asked whether the tier works for the queue: the records, from a second read."""
+    monkeypatch.setattr(grpc_offsets, "TIER_PULL_HOLD_MAX_MS", 600_000)
+
+    class EndsAfterTheRead(FetchingTier):
+        def read(self, req: PullRequest, flt: MessageFilter) -> Pulled:
+            pulled = super().read(req, flt)
+            if self.reads == 1:
+                self.fetched()
+            return pulled
+
+    async def main() -> None:
+        tier = EndsAfterTheRead()
+        got = await asyncio.wait_for(answer(door(tier)), DEADLINE_S)
+        assert got == (pb.OK, BODIES, OFFSET + COUNT) and tier.reads == 2
     run_coroutine(main())

@@ -18,28 +18,12 @@ from skiff.tier.columns import records_to_table
 from skiff.tier.manifest import Manifest, ManifestError, Segment
 from skiff.tier.ranges import file_ranges
 from skiff.tier.tier import FileCache, Tier
+from tests.unit.tier.counting_backend import CountingBackend
 from tests.unit.tier.records import make_records
 from tests.unit.tier.test_retired_files import keyed
 
 ROWS = 2 * TIER_ROW_GROUP_MESSAGES + 500  # three row groups, the last one short
 TABLE = records_to_table(make_records("T", 0, 0, ROWS), "b")
-
-
-class CountingBackend(FilesystemBackend):
-    """A filesystem tier that remembers what was fetched: whole objects and ranges."""
-
-    def __init__(self, root: str) -> None:
-        super().__init__(root)
-        self.gets: list[str] = []
-        self.ranges: list[tuple[str, int, int]] = []
-
-    def get(self, key: str) -> bytes:
-        self.gets.append(key)
-        return super().get(key)
-
-    def get_range(self, key: str, start: int, length: int) -> bytes:
-        self.ranges.append((key, start, length))
-        return super().get_range(key, start, length)
 
 
 def test_get_range_reads_the_bytes_asked_for_and_refuses_a_bad_range(backend: TierBackend) -> None:
