@@ -67,12 +67,8 @@ class QueueWaiters:
     def wake(self, keys: Sequence[QueueKey]) -> None:
         """Wake what is held on ``keys`` (from any thread): the tier's work one of them waited for
         ended (a `TierReads.ready_listeners` entry), so it reads again now, not at its deadline."""
-        if not self._waiting or self._loop is None:
-            return
-        try:
-            self._loop.call_soon_threadsafe(self._wake, [(topic, queue_id, 0) for topic, queue_id in keys])
-        except RuntimeError:  # the loop is closed: shutting down
-            pass
+        if self._waiting:
+            self.notify([(topic, queue_id, 0) for topic, queue_id in keys])
 
     def register(self, keys: Sequence[QueueKey], event: asyncio.Event) -> None:
         for key in keys:
